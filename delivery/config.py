@@ -1,9 +1,12 @@
-"""Settings: read once at the entry point, then passed down as one frozen object.
+"""Settings: read once at the entry point, then passed down as one object.
 
-Why a hand-made cache: the hook runs before every tool call and must import only the
-standard library, fast. ``tomllib`` pulls in ``typing`` (about 3 ms), so the hook reads a
-JSON copy of the parsed settings that is keyed by the identity of ``geode.toml`` (inode,
-size, mtime in ns). Any edit to ``geode.toml`` changes that key and the copy is rebuilt.
+Why no dataclasses, pathlib or json here: this module is on the hook's path, and those
+imports cost 2 to 10 ms each at start-up (``dataclasses`` pulls in ``inspect``, ``pathlib``
+pulls in ``re`` and ``urllib``, ``json`` pulls in ``re`` and ``enum``). Paths are strings.
+
+Why a hand-made cache: ``tomllib`` pulls in ``typing`` (about 3 ms), so the hook reads a
+JSON copy of the parsed settings keyed by the identity of ``geode.toml`` (inode, size,
+mtime in ns). Any edit to ``geode.toml`` changes that key and the copy is rebuilt.
 
 Resolution order for the store(s):
 1. ``--store DIR`` (a one-off store, the only domain for that command),
@@ -14,10 +17,9 @@ Resolution order for the store(s):
 
 from __future__ import annotations
 
-import json
 import os
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+
+from delivery import fastjson
 
 DEFAULT_BUDGET = 4000
 DEFAULT_INJECT_BUDGET = 1200
@@ -28,55 +30,78 @@ DEFAULT_STOP_UNITS = 100
 CLAUDE_CONTEXT_CAP = 10_000
 ACT_MODES = ("context", "deny-once")
 
+_DEFAULTS = {
+    "budget": DEFAULT_BUDGET,
+    "inject_budget": DEFAULT_INJECT_BUDGET,
+    "boot_chars": DEFAULT_BOOT_CHARS,
+    "act_mode": "context",
+    "block_lookups": True,
+    "lookup_marker": "geode:lookup",
+    "repeat_backoff_s": 0,
+    "withhold_rate": DEFAULT_WITHHOLD_RATE,
+    "withhold_rate_source": "default",
+    "stop_units": DEFAULT_STOP_UNITS,
+    "stop_date": None,
+    "control_salt": "",
+    "database_url": None,
+    "lock_budget_ms": 40,
+    "max_file_bytes": 1_000_000,
+    "freshness_days": 90,
+    "stop_min_actions": 5,
+    "sweep_files": 400,
+    "known_agents": (),
+    "one_off_store": False,
+    "warnings": (),
+}
+
 
 class ConfigError(Exception):
     """geode.toml cannot be used; the message names the file (and line when known)."""
 
 
-@dataclass(frozen=True)
 class Settings:
-    """Everything a command or the hook needs to know, resolved once."""
+    """Everything a command or the hook needs to know, resolved once. Treat as read-only."""
 
-    home: str
-    domains: dict[str, str]
-    default_domain: str
-    budget: int = DEFAULT_BUDGET
-    inject_budget: int = DEFAULT_INJECT_BUDGET
-    boot_chars: int = DEFAULT_BOOT_CHARS
-    act_mode: str = "context"
-    block_lookups: bool = True
-    lookup_marker: str = "geode:lookup"
-    repeat_backoff_s: int = 0
-    withhold_rate: float = DEFAULT_WITHHOLD_RATE
-    withhold_rate_source: str = "default"
-    stop_units: int = DEFAULT_STOP_UNITS
-    stop_date: str | None = None
-    control_salt: str = ""
-    database_url: str | None = None
-    lock_budget_ms: int = 40
-    max_file_bytes: int = 1_000_000
-    freshness_days: int = 90
-    stop_min_actions: int = 5
-    one_off_store: bool = False
-    warnings: tuple[str, ...] = field(default_factory=tuple)
+    __slots__ = ("home", "domains", "default_domain") + tuple(_DEFAULTS)
 
-    # -- derived paths -------------------------------------------------
+    def __init__(self, home: str, domains: dict[str, str], default_domain: str, **kw):
+        self.home = home
+        self.domains = domains
+        self.default_domain = default_domain
+        for key, value in _DEFAULTS.items():
+            setattr(self, key, kw.pop(key, value))
+        if kw:
+            raise TypeError(f"unknown settings: {sorted(kw)}")
+
+    def replace(self, **kw) -> "Settings":
+        values = {k: getattr(self, k) for k in _DEFAULTS}
+        values.update({k: v for k, v in kw.items() if k in _DEFAULTS})
+        base = {k: kw.get(k, getattr(self, k)) for k in ("home", "domains", "default_domain")}
+        return Settings(base["home"], base["domains"], base["default_domain"], **values)
+
+    def as_dict(self) -> dict:
+        return {k: getattr(self, k) for k in self.__slots__}
+
+    def __repr__(self) -> str:
+        return f"Settings(home={self.home!r}, domains={self.domains!r})"
+
+    # -- derived paths (strings) -------------------------------------------
     @property
-    def config_path(self) -> Path:
-        return Path(self.home) / "geode.toml"
+    def config_path(self) -> str:
+        return os.path.join(self.home, "geode.toml")
 
     @property
-    def ledger_path(self) -> Path:
+    def ledger_path(self) -> str:
         """SQLite file of the records that cannot be rebuilt (ledger, queue)."""
-        return Path(self.home) / "geode.db"
+        return os.path.join(self.home, "geode.db")
 
     @property
-    def index_dir(self) -> Path:
-        return Path(self.home) / "index"
+    def index_dir(self) -> str:
+        return os.path.join(self.home, "index")
 
     @property
-    def spool_dir(self) -> Path:
-        return Path(self.home) / "spool"
+    def spool_dir(self) -> str:
+        return os.path.join(self.home, "spool")
 
     @property
     def db_url(self) -> str:
@@ -86,115 +111,118 @@ class Settings:
     def uses_sqlite_ledger(self) -> bool:
         return self.database_url is None or self.database_url.startswith("sqlite")
 
-    def domain_roots(self) -> list[tuple[str, Path]]:
-        return [(name, Path(root)) for name, root in self.domains.items()]
+    def domain_roots(self) -> list[tuple[str, str]]:
+        return list(self.domains.items())
 
 
-def default_home(env: os._Environ | dict) -> Path:
+def default_home(env: dict) -> str:
     home = env.get("GEODE_HOME")
-    if home:
-        return Path(home).expanduser()
-    return Path("~/.geode").expanduser()
+    return os.path.abspath(os.path.expanduser(home or "~/.geode"))
 
 
-def _parse_toml(path: Path) -> dict:
+def _parse_toml(path: str) -> dict:
     import tomllib  # only on a cache miss: it costs the hook ~3 ms
 
     try:
         with open(path, "rb") as fh:
             return tomllib.load(fh)
-    except tomllib.TOMLDecodeError as exc:  # message carries "(at line N, column M)"
+    except tomllib.TOMLDecodeError as exc:  # its message carries "(at line N, column M)"
         raise ConfigError(f"{path}: {exc}") from exc
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc}") from exc
 
 
-def _file_key(path: Path) -> str | None:
+def _file_key(path: str) -> str | None:
     try:
-        st = path.stat()
+        st = os.stat(path)
     except OSError:
         return None
     return f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
 
 
-def read_config_file(home: Path) -> dict:
+def read_config_file(home: str) -> dict:
     """The parsed ``geode.toml`` (empty when absent), through the JSON cache."""
-    path = home / "geode.toml"
+    path = os.path.join(home, "geode.toml")
     key = _file_key(path)
     if key is None:
         return {}
-    cache = home / "index" / "settings-cache.json"
+    cache = os.path.join(home, "index", "settings-cache.json")
     try:
         with open(cache, encoding="utf-8") as fh:
-            cached = json.load(fh)
+            cached = fastjson.loads(fh.read())
         if cached.get("key") == key:
             return cached["data"]
-    except (OSError, ValueError, KeyError):
+    except (OSError, ValueError, KeyError, AttributeError):
         pass
     data = _parse_toml(path)
     try:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_name(f".settings-cache.{os.getpid()}.tmp")
+        os.makedirs(os.path.dirname(cache), exist_ok=True)
+        tmp = f"{cache}.{os.getpid()}.tmp"
         with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump({"key": key, "data": data}, fh, default=str)
+            fh.write(fastjson.dumps(_jsonable(data)))
         os.replace(tmp, cache)
-    except OSError:
+    except (OSError, TypeError):
         pass  # a cache we cannot write is only slower, never wrong
     return data
 
 
-def _num(value, kind, name: str, path: Path):
+def _jsonable(value):
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return str(value)  # dates and times from TOML
+
+
+def _num(value, kind, name: str, path: str):
     try:
         return kind(value)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"{path}: [{name}] must be a {kind.__name__}, got {value!r}") from exc
 
 
-def load_settings(
-    store: str | os.PathLike | None = None,
-    home: str | os.PathLike | None = None,
-    env: dict | None = None,
-) -> Settings:
+def load_settings(store: str | os.PathLike | None = None, home: str | os.PathLike | None = None,
+                  env: dict | None = None) -> Settings:
     """Resolve settings from flags, environment and ``geode.toml``, in that order."""
     env = dict(os.environ) if env is None else env
-    home_path = Path(home).expanduser() if home else default_home(env)
-    cfg_path = home_path / "geode.toml"
+    home_path = os.path.abspath(os.path.expanduser(os.fspath(home))) if home else default_home(env)
+    cfg_path = os.path.join(home_path, "geode.toml")
     data = read_config_file(home_path)
     warnings: list[str] = []
 
-    store_arg = store or env.get("GEODE_STORE")
+    store_arg = os.fspath(store) if store else env.get("GEODE_STORE")
     one_off = bool(store_arg)
     if store_arg:
-        root = Path(store_arg).expanduser().resolve()
-        domains = {root.name or "store": str(root)}
+        root = os.path.realpath(os.path.expanduser(store_arg))
+        domains = {os.path.basename(root) or "store": root}
         default_domain = next(iter(domains))
     else:
         raw = data.get("domains") or {}
         if not isinstance(raw, dict):
-            raise ConfigError(f"{cfg_path}: [domains] must be a table of name = \"path\"")
+            raise ConfigError(f'{cfg_path}: [domains] must be a table of name = "path"')
         domains = {}
         for name, root in raw.items():
-            p = Path(str(root)).expanduser()
-            if not p.is_absolute():
-                p = home_path / p
-            domains[str(name)] = str(p.resolve())
+            p = os.path.expanduser(str(root))
+            if not os.path.isabs(p):
+                p = os.path.join(home_path, p)
+            domains[str(name)] = os.path.realpath(p)
         if not domains:
-            domains = {"main": str((home_path / "store").resolve())}
-        default_domain = str(data.get("store", {}).get("default") or next(iter(domains)))
+            domains = {"main": os.path.realpath(os.path.join(home_path, "store"))}
+        default_domain = str((data.get("store") or {}).get("default") or next(iter(domains)))
         if default_domain not in domains:
             raise ConfigError(f"{cfg_path}: [store] default = {default_domain!r} names no domain")
 
-    d = data.get("delivery", {}) or {}
-    c = data.get("control", {}) or {}
-    db = data.get("database", {}) or {}
+    d = data.get("delivery") or {}
+    c = data.get("control") or {}
+    db = data.get("database") or {}
     budget = _num(d.get("budget", DEFAULT_BUDGET), int, "delivery.budget", cfg_path)
     if budget < 200:
         raise ConfigError(f"{cfg_path}: [delivery] budget = {budget} is too small to carry one note")
     if budget > CLAUDE_CONTEXT_CAP:
-        warnings.append(
-            f"{cfg_path}: [delivery] budget = {budget} exceeds Claude Code's {CLAUDE_CONTEXT_CAP}-character "
-            "context cap; using the cap"
-        )
+        warnings.append(f"{cfg_path}: [delivery] budget = {budget} exceeds Claude Code's "
+                        f"{CLAUDE_CONTEXT_CAP}-character context cap; using the cap")
         budget = CLAUDE_CONTEXT_CAP
     act_mode = str(d.get("act_mode", "context"))
     if act_mode not in ACT_MODES:
@@ -205,17 +233,16 @@ def load_settings(
     if env.get("GEODE_WITHHOLD_RATE") not in (None, ""):
         try:
             rate = float(env["GEODE_WITHHOLD_RATE"])
-            rate_source = "GEODE_WITHHOLD_RATE"
         except ValueError as exc:
             raise ConfigError(f"GEODE_WITHHOLD_RATE={env['GEODE_WITHHOLD_RATE']!r} is not a number") from exc
+        rate_source = "GEODE_WITHHOLD_RATE"
     if not 0.0 <= rate <= 1.0:
         raise ConfigError(f"withhold rate {rate} (from {rate_source}) must lie between 0 and 1")
 
     url = db.get("url") or env.get("GEODE_DATABASE_URL") or None
+    agents = d.get("agents") or ()
     return Settings(
-        home=str(home_path),
-        domains=domains,
-        default_domain=default_domain,
+        home_path, domains, default_domain,
         budget=budget,
         inject_budget=_num(d.get("inject_budget", DEFAULT_INJECT_BUDGET), int, "delivery.inject_budget", cfg_path),
         boot_chars=_num(d.get("boot_chars", DEFAULT_BOOT_CHARS), int, "delivery.boot_chars", cfg_path),
@@ -233,10 +260,8 @@ def load_settings(
         max_file_bytes=_num(d.get("max_file_bytes", 1_000_000), int, "delivery.max_file_bytes", cfg_path),
         freshness_days=_num(d.get("freshness_days", 90), int, "delivery.freshness_days", cfg_path),
         stop_min_actions=_num(d.get("stop_min_actions", 5), int, "delivery.stop_min_actions", cfg_path),
+        sweep_files=_num(d.get("sweep_files", 400), int, "delivery.sweep_files", cfg_path),
+        known_agents=tuple(str(a) for a in (agents if isinstance(agents, list) else [agents])),
         one_off_store=one_off,
         warnings=tuple(warnings),
     )
-
-
-def settings_as_dict(settings: Settings) -> dict:
-    return asdict(settings)

@@ -1,0 +1,134 @@
+"""The lookup guard: an agent hunting through the store's files is a delivery that failed.
+
+When the agent greps, finds, cats or lists inside a store (or uses Read/Grep/Glob there), the
+hook denies the call and says how to ask geode instead. A deliberate lookup goes through when
+the command carries the escape marker (``# geode:lookup`` by default). Every block and every
+marked lookup is recorded: the blocked count is the store confessing it did not hand over
+what was needed, and the marked count keeps that confession honest (the source's check that
+the drop in blocks was not just people learning to mark their hunts).
+
+No ``shlex`` here: it imports ``re``, which the hook cannot afford; the tokenizer below only
+needs to find command words and path-like arguments.
+"""
+
+from __future__ import annotations
+
+import os
+
+LOOKUP_COMMANDS = frozenset({
+    "grep", "egrep", "fgrep", "rg", "ag", "ack", "git-grep", "find", "fd", "fdfind", "locate",
+    "cat", "bat", "less", "more", "head", "tail", "ls", "tree", "exa", "eza", "stat", "wc", "awk", "sed",
+})
+_SEPARATORS = "|;&()\n"
+
+
+def _segments(command: str) -> list[list[str]]:
+    """Split a shell command into simple commands and their words (quotes removed)."""
+    segs: list[list[str]] = []
+    words: list[str] = []
+    cur = []
+    quote = ""
+    i = 0
+    while i < len(command):
+        ch = command[i]
+        if quote:
+            if ch == quote:
+                quote = ""
+            elif ch == "\\" and quote == '"' and i + 1 < len(command):
+                i += 1
+                cur.append(command[i])
+            else:
+                cur.append(ch)
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "\\" and i + 1 < len(command):
+            i += 1
+            cur.append(command[i])
+        elif ch in " \t":
+            if cur:
+                words.append("".join(cur))
+                cur = []
+        elif ch in _SEPARATORS:
+            if cur:
+                words.append("".join(cur))
+                cur = []
+            if words:
+                segs.append(words)
+            words = []
+        elif ch == "#" and not cur:
+            break  # a comment runs to the end of the line
+        else:
+            cur.append(ch)
+        i += 1
+    if cur:
+        words.append("".join(cur))
+    if words:
+        segs.append(words)
+    return segs
+
+
+def _inside(path: str, roots: dict[str, str], cwd: str) -> str | None:
+    """The domain whose root contains ``path`` (resolved against ``cwd``), else None."""
+    if not path or path.startswith("-"):
+        return None
+    p = os.path.expanduser(path)
+    if not os.path.isabs(p):
+        p = os.path.join(cwd or os.getcwd(), p)
+    p = os.path.normpath(p)
+    for domain, root in roots.items():
+        if p == root or p.startswith(root + os.sep):
+            return domain
+        real = os.path.realpath(p) if os.path.lexists(p) else p
+        if real == root or real.startswith(root + os.sep):
+            return domain
+    return None
+
+
+def bash_lookup(command: str, roots: dict[str, str], cwd: str) -> tuple[str, str] | None:
+    """(domain, the lookup command word) when the command hunts inside a store."""
+    for words in _segments(command):
+        # skip env assignments and wrappers: `FOO=1 sudo grep ...`
+        idx = 0
+        while idx < len(words) and ("=" in words[idx] and not words[idx].startswith("-") or words[idx] in ("sudo", "env", "command", "xargs", "nice", "time")):
+            idx += 1
+        if idx >= len(words):
+            continue
+        cmd = os.path.basename(words[idx])
+        if cmd == "git" and idx + 1 < len(words) and words[idx + 1] == "grep":
+            cmd = "git-grep"
+        if cmd not in LOOKUP_COMMANDS:
+            continue
+        args = words[idx + 1 :]
+        for a in args:
+            d = _inside(a, roots, cwd)
+            if d:
+                return d, cmd
+        if cmd in ("ls", "find", "fd", "tree", "rg", "ag", "git-grep") and not [a for a in args if not a.startswith("-")][1 if cmd in ("rg", "ag", "git-grep") else 0:]:
+            d = _inside(cwd, roots, cwd)  # no path: the command works on the current folder
+            if d:
+                return d, cmd
+    return None
+
+
+def tool_lookup(tool: str, tool_input: dict, roots: dict[str, str], cwd: str) -> tuple[str, str] | None:
+    """Read/Grep/Glob inside a store."""
+    if tool == "Read":
+        d = _inside(str(tool_input.get("file_path") or ""), roots, cwd)
+    elif tool in ("Grep", "Glob"):
+        path = str(tool_input.get("path") or "") or cwd
+        d = _inside(path, roots, cwd)
+        if d is None and tool == "Glob":
+            d = _inside(str(tool_input.get("pattern") or ""), roots, cwd)
+    else:
+        return None
+    return (d, tool) if d else None
+
+
+def deny_message(domain: str, root: str, what: str, marker: str) -> str:
+    return (
+        f"geode blocked this {what}: it looks through the memory store '{domain}' ({root}) by hand. "
+        "The notes that apply to an action arrive on their own before it runs; to look something up, ask geode: "
+        "`geode search \"QUERY\"` or `geode read ADDRESS`. If you do mean to read the files directly, "
+        f"run it again with the marker `# {marker}` at the end of the shell command "
+        f"(for example: cat FILE  # {marker}); every lookup is counted."
+    )
