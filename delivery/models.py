@@ -126,9 +126,10 @@ def _insert_events(conn: Connection, events: list[dict]) -> int:
     rows = [{name: ev[name] for name in ledger.EVENT_FIELDS} for ev in events]
     new = 0
     for start in range(0, len(rows), 500):
-        stmt = insert(table).on_conflict_do_nothing(index_elements=["event_id"])
-        result = conn.execute(stmt, rows[start : start + 500])
-        new += max(result.rowcount or 0, 0)
+        # RETURNING gives the rows actually inserted; executemany rowcount is not reliable
+        # across drivers (psycopg reports 0 through SQLAlchemy's insertmanyvalues).
+        stmt = insert(table).on_conflict_do_nothing(index_elements=["event_id"]).returning(table.c.event_id)
+        new += len(conn.execute(stmt, rows[start : start + 500]).all())
     return new
 
 
@@ -191,7 +192,8 @@ def init_db(settings, drain: bool = True) -> Engine:
     """Create the record tables (idempotent), record the control plan once, drain the spool.
 
     Call it at the start of every CLI command that touches the records. Spool lines that
-    cannot be parsed are moved to ``spool/rejected.jsonl`` and announced on stderr.
+    cannot be parsed are moved to ``spool/rejected.jsonl`` and announced on stderr; a drain
+    that fails (the database busy beyond the timeout) is announced and retried next time.
     """
     engine = engine_for(settings)
     try:
@@ -203,7 +205,11 @@ def init_db(settings, drain: bool = True) -> Engine:
             SQLModel.metadata.create_all(conn)
     _record_plan(engine, settings)
     if drain:
-        report = ingest_spool_into(engine, settings)
+        try:
+            report = ingest_spool_into(engine, settings)
+        except Exception as exc:  # the lines stay in the spool; the command can still run
+            print(f"geode: the ledger spool was not drained this time ({exc}); it will be retried", file=sys.stderr)
+            return engine
         if report["rejected"]:
             print(
                 f"geode: {report['rejected']} unreadable ledger spool line(s) moved to "

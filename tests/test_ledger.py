@@ -19,7 +19,6 @@ import pytest
 from delivery import ledger, models
 from delivery.config import Settings
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PG_ADMIN = "host=127.0.0.1 port=5432 user=postgres dbname=test"
 
 
@@ -287,10 +286,30 @@ def test_postgresql_init_db_and_spool_drain(tmp_path, pg_url):
         assert plan["rate"] == 0.2 and plan["stop_units"] == 50
         # the same events spooled again: ON CONFLICT DO NOTHING, no duplicates
         ledger.spool_append(s, evs)
-        assert models.ingest_spool_into(engine, s)["ingested"] == 30
+        assert models.ingest_spool_into(engine, s) == {"ingested": 30, "new": 0, "rejected": 0, "files": 1}
+        fresh = [ledger.new_event("blocked", session="pg") for _ in range(3)]
+        ledger.spool_append(s, evs[:2] + fresh)
+        assert models.ingest_spool_into(engine, s) == {"ingested": 5, "new": 3, "rejected": 0, "files": 1}
         models.init_db(s).dispose()  # idempotent on PostgreSQL too
         with engine.connect() as conn:
-            assert conn.exec_driver_sql("SELECT COUNT(*), COUNT(DISTINCT event_id) FROM ledger_event").one() == (30, 30)
+            assert conn.exec_driver_sql("SELECT COUNT(*), COUNT(DISTINCT event_id) FROM ledger_event").one() == (33, 33)
             assert conn.exec_driver_sql("SELECT COUNT(*) FROM control_plan").scalar() == 1
     finally:
         engine.dispose()
+
+
+def test_init_db_survives_a_drain_that_fails_and_keeps_the_lines(tmp_path, capsys, monkeypatch):
+    s = make_settings(tmp_path)
+    evs = [ledger.new_event("delivered", session="s") for _ in range(4)]
+    ledger.spool_append(s, evs)
+
+    def broken(conn, events):
+        raise sqlite3.OperationalError("database is locked")
+
+    monkeypatch.setattr(models, "_insert_events", broken)
+    models.init_db(s).dispose()
+    assert "not drained this time" in capsys.readouterr().err
+    assert ledger.pending_count(s) == 4
+    monkeypatch.undo()
+    models.init_db(s).dispose()
+    assert sorted(r[0] for r in db_rows(s)) == sorted(e["event_id"] for e in evs)
