@@ -27,7 +27,7 @@ prevented (preventing it would need a write lock in the hook's read path).
 
 from __future__ import annotations
 
-import sqlite3
+from delivery.sqlite import sqlite3
 import time
 
 _PLAN_SQL = "SELECT rate, stop_units, stop_date, salt FROM control_plan ORDER BY id LIMIT 1"

@@ -33,7 +33,7 @@ guarantee (written, not fsynced). Both survive SIGKILL, which is what the hook i
 from __future__ import annotations
 
 import os
-import sqlite3
+from delivery.sqlite import sqlite3
 import time
 
 try:  # POSIX only; without it the appender/drainer race is narrowed by the rename, not closed
