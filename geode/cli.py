@@ -421,9 +421,29 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("study", parents=[common], help="the control arm: delivered and withheld side by side")
     s.set_defaults(func=cmd_study)
 
-    s = sub.add_parser("reindex", parents=[common], help="rebuild the binding index from the files")
-    s.set_defaults(func=cmd_reindex)
+    for name in EXTENSIONS:
+        _register_extension(name, sub, common)
+    if "reindex" not in sub.choices:
+        s = sub.add_parser("reindex", parents=[common], help="rebuild the binding index from the files")
+        s.set_defaults(func=cmd_reindex)
     return p
+
+
+#: Command modules of the other rooms' issues. Each has ``register(sub, common)`` and imports
+#: its heavy dependencies only inside the command functions.
+EXTENSIONS = ("geode.recall_cmds", "geode.upkeep_cmds")
+
+
+def _register_extension(name: str, sub, common) -> None:
+    import importlib
+
+    try:
+        mod = importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name == name:
+            return  # that room's commands are not built yet
+        raise
+    mod.register(sub, common)
 
 
 def main(argv: list[str] | None = None) -> int:
