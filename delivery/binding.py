@@ -88,7 +88,7 @@ def split_terms(value, line: int = 0) -> tuple[list[str], list[BindingIssue]]:
         issues.append(BindingIssue(line, "match-list", "info", "match is a YAML list; each item is a term (commas inside an item split it too)"))
     terms: list[str] = []
     whole = str(value).strip() if isinstance(value, str) else ""
-    if whole and len(whole) >= 2 and whole[0] in _QUOTES and whole[-1] in _QUOTES and whole.count(whole[0]) == 2:
+    if whole and len(whole) >= 2 and whole[0] in _QUOTES and whole[-1] == whole[0] and whole.count(whole[0]) == 2:
         issues.append(BindingIssue(line, "match-quoted", "warning",
                                    "the whole match value is wrapped in quotes inside the YAML string; the quotes were removed"))
         raw_items = [whole[1:-1]]
@@ -190,7 +190,9 @@ def parse_binding(crystal: dict, lines: dict[str, int], known_agents: tuple[str,
 
 def who_matches(who: tuple[str, ...], agent: str) -> bool:
     """``agent`` is ``main``, ``subagent`` or ``subagent:<type>`` / ``main:<type>``."""
-    if not who or "all" in who:
+    if not who:
+        return False  # every who value was invalid (lint says so): reaching everyone would hide the typo
+    if "all" in who:
         return True
     cls, _, kind = agent.partition(":")
     if cls in who:

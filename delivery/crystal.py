@@ -41,7 +41,10 @@ def read_text(root: str, rel: str, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
                 raise NoteError(rel, 0, "skip-symlink-outside", f"symlink points outside the store (to {target}); skipped")
             raise NoteError(rel, 0, "skip-symlink-inside",
                             f"symlink to {os.path.relpath(target, root_real)} inside the store; the target is loaded itself", "info")
-        size = os.stat(full).st_size
+        st = os.stat(full)
+        if st.st_mode & 0o170000 != 0o100000:  # a FIFO or device named x.md would block or stream forever
+            raise NoteError(rel, 0, "skip-not-regular", "not a regular file (a pipe, socket or device); skipped")
+        size = st.st_size
         if size > max_bytes:
             raise NoteError(rel, 0, "skip-too-large", f"{size:,} bytes is over the {max_bytes:,}-byte limit for a note; skipped")
         with open(full, "rb") as fh:
