@@ -100,7 +100,7 @@ def test_who_typo_never_fires_through_the_engine(tmp_path):
 
 
 def test_who_classes_and_agent_types():
-    assert who_matches(("all",), "main") and who_matches((), "subagent")
+    assert who_matches(("all",), "main") and who_matches(("all",), "subagent")
     assert who_matches(("subagent",), "subagent:Explore") and not who_matches(("subagent",), "main")
     assert who_matches(("Explore",), "subagent:Explore") and not who_matches(("Explore",), "subagent:Plan")
     b = parse_binding({"deliver": "act", "on": "bash", "match": "x1", "who": "Explore"}, LINES, ("Explore", "Plan"))
