@@ -1,0 +1,167 @@
+"""Freshness: every change to the store is seen on the very next hook call.
+
+The hook keeps a binding index; these tests change the files behind its back (as an editor,
+git or the agent's own Write tool would) and check that the next call already reflects it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sqlite3
+
+import pytest
+
+from tests.helpers import Geode, crystal_text
+
+CMD = "npm run build | tail -20"
+
+
+@pytest.fixture()
+def g(tmp_path) -> Geode:
+    g = Geode(tmp_path)
+    g.init_db()
+    return g
+
+
+def _delivered_paths(g: Geode, session: str = "s1") -> list[str]:
+    return [r["path"] for r in g.rows("delivered", session=session)]
+
+
+def _ctx(res) -> str:
+    assert res.rc == 0 and res.errors == "", res
+    return res.context if res.stdout else ""
+
+
+def test_edit_in_place_is_delivered_in_its_new_form(g):
+    p = g.crystal("pipe.md", "Old advice about pipes.", match='"| tail"')
+    assert "Old advice about pipes." in _ctx(g.bash(CMD))
+    p.write_text(crystal_text("New, longer advice about pipes: use set -o pipefail.", match='"| tail"'))
+    ctx = _ctx(g.bash(CMD))
+    assert "New, longer advice about pipes" in ctx and "Old advice" not in ctx
+
+
+@pytest.mark.parametrize("mtime_shift_ns", [1, 0], ids=["mtime+1ns", "mtime-restored"])
+def test_edit_that_keeps_the_size_is_delivered_in_its_new_form(g, mtime_shift_ns):
+    p = g.crystal("pipe.md", "Use pipefail: version A.", match='"| tail"')
+    assert "version A." in _ctx(g.bash(CMD))
+    st = os.stat(p)
+    text = p.read_text()
+    p.write_text(text.replace("version A.", "version B."))
+    os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns + mtime_shift_ns))
+    assert os.stat(p).st_size == st.st_size
+    ctx = _ctx(g.bash(CMD))
+    assert "version B." in ctx and "version A." not in ctx
+    hashes = [r["content_hash"] for r in g.rows("delivered")]
+    assert len(hashes) == 2 and hashes[0] != hashes[1]
+
+
+def test_match_edited_away_stops_firing_at_the_next_call(g):
+    p = g.crystal("pipe.md", "Pipe advice.", match='"| tail"')
+    assert "Pipe advice." in _ctx(g.bash(CMD))
+    p.write_text(crystal_text("Pipe advice.", match='"docker build"'))
+    assert _ctx(g.bash(CMD)) == ""
+    assert "Pipe advice." in _ctx(g.bash("docker build ."))
+
+
+def test_same_size_match_edit_stops_firing_at_the_next_call(g):
+    p = g.crystal("pipe.md", "Pipe advice.", match='"| tail"')
+    assert "Pipe advice." in _ctx(g.bash(CMD))
+    st = os.stat(p)
+    p.write_text(p.read_text().replace('"| tail"', '"| tall"'))
+    os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns + 1))
+    assert os.stat(p).st_size == st.st_size
+    assert _ctx(g.bash(CMD)) == ""
+    assert "Pipe advice." in _ctx(g.bash("ls | tall"))
+
+
+def test_new_crystal_fires_on_the_next_call(g):
+    g.crystal("other.md", "Unrelated.", match='"kubectl"')
+    assert _ctx(g.bash(CMD)) == ""
+    g.crystal("pipe.md", "Fresh pipe advice.", match='"| tail"')
+    assert "Fresh pipe advice." in _ctx(g.bash(CMD))
+    g.crystal("new/folder/deep.md", "Deep new advice.", match='"| tail"')
+    ctx = _ctx(g.bash(CMD))
+    assert "Deep new advice." in ctx and "Fresh pipe advice." in ctx
+
+
+def test_deleted_crystal_stops_firing(g):
+    p = g.crystal("pipe.md", "Doomed advice.", match='"| tail"')
+    g.crystal("sub/kept.md", "Kept advice.", match='"| tail"')
+    assert "Doomed advice." in _ctx(g.bash(CMD))
+    p.unlink()
+    ctx = _ctx(g.bash(CMD))
+    assert "Doomed advice." not in ctx and "Kept advice." in ctx
+    (g.store / "sub" / "kept.md").unlink()
+    (g.store / "sub").rmdir()
+    assert _ctx(g.bash(CMD)) == ""
+
+
+def test_renamed_crystal_fires_under_its_new_path(g):
+    p = g.crystal("old-name.md", "Renamed advice.", match='"| tail"')
+    assert "main/old-name.md" in _ctx(g.bash(CMD))
+    p.rename(g.store / "new-name.md")
+    ctx = _ctx(g.bash(CMD))
+    assert "main/new-name.md" in ctx and "old-name" not in ctx
+    (g.store / "moved").mkdir()
+    (g.store / "new-name.md").rename(g.store / "moved" / "final.md")
+    ctx = _ctx(g.bash(CMD))
+    assert "main/moved/final.md" in ctx and "new-name" not in ctx
+    assert [r["crystal_id"] for r in g.rows("delivered")] == ["main:old-name.md", "main:new-name.md",
+                                                             "main:moved/final.md"]
+
+
+# -- stores larger than one sweep -------------------------------------------------------------
+
+
+def _index(g: Geode) -> sqlite3.Connection:
+    paths = list((g.home / "index").glob("bindings-*.sqlite"))
+    assert len(paths) == 1, paths
+    return sqlite3.connect(paths[0])
+
+
+def _just_swept(g: Geode) -> str:
+    """The file the last sweep slice ended on: the last one the sweep will come back to."""
+    conn = _index(g)
+    try:
+        cursor = int(conn.execute("SELECT v FROM meta WHERE k='cursor'").fetchone()[0])
+        row = conn.execute("SELECT path FROM files WHERE rowid = ?", (cursor,)).fetchone()
+        assert row is not None
+        return row[0]
+    finally:
+        conn.close()
+
+
+def _big_store(g: Geode, n: int = 200) -> None:
+    g.config("[delivery]\nsweep_files = 50\n")
+    for i in range(n):
+        g.crystal(f"many/c{i:03d}.md", f"Crystal number {i}.", match=f'"zz-never-{i:03d}"')
+
+
+def test_in_place_binding_edit_in_a_big_store_fires_within_one_full_sweep(g):
+    _big_store(g)
+    assert _ctx(g.bash(CMD)) == ""  # builds the index and sweeps the first slice
+    rel = _just_swept(g)
+    p = g.store / rel
+    dir_mtime = os.stat(p.parent).st_mtime_ns
+    p.write_text(crystal_text("Edited in place to match.", match='"| tail"'))
+    assert os.stat(p.parent).st_mtime_ns == dir_mtime  # only the sweep can see this edit
+    calls = math.ceil(200 / 50)
+    fired_at = None
+    for call in range(1, calls + 1):
+        if "Edited in place to match." in _ctx(g.bash(CMD)):
+            fired_at = call
+            break
+    assert fired_at is not None, f"an in-place edit to {rel} did not fire within {calls} calls"
+
+
+def test_edit_through_the_agents_write_tool_fires_on_the_next_call(g):
+    _big_store(g)
+    assert _ctx(g.bash(CMD)) == ""
+    rel = _just_swept(g)  # the sweep will not come back to it for several calls
+    p = g.store / rel
+    new_text = crystal_text("Written by the agent's Write tool.", match='"| tail"')
+    res = g.tool("Write", {"file_path": str(p), "content": new_text})
+    assert res.rc == 0 and res.errors == "", res
+    p.write_text(new_text)  # the tool runs after its PreToolUse hook
+    assert "Written by the agent's Write tool." in _ctx(g.bash(CMD))
