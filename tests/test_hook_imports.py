@@ -1,0 +1,150 @@
+"""The hook is deliberately lean: on a delivering call it loads only the standard library (and
+the ``delivery`` package), and none of the modules that cost it milliseconds.
+
+The check runs the installer's exact command with ``-X importtime`` added after ``-S``, so the
+module list is the real one of the real process. When a forbidden module shows up, a second run
+through a small wrapper names the ``delivery`` module and line that imported it.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.helpers import REPO, Geode
+
+FORBIDDEN = ("sqlmodel", "sqlalchemy", "pydantic", "yaml", "re", "json", "typing", "dataclasses", "pathlib")
+ALLOWED_TOP = set(sys.stdlib_module_names) | {"delivery"}
+
+_WRAPPER = r"""
+import sys
+_seen = {}
+class _Finder:
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name not in _seen:
+            f = sys._getframe(1)
+            who = "?"
+            while f is not None:
+                mod = f.f_globals.get("__name__", "")
+                if mod.startswith("delivery"):
+                    who = "%s:%d" % (mod, f.f_lineno)
+                    break
+                f = f.f_back
+            _seen[name] = who
+        return None
+sys.meta_path.insert(0, _Finder)
+sys.path.insert(0, REPO)
+import delivery.hookmain as _hm
+_hm.main(["claude"])
+sys.stderr.write("\nIMPORTERS " + repr(_seen) + "\n")
+"""
+
+
+def _imported(stderr: str) -> list[str]:
+    names = []
+    for line in stderr.splitlines():
+        if line.startswith("import time:") and line.count("|") == 2:
+            name = line.rsplit("|", 1)[1].strip()
+            if name and name != "imported package":
+                names.append(name)
+    return names
+
+
+def _importers(g: Geode, payload: dict, withhold: str | None) -> dict:
+    """Which delivery module (and line) caused each import, from a wrapper run."""
+    env = g.env(withhold)
+    proc = subprocess.run([sys.executable, "-S", "-c", _WRAPPER.replace("REPO", repr(str(REPO)))],
+                          input=json.dumps(payload), capture_output=True, text=True, env=env, cwd=g.cwd, timeout=30)
+    for line in proc.stderr.splitlines():
+        if line.startswith("IMPORTERS "):
+            import ast
+
+            return ast.literal_eval(line[len("IMPORTERS "):])
+    return {}
+
+
+def _check(g: Geode, payload: dict, withhold: str | None = "0", expect_output: bool = True) -> None:
+    res = g.run_raw(json.dumps(payload), withhold=withhold, flags="-X importtime")
+    assert res.rc == 0 and res.errors == "", res
+    if expect_output:
+        assert res.stdout, "the call did not deliver; the path under test was not taken"
+    mods = _imported(res.stderr)
+    assert "delivery.hook" in mods, res.stderr[-2000:]  # the importtime output is there
+    assert "site" not in mods  # -S
+    bad_top = sorted({m for m in mods if m.split(".")[0] not in ALLOWED_TOP})
+    forbidden = sorted({m for m in mods if m.split(".")[0] in FORBIDDEN})
+    if bad_top or forbidden:
+        who = _importers(g, payload, withhold)
+        culprits = {m: who.get(m, "?") for m in bad_top + forbidden}
+        pytest.fail(f"the hook loaded {bad_top + forbidden}; imported from (delivery module:line): {culprits}")
+
+
+def _bash_event(session: str = "s1") -> dict:
+    return {"session_id": session, "transcript_path": "/tmp/t.jsonl", "cwd": "/tmp", "hook_event_name": "PreToolUse",
+            "tool_name": "Bash", "tool_input": {"command": "npm run build | tail -20"}, "tool_use_id": "t1"}
+
+
+def _store(g: Geode) -> None:
+    for i in range(5):
+        g.crystal(f"c{i}.md", f"Pipe essence {i}.", name=f"pipe-{i}", match="| tail, |tail")
+    g.crystal("boot.md", "Boot essence.", deliver="boot", on=None)
+
+
+def test_delivering_pretooluse_loads_only_the_lean_stdlib(tmp_path):
+    g = Geode(tmp_path)
+    _store(g)
+    g.init_db()
+    _check(g, _bash_event())  # first call: builds the index
+    _check(g, _bash_event())  # steady state
+
+
+def test_delivering_pretooluse_with_the_control_arm_on(tmp_path):
+    g = Geode(tmp_path, config='[control]\nsalt = "fixed-salt-for-the-test"\nwithhold_rate = 0.1\n')
+    _store(g)
+    g.init_db(withhold=None)
+    # the first call after geode.toml changed may parse it (tomllib); the calls after must not
+    g.run_raw(json.dumps(_bash_event("warm-up")), withhold=None)
+    _check(g, _bash_event(), withhold=None)
+    _check(g, _bash_event("s2"), withhold=None)
+
+
+def test_settings_cache_is_hit_after_the_first_call(tmp_path):
+    """``geode.toml`` is parsed once per change; later calls read the JSON copy keyed by its identity."""
+    from delivery.config import read_config_file
+
+    g = Geode(tmp_path, config="[delivery]\nbudget = 3000\n")
+    assert read_config_file(str(g.home)) == {"delivery": {"budget": 3000}}
+    cache = json.loads((g.home / "index" / "settings-cache.json").read_text())
+    assert isinstance(cache, dict) and set(cache) == {"key", "data"}, cache
+    assert cache["data"] == {"delivery": {"budget": 3000}}
+    g.run_raw(json.dumps(_bash_event()))
+    res = g.run_raw(json.dumps(_bash_event()), flags="-X importtime")
+    assert "tomllib" not in _imported(res.stderr), "every hook call re-parses geode.toml: the cache never hits"
+
+
+def test_delivering_pretooluse_before_the_ledger_exists(tmp_path):
+    """No geode.db yet (the hook runs before any CLI command created it): events go to the spool."""
+    g = Geode(tmp_path)
+    _store(g)
+    _check(g, _bash_event())
+    assert (g.home / "spool" / "events.jsonl").stat().st_size > 0
+
+
+def test_session_start_loads_only_the_lean_stdlib(tmp_path):
+    g = Geode(tmp_path)
+    _store(g)
+    g.init_db()
+    _check(g, {"session_id": "s1", "cwd": "/tmp", "hook_event_name": "SessionStart", "source": "startup"})
+
+
+def test_blocked_lookup_loads_only_the_lean_stdlib(tmp_path):
+    g = Geode(tmp_path)
+    _store(g)
+    g.init_db()
+    payload = _bash_event()
+    payload["tool_input"] = {"command": f"grep -r pipe {g.store}"}
+    _check(g, payload)
