@@ -205,3 +205,14 @@ def test_crystal_without_essence_never_delivers(tmp_path):
     g.crystal("empty.md", "", match='"| tail"')
     g.crystal("full.md", "full essence", match='"| tail"')
     assert _delivered(_act(g, "make | tail")) == {"full.md"}
+
+
+def test_short_unicode_and_crlf_crystals_fire(tmp_path):
+    g = Geode(tmp_path)
+    g.write("crlf.md", crystal_text("CRLF essence.", match='"| tail"').replace("\n", "\r\n"))
+    g.crystal("short.md", "Short term essence.", match="rm")
+    g.crystal("uni.md", "Unicode essence.", match="Café Build")
+    assert _delivered(_act(g, "npm run build | tail -3")) == {"crlf.md"}
+    assert _delivered(_act(g, "rm -rf build")) == {"short.md"}
+    res = _act(g, "run CAFÉ BUILD now")
+    assert _delivered(res) == {"uni.md"} and res["delivered"][0]["term"] == "café build"

@@ -368,3 +368,23 @@ def test_a_named_pipe_in_the_store_does_not_hang_the_hook(g):
         raise AssertionError("the hook blocked on a FIFO named pipe-fifo.md in the store (index._load_file -> "
                              "crystal.read_text opens it without checking it is a regular file)") from None
     assert res.rc == 0 and PIPE in res.context
+
+
+def test_codex_apply_patch_adding_a_file_fires_write_crystals(g):
+    g.crystal("mig.md", "Migrations must be reversible.", on="write", match="migrations/")
+    g.crystal("edit.md", "Edited migrations need a new number.", on="edit", match="migrations/")
+    add = "*** Begin Patch\n*** Add File: db/migrations/002.sql\n+CREATE TABLE t (id int);\n*** End Patch\n"
+    out = g.tool("apply_patch", {"command": add}, agent="codex").json
+    _codex_keys_ok(out, "PreToolUse")
+    ctx = out["hookSpecificOutput"]["additionalContext"]
+    assert "Migrations must be reversible." in ctx and "new number" not in ctx
+    upd = "*** Begin Patch\n*** Update File: db/migrations/001.sql\n@@\n-a\n+b\n*** End Patch\n"
+    ctx = g.tool("apply_patch", {"command": upd}, agent="codex").context
+    assert "Edited migrations need a new number." in ctx and "reversible" not in ctx
+
+
+def test_session_end_is_recorded_and_silent(g):
+    _quiet(g.run("SessionEnd", reason="prompt_input_exit"))
+    rows = g.rows("session_end")
+    assert len(rows) == 1 and rows[0]["session"] == "s1"
+    assert json.loads(rows[0]["detail"]) == {"reason": "prompt_input_exit", "agent": "claude"}

@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -227,7 +227,12 @@ def test_a_named_pipe_in_the_store_is_skipped_not_waited_on(tmp_path):
 
 # -- fuzz: nothing a file holds makes the reader raise --------------------------------------
 
-_FUZZ_DIR = tempfile.mkdtemp(prefix="geode-fuzz-")
+
+
+@pytest.fixture(scope="module")
+def fuzz_root(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("fuzz")
+
 _YAMLISH = st.lists(
     st.sampled_from(["---\n", "---", "\n", "name: x\n", "crystal:\n", "  on: bash\n", "  match: ", "| tail, ",
                      "'", '"', "[", "]", "{", "}", ":", "- ", "  ", "\t", "#", "*", "&", "!", "|", ">",
@@ -237,8 +242,7 @@ _YAMLISH = st.lists(
 ).map("".join)
 
 
-def _check_file(data: bytes) -> None:
-    root = Path(_FUZZ_DIR)
+def _check_file(root: Path, data: bytes) -> None:
     (root / "fuzz.md").write_bytes(data)
     result = read_note_file(root, "fuzz.md")
     assert isinstance(result, Problem) or result.path == "fuzz.md"
@@ -250,11 +254,11 @@ def _check_file(data: bytes) -> None:
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.binary(max_size=400))
-def test_fuzz_random_bytes_never_raise(data):
-    _check_file(data)
+def test_fuzz_random_bytes_never_raise(fuzz_root, data):
+    _check_file(fuzz_root, data)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.one_of(_YAMLISH, st.text(max_size=300)))
-def test_fuzz_random_text_never_raises(text):
-    _check_file(text.encode("utf-8", "surrogatepass"))
+def test_fuzz_random_text_never_raises(fuzz_root, text):
+    _check_file(fuzz_root, text.encode("utf-8", "surrogatepass"))
