@@ -165,3 +165,40 @@ def test_edit_through_the_agents_write_tool_fires_on_the_next_call(g):
     assert res.rc == 0 and res.errors == "", res
     p.write_text(new_text)  # the tool runs after its PreToolUse hook
     assert "Written by the agent's Write tool." in _ctx(g.bash(CMD))
+
+
+def test_write_tool_edit_through_a_symlinked_store_path_fires_on_the_next_call(g, tmp_path):
+    """The agent may name the store through a symlink (macOS /tmp, a linked home): still the store."""
+    _big_store(g)
+    link = tmp_path / "store-link"
+    os.symlink(g.store, link)
+    assert _ctx(g.bash(CMD)) == ""
+    rel = _just_swept(g)
+    new_text = crystal_text("Written through the link.", match='"| tail"')
+    res = g.tool("Write", {"file_path": str(link / rel), "content": new_text})
+    assert res.rc == 0 and res.errors == "", res
+    (link / rel).write_text(new_text)
+    assert "Written through the link." in _ctx(g.bash(CMD))
+
+
+def test_folder_names_with_like_wildcards_are_kept_apart(g):
+    g.crystal("a_b/x.md", "Underscore folder note.", match='"| tail"')
+    g.crystal("axb/y.md", "Lookalike folder note.", match='"| tail"')
+    g.crystal("p%q/z.md", "Percent folder note.", match='"| tail"')
+    ctx = _ctx(g.bash(CMD))
+    assert "Underscore folder note." in ctx and "Lookalike folder note." in ctx and "Percent folder note." in ctx
+    for name in ("a_b/x.md",):
+        (g.store / name).unlink()
+    (g.store / "a_b").rmdir()
+    ctx = _ctx(g.bash(CMD))
+    assert "Underscore folder note." not in ctx
+    assert "Lookalike folder note." in ctx and "Percent folder note." in ctx
+
+
+def test_renamed_folder_moves_its_crystals(g):
+    g.crystal("team/one.md", "Team note one.", match='"| tail"')
+    g.crystal("team/deeper/two.md", "Team note two.", match='"| tail"')
+    assert "main/team/deeper/two.md" in _ctx(g.bash(CMD))
+    (g.store / "team").rename(g.store / "squad")
+    ctx = _ctx(g.bash(CMD))
+    assert "main/squad/one.md" in ctx and "main/squad/deeper/two.md" in ctx and "main/team/" not in ctx
