@@ -431,7 +431,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 #: Command modules of the other rooms' issues. Each has ``register(sub, common)`` and imports
 #: its heavy dependencies only inside the command functions.
-EXTENSIONS = ("geode.recall_cmds", "geode.upkeep_cmds")
+EXTENSIONS = ("geode.recall_cmds", "geode.upkeep_cmds",
+              "geode.proposals_cmds",)
 
 
 def _register_extension(name: str, sub, common) -> None:
