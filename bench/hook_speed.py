@@ -338,11 +338,11 @@ def bench_size(n: int, args) -> dict:
         build_s = time.perf_counter() - t0
         counts = idx.counts()
         near_misses = len(idx.candidates(("bash",), MATCH_COMMAND.lower()))
-        cand_keys = len(text_keys(MATCH_COMMAND.lower(), idx.has_short_terms()))
+        cand_keys = len(text_keys(MATCH_COMMAND.lower(), idx.key_lengths()))
         # rows the gram query fetches before the Python-side substring check
         fetched = idx.conn.execute(
             "SELECT COUNT(DISTINCT crystal) FROM grams WHERE action='bash' AND key IN (SELECT value FROM json_each(?))",
-            (json.dumps(text_keys(MATCH_COMMAND.lower(), idx.has_short_terms())),)).fetchone()[0]
+            (json.dumps(text_keys(MATCH_COMMAND.lower(), idx.key_lengths())),)).fetchone()[0]
         idx.close()
         if not built or counts["crystals"] != n:
             raise BenchFailure(f"index build: built={built}, counts={counts}, expected {n} crystals")
@@ -491,11 +491,11 @@ def phases(home: str, runs: int) -> dict:
             i = Index(s)
             try:
                 if name == "short":
-                    i.has_short_terms()
+                    i.key_lengths()
                 elif name == "refresh":
                     i.refresh()
                 else:
-                    i.has_short_terms()  # computed first, so only the candidates query is timed
+                    i.key_lengths()  # computed first, so only the candidates query is timed
                     t0 = time.perf_counter()
                     i.candidates(("bash",), text)
                     cand_t.append((time.perf_counter() - t0) * 1000)
@@ -507,7 +507,7 @@ def phases(home: str, runs: int) -> dict:
     med(step("candidates"))
     return {
         "load_settings_ms": med(lambda: load_settings(env=env)),
-        "has_short_terms_ms": med(step("short")),
+        "key_lengths_ms": med(step("short")),
         "refresh_ms": med(step("refresh")),
         "candidates_ms": round(statistics.median(cand_t), 2),
     }
@@ -652,10 +652,10 @@ def main(argv=None) -> int:
     print(table(results))
     print()
     print("hook steps in process (medians, ms; each on a fresh Index as in a hook call):")
-    print(f"{'crystals':>9} | {'load_settings':>13} | {'has_short_terms':>15} | {'refresh':>7} | {'candidates':>10}")
+    print(f"{'crystals':>9} | {'load_settings':>13} | {'key_lengths':>15} | {'refresh':>7} | {'candidates':>10}")
     for n in sorted(results):
         st = results[n]["steps"]
-        print(f"{n:>9,} | {st['load_settings_ms']:>13.2f} | {st['has_short_terms_ms']:>15.2f} | "
+        print(f"{n:>9,} | {st['load_settings_ms']:>13.2f} | {st['key_lengths_ms']:>15.2f} | "
               f"{st['refresh_ms']:>7.2f} | {st['candidates_ms']:>10.2f}")
     print()
     ok = True

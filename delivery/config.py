@@ -159,7 +159,7 @@ def read_config_file(home: str) -> dict:
         os.makedirs(os.path.dirname(cache), exist_ok=True)
         tmp = f"{cache}.{os.getpid()}.tmp"
         with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(fastjson.dumps(_jsonable(data)))
+            fh.write(fastjson.dumps({"key": key, "data": _jsonable(data)}))
         os.replace(tmp, cache)
     except (OSError, TypeError):
         pass  # a cache we cannot write is only slower, never wrong

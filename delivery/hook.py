@@ -101,9 +101,14 @@ def _store_path(settings, path: str, cwd: str) -> tuple[str, str] | None:
         return None
     p = path if os.path.isabs(path) else os.path.join(cwd or os.getcwd(), path)
     p = os.path.normpath(p)
-    for domain, root in settings.domains.items():
-        if p.startswith(root + os.sep):
-            return domain, p[len(root) + 1 :].replace(os.sep, "/")
+    candidates = [p]
+    real = os.path.realpath(p)  # the roots are real paths; the agent may write through a symlink
+    if real != p:
+        candidates.append(real)
+    for q in candidates:
+        for domain, root in settings.domains.items():
+            if q.startswith(root + os.sep):
+                return domain, q[len(root) + 1 :].replace(os.sep, "/")
     return None
 
 

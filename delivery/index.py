@@ -16,9 +16,12 @@ Why it is never stale:
 - a rotating sweep stats ``sweep_files`` files per call (all of them, on a store that size or
   smaller), which catches in-place edits by an editor to a binding that starts to match.
 
-Term keys: a term's first three characters (lower-cased); terms shorter than three are keyed
-by themselves. The action's text contributes every distinct 3-gram (and 1-, 2-grams when short
-terms exist), so candidates cost O(len(text)), not O(crystals).
+Term keys: a term's first four characters (lower-cased); shorter terms are keyed by
+themselves. The action's text contributes its distinct substrings of each key length present in
+the index (``meta.key_lengths``, kept up to date on every change), and SQLite checks
+``instr(text, term)`` on the few rows that share a key before any row reaches Python, so the
+work per call follows the length of the text, not the number of crystals (a shared prefix
+such as ``npm `` costs C-level string checks, not Python objects).
 """
 
 from __future__ import annotations
@@ -32,8 +35,8 @@ from delivery import fastjson
 from delivery.binding import parse_binding
 from delivery.crystal import NOTE_SUFFIXES, NoteError, parse_crystal_text, read_text
 
-INDEX_VERSION = "3"
-KEY_LEN = 3
+INDEX_VERSION = "4"
+KEY_LEN = 4
 SEP = "\x1f"
 SKIP_DIRS = frozenset({".git", ".hg", ".svn", ".obsidian", ".trash", ".geode", "node_modules", "__pycache__", ".venv"})
 DIRTY_TTL_S = 600
@@ -46,7 +49,7 @@ CREATE TABLE IF NOT EXISTS files(domain TEXT, path TEXT, dir TEXT, mtime_ns INTE
 CREATE INDEX IF NOT EXISTS files_dir ON files(domain, dir);
 CREATE TABLE IF NOT EXISTS crystals(id INTEGER PRIMARY KEY, domain TEXT, path TEXT, name TEXT,
     deliver TEXT, on_ TEXT, who TEXT, terms TEXT, salience REAL, UNIQUE(domain, path));
-CREATE TABLE IF NOT EXISTS grams(key TEXT, action TEXT, crystal INTEGER);
+CREATE TABLE IF NOT EXISTS grams(key TEXT, action TEXT, term TEXT, crystal INTEGER);
 CREATE INDEX IF NOT EXISTS grams_key ON grams(action, key);
 CREATE INDEX IF NOT EXISTS grams_crystal ON grams(crystal);
 CREATE TABLE IF NOT EXISTS dirty(domain TEXT, path TEXT, since REAL, PRIMARY KEY(domain, path));
@@ -65,12 +68,12 @@ def term_key(term: str) -> str:
     return term[:KEY_LEN]
 
 
-def text_keys(text_l: str, short: bool) -> list[str]:
+def text_keys(text_l: str, lengths: tuple[int, ...] = (KEY_LEN,)) -> list[str]:
+    """Every distinct substring of ``text_l`` whose length is one of the key lengths in use."""
     n = len(text_l)
-    keys = {text_l[i : i + KEY_LEN] for i in range(n - KEY_LEN + 1)}
-    if short:
-        keys.update(text_l)
-        keys.update(text_l[i : i + 2] for i in range(n - 1))
+    keys: set[str] = set()
+    for k in lengths:
+        keys.update(text_l[i : i + k] for i in range(n - k + 1))
     return list(keys)
 
 
@@ -142,8 +145,15 @@ class Index:
             for stmt in _SCHEMA.strip().split(";"):
                 if stmt.strip():
                     c.execute(stmt)
+            if self._meta("version") != INDEX_VERSION:
+                for table in ("meta", "dirs", "files", "crystals", "grams", "dirty"):
+                    c.execute(f"DROP TABLE IF EXISTS {table}")
+                for stmt in _SCHEMA.strip().split(";"):
+                    if stmt.strip():
+                        c.execute(stmt)
             for table in ("meta", "dirs", "files", "crystals", "grams", "dirty"):
                 c.execute(f"DELETE FROM {table}")
+            self._short = None
             counts = {"files": 0, "crystals": 0, "problems": 0}
             for domain, root in self.settings.domains.items():
                 if os.path.isdir(root):
@@ -151,6 +161,8 @@ class Index:
             c.execute("INSERT OR REPLACE INTO meta VALUES('version', ?)", (INDEX_VERSION,))
             c.execute("INSERT OR REPLACE INTO meta VALUES('built', ?)", (repr(time.time()),))
             c.execute("INSERT OR REPLACE INTO meta VALUES('cursor', '0')")
+            if self._meta("key_lengths") is None:
+                c.execute("INSERT OR REPLACE INTO meta VALUES('key_lengths', ?)", (str(KEY_LEN),))
             c.execute("COMMIT")
         except BaseException:
             c.execute("ROLLBACK")
@@ -254,8 +266,11 @@ class Index:
         )
         cid = cur.lastrowid
         if "act" in b.deliver and b.on and b.terms:
-            keys = {term_key(t) for t in b.terms}
-            c.executemany("INSERT INTO grams VALUES(?,?,?)", [(k, a, cid) for a in b.on for k in keys])
+            rows = [(term_key(t), a, t, cid) for a in b.on for t in b.terms]
+            c.executemany("INSERT INTO grams VALUES(?,?,?,?)", rows)
+            short = {len(t) for t in b.terms if len(t) < KEY_LEN}
+            if short - set(self.key_lengths()):
+                self._set_key_lengths(tuple(sorted(set(self.key_lengths()) | short)))
         if counts is not None:
             counts["crystals"] = counts.get("crystals", 0) + 1
         return parsed
@@ -387,34 +402,42 @@ class Index:
         return parsed, True
 
     # -- queries ---------------------------------------------------------------
-    def has_short_terms(self) -> bool:
+    def key_lengths(self) -> tuple[int, ...]:
+        """Key lengths present: KEY_LEN, plus the length of every shorter term (rare)."""
         if self._short is None:
-            self._short = self.conn.execute(
-                "SELECT 1 FROM grams WHERE length(key) < ? LIMIT 1", (KEY_LEN,)).fetchone() is not None
+            raw = self._meta("key_lengths")
+            self._short = tuple(int(x) for x in raw.split(",")) if raw else (KEY_LEN,)
         return self._short
 
+    def _set_key_lengths(self, lengths: tuple[int, ...]) -> None:
+        """Only grows between builds: a stale extra length costs a few lookups, never a miss."""
+        if KEY_LEN not in lengths:
+            lengths = tuple(sorted(set(lengths) | {KEY_LEN}))
+        self.conn.execute("INSERT OR REPLACE INTO meta VALUES('key_lengths', ?)", (",".join(map(str, lengths)),))
+        self._short = lengths
+
     def candidates(self, actions: tuple[str, ...], text_l: str) -> list[tuple[CrystalRow, str]]:
-        """Crystals bound to any of ``actions`` with a term inside ``text_l`` (lower-cased)."""
+        """Crystals bound to any of ``actions`` with a term inside ``text_l`` (lower-cased),
+        each with its longest matching term."""
         if not text_l:
             return []
-        keys = text_keys(text_l, self.has_short_terms())
+        keys = text_keys(text_l, self.key_lengths())
         marks = ",".join("?" * len(actions))
-        rows = self.conn.execute(
-            "SELECT c.id, c.domain, c.path, c.name, c.deliver, c.on_, c.who, c.terms, c.salience FROM crystals c "
-            f"WHERE c.id IN (SELECT crystal FROM grams WHERE action IN ({marks}) "
-            "AND key IN (SELECT value FROM json_each(?)))",
-            (*actions, fastjson.dumps(keys)),
+        hits = self.conn.execute(
+            f"SELECT crystal, term FROM grams WHERE action IN ({marks}) "
+            "AND key IN (SELECT value FROM json_each(?)) AND instr(?, term) > 0",
+            (*actions, fastjson.dumps(keys), text_l),
         ).fetchall()
-        out = []
-        for row in rows:
-            cr = CrystalRow(row)
-            best = ""
-            for t in cr.terms:
-                if len(t) > len(best) and t in text_l:
-                    best = t
-            if best:
-                out.append((cr, best))
-        return out
+        if not hits:
+            return []
+        best: dict[int, str] = {}
+        for cid, term in hits:
+            if len(term) > len(best.get(cid, "")):
+                best[cid] = term
+        rows = self.conn.execute(
+            "SELECT id, domain, path, name, deliver, on_, who, terms, salience FROM crystals "
+            f"WHERE id IN ({','.join('?' * len(best))})", tuple(best)).fetchall()
+        return [(CrystalRow(r), best[r[0]]) for r in rows]
 
     def channel(self, channel: str) -> list[CrystalRow]:
         rows = self.conn.execute(

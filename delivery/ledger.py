@@ -208,12 +208,11 @@ def append(settings, events: list[dict]) -> str:
 def _encode_line(ev: dict) -> bytes:
     """One JSON line under MAX_LINE_BYTES; an oversized ``detail`` (then any long text
     field) is cut and marked, because a line that cannot be written atomically is worse."""
-    import json
+    from delivery import fastjson  # `json` imports re and enum: milliseconds the hook cannot spare
 
     def dump(obj: dict) -> bytes:
-        return (json.dumps(obj, separators=(",", ":"), ensure_ascii=True, default=str) + "\n").encode(
-            "ascii"
-        )
+        clean = {k: (v if v is None or isinstance(v, (str, int, float, bool)) else str(v)) for k, v in obj.items()}
+        return (fastjson.dumps(clean) + "\n").encode("ascii")
 
     line = dump(ev)
     if len(line) <= MAX_LINE_BYTES:
@@ -223,7 +222,7 @@ def _encode_line(ev: dict) -> bytes:
     keep = len(detail)
     while len(line) > MAX_LINE_BYTES and keep > 0:
         keep = max(0, keep - (len(line) - MAX_LINE_BYTES) - 64)
-        ev["detail"] = json.dumps({"detail_truncated": True, "prefix": detail[:keep]}, separators=(",", ":"))
+        ev["detail"] = fastjson.dumps({"detail_truncated": True, "prefix": detail[:keep]})
         line = dump(ev)
     for name in ("path", "term", "crystal_id", "session", "agent", "content_hash", "domain", "action", "channel"):
         if len(line) <= MAX_LINE_BYTES:
@@ -270,11 +269,11 @@ def _parse_line(raw: bytes) -> dict | None:
     """A spool line as an event dict, or None when it is torn or malformed."""
     if not raw.endswith(b"\n"):
         return None
-    import json
+    from delivery import fastjson
 
     try:
-        obj = json.loads(raw)
-    except ValueError:
+        obj = fastjson.loads(raw.decode("utf-8"))
+    except ValueError:  # fastjson.JSONDecodeError and UnicodeDecodeError are ValueErrors
         return None
     if not isinstance(obj, dict):
         return None
