@@ -1,0 +1,1 @@
+"""The Librarian: broken links and paths, rotted signposts, orphans, notes that can never fire."""
