@@ -1,0 +1,1 @@
+"""The nightly upkeep: APScheduler triggers that enqueue the agents' Celery tasks."""
