@@ -215,9 +215,28 @@ def _content(changes, op: str) -> dict[int, tuple[bytes | None, bytes | None]]:
 
 def execute(settings, engine, proposal_id: int, who: str, op: str) -> dict:
     """Apply (``op="apply"``) or undo (``op="undo"``) one proposal; the result dict."""
+    action = "approve" if op == "apply" else "undo"
+    try:
+        lock = queue_lock(settings.home)
+        lock.__enter__()
+    except OSError as exc:
+        message = f"I/O error, nothing changed: cannot take the queue lock: {exc}"
+        with engine.begin() as conn:
+            row, _changes = proposals.load(conn, proposal_id)
+            if row is None:
+                raise ProposalError(f"no proposal {proposal_id}") from None
+            record(conn, proposal_id, action, "error", who, {"message": message})
+        return result(proposal_id, action, False, row["status"], message, [])
+    try:
+        return _execute(settings, engine, proposal_id, who, op)
+    finally:
+        lock.__exit__(None, None, None)
+
+
+def _execute(settings, engine, proposal_id: int, who: str, op: str) -> dict:
     P, C, _A, J = proposals.TABLES
     action = "approve" if op == "apply" else "undo"
-    with queue_lock(settings.home):
+    if True:
         reconcile(settings, engine, who)  # an interrupted operation is settled first
         with engine.connect() as conn:
             row, changes = proposals.load(conn, proposal_id)
@@ -296,13 +315,13 @@ def execute(settings, engine, proposal_id: int, who: str, op: str) -> dict:
         _after_step("journal_intent", "")
 
         content = _content(changes, op)
-        done: list[dict] = []
+        started: list[dict] = []
         try:
             for e in plan:
+                started.append(e)  # it may be replaced even if a later step (the folder fsync) fails
                 put(root, e["path"], content[e["seq"]][1], e["to_mode"], e["from_sha"], e["tmp"])
-                done.append(e)
         except (FileConflict, safepath.UnsafePath, OSError) as exc:
-            return _abort(settings, engine, row, op, jid, plan, done, content, exc, who, files)
+            return _abort(settings, engine, row, op, jid, plan, started, content, exc, who, files)
 
         new_status = "applied" if op == "apply" else "undone"
         with engine.begin() as conn:
@@ -314,8 +333,8 @@ def execute(settings, engine, proposal_id: int, who: str, op: str) -> dict:
         return result(proposal_id, action, True, new_status, new_status, files)
 
 
-def _abort(settings, engine, row, op, jid, plan, done, content, exc, who, files) -> dict:
-    """Put back the files already done, in reverse order; record why."""
+def _abort(settings, engine, row, op, jid, plan, started, content, exc, who, files) -> dict:
+    """Put back, in reverse order, the files already replaced; record why."""
     P, _C, _A, J = proposals.TABLES
     action = "approve" if op == "apply" else "undo"
     prior = row["status"]
@@ -332,8 +351,11 @@ def _abort(settings, engine, row, op, jid, plan, done, content, exc, who, files)
     try:
         with engine.begin() as conn:
             conn.execute(J.update().where(J.c.id == jid).values(direction="back"))
-        for e in reversed(done):
-            put(root, e["path"], content[e["seq"]][0], e["from_mode"], e["to_sha"], e["tmp"])
+        done = []
+        for e in reversed(started):
+            if _state(root, e["path"], e["from_sha"], e["to_sha"]) == "to":
+                put(root, e["path"], content[e["seq"]][0], e["from_mode"], e["to_sha"], e["tmp"])
+                done.append(e)
         for e in plan:
             _remove_tmp(root, e["path"], e["tmp"])
         with engine.begin() as conn:

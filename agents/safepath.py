@@ -66,10 +66,9 @@ def split(rel) -> tuple[str, ...]:
 
 
 def _root_fd(root: str) -> int:
-    try:
-        return os.open(os.path.realpath(root), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError as exc:
-        raise UnsafePath(root, f"store root cannot be opened: {exc.strerror}") from exc
+    """The root may itself be reached through symlinks (settings store it resolved); an error
+    opening it is an I/O error (``OSError``), not a refused path."""
+    return os.open(os.path.realpath(root), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
 
 
 def open_parent(root: str, rel: str, create: bool = False) -> tuple[int, str]:
