@@ -216,8 +216,19 @@ class HookRun:
         return _context("SessionStart", res["text"]) if res["text"] else None
 
     def prompt(self) -> dict | None:
-        res = self.d.inject(str(self.data.get("prompt") or ""))
-        return _context("UserPromptSubmit", res["text"]) if res["text"] else None
+        prompt = str(self.data.get("prompt") or "")
+        res = self.d.inject(prompt)
+        text = res["text"] or ""
+        try:  # prompt-time recall: at most three notes, within its own budget; never blocks the prompt
+            from delivery import prompt_recall
+
+            hits, how = prompt_recall.recall(self.settings, prompt)
+            found = prompt_recall.render(hits, how, cap=max(0, CLAUDE_CONTEXT_CAP - 200 - len(text)))
+            if found:
+                text = f"{text}\n{found}" if text else found
+        except Exception:  # recall is a bonus: any failure leaves the inject channel as it was
+            pass
+        return _context("UserPromptSubmit", text) if text else None
 
     def session_end(self, reason: str) -> None:
         self.d._event("session_end", None, "session", "", detail=fastjson.dumps({"reason": reason, "agent": self.kind}))
