@@ -41,6 +41,9 @@ from delivery.note import Note
 from delivery.store import SKIP_DIRS, StoreLoad
 
 HTML_SUFFIXES = (".html", ".htm")
+#: extensions a wikilink names when it embeds a file rather than a note (Obsidian attachments)
+_FILE_EXTS = frozenset({"png", "jpg", "jpeg", "gif", "svg", "webp", "bmp", "pdf", "mp3", "mp4", "webm", "wav", "ogg",
+                        "m4a", "mov", "csv", "xlsx", "docx", "pptx", "zip", "canvas", "excalidraw", "txt", "json"})
 SIGNPOST_STEMS = frozenset({"readme", "index", "_index", "summary", "moc", "contents", "toc", "home"})
 
 _FENCE_RE = re.compile(r"^\s{0,3}(```|~~~)")
@@ -140,6 +143,7 @@ class StoreLinks:
         self.files: set[str] = set()
         self.dirs: set[str] = {""}
         self._files_folded: dict[str, list[str]] = {}
+        self._by_basename: dict[str, list[str]] = {}
         self._walk()
         # names a wikilink may use, folded
         self.by_key: dict[str, set[str]] = {}
@@ -173,6 +177,7 @@ class StoreLinks:
                 rel = f"{rel_dir}/{f}" if rel_dir else f
                 self.files.add(rel)
                 self._files_folded.setdefault(rel.casefold(), []).append(rel)
+                self._by_basename.setdefault(f.casefold(), []).append(rel)
 
     def exists(self, rel: str) -> bool:
         return rel in self.files or rel in self.dirs
@@ -272,12 +277,9 @@ class StoreLinks:
             for c in (t, posixpath.normpath(posixpath.join(base, t)) if base else t):
                 if c in self.files:
                     return c
-            stem = t.rsplit("/", 1)[-1].casefold()
-            for f in self._files_folded.get(stem, []):
-                return f
-            for rel_f, originals in self._files_folded.items():
-                if rel_f.rsplit("/", 1)[-1] == stem:
-                    return originals[0]
+            hits = self._by_basename.get(t.rsplit("/", 1)[-1].casefold())
+            if hits:
+                return sorted(hits, key=lambda p: (p.count("/"), p))[0]
         return None
 
     def suggest(self, target: str, note_path: str = "", domain_moves: dict[str, str] | None = None) -> str:
@@ -340,6 +342,11 @@ class StoreLinks:
             return Resolution("undefined-reference", reason=f"reference-style link [{ref.target}] has no definition")
         if ref.syntax in ("wiki", "relation"):
             hit = self._wiki_lookup(ref.target, note)
+            last = ref.target.rsplit("/", 1)[-1]
+            if hit is None and "." in last and not last.lower().endswith(NOTE_SUFFIXES) \
+                    and re.fullmatch(r"[A-Za-z][A-Za-z0-9]{0,7}", last.rsplit(".", 1)[1]) \
+                    and last.rsplit(".", 1)[1].lower() in _FILE_EXTS:
+                return Resolution("missing-file", ref.target, reason="no such file in the store")
             if hit is None:
                 sugg = self.suggest(ref.target, note.path)
                 if ref.syntax == "relation" and ref.relation != "links_to" and not sugg:

@@ -141,6 +141,12 @@ class Librarian(Agent):
                 report.findings.append(f)
                 if sugg:
                     new_text = links.new_target_text(note, ref, sugg)
+                    if new_text and ref.syntax in ("wiki", "relation") and not ref.alias and not ref.anchor \
+                            and new_text != ref.target:
+                        # keep what the reader saw: [[Old]] -> [[New|Old]] (or [[Old|New]] where the
+                        # store writes the alias first)
+                        new_text = (f"{ref.target}|{new_text}" if links.wiki_order == "alias|target"
+                                    else f"{new_text}|{ref.target}")
                     if new_text:
                         rewrites.setdefault(note.path, []).append((ref, new_text, f))
         # orphans: nobody links to them, in a store whose notes link to each other at all
