@@ -23,6 +23,7 @@ import stat
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _MAX_NAME_BYTES = 255
 _MAX_PATH_BYTES = 4000
+_MAX_DEPTH = 64  # folders nested deeper than this are a mistake, not a note
 
 
 class UnsafePath(ValueError):
@@ -53,6 +54,8 @@ def split(rel) -> tuple[str, ...]:
     if len(encoded) > _MAX_PATH_BYTES:
         raise UnsafePath(rel, "path too long")
     parts = tuple(rel.split("/"))
+    if len(parts) > _MAX_DEPTH:
+        raise UnsafePath(rel, f"more than {_MAX_DEPTH} components")
     for part in parts:
         if part == "":
             raise UnsafePath(rel, "empty component (double or trailing slash)")
