@@ -210,11 +210,15 @@ def cmd_scheduler(args) -> int:
             elif event.code == EVENT_JOB_MISSED:
                 print(f"geode scheduler: MISSED the run due {event.scheduled_run_time} (beyond the grace)",
                       file=sys.stderr, flush=True)
-            else:
+            if event.code == EVENT_JOB_EXECUTED:
                 print(f"geode scheduler: fired for {event.scheduled_run_time}: {event.retval or 'already enqueued'}",
                       flush=True)
+            announce()
 
         sched.add_listener(on_event, EVENT_JOB_EXECUTED | EVENT_JOB_ERROR | EVENT_JOB_MISSED)
+        from apscheduler.events import EVENT_SCHEDULER_STARTED
+
+        sched.add_listener(announce, EVENT_SCHEDULER_STARTED)
         import signal
 
         def stop(_sig, _frm):
