@@ -35,7 +35,7 @@ from delivery import fastjson
 from delivery.binding import parse_binding
 from delivery.crystal import NOTE_SUFFIXES, NoteError, parse_crystal_text, read_text
 
-INDEX_VERSION = "4"
+INDEX_VERSION = "6"
 KEY_LEN = 4
 SEP = "\x1f"
 SKIP_DIRS = frozenset({".git", ".hg", ".svn", ".obsidian", ".trash", ".geode", "node_modules", "__pycache__", ".venv"})
@@ -43,14 +43,14 @@ DIRTY_TTL_S = 600
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v TEXT);
-CREATE TABLE IF NOT EXISTS dirs(domain TEXT, dir TEXT, mtime_ns INTEGER, PRIMARY KEY(domain, dir));
+CREATE TABLE IF NOT EXISTS dirs(domain TEXT, dir TEXT, mtime_ns INTEGER, abs TEXT, PRIMARY KEY(domain, dir));
 CREATE TABLE IF NOT EXISTS files(domain TEXT, path TEXT, dir TEXT, mtime_ns INTEGER, size INTEGER,
     PRIMARY KEY(domain, path));
 CREATE INDEX IF NOT EXISTS files_dir ON files(domain, dir);
 CREATE TABLE IF NOT EXISTS crystals(id INTEGER PRIMARY KEY, domain TEXT, path TEXT, name TEXT,
     deliver TEXT, on_ TEXT, who TEXT, terms TEXT, salience REAL, UNIQUE(domain, path));
 CREATE TABLE IF NOT EXISTS grams(key TEXT, action TEXT, term TEXT, crystal INTEGER);
-CREATE INDEX IF NOT EXISTS grams_key ON grams(action, key);
+CREATE INDEX IF NOT EXISTS grams_key ON grams(action, key, term, crystal);
 CREATE INDEX IF NOT EXISTS grams_crystal ON grams(crystal);
 CREATE TABLE IF NOT EXISTS dirty(domain TEXT, path TEXT, since REAL, PRIMARY KEY(domain, path));
 CREATE TABLE IF NOT EXISTS sess(session TEXT, kind TEXT, item TEXT, ts REAL, n INTEGER DEFAULT 0,
@@ -181,7 +181,7 @@ class Index:
         except OSError:
             self._drop_dir(domain, rel_dir)
             return
-        c.execute("INSERT OR REPLACE INTO dirs VALUES(?,?,?)", (domain, rel_dir, st.st_mtime_ns))
+        c.execute("INSERT OR REPLACE INTO dirs VALUES(?,?,?,?)", (domain, rel_dir, st.st_mtime_ns, full))
         known = {row[0]: (row[1], row[2]) for row in c.execute(
             "SELECT path, mtime_ns, size FROM files WHERE domain=? AND dir=?", (domain, rel_dir))}
         known_dirs = {row[0] for row in c.execute(
@@ -281,15 +281,16 @@ class Index:
         c = self.conn
         before = len(self.changed)
         stale_dirs = []
-        for domain, rel_dir, mtime in c.execute("SELECT domain, dir, mtime_ns FROM dirs").fetchall():
-            root = self.settings.domains.get(domain)
-            if root is None:
-                continue
+        stat = os.stat
+        # the hottest loop of a hook call on a large store: one stat per folder, kept bare
+        # (absolute paths stored at scan time; ~2 microseconds a folder)
+        for domain, rel_dir, mtime, full in c.execute("SELECT domain, dir, mtime_ns, abs FROM dirs").fetchall():
             try:
-                m = os.stat(os.path.join(root, rel_dir) if rel_dir else root).st_mtime_ns
+                if stat(full).st_mtime_ns == mtime:
+                    continue
             except OSError:
-                m = None
-            if m != mtime:
+                pass
+            if domain in self.settings.domains:
                 stale_dirs.append((domain, rel_dir))
         dirty = c.execute("SELECT domain, path, since FROM dirty").fetchall()
         slice_rows = self._sweep_slice()
