@@ -1,0 +1,86 @@
+"""``geode doctor``: green only when every part can do its job on this store; never green over a
+store an agent could not read (the original passed a foreign store its four agents could not use)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.upkeep_helpers import make_store
+
+REPO = Path(__file__).resolve().parents[1]
+GEODE = str(Path(sys.executable).parent / "geode")
+
+
+def doctor(store, home, *extra, env_extra=None):
+    env = dict(os.environ, GEODE_HOME=str(home))
+    env.pop("GEODE_BROKER_URL", None)
+    env.update(env_extra or {})
+    out = subprocess.run([GEODE, "doctor", "--store", str(store), "--json", *extra], capture_output=True,
+                         text=True, env=env, timeout=300, cwd=REPO)
+    return out.returncode, json.loads(out.stdout), out.stderr
+
+
+def by_name(data):
+    return {c["name"]: c for c in data["checks"]}
+
+
+def test_doctor_is_green_on_a_clean_store_with_the_model(tmp_path):
+    root, _ = make_store("clean", tmp_path)
+    rc, data, err = doctor(root, tmp_path / "home")
+    checks = by_name(data)
+    assert rc == 0 and data["ok"] is True, data
+    assert checks["agent:librarian"]["examined"]["notes"] == 3
+    assert checks["index"]["examined"]["files"] == 3
+    assert checks["model"]["ok"] and checks["model"]["examined"]["dim"] > 0
+    assert {"store", "ledger", "agent:librarian", "index", "broker", "model"} <= set(checks)
+
+
+def test_doctor_fails_on_an_empty_store(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "notes.txt").write_text("plain text, no notes\n")
+    rc, data, _ = doctor(empty, tmp_path / "home", "--skip-model")
+    checks = by_name(data)
+    assert rc == 1 and data["ok"] is False
+    assert not checks["store"]["ok"] and not checks["agent:librarian"]["ok"]
+    assert "examined no notes" in checks["agent:librarian"]["message"]
+
+
+def test_doctor_is_never_green_over_a_file_an_agent_could_not_read(tmp_path):
+    root, _ = make_store("docs_tree", tmp_path)
+    (root / "guide" / "legacy.md").write_bytes(b"# Legacy\n\xff\xfe latin-1 bytes\n")
+    rc, data, _ = doctor(root, tmp_path / "home", "--skip-model")
+    checks = by_name(data)
+    assert rc == 1 and data["ok"] is False
+    lib = checks["agent:librarian"]
+    assert not lib["ok"]
+    assert "examined 6 of 7 note files" in lib["message"] and "guide/legacy.md:2" in lib["message"]
+
+
+def test_doctor_reports_an_index_that_does_not_match_the_files(tmp_path):
+    """Cursor keeps its rules in .cursor/rules: the binding index does not look in dot-folders,
+    the store walk does. The doctor says so instead of passing."""
+    root, _ = make_store("cursor_rules", tmp_path)
+    hidden = root / ".cursor" / "rules"
+    hidden.mkdir(parents=True)
+    (hidden / "extra.mdc").write_text("---\ndescription: x\nalwaysApply: true\n---\nBe brief.\n")
+    rc, data, _ = doctor(root, tmp_path / "home", "--skip-model")
+    checks = by_name(data)
+    assert checks["agent:librarian"]["examined"]["notes"] == 5
+    assert not checks["index"]["ok"]
+    assert "holds 4 note files, the store 5" in checks["index"]["message"]
+    assert rc == 1
+
+
+def test_doctor_fails_when_the_configured_broker_does_not_answer(tmp_path):
+    root, _ = make_store("clean", tmp_path)
+    rc, data, _ = doctor(root, tmp_path / "home", "--skip-model",
+                         env_extra={"GEODE_BROKER_URL": "redis://127.0.0.1:1/0"})
+    checks = by_name(data)
+    assert rc == 1 and not checks["broker"]["ok"]
+    assert "does not answer" in checks["broker"]["message"]
+    assert checks["agent:librarian"]["ok"]
