@@ -236,101 +236,100 @@ def execute(settings, engine, proposal_id: int, who: str, op: str) -> dict:
 def _execute(settings, engine, proposal_id: int, who: str, op: str) -> dict:
     P, C, _A, J = proposals.TABLES
     action = "approve" if op == "apply" else "undo"
-    if True:
-        reconcile(settings, engine, who)  # an interrupted operation is settled first
-        with engine.connect() as conn:
-            row, changes = proposals.load(conn, proposal_id)
-        if row is None:
-            raise ProposalError(f"no proposal {proposal_id}")
-        files = _files(changes)
-        prior = row["status"]
+    reconcile(settings, engine, who)  # an interrupted operation is settled first
+    with engine.connect() as conn:
+        row, changes = proposals.load(conn, proposal_id)
+    if row is None:
+        raise ProposalError(f"no proposal {proposal_id}")
+    files = _files(changes)
+    prior = row["status"]
 
-        def settle(ok: bool, outcome: str, message: str, status: str | None = None, detail=None) -> dict:
-            with engine.begin() as conn:
-                if status is not None and status != prior:
-                    conn.execute(P.update().where(P.c.id == proposal_id).values(
-                        status=status, message=message, updated_at=proposals._now()))
-                record(conn, proposal_id, action, outcome, who, dict(detail or {}, message=message))
-            return result(proposal_id, action, ok, status or prior, message, files)
-
-        allowed = proposals.APPROVABLE if op == "apply" else ("applied",)
-        if prior not in allowed:
-            why = f"it is {prior}" if op == "apply" or prior != "undone" else "it is already undone"
-            return settle(False, "refused", f"not {'applied' if op == 'apply' else 'undone'}: {why}")
-        root = settings.domains.get(row["domain"])
-        if root is None:
-            return settle(False, "failed", f"domain {row['domain']!r} is not configured here",
-                          "failed" if op == "apply" else None)
-
-        ordered = list(changes) if op == "apply" else list(reversed(changes))
-        plan, stale, unsafe = [], [], []
-        for c in ordered:
-            from_sha, to_sha = (c["before_sha"], c["after_sha"]) if op == "apply" else (c["after_sha"], c["before_sha"])
-            try:
-                cur = safepath.read(root, c["path"])
-            except safepath.UnsafePath as exc:
-                unsafe.append(str(exc))
-                continue
-            except OSError as exc:
-                return settle(False, "error", f"{c['path']}: cannot read: {exc}")
-            if (sha256(cur[0]) if cur is not None else None) != from_sha:
-                stale.append(c["path"])
-                continue
-            from_mode = cur[1] if cur is not None else None
-            if to_sha is None:
-                to_mode = None
-            elif op == "apply":
-                to_mode = c["mode"] if c["mode"] is not None else (from_mode if from_mode is not None else default_mode())
-            else:
-                to_mode = c["before_mode"] if c["before_mode"] is not None else default_mode()
-            plan.append({"seq": c["seq"], "path": c["path"], "from_sha": from_sha, "to_sha": to_sha,
-                         "from_mode": from_mode, "to_mode": to_mode, "tmp": ""})
-        if unsafe:
-            return settle(False, "failed", "refused path: " + "; ".join(unsafe), "failed" if op == "apply" else None)
-        if stale:
-            if op == "apply":
-                return settle(False, "conflict", "changed since proposed (sha256 differs): " + ", ".join(stale),
-                              "conflict", {"paths": stale})
-            return settle(False, "refused", "changed after the apply (sha256 differs from after): "
-                          + ", ".join(stale), None, {"paths": stale})
-
-        # The intent, and the claim, in one transaction.
-        now = proposals._now()
+    def settle(ok: bool, outcome: str, message: str, status: str | None = None, detail=None) -> dict:
         with engine.begin() as conn:
-            jid = conn.execute(J.insert().values(
-                proposal_id=proposal_id, op=op, direction="forward", state="open", prior_status=prior, who=who,
-                pid=os.getpid(), host=socket.gethostname(), started_at=now, finished_at=None, plan="[]",
-            ).returning(J.c.id)).scalar_one()
-            for e in plan:
-                e["tmp"] = f".geode-{jid}-{e['seq']}.tmp"
-            conn.execute(J.update().where(J.c.id == jid).values(plan=json.dumps(plan)))
-            claimed = conn.execute(P.update().where(
-                P.c.id == proposal_id, P.c.status == prior, P.c.journal_id.is_(None)).values(journal_id=jid))
-            if claimed.rowcount != 1:
-                raise ProposalError(f"proposal {proposal_id} changed while being {action}d; try again")
-            if op == "apply":
-                for e in plan:
-                    conn.execute(C.update().where(C.c.proposal_id == proposal_id, C.c.seq == e["seq"]).values(
-                        before_mode=e["from_mode"]))
-        _after_step("journal_intent", "")
+            if status is not None and status != prior:
+                conn.execute(P.update().where(P.c.id == proposal_id).values(
+                    status=status, message=message, updated_at=proposals._now()))
+            record(conn, proposal_id, action, outcome, who, dict(detail or {}, message=message))
+        return result(proposal_id, action, ok, status or prior, message, files)
 
-        content = _content(changes, op)
-        started: list[dict] = []
+    allowed = proposals.APPROVABLE if op == "apply" else ("applied",)
+    if prior not in allowed:
+        why = f"it is {prior}" if op == "apply" or prior != "undone" else "it is already undone"
+        return settle(False, "refused", f"not {'applied' if op == 'apply' else 'undone'}: {why}")
+    root = settings.domains.get(row["domain"])
+    if root is None:
+        return settle(False, "failed", f"domain {row['domain']!r} is not configured here",
+                      "failed" if op == "apply" else None)
+
+    ordered = list(changes) if op == "apply" else list(reversed(changes))
+    plan, stale, unsafe = [], [], []
+    for c in ordered:
+        from_sha, to_sha = (c["before_sha"], c["after_sha"]) if op == "apply" else (c["after_sha"], c["before_sha"])
         try:
-            for e in plan:
-                started.append(e)  # it may be replaced even if a later step (the folder fsync) fails
-                put(root, e["path"], content[e["seq"]][1], e["to_mode"], e["from_sha"], e["tmp"])
-        except (FileConflict, safepath.UnsafePath, OSError) as exc:
-            return _abort(settings, engine, row, op, jid, plan, started, content, exc, who, files)
+            cur = safepath.read(root, c["path"])
+        except safepath.UnsafePath as exc:
+            unsafe.append(str(exc))
+            continue
+        except OSError as exc:
+            return settle(False, "error", f"{c['path']}: cannot read: {exc}")
+        if (sha256(cur[0]) if cur is not None else None) != from_sha:
+            stale.append(c["path"])
+            continue
+        from_mode = cur[1] if cur is not None else None
+        if to_sha is None:
+            to_mode = None
+        elif op == "apply":
+            to_mode = c["mode"] if c["mode"] is not None else (from_mode if from_mode is not None else default_mode())
+        else:
+            to_mode = c["before_mode"] if c["before_mode"] is not None else default_mode()
+        plan.append({"seq": c["seq"], "path": c["path"], "from_sha": from_sha, "to_sha": to_sha,
+                     "from_mode": from_mode, "to_mode": to_mode, "tmp": ""})
+    if unsafe:
+        return settle(False, "failed", "refused path: " + "; ".join(unsafe), "failed" if op == "apply" else None)
+    if stale:
+        if op == "apply":
+            return settle(False, "conflict", "changed since proposed (sha256 differs): " + ", ".join(stale),
+                          "conflict", {"paths": stale})
+        return settle(False, "refused", "changed after the apply (sha256 differs from after): "
+                      + ", ".join(stale), None, {"paths": stale})
 
-        new_status = "applied" if op == "apply" else "undone"
-        with engine.begin() as conn:
-            conn.execute(J.update().where(J.c.id == jid).values(state="done", finished_at=proposals._now()))
-            conn.execute(P.update().where(P.c.id == proposal_id).values(
-                status=new_status, journal_id=None, message="", updated_at=proposals._now()))
-            record(conn, proposal_id, action, new_status, who, {"journal": jid})
-        _after_step("journal_mark", "")
-        return result(proposal_id, action, True, new_status, new_status, files)
+    # The intent, and the claim, in one transaction.
+    now = proposals._now()
+    with engine.begin() as conn:
+        jid = conn.execute(J.insert().values(
+            proposal_id=proposal_id, op=op, direction="forward", state="open", prior_status=prior, who=who,
+            pid=os.getpid(), host=socket.gethostname(), started_at=now, finished_at=None, plan="[]",
+        ).returning(J.c.id)).scalar_one()
+        for e in plan:
+            e["tmp"] = f".geode-{jid}-{e['seq']}.tmp"
+        conn.execute(J.update().where(J.c.id == jid).values(plan=json.dumps(plan)))
+        claimed = conn.execute(P.update().where(
+            P.c.id == proposal_id, P.c.status == prior, P.c.journal_id.is_(None)).values(journal_id=jid))
+        if claimed.rowcount != 1:
+            raise ProposalError(f"proposal {proposal_id} changed while being {action}d; try again")
+        if op == "apply":
+            for e in plan:
+                conn.execute(C.update().where(C.c.proposal_id == proposal_id, C.c.seq == e["seq"]).values(
+                    before_mode=e["from_mode"]))
+    _after_step("journal_intent", "")
+
+    content = _content(changes, op)
+    started: list[dict] = []
+    try:
+        for e in plan:
+            started.append(e)  # it may be replaced even if a later step (the folder fsync) fails
+            put(root, e["path"], content[e["seq"]][1], e["to_mode"], e["from_sha"], e["tmp"])
+    except (FileConflict, safepath.UnsafePath, OSError) as exc:
+        return _abort(settings, engine, row, op, jid, plan, started, content, exc, who, files)
+
+    new_status = "applied" if op == "apply" else "undone"
+    with engine.begin() as conn:
+        conn.execute(J.update().where(J.c.id == jid).values(state="done", finished_at=proposals._now()))
+        conn.execute(P.update().where(P.c.id == proposal_id).values(
+            status=new_status, journal_id=None, message="", updated_at=proposals._now()))
+        record(conn, proposal_id, action, new_status, who, {"journal": jid})
+    _after_step("journal_mark", "")
+    return result(proposal_id, action, True, new_status, new_status, files)
 
 
 def _abort(settings, engine, row, op, jid, plan, started, content, exc, who, files) -> dict:
