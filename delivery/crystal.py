@@ -92,7 +92,8 @@ def extract_essence(body: str, body_line: int) -> tuple[str | None, int, list[tu
     if body.find(ESSENCE_OPEN, end) >= 0:
         second = body_line + body[: body.find(ESSENCE_OPEN, end)].count("\n")
         problems.append((second, "essence-twice", "a second essence block is ignored; only the first is delivered"))
-    return body[start + len(ESSENCE_OPEN) : end].strip("\n").strip(), line, problems
+    essence = body[start + len(ESSENCE_OPEN) : end].replace("\r\n", "\n").strip("\n").strip()
+    return essence, line, problems
 
 
 class CrystalText:
