@@ -4,15 +4,17 @@ The blend (``blend="score"``, the default):
 
     relevance = 0.5 * lexical + 0.5 * semantic
 
-- ``lexical`` = (bm25 / best bm25 among the lexical hits) x coverage, where coverage is the
+- ``lexical`` = (bm25 / best bm25 among the lexical hits) x coverage^2, where coverage is the
   idf-weighted share of the query's words that the note contains (idf = ln(1 + N / (1 + df)) over
-  the notes in scope; a word no note holds counts fully against). When the semantic side also
-  answered, a note whose coverage is under 0.5 (``COVERAGE_GATE``) gets no lexical component:
-  holding a minority of the question's rarer words is not lexical evidence, and letting it count
-  pushed the right note down on cross-lingual and no-shared-word questions (docs/RECALL.md).
-  SQLite: FTS5 ``bm25`` with column weights title 8, tags 5, description 3, body 1; PostgreSQL:
-  ``ts_rank_cd`` over a weighted ``tsvector``. Query words: stop words (English, German, French,
-  Spanish) removed, a light stemming (plural s, -ing, -ed), each word a prefix query, OR-ed.
+  the notes in scope; a word no note holds counts fully against). Coverage is squared when the
+  semantic side also answered: a note holding one incidental word of a question (``customer``
+  in a question about deleting a customer's data) keeps little lexical weight, so it cannot push
+  down the note that answers in another language or in other words; a note holding all the
+  question's rare words (an error code, a header name) keeps all of it. With full text alone the
+  coverage counts once. SQLite: FTS5 ``bm25`` with column weights title 8, tags 5, description 3,
+  body 1; PostgreSQL: ``ts_rank_cd`` over a weighted ``tsvector``. Query words: stop words
+  (English, German, French, Spanish) removed, a light stemming (plural s, -ing, -ed), each word a
+  prefix query, OR-ed.
 - ``semantic`` = the cosine similarity, min-max scaled over the semantic candidates of this query
   ((cos - lowest) / (highest - lowest)), because e5 cosines sit in a narrow band (0.74-0.84) and
   would otherwise never outweigh a lexical score.
@@ -66,7 +68,6 @@ SALIENCE_WEIGHT = 0.15
 RETIRED_WEIGHT = 0.6
 LEX_SHARE = 0.5
 RRF_K = 60
-COVERAGE_GATE = 0.5
 MAX_CONTAINS_ANY = 100
 EXACT_SEMANTIC_MAX = 5000  # with filters, up to this many candidates are compared exactly
 
@@ -298,8 +299,8 @@ def fuse(lex: dict[int, float], sem: dict[int, float], coverage: dict[int, float
     for i in set(lex) | set(sem):
         cv = coverage.get(i, 1.0)
         a = (lex[i] / top) * cv if i in lex and top > 0 else 0.0
-        if sem and cv < COVERAGE_GATE:
-            a = 0.0  # a note holding under half the query's rare words is no lexical evidence
+        if sem:
+            a *= cv  # with both sides: coverage squared, so a few incidental words weigh little
         if i in sem:
             b = (sem[i] - lo) / (hi - lo) if hi > lo else 1.0
         else:
