@@ -16,6 +16,10 @@ ESSENCE_CLOSE = "<!-- /crystal:essence -->"
 NOTE_SUFFIXES = (".md", ".mdc", ".markdown")
 RETIRED_STATUSES = ("deprecated", "superseded", "archived", "legacy")
 DEFAULT_MAX_BYTES = 1_000_000
+#: folders that are tool state, never notes. Other dot-folders (``.cursor/rules``) hold notes:
+#: the store walk and the hook's index must agree on this, or an agent sees a note the hook
+#: never delivers.
+SKIP_DIRS = frozenset({".git", ".hg", ".svn", ".obsidian", ".trash", ".geode", "node_modules", "__pycache__", ".venv"})
 
 
 class NoteError(ValueError):

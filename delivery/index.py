@@ -33,12 +33,11 @@ import zlib
 
 from delivery import fastjson
 from delivery.binding import parse_binding
-from delivery.crystal import NOTE_SUFFIXES, NoteError, parse_crystal_text, read_text
+from delivery.crystal import NOTE_SUFFIXES, SKIP_DIRS, NoteError, parse_crystal_text, read_text
 
 INDEX_VERSION = "6"
 KEY_LEN = 4
 SEP = "\x1f"
-SKIP_DIRS = frozenset({".git", ".hg", ".svn", ".obsidian", ".trash", ".geode", "node_modules", "__pycache__", ".venv"})
 DIRTY_TTL_S = 600
 
 _SCHEMA = """
@@ -194,7 +193,7 @@ class Index:
             rel = f"{rel_dir}/{name}" if rel_dir else name
             try:
                 if e.is_dir(follow_symlinks=False):
-                    if name in SKIP_DIRS or name.startswith("."):
+                    if name in SKIP_DIRS:
                         continue
                     seen_dirs.add(rel)
                     if recursive or rel not in known_dirs:

@@ -10,12 +10,10 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from delivery.crystal import DEFAULT_MAX_BYTES, NOTE_SUFFIXES, NoteError, read_text
+from delivery.crystal import DEFAULT_MAX_BYTES, NOTE_SUFFIXES, SKIP_DIRS, NoteError, read_text
 from delivery.note import Note, parse_note
 from delivery.problems import Problem
 
-#: folders that are tool state, never notes
-SKIP_DIRS = frozenset({".git", ".hg", ".svn", ".obsidian", ".trash", ".geode", "node_modules", "__pycache__", ".venv"})
 
 
 @dataclass

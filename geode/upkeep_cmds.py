@@ -309,8 +309,7 @@ def doctor_checks(settings, skip_model: bool = False) -> list[dict]:
         ok = counts["files"] == counted.notes
         add("index", ok, {"files": counts["files"], "crystals": counts["crystals"]},
             f"binding index holds {counts['files']} note files, as the store does" if ok else
-            f"binding index holds {counts['files']} note files, the store {counted.notes}: run `geode reindex`"
-            + (" (files in dot-folders are not indexed)" if counts["files"] < counted.notes else ""))
+            f"binding index holds {counts['files']} note files, the store {counted.notes}: run `geode reindex`")
     except Exception as exc:
         add("index", False, {}, f"the binding index cannot be read or built: {type(exc).__name__}: {exc}")
 

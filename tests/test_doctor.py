@@ -62,15 +62,28 @@ def test_doctor_is_never_green_over_a_file_an_agent_could_not_read(tmp_path):
 
 
 def test_doctor_reports_an_index_that_does_not_match_the_files(tmp_path):
-    """Cursor keeps its rules in .cursor/rules: the binding index does not look in dot-folders,
-    the store walk does. The doctor says so instead of passing."""
+    """An index that lost a row (corruption, a crash of an old version) is not papered over:
+    the folder mtimes have not changed, so the hook would never notice; the doctor does."""
     root, _ = make_store("cursor_rules", tmp_path)
     hidden = root / ".cursor" / "rules"
     hidden.mkdir(parents=True)
     (hidden / "extra.mdc").write_text("---\ndescription: x\nalwaysApply: true\n---\nBe brief.\n")
-    rc, data, _ = doctor(root, tmp_path / "home", "--skip-model")
+    home = tmp_path / "home"
+    rc, data, _ = doctor(root, home, "--skip-model")
     checks = by_name(data)
+    # Cursor keeps rules in .cursor/rules: the store walk and the binding index both see them
     assert checks["agent:librarian"]["examined"]["notes"] == 5
+    assert checks["index"]["ok"], checks["index"]
+    import sqlite3
+
+    from delivery.config import load_settings
+    from delivery.index import index_path
+
+    path = index_path(load_settings(store=str(root), home=str(home)))
+    with sqlite3.connect(path) as c:
+        assert c.execute("DELETE FROM files WHERE path LIKE '.cursor/%'").rowcount == 1
+    rc, data, _ = doctor(root, home, "--skip-model")
+    checks = by_name(data)
     assert not checks["index"]["ok"]
     assert "holds 4 note files, the store 5" in checks["index"]["message"]
     assert rc == 1
