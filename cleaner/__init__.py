@@ -1,0 +1,2 @@
+"""The Cleaner: folders over their cap, near-duplicates and contradictions; it proposes
+reversible archiving, status changes and merge stubs, and never edits the store itself."""
