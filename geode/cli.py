@@ -327,7 +327,8 @@ def cmd_reindex(args) -> int:
 # -- the main job ---------------------------------------------------------------------------
 def cmd_run(args) -> int:
     """The embedded default end to end: a store (created with the starter set when there is
-    none), one delivery shown as the agent would read it, lint, stats."""
+    none), one delivery shown as the agent would read it, lint, stats, and the upkeep run of
+    the maintenance agents (in this process: the embedded default needs no server)."""
     settings = _settings(args)
     root = settings.domains[settings.default_domain]
     fresh = not Path(root).is_dir() or not any(Path(root).rglob("*.md"))
@@ -362,11 +363,26 @@ def cmd_run(args) -> int:
     lint_rc = cmd_lint(lint_args)
     print("\n== geode stats")
     cmd_stats(argparse.Namespace(store=args.store, home=args.home, json=False, days=None))
+    upkeep_rc = _run_upkeep(args)
     if not res["delivered"]:
         print("\nerror: the demonstration delivered nothing; the store has no crystal bound to this command",
               file=sys.stderr)
         return EXIT_PROBLEMS
-    return lint_rc
+    return lint_rc or upkeep_rc
+
+
+def _run_upkeep(args) -> int:
+    """The maintenance agents, in this process: what they examined, found and proposed."""
+    try:
+        from geode import upkeep_cmds
+    except ModuleNotFoundError as exc:
+        if exc.name != "geode.upkeep_cmds":
+            raise
+        return EXIT_OK
+    print("\n== geode upkeep (in this process; proposals wait for a person: geode proposals list)")
+    return upkeep_cmds.cmd_upkeep(argparse.Namespace(
+        store=args.store, home=args.home, json=False, list=False, run_id=None, agent=None, limit=50,
+        in_process=True, wait=600.0))
 
 
 # -- parser -----------------------------------------------------------------------------------
