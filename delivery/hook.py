@@ -222,7 +222,8 @@ class HookRun:
         try:  # prompt-time recall: at most three notes, within its own budget; never blocks the prompt
             from delivery import prompt_recall
 
-            hits, how = prompt_recall.recall(self.settings, prompt)
+            budget = int(self.env.get("GEODE_RECALL_BUDGET_MS") or prompt_recall.BUDGET_MS)
+            hits, how = prompt_recall.recall(self.settings, prompt, budget_ms=budget)
             found = prompt_recall.render(hits, how, cap=max(0, CLAUDE_CONTEXT_CAP - 200 - len(text)))
             if found:
                 text = f"{text}\n{found}" if text else found

@@ -30,6 +30,7 @@ RETIRED = ("deprecated", "superseded", "archived", "legacy")
 SALIENCE_WEIGHT = 0.15
 RETIRED_WEIGHT = 0.6
 TEXT_CAP = 1800  # characters of recalled text handed to the agent
+BUDGET_MS = 300  # the whole recall, server or text; GEODE_RECALL_BUDGET_MS overrides it in the hook
 
 STOPWORDS = frozenset("""
 a about above after again all also am an and any are as at be because been before being below
@@ -178,7 +179,7 @@ def text_search(settings, prompt: str, limit: int = MAX_NOTES, busy_ms: int = 50
     return hits[:limit]
 
 
-def recall(settings, prompt: str, limit: int = MAX_NOTES, budget_ms: int = 300) -> tuple[list[dict], str]:
+def recall(settings, prompt: str, limit: int = MAX_NOTES, budget_ms: int = BUDGET_MS) -> tuple[list[dict], str]:
     """(hits, how): ``how`` is ``serve`` (hybrid, from the warm process), ``text`` or ``none``."""
     prompt = (prompt or "").strip()
     if not prompt:

@@ -388,7 +388,11 @@ def serve(settings, interval_s: float = 5.0, full_every_s: float = 120.0, ready=
         os.unlink(path)
     except FileNotFoundError:
         pass
-    semantic_for(settings)  # load the model now, not on the first prompt
+    semantic_for(settings)  # load the model and open Chroma now, not on the first prompt
+    try:  # one search warms the SQL side too (statement caches, FTS pages)
+        search(settings, "warm up", limit=1, refresh=True, chain=False)
+    except Exception as exc:
+        print(f"geode serve: warm-up search failed: {exc}", file=sys.stderr)
     lock = threading.Lock()
     stop = stop_event or threading.Event()
 
