@@ -1,0 +1,284 @@
+"""The Cleaner on stores it did not grow up in, on a folder of a thousand, on two versions of
+one truth (with the real embedding model), and its proposals applied and undone byte-exactly."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+
+from agents import proposals
+from agents.upkeep import run_agent
+from tests.upkeep_helpers import ALL_STORES, FIXTURES, setup
+
+STORES = ALL_STORES + ["cleaner_truths"]
+
+
+def expected_cleaner(name: str) -> dict:
+    return json.loads((FIXTURES / name / "EXPECTED_CLEANER.json").read_text(encoding="utf-8"))
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def kinds(report) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for p in report.proposals:
+        out[p["kind"]] = out.get(p["kind"], 0) + 1
+    return out
+
+
+@pytest.mark.parametrize("name", STORES)
+def test_cleaner_counts_on_every_fixture(name, tmp_path):
+    exp = expected_cleaner(name)
+    settings, engine, root, _ = setup(name, tmp_path)
+    report = run_agent(settings, engine, "run-1", "cleaner")
+    assert report.status == "ok", report.message
+    assert report.examined == exp["examined"]
+    assert report.examined["notes"] == report.store_notes > 0
+    assert sorted([f.kind, f.path, f.line, f.target] for f in report.findings) == exp["findings"]
+    assert kinds(report) == exp["proposals"]
+    assert len(report.skipped) == exp["skipped"]
+    assert "Jaccard >= 0.50" in report.message and "cosine >= 0.95" in report.message
+    for p in proposals.list_proposals(engine, run_id="run-1"):
+        full = proposals.get(engine, p["id"])
+        assert full["evidence"] and all("finding" in e or "ledger_event" in e for e in full["evidence"])
+
+
+def test_flat_thousand_in_one_folder_is_never_within_cap(tmp_path):
+    settings, engine, root, _ = setup("flat", tmp_path)
+    report = run_agent(settings, engine, "run-1", "cleaner")
+    assert report.examined["folders"] == 1 and report.examined["folders_over_cap"] == 1
+    [f] = [f for f in report.findings if f.kind == "folder-over-cap"]
+    assert "holds 1000 notes, over its cap of 50: 950 to archive" in f.message
+    assert kinds(report) == {"archive": 950}
+    assert len({p["paths"][-1] for p in report.proposals}) == 950
+    assert all(p["paths"][0] == "archive/" + p["paths"][-1] for p in report.proposals)
+    # one archive applied and undone, byte-exact
+    before = snapshot(root)
+    pid = report.proposals[0]["id"]
+    src = report.proposals[0]["paths"][-1]
+    assert proposals.approve(settings, engine, pid, "tester")["ok"]
+    assert not (root / src).exists()
+    moved = (root / "archive" / src).read_text(encoding="utf-8")
+    assert "status: archived" in moved
+    assert proposals.undo(settings, engine, pid, "tester")["ok"]
+    assert snapshot(root) == before
+
+
+def _thousand(tmp_path, ledger_paths=()):
+    """1,000 notes in notes/: 0-29 deprecated, 30-49 superseded by 950-969, 50-109 delivered in
+    the ledger, last_verified increasing with the index from 2024-01-01."""
+    import datetime as dt
+
+    from agents.contract import ensure_tables
+    from delivery.config import load_settings
+    from delivery.models import LedgerEvent, init_db
+
+    root = tmp_path / "store"
+    (root / "notes").mkdir(parents=True)
+    day0 = dt.date(2024, 1, 1)
+    for i in range(1000):
+        fm = [f"name: n{i:04d}", f"last_verified: {(day0 + dt.timedelta(days=i)).isoformat()}"]
+        if i < 30:
+            fm.append("status: deprecated")
+        if 950 <= i < 970:
+            fm.append(f"supersedes: [n{i - 920:04d}]")
+        text = "---\n" + "\n".join(fm) + f"\n---\n# Note {i}\n\nFact number {i}.\n"
+        (root / "notes" / f"n{i:04d}.md").write_text(text, encoding="utf-8")
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "geode.toml").write_text('[cleaner]\ncap = 50\n[cleaner.caps]\n"notes" = 900\n', encoding="utf-8")
+    settings = load_settings(store=root, home=home, env={})
+    engine = init_db(settings)
+    ensure_tables(engine)
+    domain = next(iter(settings.domains))
+    rows = [dict(event_id=uuid.uuid4().hex, ts=1_790_000_000.0 + i, kind="delivered", domain=domain,
+                 path=f"notes/n{i:04d}.md", crystal_id=f"{domain}:notes/n{i:04d}", action="bash", channel="act")
+            for i in range(50, 110) for _ in range(2)]
+    rows.append(dict(event_id=uuid.uuid4().hex, ts=1_790_000_000.0, kind="blocked", domain=domain, path="x",
+                     crystal_id="", action="bash", channel=""))
+    with engine.begin() as conn:
+        conn.execute(LedgerEvent.__table__.insert(), rows)
+    return settings, engine, root
+
+
+def test_a_folder_of_a_thousand_gets_the_archives_the_evidence_chooses(tmp_path):
+    settings, engine, root = _thousand(tmp_path)
+    report = run_agent(settings, engine, "night-1", "cleaner")
+    assert report.status == "ok", report.message
+    ex = report.examined
+    assert (ex["notes"], ex["folders"], ex["folders_over_cap"], ex["ledger_rows"], ex["notes_used"]) == \
+        (1000, 1, 1, 120, 60)
+    assert ex["supersedes_edges"] == 20
+    [f] = [f for f in report.findings if f.kind == "folder-over-cap"]
+    assert (f.path, f.message.split(":")[0]) == ("notes", "notes holds 1000 notes, over its cap of 900")
+    assert kinds(report) == {"archive": 100}
+    chosen = sorted(int(p["paths"][-1][len("notes/n"):-3]) for p in report.proposals)
+    # 30 retired, 20 superseded, then the 50 never-used notes with the oldest last_verified
+    assert chosen == list(range(0, 50)) + list(range(110, 160))
+    # used notes are never chosen while unused ones remain
+    assert not set(chosen) & set(range(50, 110))
+    rationales = {p["paths"][-1]: proposals.get(engine, p["id"])["rationale"] for p in report.proposals}
+    assert "status deprecated" in rationales["notes/n0000.md"]
+    assert "superseded by a live note" in rationales["notes/n0030.md"]
+    assert "never delivered or read in the ledger" in rationales["notes/n0110.md"]
+
+    before = snapshot(root)
+    for p in report.proposals:
+        assert proposals.approve(settings, engine, p["id"], "tester")["ok"]
+    assert len(list((root / "notes").iterdir())) == 900
+    assert len(list((root / "archive" / "notes").iterdir())) == 100
+    again = run_agent(settings, engine, "night-2", "cleaner")
+    assert again.status == "ok" and again.examined["notes"] == 1000
+    assert again.examined["folders_over_cap"] == 0 and again.proposals == []
+    for p in reversed(report.proposals):
+        assert proposals.undo(settings, engine, p["id"], "tester")["ok"]
+    assert snapshot(root) == before
+
+
+def test_archiving_rewrites_links_by_path_and_the_librarian_finds_nothing_broken(tmp_path):
+    from agents.contract import ensure_tables
+    from delivery.config import load_settings
+    from delivery.models import init_db
+
+    root = tmp_path / "store"
+    (root / "guide").mkdir(parents=True)
+    (root / "guide" / "old.md").write_text(
+        "---\nstatus: deprecated\n---\n# Old\n\nSee [the new one](new.md) and [home](../index.md).\n", encoding="utf-8")
+    (root / "guide" / "new.md").write_text("# New\n\nThe current way. Was [old](./old.md#old).\n", encoding="utf-8")
+    (root / "guide" / "third.md").write_text("# Third\n\n[[old]] still resolves by name.\n", encoding="utf-8")
+    (root / "index.md").write_text("# Index\n\n- [old](guide/old.md)\n- [new](guide/new.md)\n", encoding="utf-8")
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "geode.toml").write_text('[cleaner.caps]\n"guide" = 2\n', encoding="utf-8")
+    settings = load_settings(store=root, home=home, env={})
+    engine = init_db(settings)
+    ensure_tables(engine)
+    before = snapshot(root)
+    report = run_agent(settings, engine, "r1", "cleaner")
+    assert report.status == "ok", report.message
+    assert [(p["kind"], p["paths"]) for p in report.proposals] == [
+        ("archive", ["archive/guide/old.md", "guide/new.md", "index.md", "guide/old.md"])]
+    assert proposals.approve(settings, engine, report.proposals[0]["id"], "tester")["ok"]
+    moved = (root / "archive" / "guide" / "old.md").read_text(encoding="utf-8")
+    assert "status: archived" in moved and "(../../guide/new.md)" in moved and "(../../index.md)" in moved
+    assert "(../archive/guide/old.md#old)" in (root / "guide" / "new.md").read_text(encoding="utf-8")
+    assert "(archive/guide/old.md)" in (root / "index.md").read_text(encoding="utf-8")
+    lib = run_agent(settings, engine, "r2", "librarian")
+    assert lib.status == "ok"
+    assert [f for f in lib.findings if f.kind in ("broken-link", "broken-anchor", "missing-path")] == []
+    assert proposals.undo(settings, engine, report.proposals[0]["id"], "tester")["ok"]
+    assert snapshot(root) == before
+
+
+def test_two_versions_of_one_truth_applied_then_nothing_new_then_undone(tmp_path):
+    settings, engine, root, _ = setup("cleaner_truths", tmp_path)
+    before = snapshot(root)
+    report = run_agent(settings, engine, "night-1", "cleaner")
+    assert report.status == "ok"
+    by_title = {p["title"]: p for p in report.proposals}
+    loop = by_title["Break the supersedes loop at cache-ttl-b.md"]
+    assert loop["paths"] == ["cache-ttl-b.md", "cache-ttl-a.md"]
+    merge = by_title["Merge stub for near-duplicates restarting-workers.md and worker-restart.md"]
+    assert merge["kind"] == "new_note"
+    assert merge["paths"] == ["restarting-workers.merge.md", "restarting-workers.md", "worker-restart.md"]
+    # the near-duplicate needs both tests: worker-scale-out is close in meaning, not in text
+    dup = [f for f in report.findings if f.kind == "near-duplicate"]
+    assert [(f.path, f.target) for f in dup] == [("restarting-workers.md", "worker-restart.md")]
+    for p in report.proposals:
+        assert proposals.approve(settings, engine, p["id"], "tester")["ok"]
+    b = (root / "cache-ttl-b.md").read_text(encoding="utf-8")
+    assert "status: superseded" in b and "cache-ttl-c" not in b.split("---")[1]
+    stub = (root / "restarting-workers.merge.md").read_text(encoding="utf-8")
+    assert "[[restarting-workers]]" in stub and "[[worker-restart]]" in stub and "status: draft" in stub
+    assert "Celery" not in stub  # no wording of theirs: the merge is a person's to write
+    for name in ("restarting-workers.md", "worker-restart.md", "retry-cutoff-2025.md", "deploy-window-2025.md",
+                 "cache-ttl-a.md"):
+        assert "status: superseded" in (root / name).read_text(encoding="utf-8"), name
+    again = run_agent(settings, engine, "night-2", "cleaner")
+    assert again.status == "ok" and again.examined["notes"] == 12
+    assert again.findings == [] and again.proposals == []
+    for p in reversed(report.proposals):
+        assert proposals.undo(settings, engine, p["id"], "tester")["ok"]
+    assert snapshot(root) == before
+
+
+def test_the_same_run_id_files_nothing_twice(tmp_path):
+    from agents.contract import Context
+    from cleaner.agent import Cleaner
+
+    settings, engine, root, _ = setup("cleaner_truths", tmp_path)
+    first = run_agent(settings, engine, "night-1", "cleaner")
+    n = len(proposals.list_proposals(engine, run_id="night-1"))
+    assert n == 4 == len(first.proposals)
+    second = run_agent(settings, engine, "night-1", "cleaner")
+    assert second.proposals == first.proposals
+    assert len(proposals.list_proposals(engine, run_id="night-1")) == n
+    # the same drafts filed again under the same run id are no-ops
+    report = Cleaner().examine(Context(settings, engine, "night-1"))
+    for prop in report.proposed:
+        prop.draft.evidence = [{"finding": 1}]
+        assert proposals.file_proposal(settings, engine, prop.draft) is None
+    assert len(proposals.list_proposals(engine, run_id="night-1")) == n
+
+
+def test_an_empty_store_fails_loudly(tmp_path):
+    settings, engine, root, _ = setup("clean", tmp_path)
+    for p in root.iterdir():
+        p.unlink()
+    (root / "notes.txt").write_text("not a note\n")
+    r = run_agent(settings, engine, "r", "cleaner")
+    assert r.status == "failed" and r.proposals == []
+    assert "no note files" in r.message and "cleaner examined no notes" in r.message
+
+
+def test_an_unreadable_store_fails_and_names_each_file(tmp_path):
+    settings, engine, root, _ = setup("plain_notes", tmp_path)
+    names = sorted(p.name for p in root.iterdir() if p.suffix == ".md")
+    for name in names:
+        (root / name).write_bytes(b"\xff\xfe binary \x00 not text")
+    r = run_agent(settings, engine, "r", "cleaner")
+    assert r.status == "failed"
+    assert "all 5 note files were unreadable" in r.message
+    assert sorted(f.path for f in r.findings if f.kind == "unreadable") == names
+
+
+def test_a_missing_store_folder_fails(tmp_path):
+    import shutil
+
+    settings, engine, root, _ = setup("clean", tmp_path)
+    shutil.rmtree(root)
+    r = run_agent(settings, engine, "r", "cleaner")
+    assert r.status == "failed" and "cannot read the store folder" in r.message
+
+
+def test_blocking_compares_far_fewer_pairs_than_all(tmp_path):
+    """Templated notes (the flat store) share their boilerplate: it is dropped, and the MinHash
+    blocking compares a handful of pairs of 499,500."""
+    from cleaner import similar as sim
+
+    import random
+
+    rnd = random.Random(7)
+    word = lambda: "".join(rnd.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rnd.randint(5, 9)))  # noqa: E731
+    texts = [f"Runbook {i}: rotate the credentials and page the owner. " + " ".join(word() for _ in range(30))
+             for i in range(1000)]
+    texts.append(texts[10] + " Also check the audit log.")
+    df = sim.DocFreq()
+    shs = [sim.shingles(t) for t in texts]
+    for sh in shs:
+        df.add(sh)
+    sigs = {i: sim.signature(df.distinctive(sh)) for i, sh in enumerate(shs)
+            if len(df.distinctive(sh)) >= sim.MIN_SHINGLES}
+    assert len(sigs) == 1001
+    pairs, oversize = sim.candidate_pairs(sigs)
+    assert (10, 1000) in pairs
+    assert len(pairs) < 1001 * 1000 // 2 // 100 and oversize == []
+    assert sim.jaccard(df.distinctive(shs[10]), df.distinctive(shs[1000])) > 0.8
