@@ -1,0 +1,552 @@
+"""The Corrector: bounded, mechanical fixes for the findings the other agents stored.
+
+Each repair kind with its exact bytes before and after (CRLF, BOM, no final newline kept), the
+bound (an edit over it is a finding, not a proposal), the essence never reworded, apply and
+undo byte-exact through the real queue, every fixture after a Librarian run in the same run id
+(EXPECTED_CORRECTOR.json, counted from EXPECTED.json), the examined-nothing rule, and reruns.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from agents import proposals
+from agents.contract import Finding, load_findings, store_findings
+from agents.upkeep import run_agent
+from corrector.agent import MAX_LINES, Corrector
+from corrector.edits import FileLines, changed_lines, check_edit, mask_link_targets, quote_value
+from tests.upkeep_helpers import ALL_STORES, FIXTURES, setup
+
+BOM = b"\xef\xbb\xbf"
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def make(tmp_path: Path, files: dict[str, bytes], toml: str = ""):
+    """A store of exactly ``files`` (bytes), records in a tmp GEODE_HOME."""
+    from agents.contract import ensure_tables
+    from delivery.config import load_settings
+    from delivery.models import init_db
+
+    root = tmp_path / "store"
+    for rel, data in files.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(data)
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    if toml:
+        (home / "geode.toml").write_text(toml, encoding="utf-8")
+    settings = load_settings(store=root, home=home, env={})
+    engine = init_db(settings)
+    ensure_tables(engine)
+    return settings, engine, root
+
+
+def after_bytes(engine, pid: int) -> bytes:
+    from sqlalchemy import select
+
+    with engine.connect() as conn:
+        (data,) = conn.execute(select(proposals.C.c.after).where(proposals.C.c.proposal_id == pid)).one()
+    return bytes(data)
+
+
+def approve_and_undo_exactly(settings, engine, root: Path, pid: int) -> bytes:
+    """Approve, check the file is the proposal's bytes (mode kept), undo, check the original
+    bytes and mode are back; returns the applied bytes."""
+    full = proposals.get(engine, pid)
+    (path,) = full["paths"]
+    before = (root / path).read_bytes()
+    mode = stat.S_IMODE((root / path).stat().st_mode)
+    want = after_bytes(engine, pid)
+    res = proposals.approve(settings, engine, pid, "tester")
+    assert res["ok"], res
+    assert (root / path).read_bytes() == want
+    assert stat.S_IMODE((root / path).stat().st_mode) == mode
+    res = proposals.undo(settings, engine, pid, "tester")
+    assert res["ok"], res
+    assert (root / path).read_bytes() == before
+    assert stat.S_IMODE((root / path).stat().st_mode) == mode
+    return want
+
+
+def corrector_props(engine, run_id: str) -> list[dict]:
+    return proposals.list_proposals(engine, run_id=run_id, agent="corrector")
+
+
+# -- every fixture, after the Librarian in the same run --------------------------------------
+def expected_corrector(name: str) -> dict:
+    return json.loads((FIXTURES / name / "EXPECTED_CORRECTOR.json").read_text(encoding="utf-8"))
+
+
+def fixture(name: str, tmp_path: Path):
+    settings, engine, root, manifest = setup(name, tmp_path)
+    for extra in root.glob("EXPECTED_*.json"):  # the expectations are not part of the store
+        extra.unlink()
+    return settings, engine, root
+
+
+@pytest.mark.parametrize("name", ALL_STORES)
+def test_every_fixture_after_the_librarian_in_the_same_run(name, tmp_path):
+    exp = expected_corrector(name)
+    settings, engine, root = fixture(name, tmp_path)
+    lib = run_agent(settings, engine, "night-1", "librarian")
+    assert lib.status == "ok", lib.message
+    report = run_agent(settings, engine, "night-1", "corrector")
+    assert report.status == "ok", report.message
+
+    # what it read: exactly the Librarian's stored findings, by kind
+    assert report.examined["findings_read"] == len(lib.findings)
+    by_kind: dict[str, int] = {}
+    for f in lib.findings:
+        by_kind[f.kind] = by_kind.get(f.kind, 0) + 1
+    assert {k[5:]: v for k, v in report.examined.items() if k.startswith("read:")} == by_kind
+    # every examined count, exactly (those not listed are 0)
+    assert {k: v for k, v in report.examined.items() if v or k in exp["examined"]} == exp["examined"]
+    assert report.store_notes == report.examined["notes"]
+
+    assert [[f.kind, f.path, f.line, f.target] for f in report.findings] == exp["findings"]
+    assert [[s.path, s.line, s.target, s.reason] for s in report.skipped] == exp["skipped"]
+    assert len(report.proposals) == len(exp["proposals"])
+    for p, want in zip(report.proposals, exp["proposals"]):
+        assert p["kind"] == want["kind"] and p["paths"] == [want["path"]]
+        diff = proposals.diff(engine, p["id"])
+        assert [ln for ln in diff.splitlines() if ln[:1] in "+-" and not ln.startswith(("+++", "---"))] \
+            == want["diff"]
+        # evidence: the Librarian's stored findings about that file
+        ev = proposals.get(engine, p["id"])["evidence"]
+        lib_ids = {f.id for f in lib.findings if f.path == want["path"]}
+        assert ev and {e["finding"] for e in ev} <= lib_ids
+        approve_and_undo_exactly(settings, engine, root, p["id"])
+    # never the same edit twice: no line of a file is changed by two pending proposals
+    touched: dict[str, int] = {}
+    for p in proposals.list_proposals(engine, status="pending"):
+        for path in p["paths"]:
+            touched[path] = touched.get(path, 0) + 1
+    assert all(n == 1 for n in touched.values()), touched
+
+
+def test_the_fixtures_counts_add_up_from_the_librarians_expected():
+    """EXPECTED_CORRECTOR.json is derived by hand from EXPECTED.json: the sums must agree."""
+    from tests.upkeep_helpers import expected
+
+    checked = 0
+    for name in ALL_STORES:
+        lib, cor = expected(name), expected_corrector(name)
+        if "findings" in lib:
+            links = [f for f in lib["findings"] if f[0] in ("broken-link", "signpost-stale")]
+            assert cor["examined"]["findings_read"] == len(lib["findings"])
+            with_target = sum(1 for f in links if f[4])
+            assert cor["examined"].get("no_good_target", 0) == len(links) - with_target
+            assert cor["examined"].get("already_proposed", 0) == with_target
+            yaml_bad = sum(1 for f in lib["findings"] if f[0] == "frontmatter-not-yaml")
+            assert cor["examined"].get("fixes_proposed", 0) == yaml_bad == len(cor["proposals"])
+        else:
+            assert cor["examined"]["findings_read"] == lib["broken_links"] == 10
+            assert cor["examined"]["already_proposed"] == lib["proposals"] == 3
+        checked += 1
+    assert checked == 8
+
+
+# -- each repair, bytes before and after ------------------------------------------------------
+def test_unquoted_glob_is_quoted_keeping_bom_crlf_and_no_final_newline(tmp_path):
+    before = BOM + b"---\r\ndescription: Python style\r\nglobs: **/*.py\r\nalwaysApply: false\r\n---\r\n# Style\r\nUse hints."
+    settings, engine, root = make(tmp_path, {"py.mdc": before, "other.mdc": b"---\nglobs: \"*.sql\"\n---\nSQL.\n"})
+    run_agent(settings, engine, "r", "librarian")
+    report = run_agent(settings, engine, "r", "corrector")
+    assert report.status == "ok", report.message
+    (p,) = report.proposals
+    assert p["paths"] == ["py.mdc"]
+    want = BOM + b"---\r\ndescription: Python style\r\nglobs: \"**/*.py\"\r\nalwaysApply: false\r\n---\r\n# Style\r\nUse hints."
+    assert after_bytes(engine, p["id"]) == want
+    approve_and_undo_exactly(settings, engine, root, p["id"])
+    yaml = pytest.importorskip("yaml")
+    with pytest.raises(yaml.YAMLError):
+        yaml.safe_load(before.decode("utf-8-sig").split("---")[1])
+    assert yaml.safe_load(want.decode("utf-8-sig").split("---")[1])["globs"] == "**/*.py"
+
+
+def test_a_glob_in_a_list_and_one_before_a_comment(tmp_path):
+    before = b"---\ndescription: x\nglobs:\n  - **/*.py\n  - src/**\nname: &anchor   # trailing\nalwaysApply: false\n---\nBody\n"
+    settings, engine, root = make(tmp_path, {"r.mdc": before})
+    run_agent(settings, engine, "r", "librarian")
+    report = run_agent(settings, engine, "r", "corrector")
+    (p,) = report.proposals
+    assert after_bytes(engine, p["id"]) == (
+        b"---\ndescription: x\nglobs:\n  - \"**/*.py\"\n  - src/**\nname: \"&anchor\"   # trailing\n"
+        b"alwaysApply: false\n---\nBody\n")
+    assert report.examined["fixes_proposed"] == 2 and report.examined["lines_changed"] == 2
+
+
+def test_crystal_match_with_a_leading_pipe_is_quoted_and_fires_the_same(tmp_path):
+    """The crystal-memory form: no agent before it flags it, so the Corrector takes it from the
+    parser's warning and records its own finding."""
+    from delivery.binding import parse_binding
+    from delivery.note import parse_note
+
+    before = (b"---\nname: tail\ncrystal:\n  deliver: act\n  on: bash\n  match: | tail, |tail, | head\n  who: all\n"
+              b"---\n<!-- crystal:essence -->\nA pipe into tail hides the exit code.\n<!-- /crystal:essence -->\n\n"
+              b"## Where this came from\nA red build shown green.\n")
+    settings, engine, root = make(tmp_path, {"tail.md": before})
+    run_agent(settings, engine, "r", "librarian")
+    report = run_agent(settings, engine, "r", "corrector")
+    assert [(f.kind, f.path, f.line) for f in report.findings] == [("frontmatter-not-yaml", "tail.md", 6)]
+    (p,) = report.proposals
+    after = after_bytes(engine, p["id"])
+    assert after == before.replace(b"  match: | tail, |tail, | head\n", b'  match: "| tail, |tail, | head"\n')
+    assert proposals.get(engine, p["id"])["evidence"] == [{"finding": report.findings[0].id}]
+    a, b = parse_note(before.decode(), "tail.md"), parse_note(after.decode(), "tail.md")
+    assert parse_binding(a.crystal, a.fm_lines).terms == parse_binding(b.crystal, b.fm_lines).terms \
+        == ("| tail", "|tail", "| head")
+    assert a.essence == b.essence
+
+
+def test_stale_note_gets_review_due_after_last_verified_and_keeps_its_status(tmp_path):
+    before = (b"---\r\nname: db-host\r\ntype: fact\r\nstatus: stable\r\nlast_verified: 2020-01-01\r\n"
+              b"tags: [db]\r\n---\r\n# DB host\r\nThe primary is db-1.\r\n")
+    fresh = b"---\nname: fresh\ntype: fact\nlast_verified: 2999-01-01\n---\nFresh.\n"
+    settings, engine, root = make(tmp_path, {"db-host.md": before, "fresh.md": fresh})
+    run_agent(settings, engine, "r", "librarian")
+    report = run_agent(settings, engine, "r", "corrector")
+    assert [(f.kind, f.path, f.line, f.target) for f in report.findings] == [
+        ("stale", "db-host.md", 5, "last_verified")]
+    assert report.examined["stale_checked"] == 2
+    (p,) = report.proposals
+    assert after_bytes(engine, p["id"]) == before.replace(b"last_verified: 2020-01-01\r\n",
+                                                          b"last_verified: 2020-01-01\r\nreview_due: 2020-03-31\r\n")
+    approve_and_undo_exactly(settings, engine, root, p["id"])
+
+
+def test_review_due_follows_the_configured_freshness_duty_and_a_last_line_without_newline(tmp_path):
+    before = b"---\nlast_verified: 2020-01-01\n---\nno final newline"
+    settings, engine, root = make(tmp_path, {"n.md": before}, toml="[delivery]\nfreshness_days = 30\n")
+    days = settings.freshness_days
+    assert days == 30
+    report = run_agent(settings, engine, "r", "corrector")
+    (p,) = report.proposals
+    import datetime as dt
+
+    due = (dt.date(2020, 1, 1) + dt.timedelta(days=days)).isoformat().encode()
+    assert after_bytes(engine, p["id"]) == b"---\nlast_verified: 2020-01-01\nreview_due: " + due + b"\n---\nno final newline"
+
+
+def test_a_renamed_notes_links_are_rewritten_from_the_move_history(tmp_path):
+    """The Librarian stored the findings; with no pending proposal of its own on those lines
+    (here: a person rejected them), the Corrector proposes the rewrites, byte for byte what the
+    Librarian proposed, and only the link targets change."""
+    files = {
+        "runbooks/deploy.md": b"---\nname: deploy\n---\n# Deploy\nShip it.\n",
+        "guide/start.md": b"# Start\r\nRead [deploy](../runbooks/deploy.md#steps) and [[runbooks/deploy]].\r\nDone.",
+        "other.md": b"# Other\n[[guide/start]]\n",
+    }
+    settings, engine, root = make(tmp_path, files)
+    domain = settings.default_domain
+    mv = proposals.file_proposal(settings, engine, proposals.ProposalDraft(
+        "person", "move", domain, "rename", "renamed", [{"ledger_event": 1}],
+        proposals.move_changes(settings, domain, "runbooks/deploy.md", "runbooks/deploy-checklist.md"), "m", "k"))
+    assert proposals.approve(settings, engine, mv, "person")["ok"]
+    (root / "runbooks/deploy-checklist.md").write_bytes(b"---\nname: deploy-checklist\n---\n# Deploy\n## Steps\nShip.\n")
+    lib = run_agent(settings, engine, "r", "librarian")
+    links = sorted((f.kind, f.path, f.line, f.target, f.suggestion) for f in lib.findings if f.kind == "broken-link")
+    assert links == [("broken-link", "guide/start.md", 2, "../runbooks/deploy.md#steps", "runbooks/deploy-checklist.md"),
+                     ("broken-link", "guide/start.md", 2, "runbooks/deploy", "runbooks/deploy-checklist.md")]
+    (lp,) = lib.proposals
+    librarian_after = after_bytes(engine, lp["id"])
+    proposals.reject(settings, engine, lp["id"], "person")
+    report = run_agent(settings, engine, "r", "corrector")
+    (p,) = report.proposals
+    want = (b"# Start\r\nRead [deploy](../runbooks/deploy-checklist.md#steps) and "
+            b"[[runbooks/deploy-checklist|runbooks/deploy]].\r\nDone.")
+    assert after_bytes(engine, p["id"]) == want == librarian_after
+    assert report.examined["lines_changed"] == 1 and report.examined["fixes_proposed"] == 2
+    assert mask_link_targets(files["guide/start.md"].decode()) == mask_link_targets(want.decode())
+    approve_and_undo_exactly(settings, engine, root, p["id"])
+
+
+def test_a_signposts_entries_for_moved_notes_are_updated(tmp_path):
+    """Findings stored by an earlier agent (here written straight into the findings table)."""
+    files = {
+        "README.md": b"# Index\n\n- [Install](guide/install.md)\n- [Old](guide/old.md)\n- [Gone](guide/gone.md)\n",
+        "guide/install.md": b"# Install\n",
+        "guide/setup.md": b"# Setup\n",
+    }
+    settings, engine, root = make(tmp_path, files)
+    d = settings.default_domain
+    stored = [Finding("signpost-stale", "README.md", 4, "guide/old.md", "moved", d, "guide/setup.md"),
+              Finding("signpost-stale", "README.md", 5, "guide/gone.md", "missing", d, "")]
+    store_findings(engine, "r", "librarian", stored)
+    report = run_agent(settings, engine, "r", "corrector")
+    (p,) = report.proposals
+    assert after_bytes(engine, p["id"]) == files["README.md"].replace(b"(guide/old.md)", b"(guide/setup.md)")
+    assert report.examined["no_good_target"] == 1  # the missing entry is for a person
+    assert {e["finding"] for e in proposals.get(engine, p["id"])["evidence"]} == {stored[0].id}
+
+
+def test_the_same_rewrite_pending_from_the_librarian_is_not_proposed_again(tmp_path):
+    settings, engine, root = fixture("plain_notes", tmp_path)
+    lib = run_agent(settings, engine, "r", "librarian")
+    report = run_agent(settings, engine, "r", "corrector")
+    assert report.proposals == []
+    assert [(s.path, s.line, s.reason) for s in report.skipped] == [
+        ("signals.md", 7, f"the same edit is already proposed by the librarian (pending proposal {lib.proposals[0]['id']})")]
+    assert len(proposals.list_proposals(engine)) == 1
+
+
+def test_a_file_another_pending_proposal_changes_is_deferred_not_conflicted(tmp_path):
+    """A quote for a file whose links the Librarian rewrites: two proposals on the same bytes
+    would conflict once one is applied, so the Corrector waits; after the Librarian's is
+    approved, the next run proposes the quote."""
+    before = b"---\nglobs: **/*.py\n---\n# Py\nSee [db](Db.mdc).\n"
+    settings, engine, root = make(tmp_path, {"py.mdc": before, "database.mdc": b"---\ndescription: db\n---\n# DB\n"})
+    lib = run_agent(settings, engine, "n1", "librarian")
+    (lp,) = lib.proposals
+    report = run_agent(settings, engine, "n1", "corrector")
+    assert report.proposals == [] and report.examined["deferred"] == 1
+    assert [(s.line, s.reason[:60]) for s in report.skipped] == [
+        (5, f"the same edit is already proposed by the librarian (pending proposal {lp['id']})"[:60]),
+        (2, f"deferred: pending proposal {lp['id']} changes this file and two proposals"[:60])]
+    assert proposals.approve(settings, engine, lp["id"], "person")["ok"]
+    run_agent(settings, engine, "n2", "librarian")
+    second = run_agent(settings, engine, "n2", "corrector")
+    (p,) = second.proposals
+    assert after_bytes(engine, p["id"]) == b"---\nglobs: \"**/*.py\"\n---\n# Py\nSee [db](database.mdc).\n"
+
+
+# -- the bound ----------------------------------------------------------------------------------
+def _many_links(n: int) -> bytes:
+    return ("# Hub\n" + "".join(f"- see [[Old Name {i}]] for part {i}\n" for i in range(n))).encode()
+
+
+def _targets(n: int) -> dict[str, bytes]:
+    return {f"parts/new-name-{i}.md": f"---\naliases: [Old Name {i}]\n---\n# Part {i}\n".encode() for i in range(n)}
+
+
+def _stored_links(settings, engine, n: int) -> None:
+    d = settings.default_domain
+    store_findings(engine, "r", "librarian", [
+        Finding("broken-link", "hub.md", 2 + i, f"Old Name {i}", "gone", d, f"parts/new-name-{i}.md") for i in range(n)])
+
+
+def test_an_edit_over_the_bound_is_a_finding_for_a_person_not_a_proposal(tmp_path):
+    n = MAX_LINES + 1
+    settings, engine, root = make(tmp_path, {"hub.md": _many_links(n), **_targets(n)})
+    _stored_links(settings, engine, n)
+    report = run_agent(settings, engine, "r", "corrector")
+    assert report.status == "ok"
+    assert report.proposals == [] and proposals.list_proposals(engine) == []
+    (f,) = [f for f in report.findings if f.kind == "correction-over-bound"]
+    assert (f.path, f.line) == ("hub.md", 2)
+    assert f"{n} lines would change, over the bound of {MAX_LINES} per file" in f.message
+    assert f.message.count("\n+- see [[new-name-") == n  # the diff a person would have been shown
+    assert report.examined["over_bound"] == 1
+    assert [x.kind for x in load_findings(engine, "r", "corrector")] == ["correction-over-bound"]
+
+
+def test_an_edit_at_the_bound_is_proposed(tmp_path):
+    n = MAX_LINES
+    settings, engine, root = make(tmp_path, {"hub.md": _many_links(n), **_targets(n)})
+    _stored_links(settings, engine, n)
+    report = run_agent(settings, engine, "r", "corrector")
+    (p,) = report.proposals
+    assert report.examined["lines_changed"] == n
+    assert changed_lines(_many_links(n).decode(), after_bytes(engine, p["id"]).decode()) == n
+    assert f"{n} of at most {MAX_LINES} lines change" in proposals.get(engine, p["id"])["rationale"]
+
+
+def test_a_frontmatter_value_that_is_not_one_line_is_left_for_a_person(tmp_path):
+    before = b"---\nglobs: **/*.py\n  src/**/*.py\n---\nBody\n"  # a plain scalar continued on the next line
+    settings, engine, root = make(tmp_path, {"r.mdc": before})
+    run_agent(settings, engine, "r", "librarian")
+    report = run_agent(settings, engine, "r", "corrector")
+    assert report.proposals == []
+    assert [(f.kind, f.path, f.line) for f in report.findings] == [("correction-not-mechanical", "r.mdc", 2)]
+    assert "would break the note" in report.findings[0].message
+
+
+# -- the essence is never reworded ------------------------------------------------------------------
+def _essence_store(n: int) -> dict[str, bytes]:
+    files = {"topics/new-home.md": b"---\nname: new-home\naliases: [Old Home]\n---\n# New home\n## Usage\nHere.\n"}
+    for i in range(n):
+        glob = "**/*.py" if i % 3 == 0 else '"**/*.md"'
+        match = "| tail, |tail" if i % 4 == 0 else '"git push"'
+        lv = "\nlast_verified: 2020-01-01\ntype: fact" if i % 5 == 0 else ""
+        link = "See [[Old Home]] and [home](topics/old-home.md#usage) for more." if i % 2 == 0 else "No links."
+        nl = "\r\n" if i % 7 == 0 else "\n"
+        text = (f"---\nname: crystal-{i}\nglobs: {glob}{lv}\ncrystal:\n  deliver: act\n  on: bash\n  match: {match}\n"
+                f"  who: all\n---\n<!-- crystal:essence -->\nRule {i}: keep the build honest, word for word. {link}\n"
+                f"Second line of essence {i}, with `code` and *emphasis*.\n<!-- /crystal:essence -->\n\n"
+                f"## Where this came from\nIncident {i}. [[Old Home]]\n")
+        files[f"crystals/c{i:02d}.md"] = text.replace("\n", nl).encode()
+    return files
+
+
+def test_a_store_full_of_essences_keeps_every_essence_word_for_word(tmp_path):
+    """24 crystals with unquoted globs, `match: |` terms, stale facts and links to a renamed note
+    in their essences; three nights of upkeep with every proposal approved. The essences read
+    word for word as before; only link targets changed."""
+    from delivery.note import parse_note
+
+    n = 24
+    files = _essence_store(n)
+    settings, engine, root = make(tmp_path, files)
+    originals = {p: parse_note(b.decode(), p) for p, b in files.items()}
+    filed = 0
+    for night in ("n1", "n2", "n3"):
+        run_agent(settings, engine, night, "librarian")
+        rep = run_agent(settings, engine, night, "corrector")
+        assert rep.status == "ok", rep.message
+        filed += len(rep.proposals)
+        for p in proposals.list_proposals(engine, status="pending"):
+            assert proposals.approve(settings, engine, p["id"], "person")["ok"]
+    # 8 globs, 6 match terms and 5 stale facts fall on 14 files: one bounded proposal each
+    assert filed == 14
+    last = run_agent(settings, engine, "n4", "librarian"), run_agent(settings, engine, "n4", "corrector")
+    assert [r.proposals for r in last] == [[], []]
+    changed = 0
+    for path, before in originals.items():
+        if not path.startswith("crystals/"):
+            continue
+        data = (root / path).read_bytes()
+        after = parse_note(data.decode("utf-8"), path)
+        want = before.essence.replace("[[Old Home]]", "[[new-home|Old Home]]").replace(
+            "](topics/old-home.md#usage)", "](../topics/new-home.md#usage)")
+        assert after.essence == want, path
+        assert mask_link_targets(after.essence) == mask_link_targets(before.essence)
+        changed += after.essence != before.essence
+        crlf = files[path].count(b"\r\n") > 0
+        assert data.count(b"\r\n") == (data.count(b"\n") if crlf else 0), path  # line endings kept
+    assert changed == n // 2  # exactly the essences holding links, and only their targets
+
+
+def test_check_edit_refuses_a_changed_essence_word_and_allows_a_changed_target():
+    before = ("---\nname: x\n---\n<!-- crystal:essence -->\nNever pipe into [[tail]] without pipefail.\n"
+              "<!-- /crystal:essence -->\n")
+    assert check_edit(before, before.replace("[[tail]]", "[[tail-cmd|tail]]"), "x.md") == ""
+    assert "essence's wording" in check_edit(before, before.replace("Never", "Rarely"), "x.md")
+    assert "frontmatter" in check_edit(before, before.replace("name: x", "name: y"), "x.md")
+    assert check_edit(before, before.replace("name: x\n", "name: x\nreview_due: 2020-01-01\n"), "x.md",
+                      {"review_due": "2020-01-01"}) == ""
+
+
+def test_quote_value_and_file_lines_round_trip():
+    assert quote_value("globs: **/*.py") == 'globs: "**/*.py"'
+    assert quote_value("  - **/*.py") == '  - "**/*.py"'
+    assert quote_value('match: | say "hi"') == "match: '| say \"hi\"'"
+    assert quote_value("it's: @x  # note") == 'it\'s: "@x"  # note'
+    assert quote_value('globs: "**/*.py"') is None
+    assert quote_value("no value here") is None
+    for text in ["", "a", "a\n", "a\r\nb", "\ufeff---\r\nx: 1\r\n---\r\n", "x\n\n\ny"]:
+        assert FileLines(text).text() == text
+    fl = FileLines("a\r\nb")
+    fl.insert_after(2, "c")
+    fl.insert_after(1, "z")
+    assert fl.text() == "a\r\nz\r\nb\r\nc"
+
+
+# -- the rule: no green over nothing ---------------------------------------------------------------
+def test_an_empty_store_fails_loudly(tmp_path):
+    settings, engine, root = make(tmp_path, {"notes.txt": b"plain text, not a note\n"})
+    r = run_agent(settings, engine, "r", "corrector")
+    assert r.status == "failed"
+    assert "no note files" in r.message and "corrector examined no notes" in r.message
+    assert r.proposals == []
+
+
+def test_an_unreadable_store_fails_and_names_each_file(tmp_path):
+    settings, engine, root = make(tmp_path, {"a.md": b"\xff\xfe\x00 binary", "b.md": b"# B\n\xff bad utf-8\n"})
+    r = run_agent(settings, engine, "r", "corrector")
+    assert r.status == "failed" and "all 2 note files were unreadable" in r.message
+    assert sorted((f.kind, f.path, f.line) for f in r.findings) == [("unreadable", "a.md", 0), ("unreadable", "b.md", 2)]
+
+
+def test_a_missing_store_folder_fails(tmp_path):
+    import shutil
+
+    settings, engine, root = make(tmp_path, {"a.md": b"# A\n"})
+    shutil.rmtree(root)
+    r = run_agent(settings, engine, "r", "corrector")
+    assert r.status == "failed" and "cannot read the store folder" in r.message
+
+
+# -- reruns ----------------------------------------------------------------------------------------
+def test_a_rerun_of_the_same_run_files_nothing_twice(tmp_path):
+    settings, engine, root = fixture("cursor_rules", tmp_path)
+    run_agent(settings, engine, "same", "librarian")
+    a = run_agent(settings, engine, "same", "corrector")
+    b = run_agent(settings, engine, "same", "corrector")
+    assert len(a.proposals) == 2 and b.proposals == a.proposals and b.attempts == 1
+    assert len(corrector_props(engine, "same")) == 2
+
+
+def test_an_interrupted_attempt_is_finished_without_duplicates(tmp_path):
+    """The first attempt filed its proposals and died before the report was written: the
+    second attempt files none twice and lists the same ids."""
+    from agents.contract import begin_attempt
+
+    settings, engine, root = fixture("cursor_rules", tmp_path)
+    run_agent(settings, engine, "cut", "librarian")
+    agent = Corrector()
+    from agents.contract import Context
+
+    first = agent.examine(Context(settings, engine, "cut", load_findings(engine, "cut")))
+    assert begin_attempt(engine, "cut", "corrector")[0] == "run"
+    store_findings(engine, "cut", "corrector", first.findings)
+    for prop in first.proposed:
+        prop.draft.run_id = "cut"
+        prop.draft.evidence = [{"finding": f.id} for f in prop.findings]
+        proposals.file_proposal(settings, engine, prop.draft)
+    again = run_agent(settings, engine, "cut", "corrector")
+    assert again.attempts == 2 and again.status == "ok"
+    assert sorted(p["id"] for p in again.proposals) == sorted(p["id"] for p in corrector_props(engine, "cut"))
+    assert len(again.proposals) == 2
+
+
+def test_the_next_night_proposes_nothing_new(tmp_path):
+    files = {
+        "py.mdc": b"---\nglobs: **/*.py\n---\nPython.\n",
+        "fact.md": b"---\ntype: fact\nlast_verified: 2020-01-01\n---\nThe host is db-1.\n",
+    }
+    settings, engine, root = make(tmp_path, files)
+    run_agent(settings, engine, "n1", "librarian")
+    n1 = run_agent(settings, engine, "n1", "corrector")
+    assert sorted(p["paths"][0] for p in n1.proposals) == ["fact.md", "py.mdc"]
+    # not yet decided: the next night does not file them again
+    run_agent(settings, engine, "n2", "librarian")
+    n2 = run_agent(settings, engine, "n2", "corrector")
+    assert n2.proposals == [] and n2.examined["already_proposed"] == 2
+    for p in n1.proposals:
+        assert proposals.approve(settings, engine, p["id"], "person")["ok"]
+    run_agent(settings, engine, "n3", "librarian")
+    n3 = run_agent(settings, engine, "n3", "corrector")
+    assert n3.proposals == []
+    # what remains is for a person: re-verify the fact
+    assert [(f.kind, f.path, f.target) for f in n3.findings] == [
+        ("stale", "fact.md", "last_verified"), ("awaiting-review", "fact.md", "review_due")]
+
+
+def test_retired_notes_are_not_marked(tmp_path):
+    settings, engine, root = make(tmp_path, {
+        "old.md": b"---\nstatus: archived\nlast_verified: 2001-01-01\n---\nOld.\n",
+        "live.md": b"---\nlast_verified: 2001-01-01\n---\nLive.\n"})
+    r = run_agent(settings, engine, "r", "corrector")
+    assert [p["paths"] for p in r.proposals] == [["live.md"]]
+    assert r.examined["stale_checked"] == 1
+
+
+def test_the_report_says_what_it_examined(tmp_path):
+    settings, engine, root = fixture("docs_tree", tmp_path)
+    run_agent(settings, engine, "r", "librarian")
+    rep = run_agent(settings, engine, "r", "corrector")
+    d = rep.as_dict()
+    assert d["examined"]["notes"] == 6 == d["store_notes"]
+    assert d["examined"]["findings_read"] == 5
+    assert d["examined"]["notes_touched"] == 0
+    assert os.path.isdir(root)
