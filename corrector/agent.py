@@ -19,7 +19,8 @@ it proposes, one ``edit`` proposal per file:
   is left alone (a ``status`` rewrite would lose what the note was, and the Cleaner reads
   statuses). No agent before it stores ``stale`` findings today, so when none is stored the
   Corrector takes them from the delivery lint (``delivery.lint.lint_note``, code ``stale``),
-  the same check ``geode lint`` runs, and records them as its own findings. A note already
+  the same check ``geode lint`` runs, and records them as its own findings. Retired notes and
+  notes whose ``valid_to`` has passed (they record what held) have no duty. A note already
   marked is a finding for a person (``awaiting-review``), never a second proposal.
 
 Bounds: at most ``max_lines`` (5) lines of a file change in one proposal (a replaced line
@@ -86,12 +87,15 @@ def _date(value) -> _dt.date | None:
 
 class Corrector(Agent):
     name = "corrector"
+    #: the day freshness is judged on (None: the day it runs)
+    today: _dt.date | None = None
 
     def __init__(self, max_lines: int = MAX_LINES, today: _dt.date | None = None):
         if max_lines < 1:
             raise ValueError("max_lines must be at least 1")
         self.max_lines = max_lines
-        self.today = today
+        if today is not None:
+            self.today = today
 
     # -- the run ---------------------------------------------------------------------------
     def examine(self, ctx: Context) -> Report:
@@ -244,8 +248,11 @@ class Corrector(Agent):
         fm = note.frontmatter
         if "last_verified" not in fm or note.status in RETIRED:
             return None
-        report.examined["stale_checked"] += 1
         today = self.today or _dt.date.today()
+        valid_to = _date(fm.get("valid_to")) if fm.get("valid_to") not in (None, "") else None
+        if valid_to is not None and valid_to <= today:
+            return None  # no longer in force: it records what held, it asserts no live state
+        report.examined["stale_checked"] += 1
         days = int(getattr(ctx.settings, "freshness_days", 90) or 90)
         lv = _date(fm.get("last_verified"))
         f = stored

@@ -8,6 +8,7 @@ undo byte-exact through the real queue, every fixture after a Librarian run in t
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 import os
@@ -83,18 +84,37 @@ def corrector_props(engine, run_id: str) -> list[dict]:
 
 
 # -- every fixture, after the Librarian in the same run --------------------------------------
+#: every store under tests/fixtures (cleaner_truths came with the Cleaner; it has no EXPECTED.json)
+STORES = ALL_STORES + ["cleaner_truths"]
+TODAY = dt.date(2026, 11, 15)
+
+
+class CorrectorOnAFixedDay(Corrector):
+    """Freshness judged on ``TODAY``, so that the counts do not move with the calendar."""
+
+    today = TODAY
+
+
+FIXED_DAY = '[upkeep]\nagents = { corrector = "tests.test_corrector:CorrectorOnAFixedDay" }\n'
+
+
 def expected_corrector(name: str) -> dict:
     return json.loads((FIXTURES / name / "EXPECTED_CORRECTOR.json").read_text(encoding="utf-8"))
 
 
 def fixture(name: str, tmp_path: Path):
-    settings, engine, root, manifest = setup(name, tmp_path)
+    settings, engine, root, manifest = setup(name, tmp_path, FIXED_DAY)
     for extra in root.glob("EXPECTED_*.json"):  # the expectations are not part of the store
         extra.unlink()
     return settings, engine, root
 
 
-@pytest.mark.parametrize("name", ALL_STORES)
+def test_every_fixture_under_tests_fixtures_is_covered():
+    assert sorted(p.parent.name for p in FIXTURES.glob("*/EXPECTED_CORRECTOR.json")) == sorted(STORES)
+    assert sorted(p.name for p in FIXTURES.iterdir() if p.is_dir()) == sorted(STORES)
+
+
+@pytest.mark.parametrize("name", STORES)
 def test_every_fixture_after_the_librarian_in_the_same_run(name, tmp_path):
     exp = expected_corrector(name)
     settings, engine, root = fixture(name, tmp_path)
@@ -102,6 +122,7 @@ def test_every_fixture_after_the_librarian_in_the_same_run(name, tmp_path):
     assert lib.status == "ok", lib.message
     report = run_agent(settings, engine, "night-1", "corrector")
     assert report.status == "ok", report.message
+    assert report.agent == "corrector" and isinstance(report.examined, dict)
 
     # what it read: exactly the Librarian's stored findings, by kind
     assert report.examined["findings_read"] == len(lib.findings)
@@ -121,10 +142,10 @@ def test_every_fixture_after_the_librarian_in_the_same_run(name, tmp_path):
         diff = proposals.diff(engine, p["id"])
         assert [ln for ln in diff.splitlines() if ln[:1] in "+-" and not ln.startswith(("+++", "---"))] \
             == want["diff"]
-        # evidence: the Librarian's stored findings about that file
+        # evidence: the stored findings about that file (the Librarian's, or its own stale ones)
         ev = proposals.get(engine, p["id"])["evidence"]
-        lib_ids = {f.id for f in lib.findings if f.path == want["path"]}
-        assert ev and {e["finding"] for e in ev} <= lib_ids
+        cited = {f.id for f in lib.findings + report.findings if f.path == want["path"]}
+        assert ev and {e["finding"] for e in ev} <= cited
         approve_and_undo_exactly(settings, engine, root, p["id"])
     # never the same edit twice: no line of a file is changed by two pending proposals
     touched: dict[str, int] = {}
@@ -139,7 +160,9 @@ def test_the_fixtures_counts_add_up_from_the_librarians_expected():
     from tests.upkeep_helpers import expected
 
     checked = 0
-    for name in ALL_STORES:
+    for name in STORES:
+        if not (FIXTURES / name / "EXPECTED.json").exists():
+            continue
         lib, cor = expected(name), expected_corrector(name)
         if "findings" in lib:
             links = [f for f in lib["findings"] if f[0] in ("broken-link", "signpost-stale")]
@@ -532,9 +555,10 @@ def test_the_next_night_proposes_nothing_new(tmp_path):
         ("stale", "fact.md", "last_verified"), ("awaiting-review", "fact.md", "review_due")]
 
 
-def test_retired_notes_are_not_marked(tmp_path):
+def test_retired_notes_and_notes_no_longer_in_force_are_not_marked(tmp_path):
     settings, engine, root = make(tmp_path, {
         "old.md": b"---\nstatus: archived\nlast_verified: 2001-01-01\n---\nOld.\n",
+        "was.md": b"---\nvalid_to: 2002-01-01\nlast_verified: 2001-01-01\n---\nHeld in 2001.\n",
         "live.md": b"---\nlast_verified: 2001-01-01\n---\nLive.\n"})
     r = run_agent(settings, engine, "r", "corrector")
     assert [p["paths"] for p in r.proposals] == [["live.md"]]
