@@ -18,7 +18,8 @@ and reused: realistic frontmatter, essences of 300-1,500 characters, ~100 files 
    the first query is discarded): hybrid and text mode, default settings (the folder-mtime
    freshness check included), median and p95 over ``--queries`` queries;
 5. latency of ``geode search QUERY --json`` as a whole CLI process (interpreter start, imports,
-   settings, the search), median and p95 over ``--cli-runs`` runs;
+   settings, the search), median and p95 over ``--cli-runs`` runs; then the same while a warm
+   ``geode serve`` runs (the CLI hands the search to it over the socket);
 6. the prompt hook's text-only fallback (``prompt_recall.text_search``), in process.
 """
 
@@ -152,6 +153,22 @@ def run_size(n: int, a) -> dict:
         times.append(time.perf_counter() - t0)
         assert p.returncode == 0 and json.loads(p.stdout)["mode"] == "hybrid", p.stderr
     out["cli_hybrid"] = ms(times)
+    # the same command while a warm `geode serve` runs: the CLI hands the search to it
+    serve = subprocess.Popen([sys.executable, "-m", "geode.cli", "serve", "--json"], env=env, cwd=REPO,
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        json.loads(serve.stdout.readline())  # ready: model loaded, Chroma open, one search done
+        times = []
+        for i in range(a.cli_runs):
+            t0 = time.perf_counter()
+            p = subprocess.run([sys.executable, "-m", "geode.cli", "search", qs[i % len(qs)], "--json"],
+                               env=env, capture_output=True, text=True, cwd=REPO)
+            times.append(time.perf_counter() - t0)
+            assert p.returncode == 0 and json.loads(p.stdout)["mode"] == "hybrid", p.stderr
+        out["cli_hybrid_via_serve"] = ms(times)
+    finally:
+        serve.terminate()
+        serve.wait(timeout=60)
     dispose_engines()
     return out
 

@@ -256,7 +256,16 @@ class Semantic:
 
     @property
     def available(self) -> bool:
-        return self.vs.available and self.vs.count() > 0
+        """Vectors exist for this model (a yes is trusted for 5 s, a no is checked every time)."""
+        import time
+
+        now = time.monotonic()
+        seen = getattr(self, "_seen", None)
+        if seen is not None and now - seen < 5.0:
+            return True
+        ok = self.vs.available and self.vs.count() > 0
+        self._seen = now if ok else None
+        return ok
 
     def scores(self, idx: RecallIndex, query: str, conds: list, n: int, filtered: bool) -> dict[int, float]:
         """note id -> cosine similarity for the nearest ``n`` notes in scope."""

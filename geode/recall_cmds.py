@@ -43,6 +43,9 @@ class Progress:
             return
         if self.tty and pct == self.last and done != total:
             return
+        if done >= total and self.last == 100 and getattr(self, "_ended", False):
+            return  # the end was drawn already
+        self._ended = done >= total
         self.last = pct
         bar = "#" * (pct // 4) + "-" * (25 - pct // 4)
         rate = done / max(time.perf_counter() - self.t0, 1e-9)
@@ -76,7 +79,7 @@ def _value(s: str):
 def parse_where(items: list[str], filter_json: str | None) -> dict:
     """``--where key=value`` (a list value ``[a,b]`` means any of them), ``key>=v``, ``key~v``
     (contains), and ``--filter '{"key": {"$contains_any": [...]}}'`` merged into one table."""
-    from delivery.search import FilterError
+    FilterError = ValueError  # noqa: N806 - no import of delivery.search here: this runs before the fast path
 
     where: dict = {}
     if filter_json:
@@ -131,12 +134,40 @@ def _print_hits(res: dict) -> None:
     print(f"({len(res['results'])} of {res['total']}, mode {res['mode']}{extra})", file=sys.stderr)
 
 
-def cmd_search(args) -> int:
-    from delivery.search import FilterError, search
+def _via_server(settings, query: str, kw: dict) -> dict | None:
+    """The search done by a warm ``geode serve`` (model loaded, Chroma open), or None."""
+    from delivery.prompt_recall import _ask_server
 
+    req = {"op": "search", "q": query, "refresh": True, **kw}
+    reply = _ask_server(settings.home, req, 30.0)
+    if reply is None or "results" not in reply:
+        return None
+    return reply
+
+
+def cmd_search(args) -> int:
     from geode.cli import CLIError
 
     settings = _settings(args)
+    if not args.queries and not args.no_server and args.mode == "hybrid" and args.query is not None:
+        from delivery.prompt_recall import socket_path
+
+        if os.path.exists(socket_path(settings.home)):
+            try:
+                kw = _search_kwargs(args)
+            except ValueError as exc:
+                raise CLIError(str(exc), 2) from exc
+            res = _via_server(settings, args.query, kw)
+            if res is not None and res.get("domains") == [list(x) for x in sorted(settings.domains.items())]:
+                res.pop("domains", None)
+                res["via"] = "serve"
+                if args.json:
+                    _dump(res)
+                else:
+                    _print_hits(res)
+                return 0
+    from delivery.search import FilterError, search
+
     try:
         kw = _search_kwargs(args)
         if args.queries:
@@ -409,8 +440,9 @@ def serve(settings, interval_s: float = 5.0, full_every_s: float = 120.0, ready=
                                      domain=req.get("domain"), type=req.get("type"), status=req.get("status"),
                                      tags=req.get("tags"), where=req.get("where"), after=req.get("after"),
                                      as_of=req.get("as_of"), mode=req.get("mode") or "hybrid",
-                                     refresh=False, chain=not req.get("prompt"))
-                    reply = res
+                                     blend=req.get("blend") or "score", refresh=bool(req.get("refresh")),
+                                     chain=not req.get("prompt"))
+                    reply = dict(res, domains=[list(x) for x in sorted(settings.domains.items())])
             except Exception as exc:  # a bad request never takes the server down
                 reply = {"error": str(exc)}
             self.wfile.write(json.dumps(reply, ensure_ascii=False, default=str).encode("utf-8") + b"\n")
@@ -495,6 +527,7 @@ def register(sub, common) -> None:
     s.add_argument("--queries", metavar="FILE", help="one query per line; one JSON object per line with --json")
     s.add_argument("--no-refresh", action="store_true", help="do not look for changed files first")
     s.add_argument("--no-background", action="store_true", help="do not start the background embedder")
+    s.add_argument("--no-server", action="store_true", help="search in this process even when geode serve runs")
     s.set_defaults(func=cmd_search)
 
     s = sub.add_parser("context", parents=[common], help="the neighbourhood of a note (build_context)")

@@ -129,6 +129,10 @@ def test_prompt_hook_recalls_by_text_and_through_a_warm_server(env):
         ctx = run_hook(env, "why do payments go missing")  # no shared word: only the warm model finds it
         assert "hybrid search" in ctx and f"geode://{d}/ops/retry" in ctx
         assert ctx.count("\n◇ ") <= 3
+        (env[1] / "fresh.md").write_text("---\ntitle: Fresh\n---\nA brand-new zeppelin note.\n", encoding="utf-8")
+        res = json.loads(geode(env, "search", "zeppelin", "--json").stdout)  # answered by the server
+        assert res["via"] == "serve" and res["mode"] == "hybrid" and res["pending"] == 1
+        assert res["results"][0]["path"] == "fresh.md"  # the server refreshed first: found by text at once
     finally:
         serve.terminate()
         serve.wait(timeout=30)
