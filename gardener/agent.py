@@ -94,10 +94,12 @@ class Gardener(Agent):
     max_stub_terms = 5
     stub_folder = "stubs"
     retire_status = "deprecated"
+    #: proposals per rule per run at most (a person reviews them); the rest stay findings
+    max_proposals = 200
 
     SETTINGS = ("window_days", "min_deliveries", "min_blocked", "min_searches", "salience_step",
                 "salience_min_deliveries", "salience_rise_share", "widen_min_observed", "max_new_terms",
-                "max_stub_terms", "stub_folder", "retire_status")
+                "max_stub_terms", "stub_folder", "retire_status", "max_proposals")
 
     def __init__(self, **overrides):
         unknown = set(overrides) - set(self.SETTINGS)
@@ -174,10 +176,15 @@ class Gardener(Agent):
                             "detail: nothing to take match terms from")
             report.skipped.append(Skipped("", 0, "blocked", f"{s.blocked_without_terms} blocked lookup row(s) without "
                                           "a command or tool input in detail: no terms"))
-        self._stubs(ctx, s, report)
-        self._never_fired(ctx, s, report)
-        self._bind(ctx, s, report)
-        self._salience(ctx, s, report)
+        self._capped: Counter = Counter()
+        self._mine: list[str] = []
+        for rule, fn in (("stub", self._stubs), ("never-fired", self._never_fired), ("bind", self._bind),
+                         ("salience", self._salience)):
+            self._rule = rule
+            fn(ctx, s, report)
+            if self._capped[rule]:
+                report.skipped.append(Skipped("", 0, rule, f"{self._capped[rule]} more {rule} proposal(s) not made "
+                                              f"this run: at most {self.max_proposals} per rule"))
         report.message = "; ".join(messages)
         return report
 
@@ -226,7 +233,17 @@ class Gardener(Agent):
         return out
 
     def _held(self, *keys: str) -> bool:
-        return any(k in self.prior["held"] for k in keys)
+        """Already proposed and waiting (or refused), or this rule's cap for the run is reached."""
+        if any(k in self.prior["held"] for k in keys):
+            return True
+        if sum(1 for p in self._mine if p == self._rule) >= self.max_proposals:
+            self._capped[self._rule] += 1
+            return True
+        return False
+
+    def _propose(self, report: Report, proposed: Proposed) -> None:
+        self._mine.append(self._rule)
+        report.proposed.append(proposed)
 
     # -- rule 1: blocked lookups become stubs ---------------------------------------------
     def _stubs(self, ctx: Context, s, report: Report) -> None:
@@ -280,6 +297,8 @@ class Gardener(Agent):
                               domain, severity="info")
             report.findings.append(finding)
             key = _key("stub", domain, path)
+            if self._held(key):
+                continue
             try:
                 change = new_note_change(ctx.settings, domain, path, text)
             except Exception as exc:
@@ -292,7 +311,7 @@ class Gardener(Agent):
                            f"hand this over when it was needed. The binding is pre-filled from those commands "
                            f"(on {on}); the essence is empty and delivers nothing until a person writes it."),
                 evidence=[], changes=[change], run_id=ctx.run_id or "adhoc", key=key)
-            report.proposed.append(Proposed(draft, [finding], ids))
+            self._propose(report, Proposed(draft, [finding], ids))
 
     @staticmethod
     def _stub_text(name, on, terms, n, sessions, tools_s, terms_s, first, last, ids) -> str:
@@ -417,7 +436,7 @@ class Gardener(Agent):
                                + ", ".join(f"{t} ({seen[t]}x)" for t in new) + ": added to its match terms."),
                     evidence=[], changes=[FileChange(note.path, sha256(data), after)],
                     run_id=ctx.run_id or "adhoc", key=_key("widen", domain, note.path))
-                report.proposed.append(Proposed(draft, [finding], ids))
+                self._propose(report, Proposed(draft, [finding], ids))
                 continue
             try:
                 change = status_change(ctx.settings, domain, note.path, self.retire_status)
@@ -430,7 +449,7 @@ class Gardener(Agent):
                            f"({delivered} deliveries of other crystals), and no term was observed often enough in "
                            f"sessions where its topic came up to widen it: status {self.retire_status}."),
                 evidence=[], changes=[change], run_id=ctx.run_id or "adhoc", key=_key("retire", domain, note.path))
-            report.proposed.append(Proposed(draft, [finding]))
+            self._propose(report, Proposed(draft, [finding]))
 
     # -- rule 3: searched again and again, no binding: bind it ------------------------------
     def _bind(self, ctx: Context, s, report: Report) -> None:
@@ -438,7 +457,7 @@ class Gardener(Agent):
 
         ex = report.examined
         ex["searched_notes"] = len(s.searched)
-        for cid, e in sorted(s.searched.items()):
+        for cid, e in sorted(s.searched.items(), key=lambda kv: (-kv[1].count, kv[0])):
             if e.count < self.min_searches:
                 continue
             hit = self.notes.get(cid)
@@ -488,7 +507,7 @@ class Gardener(Agent):
                            + ", ".join(f"{t} ({tc[t]}x)" for t in terms) + "." + marker),
                 evidence=[], changes=[FileChange(note.path, sha256(data), after)],
                 run_id=ctx.run_id or "adhoc", key=_key("bind", domain, note.path))
-            report.proposed.append(Proposed(draft, [finding], ids))
+            self._propose(report, Proposed(draft, [finding], ids))
 
     # -- rule 4: salience follows work unlocked -------------------------------------------------
     def _salience(self, ctx: Context, s, report: Report) -> None:
@@ -546,4 +565,4 @@ class Gardener(Agent):
                            "counted again."),
                 evidence=[], changes=[FileChange(note.path, sha256(data), after)],
                 run_id=ctx.run_id or "adhoc", key=_key("salience", domain, note.path))
-            report.proposed.append(Proposed(draft, [finding], list(d.ids)))
+            self._propose(report, Proposed(draft, [finding], list(d.ids)))

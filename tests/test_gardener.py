@@ -447,3 +447,17 @@ def test_rows_outside_the_window_are_not_examined(tmp_path):
     assert (report.examined["ledger_rows"], report.examined["window_rows"]) == (3, 1)
     assert report.examined["ledger_first_ts"] == int(END - 40 * DAY)
     assert report.proposals == []  # one blocked lookup in the window: below the group minimum of 2
+
+
+def test_at_most_max_proposals_per_rule_per_run_the_rest_stay_findings(tmp_path):
+    settings, engine, root = make_env(tmp_path, {"a.md": "# A\n"}, toml="[gardener]\nmax_proposals = 1\n")
+    L = Ledger(settings, root)
+    for i in range(2):
+        L.blocked(END - i, f"s{i}", "grep -rn kubeconfig {root}")
+        L.blocked(END - 10 - i, f"t{i}", "grep -rn vault {root}")
+    L.write()
+    report = run_agent(settings, engine, "r", "gardener")
+    assert len([f for f in report.findings if f.kind == "blocked-lookups"]) == 2
+    assert len(report.proposals) == 1
+    assert [s.reason for s in report.skipped if s.target == "stub"] == [
+        "1 more stub proposal(s) not made this run: at most 1 per rule"]
