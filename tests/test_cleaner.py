@@ -19,7 +19,9 @@ STORES = ALL_STORES + ["cleaner_truths"]
 
 
 def expected_cleaner(name: str) -> dict:
-    return json.loads((FIXTURES / name / "EXPECTED_CLEANER.json").read_text(encoding="utf-8"))
+    """The Cleaner's counts, kept apart from the stores (a file inside a fixture is copied into
+    the store the tests build, and other tests list every file of it)."""
+    return json.loads((FIXTURES / "cleaner_expected" / f"{name}.json").read_text(encoding="utf-8"))
 
 
 def snapshot(root: Path) -> dict[str, str]:
