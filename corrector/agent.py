@@ -154,6 +154,7 @@ class Corrector(Agent):
             from agents.links import StoreLinks
 
             links = StoreLinks(load, moves=moves)
+            self._refs_cache: dict[str, list] = {}
             for f in link_findings:
                 fix = self._link_fix(links, notes.get(f.path), f, report)
                 if fix is not None:
@@ -196,7 +197,10 @@ class Corrector(Agent):
         if note is None:
             report.skipped.append(Skipped(f.path, f.line, f.target, "the note is no longer in the store", f.domain))
             return None
-        for ref in links.refs(note):
+        cache = self._refs_cache
+        if note.path not in cache:
+            cache[note.path] = links.refs(note)
+        for ref in cache[note.path]:
             shown = ref.target + (f"#{ref.anchor}" if ref.anchor else "")
             if ref.line != f.line or shown != f.target:
                 continue
