@@ -388,9 +388,9 @@ class Corrector(Agent):
         after_text = lines.text()
         for fix in failed:
             ex["not_mechanical"] += 1
-            report.findings.append(Finding(NOT_MECHANICAL, path, fix.line, fix.finding.target,
-                                           f"{fix.finding.kind}: {fix.describe}; no mechanical edit does it; for a person",
-                                           domain))
+            report.findings.append(Finding(
+                NOT_MECHANICAL, path, fix.line, fix.finding.target,
+                f"{fix.finding.kind}: {fix.describe}; no mechanical edit does it; for a person", domain))
         if not done:
             return
         n = changed_lines(text, after_text)

@@ -3,7 +3,8 @@
 Each repair kind with its exact bytes before and after (CRLF, BOM, no final newline kept), the
 bound (an edit over it is a finding, not a proposal), the essence never reworded, apply and
 undo byte-exact through the real queue, every fixture after a Librarian run in the same run id
-(EXPECTED_CORRECTOR.json, counted from EXPECTED.json), the examined-nothing rule, and reruns.
+(``tests/fixtures/corrector_expected/<store>.json``, counted from EXPECTED.json), the
+examined-nothing rule, and reruns.
 """
 
 from __future__ import annotations
@@ -98,20 +99,25 @@ class CorrectorOnAFixedDay(Corrector):
 FIXED_DAY = '[upkeep]\nagents = { corrector = "tests.test_corrector:CorrectorOnAFixedDay" }\n'
 
 
+#: kept apart from the stores: a file inside a fixture is copied into every store built from it
+EXPECTED_DIR = FIXTURES / "corrector_expected"
+
+
 def expected_corrector(name: str) -> dict:
-    return json.loads((FIXTURES / name / "EXPECTED_CORRECTOR.json").read_text(encoding="utf-8"))
+    return json.loads((EXPECTED_DIR / f"{name}.json").read_text(encoding="utf-8"))
 
 
 def fixture(name: str, tmp_path: Path):
     settings, engine, root, manifest = setup(name, tmp_path, FIXED_DAY)
-    for extra in root.glob("EXPECTED_*.json"):  # the expectations are not part of the store
+    for extra in root.glob("EXPECTED_*.json"):  # other agents' expectations are not part of the store
         extra.unlink()
     return settings, engine, root
 
 
 def test_every_fixture_under_tests_fixtures_is_covered():
-    assert sorted(p.parent.name for p in FIXTURES.glob("*/EXPECTED_CORRECTOR.json")) == sorted(STORES)
-    assert sorted(p.name for p in FIXTURES.iterdir() if p.is_dir()) == sorted(STORES)
+    assert sorted(p.stem for p in EXPECTED_DIR.glob("*.json")) == sorted(STORES)
+    stores = [p.name for p in FIXTURES.iterdir() if p.is_dir() and not p.name.endswith("_expected")]
+    assert sorted(stores) == sorted(STORES)
 
 
 @pytest.mark.parametrize("name", STORES)
@@ -156,7 +162,7 @@ def test_every_fixture_after_the_librarian_in_the_same_run(name, tmp_path):
 
 
 def test_the_fixtures_counts_add_up_from_the_librarians_expected():
-    """EXPECTED_CORRECTOR.json is derived by hand from EXPECTED.json: the sums must agree."""
+    """corrector_expected/<store>.json is derived by hand from EXPECTED.json: the sums must agree."""
     from tests.upkeep_helpers import expected
 
     checked = 0
