@@ -205,6 +205,8 @@ def test_the_scheduler_enqueues_and_a_second_scheduler_exits_with_a_lock_error(p
 
     run, _f = tables()
     with env.engine.connect() as conn:
-        triggers = [t for (t,) in conn.execute(select(run.c.trigger).where(run.c.run_id == run_id))]
+        triggers = [t for (t,) in conn.execute(select(run.c.trigger).where(run.c.run_id == run_id,
+                                                                            run.c.agent == "librarian"))]
     assert triggers == ["schedule"]
-    assert len(proposals.list_proposals(env.engine, run_id=run_id)) == expected("obsidian_vault")["proposals"]
+    filed = [p for p in proposals.list_proposals(env.engine, run_id=run_id) if p["agent"] == "librarian"]
+    assert len(filed) == expected("obsidian_vault")["proposals"]

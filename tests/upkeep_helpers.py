@@ -30,7 +30,7 @@ def make_store(name: str, dest: Path) -> tuple[Path, dict]:
             sys.path.remove(str(FIXTURES))
         manifest = make_flat(root)
     else:
-        shutil.copytree(FIXTURES / name, root, ignore=shutil.ignore_patterns("EXPECTED.json"))
+        shutil.copytree(FIXTURES / name, root, ignore=shutil.ignore_patterns("EXPECTED*.json"))
     return root, manifest
 
 
