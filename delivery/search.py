@@ -285,14 +285,17 @@ class Semantic:
             got = self.vs.query(qv, n * (8 if filtered else 1))
             if not got:
                 return {}
-            pairs = [tuple(v.split(":", 1)) for v, _s in got]
             sim_of = {v: s for v, s in got}
+            by_dom: dict[str, list[str]] = {}
+            for v, _s in got:
+                d, p = v.split(":", 1)
+                by_dom.setdefault(d, []).append(p)
             out: dict[int, float] = {}
-            for start in range(0, len(pairs), 400):
-                chunk = pairs[start:start + 400]
-                cond = or_(*[and_(c.domain == d, c.path == p) for d, p in chunk])
-                for i, d, p in conn.execute(select(c.id, c.domain, c.path).where(cond, *conds)).all():
-                    out[int(i)] = sim_of[vector_id(d, p)]
+            for d, ps in by_dom.items():  # (domain, path) is the unique index: one lookup per vector
+                for start in range(0, len(ps), 400):
+                    q = select(c.id, c.path).where(c.domain == d, c.path.in_(ps[start:start + 400]), *conds)
+                    for i, p in conn.execute(q).all():
+                        out[int(i)] = sim_of[vector_id(d, p)]
         return dict(sorted(out.items(), key=lambda kv: -kv[1])[:n])
 
 

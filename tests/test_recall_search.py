@@ -7,7 +7,6 @@ per process (``delivery.embed`` caches it), so the suite stays quick on two core
 from __future__ import annotations
 
 import os
-import time
 
 import pytest
 
