@@ -454,16 +454,17 @@ def serve(settings, interval_s: float = 5.0, full_every_s: float = 120.0, ready=
     os.chmod(path, 0o600)
 
     def background():
+        # Searches are not held up by this thread: SQLite (WAL) and PostgreSQL let readers run
+        # while it writes, and the model has its own lock. The first full pass waits a period.
         idx = RecallIndex(settings)
-        last_full = 0.0
+        last_full = time.time()
         while not stop.is_set():
             try:
-                with lock:
-                    if time.time() - last_full > full_every_s:
-                        idx.refresh()
-                        last_full = time.time()
-                    else:
-                        idx.quick_refresh()
+                if time.time() - last_full > full_every_s:
+                    idx.refresh()
+                    last_full = time.time()
+                else:
+                    idx.quick_refresh()
                 vectors.embed_pending(settings, limit=256)
             except Exception as exc:  # report and keep serving
                 print(f"geode serve: background pass failed: {exc}", file=sys.stderr)
