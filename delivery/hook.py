@@ -189,7 +189,14 @@ class HookRun:
                 fp = os.path.normpath(str(tool_input.get("file_path") or ""))
                 if fp in self.idx.sess_get(self.session, "offered"):
                     marked = True  # a full note geode itself pointed to after cutting it
-        detail = fastjson.dumps({"tool": tool, "what": what})
+        # what was hunted, so the Gardener can propose a crystal bound to it (bounded: a row is not a log)
+        info = {"tool": tool, "what": what}
+        if tool in ("Bash", "shell", "exec_command", "local_shell"):
+            info["command"] = str(tool_input.get("command") or "")[:500]
+        else:
+            info["input"] = {k: str(tool_input[k])[:300] for k in ("file_path", "pattern", "path", "glob")
+                             if tool_input.get(k)}
+        detail = fastjson.dumps(info)
         if marked:
             self.d._event("lookup_marked", None, what, "guard", detail=detail)
             self.d.events[-1]["domain"] = domain

@@ -80,6 +80,7 @@ KINDS: tuple[str, ...] = (
     "denied_once",
     "stop_blocked",
     "session_end",
+    "searched",
 )
 
 SPOOL_NAME = "events.jsonl"
