@@ -234,6 +234,9 @@ class HookRun:
             found = prompt_recall.render(hits, how, cap=max(0, CLAUDE_CONTEXT_CAP - 200 - len(text)))
             if found:
                 text = f"{text}\n{found}" if text else found
+                from delivery.search_log import record_search  # the Gardener reads these rows
+
+                record_search(self.settings, prompt, hits, self.session)
         except Exception:  # recall is a bonus: any failure leaves the inject channel as it was
             pass
         return _context("UserPromptSubmit", text) if text else None

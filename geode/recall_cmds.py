@@ -145,6 +145,17 @@ def _via_server(settings, query: str, kw: dict) -> dict | None:
     return reply
 
 
+def _log_search(settings, query: str | None, res: dict) -> None:
+    """One ``searched`` ledger row per search with query text (the Gardener reads them); a
+    ``--queries`` evaluation run is not usage and writes none."""
+    if not query or not res.get("results"):
+        return
+    from delivery.search_log import record_search
+
+    session = os.environ.get("GEODE_SESSION") or os.environ.get("CLAUDE_SESSION_ID") or f"cli-{os.getpid()}"
+    record_search(settings, query, res["results"], session)
+
+
 def cmd_search(args) -> int:
     from geode.cli import CLIError
 
@@ -161,6 +172,7 @@ def cmd_search(args) -> int:
             if res is not None and res.get("domains") == [list(x) for x in sorted(settings.domains.items())]:
                 res.pop("domains", None)
                 res["via"] = "serve"
+                _log_search(settings, args.query, res)
                 if args.json:
                     _dump(res)
                 else:
@@ -191,6 +203,7 @@ def cmd_search(args) -> int:
         res = search(settings, args.query or "", refresh=not args.no_refresh, background=not args.no_background, **kw)
     except (FilterError, ValueError, OSError) as exc:
         raise CLIError(str(exc), 2) from exc
+    _log_search(settings, args.query, res)
     if args.json:
         _dump(res)
     else:

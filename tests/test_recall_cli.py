@@ -118,6 +118,16 @@ def test_prompt_hook_recalls_by_text_and_through_a_warm_server(env):
     d = env[1].name
     ctx = run_hook(env, "the retry queue lost a job")
     assert "full-text search" in ctx and f"geode://{d}/ops/retry" in ctx
+    import sqlite3
+
+    from delivery.config import load_settings
+    from delivery.models import init_db
+
+    init_db(load_settings(env=env[0])).dispose()  # creates the ledger and drains the hook's spool into it
+    with sqlite3.connect(os.path.join(env[0]["GEODE_HOME"], "geode.db")) as db:  # the Gardener's input
+        rows = db.execute("SELECT session, detail FROM ledger_event WHERE kind = 'searched'").fetchall()
+    assert len(rows) == 1 and rows[0][0] == "s1"
+    assert json.loads(rows[0][1]) == {"query": "the retry queue lost a job", "hits": [f"{d}:ops/retry.md"]}
     assert run_hook(env, "please rename this variable") == ""
     assert run_hook(env, "why do payments go missing") == ""  # no shared word: full text finds nothing
     env[0]["GEODE_RECALL_BUDGET_MS"] = "20000"  # a loaded CI machine must not turn this into a timing test
