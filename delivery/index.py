@@ -26,10 +26,12 @@ such as ``npm `` costs C-level string checks, not Python objects).
 
 from __future__ import annotations
 
+import marshal
 import os
-from delivery.sqlite import sqlite3
 import time
 import zlib
+
+from delivery.sqlite import sqlite3
 
 from delivery import fastjson
 from delivery.binding import parse_binding
@@ -167,6 +169,7 @@ class Index:
             c.execute("ROLLBACK")
             raise
         self._short = None
+        self._write_dirs()
         return counts
 
     # -- scanning ------------------------------------------------------------
@@ -283,7 +286,7 @@ class Index:
         stat = os.stat
         # the hottest loop of a hook call on a large store: one stat per folder, kept bare
         # (absolute paths stored at scan time; ~2 microseconds a folder)
-        for domain, rel_dir, mtime, full in c.execute("SELECT domain, dir, mtime_ns, abs FROM dirs").fetchall():
+        for domain, rel_dir, mtime, full in self._load_dirs():
             try:
                 if stat(full).st_mtime_ns == mtime:
                     continue
@@ -330,7 +333,44 @@ class Index:
             c.execute("ROLLBACK")
             raise
         self._short = None
+        if stale_dirs:
+            self._write_dirs()
         return len(self.changed) - before
+
+    # -- the folder list, as one marshal blob ------------------------------------------
+    # Every hook call stats every folder (that is how new files are seen at once); reading the
+    # 1,000 folder rows of a 100,000-note store from SQLite cost 0.8 ms of a 25 ms call, the
+    # blob 0.1 ms. It is derived from the ``dirs`` table after each commit that changed it and
+    # tagged with the build it belongs to; a stale or racing copy can only make a folder look
+    # changed (a harmless rescan), never hide a change, because every entry it holds was true
+    # in the table when it was written.
+    @property
+    def _dirs_path(self) -> str:
+        return self.path + ".dirs"
+
+    def _load_dirs(self) -> list:
+        built = self._meta("built")
+        try:
+            with open(self._dirs_path, "rb") as fh:
+                tag, rows = marshal.load(fh)
+            if tag == built:
+                return rows
+        except (OSError, EOFError, ValueError, TypeError):
+            pass
+        return self._write_dirs(built)
+
+    def _write_dirs(self, built: str | None = None) -> list:
+        if built is None:
+            built = self._meta("built")
+        rows = [tuple(r) for r in self.conn.execute("SELECT domain, dir, mtime_ns, abs FROM dirs")]
+        tmp = f"{self._dirs_path}.{os.getpid()}.tmp"
+        try:
+            with open(tmp, "wb") as fh:
+                marshal.dump((built, rows), fh)
+            os.replace(tmp, self._dirs_path)
+        except OSError:
+            pass  # only slower next time
+        return rows
 
     def _file_stat_row(self, domain, rel):
         return self.conn.execute("SELECT mtime_ns, size FROM files WHERE domain=? AND path=?", (domain, rel)).fetchone()

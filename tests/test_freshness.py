@@ -202,3 +202,27 @@ def test_renamed_folder_moves_its_crystals(g):
     (g.store / "team").rename(g.store / "squad")
     ctx = _ctx(g.bash(CMD))
     assert "main/squad/one.md" in ctx and "main/squad/deeper/two.md" in ctx and "main/team/" not in ctx
+
+
+@pytest.mark.parametrize("damage", ["garbage", "stale-copy", "missing"])
+def test_a_damaged_folder_list_never_hides_a_new_crystal(g, damage):
+    """The hook reads its folder list from a marshal copy of the index's ``dirs`` table; a
+    truncated, stale or missing copy must cost a rescan at most, never a missed file."""
+    g.crystal("a/first.md", "First advice.", match='"| tail"')
+    assert "First advice." in _ctx(g.bash(CMD))
+    (blob,) = list((g.home / "index").glob("bindings-*.sqlite.dirs"))
+    old = blob.read_bytes()
+    g.crystal("a/second.md", "Second advice.", match='"| tail"')
+    assert "Second advice." in _ctx(g.bash(CMD))  # the copy is rewritten after the rescan
+    assert blob.read_bytes() != old
+    if damage == "garbage":
+        blob.write_bytes(b"\x00not marshal")
+    elif damage == "stale-copy":
+        blob.write_bytes(old)  # from before a/second.md existed
+    else:
+        blob.unlink()
+    g.crystal("a/third.md", "Third advice.", match='"| tail"')
+    g.crystal("b/fourth.md", "Fourth advice.", match='"| tail"')
+    ctx = _ctx(g.bash(CMD))
+    for text in ("First", "Second", "Third", "Fourth"):
+        assert f"{text} advice." in ctx
