@@ -352,7 +352,7 @@ class Index:
         built = self._meta("built")
         try:
             with open(self._dirs_path, "rb") as fh:
-                tag, rows = marshal.load(fh)
+                tag, rows = marshal.loads(fh.read())  # marshal.load(fh) reads in tiny pieces: 30x slower
             if tag == built:
                 return rows
         except (OSError, EOFError, ValueError, TypeError):
