@@ -226,3 +226,36 @@ def test_a_damaged_folder_list_never_hides_a_new_crystal(g, damage):
     ctx = _ctx(g.bash(CMD))
     for text in ("First", "Second", "Third", "Fourth"):
         assert f"{text} advice." in ctx
+
+
+def test_a_new_crystal_in_a_store_of_many_folders_fires_within_one_folder_rotation(g):
+    """Beyond ``sweep_folders`` folders the per-call folder check rotates (so a call costs the
+    same at 10,000 and 100,000 crystals); a file created behind the hook's back then fires
+    within ceil(folders / sweep_folders) calls, and one the agent writes itself at once."""
+    g.config("[delivery]\nsweep_folders = 10\n")
+    for i in range(40):
+        g.write(f"f{i:02d}/note.md", "---\nname: n\n---\nplain\n")
+    assert _ctx(g.bash(CMD)) == ""  # builds the index: 41 folders
+    g.crystal("f37/new.md", "Rotated advice.", match='"| tail"')
+    calls = 0
+    while True:
+        calls += 1
+        if "Rotated advice." in _ctx(g.bash(CMD)):
+            break
+        assert calls < 5, "not seen within ceil(41 / 10) = 5 calls"
+    # the rotation itself: each call checks at most 10 folders and the root, 5 calls cover all 41
+    from delivery.index import Index
+
+    seen: set = set()
+    for _ in range(5):
+        idx = Index(g.settings())
+        chosen = idx._folders_to_check()
+        idx.close()  # commits the cursor, as a hook call does
+        assert len(chosen) <= 11
+        seen.update(r[1] for r in chosen)
+    assert len(seen) == 41
+    # written through the agent's own Write tool: seen on the next call, whatever the rotation
+    target = g.store / "f03" / "written.md"
+    g.tool("Write", {"file_path": str(target), "content": "x"})
+    target.write_text(crystal_text("Written advice.", match='"| tail"'))
+    assert "Written advice." in _ctx(g.bash(CMD))
