@@ -18,8 +18,8 @@ Why it is never stale:
 - a rotating sweep stats ``sweep_files`` files per call (all of them, on a store that size or
   smaller), which catches in-place edits by an editor to a binding that starts to match.
 
-Term keys: a term's first four characters (lower-cased); shorter terms are keyed by
-themselves. The action's text contributes its distinct substrings of each key length present in
+Term keys: the four-character piece of a term (lower-cased) that the fewest indexed terms
+share; shorter terms are keyed by themselves. The action's text contributes its distinct substrings of each key length present in
 the index (``meta.key_lengths``, kept up to date on every change), and SQLite checks
 ``instr(text, term)`` on the few rows that share a key before any row reaches Python, so the
 work per call follows the length of the text, not the number of crystals (a shared prefix
@@ -39,7 +39,7 @@ from delivery import fastjson
 from delivery.binding import parse_binding
 from delivery.crystal import NOTE_SUFFIXES, SKIP_DIRS, NoteError, parse_crystal_text, read_text
 
-INDEX_VERSION = "6"
+INDEX_VERSION = "7"
 KEY_LEN = 4
 SEP = "\x1f"
 DIRTY_TTL_S = 600
@@ -55,6 +55,7 @@ CREATE TABLE IF NOT EXISTS crystals(id INTEGER PRIMARY KEY, domain TEXT, path TE
 CREATE TABLE IF NOT EXISTS grams(key TEXT, action TEXT, term TEXT, crystal INTEGER);
 CREATE INDEX IF NOT EXISTS grams_key ON grams(action, key, term, crystal);
 CREATE INDEX IF NOT EXISTS grams_crystal ON grams(crystal);
+CREATE TABLE IF NOT EXISTS gramfreq(gram TEXT PRIMARY KEY, n INTEGER);
 CREATE TABLE IF NOT EXISTS dirty(domain TEXT, path TEXT, since REAL, PRIMARY KEY(domain, path));
 CREATE TABLE IF NOT EXISTS sess(session TEXT, kind TEXT, item TEXT, ts REAL, n INTEGER DEFAULT 0,
     PRIMARY KEY(session, kind, item));
@@ -65,10 +66,6 @@ def index_path(settings) -> str:
     """One index per set of domains (a one-off ``--store`` gets its own)."""
     ident = SEP.join(f"{k}={v}" for k, v in sorted(settings.domains.items()))
     return os.path.join(settings.index_dir, f"bindings-{zlib.crc32(ident.encode()):08x}.sqlite")
-
-
-def term_key(term: str) -> str:
-    return term[:KEY_LEN]
 
 
 def text_keys(text_l: str, lengths: tuple[int, ...] = (KEY_LEN,)) -> list[str]:
@@ -111,6 +108,7 @@ class Index:
         # NORMAL costs ~1 ms per hook call (the commit and the checkpoint at close).
         self.conn.execute("PRAGMA synchronous=OFF")
         self._queue: list[tuple[str, list]] = []
+        self._pending_grams: list | None = None
         self._short = None
         self.changed: list[str] = []  # crystal ids whose files were re-read in this call
 
@@ -158,9 +156,14 @@ class Index:
                 c.execute(f"DELETE FROM {table}")
             self._short = None
             counts = {"files": 0, "crystals": 0, "problems": 0}
-            for domain, root in self.settings.domains.items():
-                if os.path.isdir(root):
-                    self._scan_dir(domain, root, "", counts, recursive=True)
+            self._pending_grams = []
+            try:
+                for domain, root in self.settings.domains.items():
+                    if os.path.isdir(root):
+                        self._scan_dir(domain, root, "", counts, recursive=True)
+                self._insert_pending_grams()
+            finally:
+                self._pending_grams = None
             c.execute("INSERT OR REPLACE INTO meta VALUES('version', ?)", (INDEX_VERSION,))
             c.execute("INSERT OR REPLACE INTO meta VALUES('built', ?)", (repr(time.time()),))
             c.execute("INSERT OR REPLACE INTO meta VALUES('cursor', '0')")
@@ -270,14 +273,48 @@ class Index:
         )
         cid = cur.lastrowid
         if "act" in b.deliver and b.on and b.terms:
-            rows = [(term_key(t), a, t, cid) for a in b.on for t in b.terms]
-            c.executemany("INSERT INTO grams VALUES(?,?,?,?)", rows)
+            if self._pending_grams is not None:  # a build: keys are chosen once every term is known
+                self._pending_grams.extend((a, t, cid) for a in b.on for t in b.terms)
+            else:
+                rows = [(self._key_for(t), a, t, cid) for a in b.on for t in b.terms]
+                c.executemany("INSERT INTO grams VALUES(?,?,?,?)", rows)
             short = {len(t) for t in b.terms if len(t) < KEY_LEN}
             if short - set(self.key_lengths()):
                 self._set_key_lengths(tuple(sorted(set(self.key_lengths()) | short)))
         if counts is not None:
             counts["crystals"] = counts.get("crystals", 0) + 1
         return parsed
+
+    # -- term keys ---------------------------------------------------------------
+    # A term is found through one of its 4-character pieces: any piece works (if the term is
+    # in the text, so is every piece of it), so each term is keyed by the piece that the
+    # fewest indexed terms share. Keyed by prefix, the 40 terms starting "npm " came back for
+    # every npm command and were thrown away one by one (5,600 rows at 100,000 crystals).
+    def _insert_pending_grams(self) -> None:
+        freq: dict[str, int] = {}
+        for t in {t for _a, t, _c in self._pending_grams}:
+            for g in {t[i : i + KEY_LEN] for i in range(len(t) - KEY_LEN + 1)}:
+                freq[g] = freq.get(g, 0) + 1
+        self.conn.execute("DELETE FROM gramfreq")
+        self.conn.executemany("INSERT INTO gramfreq VALUES(?,?)", freq.items())
+        keys: dict[str, str] = {}
+        rows = []
+        for a, t, cid in self._pending_grams:
+            k = keys.get(t)
+            if k is None:
+                k = keys[t] = _rarest(t, freq)
+            rows.append((k, a, t, cid))
+        self.conn.executemany("INSERT INTO grams VALUES(?,?,?,?)", rows)
+
+    def _key_for(self, term: str) -> str:
+        """The key of a term indexed outside a build (a changed file): the rarest piece by the
+        counts of the last build; a piece it never saw counts as rare."""
+        if len(term) <= KEY_LEN:
+            return term
+        pieces = list({term[i : i + KEY_LEN] for i in range(len(term) - KEY_LEN + 1)})
+        marks = ",".join("?" * len(pieces))
+        freq = dict(self.conn.execute(f"SELECT gram, n FROM gramfreq WHERE gram IN ({marks})", pieces).fetchall())
+        return _rarest(term, freq)
 
     # -- freshness -----------------------------------------------------------
     def refresh(self) -> int:
@@ -533,6 +570,19 @@ class Index:
     def sess_del(self, session: str, kind: str, items: list[str]) -> None:
         self._queue.append(("DELETE FROM sess WHERE session=? AND kind=? AND item=?",
                             [(session, kind, it) for it in items]))
+
+
+def _rarest(term: str, freq: dict[str, int]) -> str:
+    if len(term) <= KEY_LEN:
+        return term
+    best = term[:KEY_LEN]
+    best_n = freq.get(best, 0)
+    for i in range(1, len(term) - KEY_LEN + 1):
+        g = term[i : i + KEY_LEN]
+        n = freq.get(g, 0)
+        if n < best_n:
+            best, best_n = g, n
+    return best
 
 
 def _like_prefix(rel_dir: str) -> str:
