@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
 from delivery.crystal import NOTE_SUFFIXES
-from delivery.note import Note
+from delivery.note import Note, prose_lines
 from delivery.store import SKIP_DIRS, StoreLoad
 
 HTML_SUFFIXES = (".html", ".htm")
@@ -46,7 +46,6 @@ _FILE_EXTS = frozenset({"png", "jpg", "jpeg", "gif", "svg", "webp", "bmp", "pdf"
                         "m4a", "mov", "csv", "xlsx", "docx", "pptx", "zip", "canvas", "excalidraw", "txt", "json"})
 SIGNPOST_STEMS = frozenset({"readme", "index", "_index", "summary", "moc", "contents", "toc", "home"})
 
-_FENCE_RE = re.compile(r"^\s{0,3}(```|~~~)")
 _URL_RE = re.compile(r"(?:[a-zA-Z][a-zA-Z0-9+.-]*://|www\.)[^\s)>\]]*")
 _MDLINK_SPAN_RE = re.compile(r"!?\[[^\]\n]*\]\([^)\n]*\)")
 _WIKI_SPAN_RE = re.compile(r"!?\[\[[^\]\n]+\]\]")
@@ -224,19 +223,7 @@ class StoreLinks:
             m = _REFDEF_RE.match(raw)
             if m:
                 defined.add(m.group(1).strip().casefold())
-        in_fence, fence = False, ""
-        for offset, raw in enumerate(lines):
-            line = raw.rstrip("\r")
-            m = _FENCE_RE.match(line)
-            if m:
-                if not in_fence:
-                    in_fence, fence = True, m.group(1)
-                elif m.group(1) == fence:
-                    in_fence = False
-                continue
-            if in_fence or not line.strip():
-                continue
-            lineno = note.body_line + offset
+        for lineno, line in prose_lines(note.body, note.body_line):
             if _REFDEF_LINE_RE.match(line):
                 continue
             text = _URL_RE.sub(" ", line)

@@ -140,16 +140,12 @@ def _is_external(target: str) -> bool:
     return t.startswith(("http://", "https://", "mailto:", "ftp://", "tel:", "data:")) or "://" in t
 
 
-def scan_body(body: str, body_line: int) -> tuple[list[Link], list[Observation], list[tuple[int, int, str]]]:
-    """Links, observations and headings of the body, skipping fenced code and code spans."""
-    links: list[Link] = []
-    observations: list[Observation] = []
-    headings: list[tuple[int, int, str]] = []
+def prose_lines(body: str, body_line: int):
+    """``(file line, line)`` for every non-blank body line outside fenced code blocks: the one
+    place that decides what counts as prose (the Librarian's scan of bare paths uses it too)."""
     in_fence = False
     fence = ""
-    in_essence_marker = False  # markers are not content
     for offset, raw in enumerate(body.split("\n")):
-        lineno = body_line + offset
         line = raw.rstrip("\r")
         m = _FENCE_RE.match(line)
         if m:
@@ -158,8 +154,17 @@ def scan_body(body: str, body_line: int) -> tuple[list[Link], list[Observation],
             elif m.group(1) == fence:
                 in_fence = False
             continue
-        if in_fence or in_essence_marker:
+        if in_fence or not line.strip():
             continue
+        yield body_line + offset, line
+
+
+def scan_body(body: str, body_line: int) -> tuple[list[Link], list[Observation], list[tuple[int, int, str]]]:
+    """Links, observations and headings of the body, skipping fenced code and code spans."""
+    links: list[Link] = []
+    observations: list[Observation] = []
+    headings: list[tuple[int, int, str]] = []
+    for lineno, line in prose_lines(body, body_line):
         stripped = line.strip()
         if stripped in (ESSENCE_OPEN, ESSENCE_CLOSE) or not stripped:
             continue
