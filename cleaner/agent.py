@@ -68,6 +68,8 @@ USE_KINDS = ("delivered", "read")
 #: link syntaxes whose target text names a path (they break when a note moves)
 PATH_SYNTAXES = ("markdown", "reference", "path")
 
+#: archive proposals per run, all folders together ([cleaner] max_archives)
+DEFAULT_MAX_ARCHIVES = 1000
 EXAMINED_KEYS = ("notes", "unreadable", "folders", "folders_capped", "folders_over_cap", "ledger_rows",
                  "notes_used", "stable_notes", "supersedes_edges", "subject_pairs", "notes_shingled",
                  "notes_too_short", "pairs_compared", "pairs_text_similar", "pairs_embedded", "notes_embedded",
@@ -141,6 +143,11 @@ class Cleaner(Agent):
         caps = cfg.get("caps") or {}
         self.caps = {_folder_key(k): int(v) for k, v in caps.items()} if isinstance(caps, dict) else {}
         self.archive_dir = _folder_key(cfg.get("archive_dir") or DEFAULT_ARCHIVE_DIR) or DEFAULT_ARCHIVE_DIR
+        try:  # a queue of 49,000 archives in one night is not a queue a person works through
+            self.max_archives = int(cfg.get("max_archives", DEFAULT_MAX_ARCHIVES))
+        except (TypeError, ValueError):
+            self.max_archives = DEFAULT_MAX_ARCHIVES
+        self.archives_made = 0
         self.ctx = ctx
         usage, ledger_note = self._usage(ctx.engine, report)
         if ledger_note:
@@ -567,14 +574,22 @@ class Cleaner(Agent):
             ranked = sorted((p for p in members if not _signpost(self.notes[p])), key=self._archive_rank)
             chosen = 0
             passed = 0
+            limited = False
             for p in ranked:
                 if chosen >= need:
                     break
+                if self.archives_made >= self.max_archives:
+                    limited = True
+                    break
                 if self._archive_proposal(report, p, incoming.get(p, {}), f):
                     chosen += 1
+                    self.archives_made += 1
                 else:
                     passed += 1
-            if chosen < need:
+            if limited:
+                f.message += (f"; {chosen} archive proposals this run: the run reached its limit of "
+                              f"{self.max_archives} ([cleaner] max_archives); the rest follow on later nights")
+            elif chosen < need:
                 f.message += (f"; only {chosen} archive proposals could be made this run ({passed} candidates touch "
                               f"files other proposals of this run touch, "
                               f"{len(members) - len(ranked)} are signposts)")

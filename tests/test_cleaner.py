@@ -284,3 +284,31 @@ def test_blocking_compares_far_fewer_pairs_than_all(tmp_path):
     assert (10, 1000) in pairs
     assert len(pairs) < 1001 * 1000 // 2 // 100 and oversize == []
     assert sim.jaccard(df.distinctive(shs[10]), df.distinctive(shs[1000])) > 0.8
+
+
+def test_archive_proposals_per_run_are_limited_and_the_finding_says_so(tmp_path):
+    """A store far over its caps gets at most ``[cleaner] max_archives`` archive proposals a
+    night (49,075 at 100,000 notes before the limit); the finding says how many follow."""
+    from agents.contract import ensure_tables
+    from agents.upkeep import run_agent
+    from delivery.config import load_settings
+    from delivery.models import init_db
+
+    root = tmp_path / "store"
+    for d in range(3):
+        for i in range(30):
+            p = root / f"f{d}" / f"n{i:02d}.md"
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text(f"---\nname: f{d}-n{i:02d}\n---\nNote {d}-{i}.\n")
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "geode.toml").write_text("[cleaner]\ncap = 10\nmax_archives = 25\n")
+    settings = load_settings(store=root, home=home, env={})
+    engine = init_db(settings)
+    ensure_tables(engine)
+    report = run_agent(settings, engine, "limit-run", "cleaner")
+    archives = [p for p in report.proposals if p["kind"] == "archive"]
+    assert len(archives) == 25  # 3 folders x 20 over cap = 60 wanted
+    over = [f for f in report.findings if f.kind == "folder-over-cap"]
+    assert len(over) == 3
+    assert sum("reached its limit of 25" in f.message for f in over) == 2  # the 2nd folder hits it, the 3rd gets none
