@@ -130,7 +130,7 @@ class Delivery:
         for row, term in idx.candidates(actions, text_l):
             if "act" in row.deliver and who_matches(row.who, self.agent):
                 found[row.crystal_id] = (row, term)
-        # a file the index just learned about (re-read during refresh) is re-checked here
+        # crystals skipped for budget earlier in this session go first when they match again
         pending = idx.sess_get(self.session, "pending")
         items: list[Item] = []
         for cid, (row, term) in found.items():
@@ -151,25 +151,34 @@ class Delivery:
                 else:
                     keep.append(it)
             items = keep
-        # the control arm
+        items = self._control_arm(items, label, "act", result)
+        delivered, skipped, text_out = pack(items, self.settings.budget, label)
+        self._record(result, delivered, skipped, label, "act", f"budget {self.settings.budget}")
+        result["text"] = text_out
+        self._session_updates(delivered, skipped)
+        return result
+
+    # -- shared by the channels ---------------------------------------------------------
+    def _control_arm(self, items: list[Item], action: str, channel: str, result: dict) -> list[Item]:
+        """Withhold the control arm's units (recorded, and listed in ``result``); the rest go on."""
         keep = []
         for it in items:
             withhold, why = self._withhold(it.crystal_id)
             if withhold:
                 result["withheld"].append(_entry(it, reason=why))
-                self._event("withheld", it, label, "act", detail=why)
+                self._event("withheld", it, action, channel, detail=why)
             else:
                 keep.append(it)
-        delivered, skipped, text_out = pack(keep, self.settings.budget, label)
+        return keep
+
+    def _record(self, result: dict, delivered, skipped, action: str, channel: str, limit: str) -> None:
+        """One ledger row and one result entry per delivered and per skipped crystal."""
         for it, block, truncated in delivered:
             result["delivered"].append(_entry(it, len(block), truncated))
-            self._event("delivered", it, label, "act", len(block), truncated)
+            self._event("delivered", it, action, channel, len(block), truncated)
         for it in skipped:
-            result["skipped"].append(_entry(it, reason="budget"))
-            self._event("skipped_budget", it, label, "act", detail=f"budget {self.settings.budget}")
-        result["text"] = text_out
-        self._session_updates(delivered, skipped)
-        return result
+            result["skipped"].append(_entry(it, reason=limit))
+            self._event("skipped_budget", it, action, channel, detail=limit)
 
     def _session_updates(self, delivered, skipped) -> None:
         try:
@@ -192,27 +201,24 @@ class Delivery:
         parts = []
         total = 0
         head = "geode: notes to start this session with (reference data from the project's memory):\n"
+        items = []
         for row in self.idx.channel("boot"):
             if not who_matches(row.who, self.agent):
                 continue
             it = self._fresh_item(row, "session start", False, None, None)
-            if it is None:
-                continue
-            withhold, why = self._withhold(it.crystal_id)
-            if withhold:
-                result["withheld"].append(_entry(it, reason=why))
-                self._event("withheld", it, "boot", "boot", detail=why)
-                continue
+            if it is not None:
+                items.append(it)
+        delivered, skipped = [], []
+        for it in self._control_arm(items, "boot", "boot", result):
             body, truncated = cut_boot(it, self.settings.boot_chars)
             block = f"\n◆ {it.name} ({it.domain}/{it.path}): {body}\n"
             if total + len(block) + len(head) > BOOT_TOTAL_CAP:
-                result["skipped"].append(_entry(it, reason="boot cap"))
-                self._event("skipped_budget", it, "boot", "boot", detail=f"boot cap {BOOT_TOTAL_CAP}")
+                skipped.append(it)
                 continue
             parts.append(block)
             total += len(block)
-            result["delivered"].append(_entry(it, len(block), truncated))
-            self._event("delivered", it, "boot", "boot", len(block), truncated)
+            delivered.append((it, block, truncated))
+        self._record(result, delivered, skipped, "boot", "boot", f"boot cap {BOOT_TOTAL_CAP}")
         if parts:
             result["text"] = head + "".join(parts)
         return result
@@ -231,21 +237,11 @@ class Delivery:
                 if not term:
                     continue
             it = self._fresh_item(row, term or "every prompt", False, None, None)
-            if it is None:
-                continue
-            withhold, why = self._withhold(it.crystal_id)
-            if withhold:
-                result["withheld"].append(_entry(it, reason=why))
-                self._event("withheld", it, "prompt", "inject", detail=why)
-                continue
-            items.append(it)
+            if it is not None:
+                items.append(it)
+        items = self._control_arm(items, "prompt", "inject", result)
         delivered, skipped, text_out = pack(items, self.settings.inject_budget, "prompt")
-        for it, block, truncated in delivered:
-            result["delivered"].append(_entry(it, len(block), truncated))
-            self._event("delivered", it, "prompt", "inject", len(block), truncated)
-        for it in skipped:
-            result["skipped"].append(_entry(it, reason="inject budget"))
-            self._event("skipped_budget", it, "prompt", "inject", detail=f"budget {self.settings.inject_budget}")
+        self._record(result, delivered, skipped, "prompt", "inject", f"inject budget {self.settings.inject_budget}")
         result["text"] = text_out
         return result
 
