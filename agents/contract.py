@@ -143,6 +143,18 @@ class Context:
     def domains(self) -> list[tuple[str, str]]:
         return self.settings.domain_roots()
 
+    def readable(self, report: "Report"):
+        """``(domain, load)`` for each domain that holds notes, after recording the files it
+        could not read as ``unreadable`` findings (and in ``examined["unreadable"]``): the
+        preamble every agent needs, so that none can forget to report what it could not see."""
+        for domain, _root in self.domains():
+            load = self.load(domain)
+            bad = unreadable_findings(load)
+            report.findings.extend(bad)
+            report.examined["unreadable"] = report.examined.get("unreadable", 0) + len(bad)
+            if load.notes:
+                yield domain, load
+
     def load(self, domain: str) -> StoreLoad:
         """The store of one domain, loaded once per run (every file, unreadable ones as problems)."""
         if domain not in self._loads:

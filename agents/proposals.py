@@ -23,10 +23,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from sqlalchemy import (Column, Float, ForeignKey, Index, Integer, LargeBinary, String, Text,
                         UniqueConstraint, select)

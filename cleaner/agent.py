@@ -52,11 +52,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
-import posixpath
 import re
 
-from agents.contract import Agent, Context, Finding, Proposed, Report, Skipped, unreadable_findings
+from agents.contract import Agent, Context, Finding, Proposed, Report, Skipped
 from delivery.crystal import ESSENCE_CLOSE, ESSENCE_OPEN, RETIRED_STATUSES
 
 DEFAULT_CAP = 50
@@ -152,13 +150,7 @@ class Cleaner(Agent):
         usage, ledger_note = self._usage(ctx.engine, report)
         if ledger_note:
             report.skipped.append(Skipped("", 0, "ledger", ledger_note))
-        for domain, _root in ctx.domains():
-            load = ctx.load(domain)
-            bad = unreadable_findings(load)
-            report.findings.extend(bad)
-            report.examined["unreadable"] += len(bad)
-            if not load.notes:
-                continue
+        for domain, load in ctx.readable(report):
             self._domain(ctx, domain, load, usage, report)
         report.message = "; ".join(filter(None, [report.message, (
             f"near-duplicate: text Jaccard >= {TEXT_MIN:.2f} (character 5-grams, boilerplate dropped) "

@@ -42,7 +42,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from agents.contract import Agent, Context, Finding, Proposed, Report, Skipped, unreadable_findings
+from agents.contract import Agent, Context, Finding, Proposed, Report, Skipped
 from corrector.edits import FileLines, changed_lines, check_edit, line_map, quote_value, unified
 
 #: the stored finding kinds the Corrector acts on
@@ -117,13 +117,7 @@ class Corrector(Agent):
                 moves = move_history(ctx.engine)
             except Exception as exc:  # the queue unreadable: say so, work from the suggestions stored
                 report.message = f"move history unavailable ({exc}); stored suggestions only"
-        for domain, _root in ctx.domains():
-            load = ctx.load(domain)
-            bad = unreadable_findings(load)
-            report.findings.extend(bad)
-            ex["unreadable"] += len(bad)
-            if not load.notes:
-                continue
+        for domain, load in ctx.readable(report):
             ex["notes"] += len(load.notes)
             mine = [f for f in prior if (f.domain or domain) == domain]
             self._domain(ctx, domain, load, mine, moves.get(domain, {}), report)
@@ -144,7 +138,6 @@ class Corrector(Agent):
 
     # -- one domain ------------------------------------------------------------------------
     def _domain(self, ctx: Context, domain: str, load, prior: list[Finding], moves: dict, report: Report) -> None:
-        ex = report.examined
         notes = {n.path: n for n in load.notes}
         fixes: dict[str, list[Fix]] = {}
 

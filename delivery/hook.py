@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import time
 
-from delivery import fastjson, guard, ledger
+from delivery import fastjson, guard
 from delivery.config import CLAUDE_CONTEXT_CAP, load_settings
 from delivery.engine import Delivery, content_hash
 from delivery.index import Index

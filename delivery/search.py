@@ -219,7 +219,6 @@ def term_idf(idx: RecallIndex, terms: list[str], conds: list) -> dict[str, float
     """idf(t) = ln(1 + N / (1 + df(t))) over the notes in scope (df by the same prefix match)."""
     if not terms:
         return {}
-    c = notes_t.c
     with idx.reader.connect() as conn:
         n = conn.execute(select(func.count()).select_from(notes_t).where(*conds)).scalar_one()
         out = {}

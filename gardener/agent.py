@@ -45,7 +45,7 @@ import json
 import os
 from collections import Counter
 
-from agents.contract import NOTHING_TO_LEARN, Agent, Context, Finding, Proposed, Report, Skipped, unreadable_findings
+from agents.contract import NOTHING_TO_LEARN, Agent, Context, Finding, Proposed, Report, Skipped
 from delivery.binding import ACTIONS, parse_binding
 from delivery.crystal import RETIRED_STATUSES
 from gardener import edits
@@ -138,11 +138,7 @@ class Gardener(Agent):
         for key in ("notes", "unreadable", "crystals", "ledger_rows", "window_rows"):
             ex.setdefault(key, 0)
         self.notes: dict[str, tuple[str, object]] = {}  # domain:path -> (domain, note)
-        for domain, _root in ctx.domains():
-            load = ctx.load(domain)
-            bad = unreadable_findings(load)
-            report.findings.extend(bad)
-            ex["unreadable"] += len(bad)
+        for domain, load in ctx.readable(report):
             for note in load.notes:
                 ex["notes"] += 1
                 if "crystal" in note.frontmatter:

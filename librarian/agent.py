@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 
-from agents.contract import Agent, Context, Finding, Proposed, Report, Skipped, unreadable_findings
+from agents.contract import Agent, Context, Finding, Proposed, Report, Skipped
 from agents.links import StoreLinks, is_signpost, move_history, rewrite_line
 from delivery.crystal import RETIRED_STATUSES
 from delivery.lint import lint_note
@@ -51,13 +51,7 @@ class Librarian(Agent):
             moves_all = {}
             report.message = f"move history unavailable ({exc}); renames are matched by name only"
         orders = []
-        for domain, _root in ctx.domains():
-            load = ctx.load(domain)
-            bad = unreadable_findings(load)
-            report.findings.extend(bad)
-            ex["unreadable"] += len(bad)
-            if not load.notes:
-                continue
+        for domain, load in ctx.readable(report):
             ex["folders"] += load.folders
             links = StoreLinks(load, project_root=self.project_root, moves=moves_all.get(domain, {}),
                                find_project=self.find_project)
