@@ -309,10 +309,10 @@ def summary(xs: list[float]) -> dict:
 # -- one size ------------------------------------------------------------------------------
 
 def bench_size(n: int, args) -> dict:
-    from delivery import install
-    from delivery.config import load_settings
-    from delivery.index import Index, text_keys
-    from delivery.models import init_db
+    from geode.delivery import install
+    from geode.delivery.config import load_settings
+    from geode.delivery.index import Index, text_keys
+    from geode.delivery.models import init_db
 
     m = generate_store(n, args.seed, args.vocab_per_crystal)
     _log(f"[{n:,}] store {'reused' if m['cached'] else 'generated in %.1f s' % m['generated_s']}: "
@@ -471,8 +471,8 @@ def freshness(m: dict, hook_arm, env, cwd, expected, n, edits: int = 5) -> dict:
 
 def phases(home: str, runs: int) -> dict:
     """Medians of the hook's steps in this process, each on a fresh ``Index`` as a hook call has."""
-    from delivery.config import load_settings
-    from delivery.index import Index
+    from geode.delivery.config import load_settings
+    from geode.delivery.index import Index
 
     env = {"GEODE_HOME": home, "GEODE_WITHHOLD_RATE": "0"}
     s = load_settings(env=env)
@@ -515,7 +515,7 @@ def phases(home: str, runs: int) -> dict:
 
 def in_process(home: str, n: int, runs: int) -> dict:
     """``hook.run`` inside this process (no interpreter start, no imports): the hook's own work."""
-    from delivery import hook
+    from geode.delivery import hook
 
     env = {"GEODE_HOME": home, "GEODE_WITHHOLD_RATE": "0"}
     raw = event_json(MATCH_COMMAND, home).decode()
@@ -539,7 +539,7 @@ def profile(home: str, calls: int) -> str:
     import io
     import pstats
 
-    from delivery import hook
+    from geode.delivery import hook
 
     env = {"GEODE_HOME": home, "GEODE_WITHHOLD_RATE": "0"}
     raw = event_json(MATCH_COMMAND, home).decode()

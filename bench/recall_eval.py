@@ -12,7 +12,7 @@ English, each with the one note that answers it and a kind:
 - ``exact``: an identifier, error code or header name, the kind of question full text is for;
 - ``shared``: an ordinary question that shares words with its note.
 
-Each question runs through ``delivery.search.search`` in four modes on the real index (SQLite
+Each question runs through ``geode.recall.search.search`` in four modes on the real index (SQLite
 FTS5, Chroma, the real model): ``text`` (lexical only), ``semantic`` (vectors only), ``hybrid``
 (the default normalised score blend) and ``hybrid-rrf`` (reciprocal-rank fusion, for comparison).
 Printed: recall@3 (the answer among the first three) and MRR (1/rank of the answer within the
@@ -88,8 +88,8 @@ def distractors(n: int, seed: int = 11) -> dict[str, str]:
 
 
 def shared_words(question: str, note_text: str) -> list[str]:
-    from delivery.prompt_recall import query_terms
-    from delivery.search import _fold
+    from geode.delivery.prompt_recall import query_terms
+    from geode.recall.search import _fold
 
     words = set(query_terms(_fold(note_text), limit=10_000))
     return [t for t in query_terms(_fold(question)) if any(w.startswith(t) or t.startswith(w) for w in words if len(w) > 2)]
@@ -106,10 +106,10 @@ def main(argv=None) -> int:
     if a.model:
         os.environ["GEODE_EMBED_MODEL"] = a.model
 
-    from delivery.config import load_settings
-    from delivery.recall_index import RecallIndex
-    from delivery.search import search
-    from delivery.vectors import embed_pending
+    from geode.delivery.config import load_settings
+    from geode.recall.recall_index import RecallIndex
+    from geode.recall.search import search
+    from geode.recall.vectors import embed_pending
 
     notes = load_notes(os.path.join(SET, "notes.txt"))
     questions = load_questions(os.path.join(SET, "questions.tsv"))

@@ -14,7 +14,7 @@ and reused: realistic frontmatter, essences of 300-1,500 characters, ~100 files 
    under the real model's collection and marked embedded): latency does not depend on what the
    vectors mean, and embedding 100,000 notes on two CPU cores would take hours. Quality is
    measured with the real model in ``bench/recall_eval.py``. Chroma insert throughput is reported;
-4. latency of ``delivery.search.search`` warm in one process (model loaded, Chroma open;
+4. latency of ``geode.recall.search.search`` warm in one process (model loaded, Chroma open;
    the first query is discarded): hybrid and text mode, default settings (the folder-mtime
    freshness check included), median and p95 over ``--queries`` queries;
 5. latency of ``geode search QUERY --json`` as a whole CLI process (interpreter start, imports,
@@ -64,8 +64,8 @@ def synthetic_vectors(settings, model_id: str, dim: int, seed: int = 3) -> dict:
     import numpy as np
     from sqlalchemy import select, text
 
-    from delivery.recall_index import RecallIndex, notes_t
-    from delivery.vectors import VectorStore, WriterLock, vector_id
+    from geode.recall.recall_index import RecallIndex, notes_t
+    from geode.recall.vectors import VectorStore, WriterLock, vector_id
 
     idx = RecallIndex(settings)
     with idx.reader.connect() as conn:
@@ -92,11 +92,11 @@ def synthetic_vectors(settings, model_id: str, dim: int, seed: int = 3) -> dict:
 def run_size(n: int, a) -> dict:
     from bench.hook_speed import generate_store
 
-    from delivery.config import load_settings
-    from delivery.embed import get_embedder
-    from delivery.prompt_recall import text_search
-    from delivery.recall_index import RecallIndex, dispose_engines, passage_text_of
-    from delivery.search import search
+    from geode.delivery.config import load_settings
+    from geode.recall.embed import get_embedder
+    from geode.delivery.prompt_recall import text_search
+    from geode.recall.recall_index import RecallIndex, dispose_engines, passage_text_of
+    from geode.recall.search import search
 
     manifest = generate_store(n, 7, 1)
     home = os.path.join(OUT, f"n{n}")
@@ -123,7 +123,7 @@ def run_size(n: int, a) -> dict:
     secs = time.perf_counter() - t0
     out["embedding"] = {"notes": len(texts), "seconds": round(secs, 2), "notes_per_s": round(len(texts) / secs, 2),
                         "device": emb.device, "passage_chars": round(statistics.mean(len(t) for t in texts))}
-    from delivery.vectors import VectorStore
+    from geode.recall.vectors import VectorStore
 
     if VectorStore(settings, emb.model_id, emb.dim).count() != n or a.rebuild:
         out["synthetic_vectors"] = synthetic_vectors(settings, emb.model_id, emb.dim)

@@ -1,7 +1,7 @@
 """All four upkeep agents on generated stores of 10,000 and 100,000 notes with a generated
 ledger of 1,000,000 rows: time, peak memory and the proposals each one makes.
 
-Each agent runs through ``agents.upkeep.run_agent`` (examine, the census, findings stored,
+Each agent runs through ``geode.agents.upkeep.run_agent`` (examine, the census, findings stored,
 proposals filed in the SQLite approval queue) in a fresh process of its own, so its peak
 resident memory (``ru_maxrss``) is its run alone. An agent whose module is not installed is
 reported as ``missing``, never left out.
@@ -117,9 +117,9 @@ def generate_ledger(db: str, root: str, domain: str, n_notes: int, rows: int, se
 
 def prepare(n: int, rows: int, workdir: str) -> dict:
     sys.path.insert(0, str(REPO))
-    from agents.contract import ensure_tables
-    from delivery.config import load_settings
-    from delivery.models import init_db
+    from geode.agents.contract import ensure_tables
+    from geode.delivery.config import load_settings
+    from geode.delivery.models import init_db
 
     root = Path(workdir) / "store"
     t = time.perf_counter()
@@ -128,7 +128,7 @@ def prepare(n: int, rows: int, workdir: str) -> dict:
     settings = load_settings(store=root, home=Path(workdir) / "home", env={})
     engine = init_db(settings)
     ensure_tables(engine)
-    from agents.proposals import ensure_tables as queue_tables
+    from geode.agents.proposals import ensure_tables as queue_tables
 
     queue_tables(engine)
     engine.dispose()
@@ -140,10 +140,10 @@ def prepare(n: int, rows: int, workdir: str) -> dict:
 
 def run_one(name: str, workdir: str) -> dict:
     sys.path.insert(0, str(REPO))
-    from agents import upkeep
-    from agents.upkeep import run_agent
-    from delivery.config import load_settings
-    from delivery.models import init_db
+    from geode.agents import upkeep
+    from geode.agents.upkeep import run_agent
+    from geode.delivery.config import load_settings
+    from geode.delivery.models import init_db
 
     settings = load_settings(store=Path(workdir) / "store", home=Path(workdir) / "home", env={})
     have, _missing = upkeep.available(settings)
@@ -221,7 +221,7 @@ def write_md(results: list[dict]) -> None:
 
 Measured with `.venv/bin/python bench/upkeep_all.py` on {platform.machine()}, {os.cpu_count()} CPUs,
 Python {platform.python_version()}, {time.strftime('%Y-%m-%d')}. Each agent is one
-`agents.upkeep.run_agent` in a fresh process (examine, census, findings stored, proposals filed
+`geode.agents.upkeep.run_agent` in a fresh process (examine, census, findings stored, proposals filed
 in the SQLite approval queue); peak memory is that process's maximum resident set
 (`ru_maxrss`: the interpreter, SQLAlchemy, the loaded store and the agent's own state). An agent
 that is not installed is listed as **missing**.

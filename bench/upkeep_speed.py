@@ -4,7 +4,7 @@ Each size runs in a fresh process (so the peak resident memory, ``ru_maxrss``, i
 alone) and is measured twice:
 
 - ``examine``: the Librarian reading the store and resolving every link (no database);
-- ``run``: the whole upkeep run through ``agents.upkeep.run_agent`` on SQLite: the examine,
+- ``run``: the whole upkeep run through ``geode.agents.upkeep.run_agent`` on SQLite: the examine,
   the census, storing every finding, filing every proposal in the approval queue.
 
 The store: folders of 500 notes, frontmatter on every note, each note linking to the next
@@ -76,11 +76,11 @@ def one(n: int, workdir: str) -> dict:
     made = generate(root, n)
     gen_s = time.perf_counter() - t
 
-    from agents.contract import Context, census, ensure_tables
-    from agents.upkeep import run_agent
-    from delivery.config import load_settings
-    from delivery.models import init_db
-    from librarian.agent import Librarian
+    from geode.agents.contract import Context, census, ensure_tables
+    from geode.agents.upkeep import run_agent
+    from geode.delivery.config import load_settings
+    from geode.delivery.models import init_db
+    from geode.librarian.agent import Librarian
 
     settings = load_settings(store=root, home=Path(workdir) / "home", env={})
     t = time.perf_counter()
@@ -145,7 +145,7 @@ a fresh process; peak memory is that process's maximum resident set (`ru_maxrss`
 the interpreter, SQLAlchemy and the loaded store.
 
 - **examine**: the Librarian reads every note and resolves every link (no database).
-- **run**: the whole upkeep run (`agents.upkeep.run_agent`): examine, census, every finding
+- **run**: the whole upkeep run (`geode.agents.upkeep.run_agent`): examine, census, every finding
   stored, every proposal filed in the SQLite approval queue.
 
 | notes | examined | links | examine s | notes/s | peak MiB (examine) | run s | peak MiB (run) | findings | proposals | status |
@@ -158,7 +158,7 @@ The generated store: folders of {PER_FOLDER} notes with frontmatter, each note l
 and previous note by wikilink, to a note in another folder by a relative markdown link with an
 anchor, and naming a script path; 1 in 100 has a broken link, 1 in 500 names a note by its alias
 (one proposal each). Memory grows with the store because the whole store is loaded at once
-(`delivery.store.load_store`); see docs/UPKEEP.md for what that means at a million notes.
+(`geode.delivery.store.load_store`); see docs/UPKEEP.md for what that means at a million notes.
 """
     (REPO / "bench" / "UPKEEP.md").write_text(text, encoding="utf-8")
 

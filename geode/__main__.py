@@ -1,3 +1,7 @@
-from geode.cli import main
+"""``python -m geode``."""
+
 import sys
+
+from geode.cli.main import main
+
 sys.exit(main())

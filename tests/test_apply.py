@@ -1,7 +1,7 @@
 """Applying proposals: crash points, I/O errors, concurrent edits, undo after a later edit
 (RELIABILITY rows 6, 7, 8, 11), on real files and a real SQLite queue.
 
-Crashes are real: a forked child applies with ``agents.apply._after_step`` replaced by one
+Crashes are real: a forked child applies with ``geode.agents.apply._after_step`` replaced by one
 that calls ``os._exit`` after the chosen step; the parent then reconciles as the next start
 would. I/O errors are injected by replacing ``os.fsync``, ``os.replace``, ``os.write``,
 ``os.fchmod`` and ``os.open`` with versions that raise EIO or ENOSPC at the Nth call.
@@ -20,9 +20,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from agents import apply as A
-from agents import proposals as Q
-from delivery.config import Settings
+from geode.agents import apply as A
+from geode.agents import apply as A
+from geode.agents import proposals as Q
+from geode.delivery.config import Settings
 
 RUNS_PER_POINT = 20
 CRASH_POINTS = ("write", "fsync", "chmod", "replace", "dir_fsync", "journal_mark")
@@ -115,13 +116,13 @@ def test_apply_then_undo_restores_bytes_and_modes(queue):
     files = move_store(root, random.Random(1))
     before = snapshot(root)
     pid = file_move(s, engine, files)
-    r = Q.approve(s, engine, pid, "alice")
+    r = A.approve(s, engine, pid, "alice")
     assert r["ok"] and r["status"] == "applied", r
     after = snapshot(root)
     assert "notes/old name.md" not in after
     assert after["moved/new name.md"] == before["notes/old name.md"]  # same bytes, same mode 0600
     assert (root / "index.md").read_bytes().endswith(b"[[new name]]\r\n" + files["index.md"].split(b"\r\n")[-1] + b"!")
-    r = Q.undo(s, engine, pid, "bob")
+    r = A.undo(s, engine, pid, "bob")
     assert r["ok"] and r["status"] == "undone", r
     assert snapshot(root) == before
     acts = [(a["action"], a["outcome"], a["who"]) for a in Q.get(engine, pid)["actions"]]
@@ -132,9 +133,9 @@ def test_apply_then_undo_restores_bytes_and_modes(queue):
 def test_new_file_gets_the_requested_mode_and_undo_removes_it(queue):
     s, engine, root = queue
     pid = Q.file_proposal(s, engine, draft("new_note", [Q.new_note_change(s, "main", "stubs/x.md", "stub\n", 0o640)]))
-    assert Q.approve(s, engine, pid, "a")["ok"]
+    assert A.approve(s, engine, pid, "a")["ok"]
     assert stat.S_IMODE((root / "stubs/x.md").stat().st_mode) == 0o640
-    assert Q.undo(s, engine, pid, "a")["ok"]
+    assert A.undo(s, engine, pid, "a")["ok"]
     assert not (root / "stubs/x.md").exists()
 
 
@@ -143,9 +144,9 @@ def test_existing_file_keeps_its_mode_when_the_proposal_names_none(queue):
     write(root, "a.md", b"old\n", 0o600)
     pid = Q.file_proposal(s, engine, draft("edit", [Q.edit_change(s, "main", "a.md", b"new\n")]))
     os.chmod(root / "a.md", 0o640)  # the mode is not content: no conflict, and it is kept
-    assert Q.approve(s, engine, pid, "a")["ok"]
+    assert A.approve(s, engine, pid, "a")["ok"]
     assert stat.S_IMODE((root / "a.md").stat().st_mode) == 0o640
-    assert Q.undo(s, engine, pid, "a")["ok"]
+    assert A.undo(s, engine, pid, "a")["ok"]
     assert (root / "a.md").read_bytes() == b"old\n" and stat.S_IMODE((root / "a.md").stat().st_mode) == 0o640
 
 
@@ -166,7 +167,7 @@ def _crash_in_child(settings, pid: int, op: str, step: str, nth: int) -> int:
                         os._exit(77)
 
             A._after_step = hook
-            (Q.approve if op == "apply" else Q.undo)(settings, engine, pid, "crash-test")
+            (A.approve if op == "apply" else A.undo)(settings, engine, pid, "crash-test")
             code = 0
         finally:
             os._exit(code)
@@ -203,7 +204,7 @@ def test_crash_at_each_step_leaves_before_or_after_and_reconcile_settles_it(tmp_
             cur = sha(p.read_bytes()) if p.exists() else None
             assert cur in (before_q[path], after_q[path]), (step, nth, path)
             found[path] = "after" if cur == after_q[path] else "before"
-        reports = Q.reconcile(s, engine)
+        reports = A.reconcile(s, engine)
         if step == "journal_mark":
             assert reports == [] and status_of(engine, pid) == "applied"
         else:
@@ -220,7 +221,7 @@ def test_crash_at_each_step_leaves_before_or_after_and_reconcile_settles_it(tmp_
         assert snap["moved/new name.md"][1] == 0o600 and snap["other.md"] == before["other.md"]
         assert not leftovers(root) and not open_journals(engine)
         # And undo still restores the exact original.
-        assert Q.undo(s, engine, pid, "t")["ok"]
+        assert A.undo(s, engine, pid, "t")["ok"]
         assert snapshot(root) == before
 
 
@@ -235,10 +236,10 @@ def test_crash_during_undo_is_settled_too(tmp_path, step):
         files = move_store(root, rng)
         before = snapshot(root)
         pid = file_move(s, engine, files)
-        assert Q.approve(s, engine, pid, "t")["ok"]
+        assert A.approve(s, engine, pid, "t")["ok"]
         applied = snapshot(root)
         assert _crash_in_child(s, pid, "undo", step, run % STEP_COUNTS[step] + 1) == 77
-        reports = Q.reconcile(s, engine)
+        reports = A.reconcile(s, engine)
         assert all(r["outcome"] == "finished" for r in reports)
         assert status_of(engine, pid) == "undone"
         assert snapshot(root) == before and not leftovers(root) and not open_journals(engine)
@@ -271,7 +272,7 @@ def _count_calls(tmp_path, name: str) -> int:
     counter = Faulty(name, 10**9, errno.EIO)
     setattr(os, name, counter)
     try:
-        assert Q.approve(s, engine, pid, "t")["ok"]
+        assert A.approve(s, engine, pid, "t")["ok"]
     finally:
         setattr(os, name, counter.real)
     engine.dispose()
@@ -295,21 +296,21 @@ def test_io_error_at_every_call_keeps_the_original_bytes(tmp_path, monkeypatch, 
         pid = file_move(s, engine, files)
         faulty = Faulty(name, n, err, sticky)
         monkeypatch.setattr(os, name, faulty)
-        r = Q.approve(s, engine, pid, "t")
+        r = A.approve(s, engine, pid, "t")
         monkeypatch.setattr(os, name, faulty.real)
         assert faulty.raised >= 1
         assert not r["ok"], r
         assert os.strerror(err) in r["message"], r["message"]  # the error is reported
         if sticky:
             # Putting the files back may itself have failed; the next start finishes it.
-            Q.reconcile(s, engine)
+            A.reconcile(s, engine)
         assert snapshot(root) == before, (name, n, sticky)
         assert status_of(engine, pid) == "pending"
         assert not leftovers(root) and not open_journals(engine)
         outcomes = [a["outcome"] for a in Q.get(engine, pid)["actions"] if a["action"] == "approve"]
         assert outcomes and outcomes[0] == "error"
         # Once the disk behaves, the same proposal applies.
-        assert Q.approve(s, engine, pid, "t")["ok"] and status_of(engine, pid) == "applied"
+        assert A.approve(s, engine, pid, "t")["ok"] and status_of(engine, pid) == "applied"
 
 
 # -- row 8: concurrent edits --------------------------------------------------------------------
@@ -353,7 +354,7 @@ def test_edits_between_proposal_and_apply_are_refused(queue):
         how = EDITS[i % len(EDITS)]
         external = _external_edit(root / rel, rng, how)
         mtime = (root / rel).stat().st_mtime_ns
-        r = Q.approve(s, engine, pid, "t")
+        r = A.approve(s, engine, pid, "t")
         assert not r["ok"] and r["status"] == "conflict", (how, r)
         assert rel in r["message"]
         assert (root / rel).read_bytes() == external and (root / rel).stat().st_mtime_ns == mtime
@@ -375,7 +376,7 @@ def test_edit_after_the_first_check_is_caught_by_the_check_before_replace(queue,
             edited["data"] = _external_edit(root / "index.md", random.Random(4), "same-size-same-mtime")
 
     monkeypatch.setattr(A, "_after_step", hook)
-    r = Q.approve(s, engine, pid, "t")
+    r = A.approve(s, engine, pid, "t")
     assert not r["ok"] and r["status"] == "conflict" and "index.md" in r["message"], r
     assert (root / "index.md").read_bytes() == edited["data"]  # the external write survived
     snap = snapshot(root)
@@ -400,9 +401,9 @@ def test_reapproving_a_conflict_succeeds_once_the_file_is_back(queue):
     write(root, "a.md", b"one\n")
     pid = Q.file_proposal(s, engine, draft("edit", [Q.edit_change(s, "main", "a.md", b"two\n")]))
     (root / "a.md").write_bytes(b"uno\n")
-    assert Q.approve(s, engine, pid, "t")["status"] == "conflict"
+    assert A.approve(s, engine, pid, "t")["status"] == "conflict"
     (root / "a.md").write_bytes(b"one\n")
-    assert Q.approve(s, engine, pid, "t")["status"] == "applied"
+    assert A.approve(s, engine, pid, "t")["status"] == "applied"
     assert (root / "a.md").read_bytes() == b"two\n"
 
 
@@ -412,7 +413,7 @@ def test_undo_after_a_later_edit_is_refused(queue, how):
     s, engine, root = queue
     files = move_store(root, random.Random(11))
     pid = file_move(s, engine, files)
-    assert Q.approve(s, engine, pid, "t")["ok"]
+    assert A.approve(s, engine, pid, "t")["ok"]
     target = root / "moved/new name.md"
     if how == "delete":
         target.unlink()
@@ -420,7 +421,7 @@ def test_undo_after_a_later_edit_is_refused(queue, how):
     else:
         later = _external_edit(target, random.Random(12), how)
     snap = snapshot(root)
-    r = Q.undo(s, engine, pid, "t")
+    r = A.undo(s, engine, pid, "t")
     assert not r["ok"] and "moved/new name.md" in r["message"], r
     assert status_of(engine, pid) == "applied"
     assert snapshot(root) == snap  # nothing changed: the source was not recreated either
@@ -433,6 +434,6 @@ def test_undo_refused_for_a_proposal_that_is_not_applied(queue):
     s, engine, root = queue
     write(root, "a.md", b"x\n")
     pid = Q.file_proposal(s, engine, draft("edit", [Q.edit_change(s, "main", "a.md", b"y\n")]))
-    r = Q.undo(s, engine, pid, "t")
+    r = A.undo(s, engine, pid, "t")
     assert not r["ok"] and r["status"] == "pending"
     assert (root / "a.md").read_bytes() == b"x\n"

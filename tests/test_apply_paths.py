@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from agents import apply as A
-from agents import proposals as Q
-from agents import safepath
+from geode.agents import apply as A
+from geode.agents import proposals as Q
+from geode.agents import safepath
 from tests.test_apply import draft, make_settings, snapshot, write
 
 
@@ -159,7 +159,7 @@ def test_fuzzed_names_never_reach_outside_the_root(world, monkeypatch):
             pid = Q.file_proposal(s, engine, draft("edit", [change], key=f"edit-{i}"))
             accepted.append((pid, name))
     for pid, name in accepted:
-        r = Q.approve(s, engine, pid, "fuzz")
+        r = A.approve(s, engine, pid, "fuzz")
         assert r["ok"] or r["status"] in ("conflict", "failed"), (name, r)
     monkeypatch.undo()
 
@@ -191,7 +191,7 @@ def test_folder_swapped_for_a_symlink_after_filing_is_refused(world):
     os.rename(root / "sub", root / "sub.orig")
     os.symlink(base / "outside", root / "sub")  # outside/real.md has the very bytes proposed against
     for pid in (edit, new):
-        r = Q.approve(s, engine, pid, "t")
+        r = A.approve(s, engine, pid, "t")
         assert not r["ok"] and r["status"] == "failed" and "symlink" in r["message"], r
     assert {str(d): tree_state(d) for d in outside_dirs} == before_outside
 
@@ -211,7 +211,7 @@ def test_symlink_swapped_in_during_an_apply_writes_nothing_outside(world, monkey
             swapped.append(path)
 
     monkeypatch.setattr(A, "_after_step", hook)
-    r = Q.approve(s, engine, pid, "t")
+    r = A.approve(s, engine, pid, "t")
     assert swapped and not r["ok"], r
     assert {str(d): tree_state(d) for d in outside_dirs} == before_outside
 

@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, assume, example, given, settings as hsettings, strategies as st
 
-from agents import proposals as Q
+from geode.agents import apply as A
+
+from geode.agents import proposals as Q
 from tests.test_apply import draft, leftovers, make_settings, open_journals, snapshot, write
 
 BOM = b"\xef\xbb\xbf"
@@ -103,7 +105,7 @@ def test_apply_undo_is_byte_exact(shared, kind, content, new, name, other, mode,
     pid = Q.file_proposal(s, engine, draft(kind_name, changes, run_id="prop", key=uuid.uuid4().hex))
     assert pid is not None
 
-    r = Q.approve(s, engine, pid, "prop")
+    r = A.approve(s, engine, pid, "prop")
     assert r["ok"], r
     applied = snapshot(root)
     assert applied != before
@@ -122,11 +124,11 @@ def test_apply_undo_is_byte_exact(shared, kind, content, new, name, other, mode,
     else:
         assert applied[rel][1] == mode
 
-    assert Q.undo(s, engine, pid, "prop")["ok"]
+    assert A.undo(s, engine, pid, "prop")["ok"]
     assert snapshot(root) == before  # sha256 and mode of every file, and no extra file
-    assert Q.approve(s, engine, pid, "prop")["ok"]
+    assert A.approve(s, engine, pid, "prop")["ok"]
     assert snapshot(root) == applied  # apply -> undo -> apply: the same as the first apply
-    assert Q.undo(s, engine, pid, "prop")["ok"]
+    assert A.undo(s, engine, pid, "prop")["ok"]
     assert snapshot(root) == before
     assert not leftovers(root) and not open_journals(engine)
     for p in root.rglob("*"):

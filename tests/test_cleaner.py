@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from agents import proposals
-from agents.upkeep import run_agent
+from geode.agents import apply, proposals
+from geode.agents.upkeep import run_agent
 from tests.upkeep_helpers import ALL_STORES, FIXTURES, setup
 
 STORES = ALL_STORES + ["cleaner_truths"]
@@ -66,11 +66,11 @@ def test_flat_thousand_in_one_folder_is_never_within_cap(tmp_path):
     before = snapshot(root)
     pid = report.proposals[0]["id"]
     src = report.proposals[0]["paths"][-1]
-    assert proposals.approve(settings, engine, pid, "tester")["ok"]
+    assert apply.approve(settings, engine, pid, "tester")["ok"]
     assert not (root / src).exists()
     moved = (root / "archive" / src).read_text(encoding="utf-8")
     assert "status: archived" in moved
-    assert proposals.undo(settings, engine, pid, "tester")["ok"]
+    assert apply.undo(settings, engine, pid, "tester")["ok"]
     assert snapshot(root) == before
 
 
@@ -79,9 +79,9 @@ def _thousand(tmp_path, ledger_paths=()):
     the ledger, last_verified increasing with the index from 2024-01-01."""
     import datetime as dt
 
-    from agents.contract import ensure_tables
-    from delivery.config import load_settings
-    from delivery.models import LedgerEvent, init_db
+    from geode.agents.contract import ensure_tables
+    from geode.delivery.config import load_settings
+    from geode.delivery.models import LedgerEvent, init_db
 
     root = tmp_path / "store"
     (root / "notes").mkdir(parents=True)
@@ -134,21 +134,21 @@ def test_a_folder_of_a_thousand_gets_the_archives_the_evidence_chooses(tmp_path)
 
     before = snapshot(root)
     for p in report.proposals:
-        assert proposals.approve(settings, engine, p["id"], "tester")["ok"]
+        assert apply.approve(settings, engine, p["id"], "tester")["ok"]
     assert len(list((root / "notes").iterdir())) == 900
     assert len(list((root / "archive" / "notes").iterdir())) == 100
     again = run_agent(settings, engine, "night-2", "cleaner")
     assert again.status == "ok" and again.examined["notes"] == 1000
     assert again.examined["folders_over_cap"] == 0 and again.proposals == []
     for p in reversed(report.proposals):
-        assert proposals.undo(settings, engine, p["id"], "tester")["ok"]
+        assert apply.undo(settings, engine, p["id"], "tester")["ok"]
     assert snapshot(root) == before
 
 
 def test_archiving_rewrites_links_by_path_and_the_librarian_finds_nothing_broken(tmp_path):
-    from agents.contract import ensure_tables
-    from delivery.config import load_settings
-    from delivery.models import init_db
+    from geode.agents.contract import ensure_tables
+    from geode.delivery.config import load_settings
+    from geode.delivery.models import init_db
 
     root = tmp_path / "store"
     (root / "guide").mkdir(parents=True)
@@ -168,7 +168,7 @@ def test_archiving_rewrites_links_by_path_and_the_librarian_finds_nothing_broken
     assert report.status == "ok", report.message
     assert [(p["kind"], p["paths"]) for p in report.proposals] == [
         ("archive", ["archive/guide/old.md", "guide/new.md", "index.md", "guide/old.md"])]
-    assert proposals.approve(settings, engine, report.proposals[0]["id"], "tester")["ok"]
+    assert apply.approve(settings, engine, report.proposals[0]["id"], "tester")["ok"]
     moved = (root / "archive" / "guide" / "old.md").read_text(encoding="utf-8")
     assert "status: archived" in moved and "(../../guide/new.md)" in moved and "(../../index.md)" in moved
     assert "(../archive/guide/old.md#old)" in (root / "guide" / "new.md").read_text(encoding="utf-8")
@@ -176,7 +176,7 @@ def test_archiving_rewrites_links_by_path_and_the_librarian_finds_nothing_broken
     lib = run_agent(settings, engine, "r2", "librarian")
     assert lib.status == "ok"
     assert [f for f in lib.findings if f.kind in ("broken-link", "broken-anchor", "missing-path")] == []
-    assert proposals.undo(settings, engine, report.proposals[0]["id"], "tester")["ok"]
+    assert apply.undo(settings, engine, report.proposals[0]["id"], "tester")["ok"]
     assert snapshot(root) == before
 
 
@@ -195,7 +195,7 @@ def test_two_versions_of_one_truth_applied_then_nothing_new_then_undone(tmp_path
     dup = [f for f in report.findings if f.kind == "near-duplicate"]
     assert [(f.path, f.target) for f in dup] == [("restarting-workers.md", "worker-restart.md")]
     for p in report.proposals:
-        assert proposals.approve(settings, engine, p["id"], "tester")["ok"]
+        assert apply.approve(settings, engine, p["id"], "tester")["ok"]
     b = (root / "cache-ttl-b.md").read_text(encoding="utf-8")
     assert "status: superseded" in b and "cache-ttl-c" not in b.split("---")[1]
     stub = (root / "restarting-workers.merge.md").read_text(encoding="utf-8")
@@ -208,13 +208,13 @@ def test_two_versions_of_one_truth_applied_then_nothing_new_then_undone(tmp_path
     assert again.status == "ok" and again.examined["notes"] == 12
     assert again.findings == [] and again.proposals == []
     for p in reversed(report.proposals):
-        assert proposals.undo(settings, engine, p["id"], "tester")["ok"]
+        assert apply.undo(settings, engine, p["id"], "tester")["ok"]
     assert snapshot(root) == before
 
 
 def test_the_same_run_id_files_nothing_twice(tmp_path):
-    from agents.contract import Context
-    from cleaner.agent import Cleaner
+    from geode.agents.contract import Context
+    from geode.cleaner.agent import Cleaner
 
     settings, engine, root, _ = setup("cleaner_truths", tmp_path)
     first = run_agent(settings, engine, "night-1", "cleaner")
@@ -264,7 +264,7 @@ def test_a_missing_store_folder_fails(tmp_path):
 def test_blocking_compares_far_fewer_pairs_than_all(tmp_path):
     """Templated notes (the flat store) share their boilerplate: it is dropped, and the MinHash
     blocking compares a handful of pairs of 499,500."""
-    from cleaner import similar as sim
+    from geode.cleaner import similar as sim
 
     import random
 
@@ -289,10 +289,10 @@ def test_blocking_compares_far_fewer_pairs_than_all(tmp_path):
 def test_archive_proposals_per_run_are_limited_and_the_finding_says_so(tmp_path):
     """A store far over its caps gets at most ``[cleaner] max_archives`` archive proposals a
     night (49,075 at 100,000 notes before the limit); the finding says how many follow."""
-    from agents.contract import ensure_tables
-    from agents.upkeep import run_agent
-    from delivery.config import load_settings
-    from delivery.models import init_db
+    from geode.agents.contract import ensure_tables
+    from geode.agents.upkeep import run_agent
+    from geode.delivery.config import load_settings
+    from geode.delivery.models import init_db
 
     root = tmp_path / "store"
     for d in range(3):

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-STARTER = sorted(p.name for p in (ROOT / "delivery" / "starter").glob("*.md"))
+STARTER = sorted(p.name for p in (ROOT / "geode" / "delivery" / "starter").glob("*.md"))
 
 
 def geode(home: Path, *args: str, env: dict | None = None, check: bool = True) -> subprocess.CompletedProcess:
@@ -95,7 +95,7 @@ def test_lint_reports_file_line_code_and_exit_status(tmp_path):
     home = tmp_path / "h"
     store = tmp_path / "store"
     store.mkdir()
-    (store / "ok.md").write_text((ROOT / "delivery" / "starter" / "pkill-broad-pattern.md").read_text())
+    (store / "ok.md").write_text((ROOT / "geode" / "delivery" / "starter" / "pkill-broad-pattern.md").read_text())
     (store / "typo.md").write_text(
         "---\nname: typo\ncrystal:\n  deliver: act\n  on: bsah\n  match: \"| tail\"\n  who: all\n---\n"
         "<!-- crystal:essence -->\nx\n<!-- /crystal:essence -->\n\n## Where this came from\ntest\n")

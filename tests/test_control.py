@@ -8,8 +8,8 @@ import sqlite3
 import subprocess
 import sys
 
-from delivery import control, ledger, models
-from delivery.config import Settings, load_settings
+from geode.delivery import control, ledger, models
+from geode.delivery.config import Settings, load_settings
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SALT = "fixed-test-salt"
@@ -59,7 +59,7 @@ def test_assignment_is_the_same_in_another_process(tmp_path):
     here = [control.should_withhold(s, None, a, b)[0] for a, b in pairs]
     assert any(here) and not all(here)
     code = (
-        "import sys; from delivery import control; from delivery.config import Settings;"
+        "import sys; from geode.delivery import control; from geode.delivery.config import Settings;"
         f"s = Settings(home={str(tmp_path)!r}, domains={{}}, default_domain='main', control_salt={SALT!r});"
         f"print(''.join('1' if control.should_withhold(s, None, f's{{i}}', f'main:c{{i}}')[0] else '0' for i in range(200)))"
     )

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from agents import proposals
-from agents.contract import Finding, load_findings, store_findings
-from agents.upkeep import run_agent
-from corrector.agent import MAX_LINES, Corrector
-from corrector.edits import FileLines, changed_lines, check_edit, mask_link_targets, quote_value
+from geode.agents import apply, proposals
+from geode.agents.contract import Finding, load_findings, store_findings
+from geode.agents.upkeep import run_agent
+from geode.corrector.agent import MAX_LINES, Corrector
+from geode.corrector.edits import FileLines, changed_lines, check_edit, mask_link_targets, quote_value
 from tests.upkeep_helpers import ALL_STORES, FIXTURES, setup
 
 BOM = b"\xef\xbb\xbf"
@@ -34,9 +34,9 @@ def sha(data: bytes) -> str:
 
 def make(tmp_path: Path, files: dict[str, bytes], toml: str = ""):
     """A store of exactly ``files`` (bytes), records in a tmp GEODE_HOME."""
-    from agents.contract import ensure_tables
-    from delivery.config import load_settings
-    from delivery.models import init_db
+    from geode.agents.contract import ensure_tables
+    from geode.delivery.config import load_settings
+    from geode.delivery.models import init_db
 
     root = tmp_path / "store"
     for rel, data in files.items():
@@ -69,11 +69,11 @@ def approve_and_undo_exactly(settings, engine, root: Path, pid: int) -> bytes:
     before = (root / path).read_bytes()
     mode = stat.S_IMODE((root / path).stat().st_mode)
     want = after_bytes(engine, pid)
-    res = proposals.approve(settings, engine, pid, "tester")
+    res = apply.approve(settings, engine, pid, "tester")
     assert res["ok"], res
     assert (root / path).read_bytes() == want
     assert stat.S_IMODE((root / path).stat().st_mode) == mode
-    res = proposals.undo(settings, engine, pid, "tester")
+    res = apply.undo(settings, engine, pid, "tester")
     assert res["ok"], res
     assert (root / path).read_bytes() == before
     assert stat.S_IMODE((root / path).stat().st_mode) == mode
@@ -218,8 +218,8 @@ def test_a_glob_in_a_list_and_one_before_a_comment(tmp_path):
 def test_crystal_match_with_a_leading_pipe_is_quoted_and_fires_the_same(tmp_path):
     """The crystal-memory form: no agent before it flags it, so the Corrector takes it from the
     parser's warning and records its own finding."""
-    from delivery.binding import parse_binding
-    from delivery.note import parse_note
+    from geode.delivery.binding import parse_binding
+    from geode.delivery.note import parse_note
 
     before = (b"---\nname: tail\ncrystal:\n  deliver: act\n  on: bash\n  match: | tail, |tail, | head\n  who: all\n"
               b"---\n<!-- crystal:essence -->\nA pipe into tail hides the exit code.\n<!-- /crystal:essence -->\n\n"
@@ -281,7 +281,7 @@ def test_a_renamed_notes_links_are_rewritten_from_the_move_history(tmp_path):
     mv = proposals.file_proposal(settings, engine, proposals.ProposalDraft(
         "person", "move", domain, "rename", "renamed", [{"ledger_event": 1}],
         proposals.move_changes(settings, domain, "runbooks/deploy.md", "runbooks/deploy-checklist.md"), "m", "k"))
-    assert proposals.approve(settings, engine, mv, "person")["ok"]
+    assert apply.approve(settings, engine, mv, "person")["ok"]
     (root / "runbooks/deploy-checklist.md").write_bytes(b"---\nname: deploy-checklist\n---\n# Deploy\n## Steps\nShip.\n")
     lib = run_agent(settings, engine, "r", "librarian")
     links = sorted((f.kind, f.path, f.line, f.target, f.suggestion) for f in lib.findings if f.kind == "broken-link")
@@ -342,7 +342,7 @@ def test_a_file_another_pending_proposal_changes_is_deferred_not_conflicted(tmp_
     assert [(s.line, s.reason[:60]) for s in report.skipped] == [
         (5, f"the same edit is already proposed by the librarian (pending proposal {lp['id']})"[:60]),
         (2, f"deferred: pending proposal {lp['id']} changes this file and two proposals"[:60])]
-    assert proposals.approve(settings, engine, lp["id"], "person")["ok"]
+    assert apply.approve(settings, engine, lp["id"], "person")["ok"]
     run_agent(settings, engine, "n2", "librarian")
     second = run_agent(settings, engine, "n2", "corrector")
     (p,) = second.proposals
@@ -421,7 +421,7 @@ def test_a_store_full_of_essences_keeps_every_essence_word_for_word(tmp_path):
     """24 crystals with unquoted globs, `match: |` terms, stale facts and links to a renamed note
     in their essences; three nights of upkeep with every proposal approved. The essences read
     word for word as before; only link targets changed."""
-    from delivery.note import parse_note
+    from geode.delivery.note import parse_note
 
     n = 24
     files = _essence_store(n)
@@ -434,7 +434,7 @@ def test_a_store_full_of_essences_keeps_every_essence_word_for_word(tmp_path):
         assert rep.status == "ok", rep.message
         filed += len(rep.proposals)
         for p in proposals.list_proposals(engine, status="pending"):
-            assert proposals.approve(settings, engine, p["id"], "person")["ok"]
+            assert apply.approve(settings, engine, p["id"], "person")["ok"]
     # 8 globs, 6 match terms and 5 stale facts fall on 14 files: one bounded proposal each
     assert filed == 14
     last = run_agent(settings, engine, "n4", "librarian"), run_agent(settings, engine, "n4", "corrector")
@@ -518,12 +518,12 @@ def test_a_rerun_of_the_same_run_files_nothing_twice(tmp_path):
 def test_an_interrupted_attempt_is_finished_without_duplicates(tmp_path):
     """The first attempt filed its proposals and died before the report was written: the
     second attempt files none twice and lists the same ids."""
-    from agents.contract import begin_attempt
+    from geode.agents.contract import begin_attempt
 
     settings, engine, root = fixture("cursor_rules", tmp_path)
     run_agent(settings, engine, "cut", "librarian")
     agent = Corrector()
-    from agents.contract import Context
+    from geode.agents.contract import Context
 
     first = agent.examine(Context(settings, engine, "cut", load_findings(engine, "cut")))
     assert begin_attempt(engine, "cut", "corrector")[0] == "run"
@@ -552,7 +552,7 @@ def test_the_next_night_proposes_nothing_new(tmp_path):
     n2 = run_agent(settings, engine, "n2", "corrector")
     assert n2.proposals == [] and n2.examined["already_proposed"] == 2
     for p in n1.proposals:
-        assert proposals.approve(settings, engine, p["id"], "person")["ok"]
+        assert apply.approve(settings, engine, p["id"], "person")["ok"]
     run_agent(settings, engine, "n3", "librarian")
     n3 = run_agent(settings, engine, "n3", "corrector")
     assert n3.proposals == []

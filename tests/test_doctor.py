@@ -76,8 +76,8 @@ def test_doctor_reports_an_index_that_does_not_match_the_files(tmp_path):
     assert checks["index"]["ok"], checks["index"]
     import sqlite3
 
-    from delivery.config import load_settings
-    from delivery.index import index_path
+    from geode.delivery.config import load_settings
+    from geode.delivery.index import index_path
 
     path = index_path(load_settings(store=str(root), home=str(home)))
     with sqlite3.connect(path) as c:

@@ -244,7 +244,7 @@ def test_a_new_crystal_in_a_store_of_many_folders_fires_within_one_folder_rotati
             break
         assert calls < 5, "not seen within ceil(41 / 10) = 5 calls"
     # the rotation itself: each call checks at most 10 folders and the root, 5 calls cover all 41
-    from delivery.index import Index
+    from geode.delivery.index import Index
 
     seen: set = set()
     for _ in range(5):

@@ -1,7 +1,7 @@
 """The Gardener on hand-built ledgers: each rule with exact counts, the window it reports, the
 empty ledger, salience within bounds, apply/undo and reruns.
 
-Every ledger here is written row by row through ``delivery.ledger.append`` into a tmp
+Every ledger here is written row by row through ``geode.delivery.ledger.append`` into a tmp
 GEODE_HOME, with fixed timestamps; the store's files are dated well before the window so the
 "changed inside the window" rule applies only where a test asks for it.
 """
@@ -14,15 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from agents import proposals
-from agents.contract import FAILED, NOTHING_TO_LEARN, OK, Context, ensure_tables
-from agents.upkeep import run_agent
-from delivery import ledger
-from delivery.binding import parse_binding
-from delivery.config import load_settings
-from delivery.models import init_db
-from delivery.note import parse_note
-from delivery.search_log import record_search, search_event
+from geode.agents import apply, proposals
+from geode.agents.contract import FAILED, NOTHING_TO_LEARN, OK, Context, ensure_tables
+from geode.agents.upkeep import run_agent
+from geode.delivery import ledger
+from geode.delivery.binding import parse_binding
+from geode.delivery.config import load_settings
+from geode.delivery.models import init_db
+from geode.delivery.note import parse_note
+from geode.delivery.search_log import record_search, search_event
 
 DAY = 86400.0
 #: the newest ledger row of every test (2026-09-21); the window ends here
@@ -56,7 +56,7 @@ def age_files(root: Path, ts: float = OLD) -> None:
 
 
 class Ledger:
-    """Rows with fixed times, appended through ``delivery.ledger.append``."""
+    """Rows with fixed times, appended through ``geode.delivery.ledger.append``."""
 
     def __init__(self, settings, root: Path):
         self.settings = settings
@@ -183,7 +183,7 @@ def test_blocked_lookups_become_stubs_with_the_hunted_terms(tmp_path):
 
 
 def _ledger_ids(engine):
-    from delivery.models import LedgerEvent
+    from geode.delivery.models import LedgerEvent
 
     with engine.connect() as conn:
         return [dict(r) for r in conn.execute(LedgerEvent.__table__.select()).mappings()]
@@ -203,11 +203,11 @@ def test_stubs_apply_and_undo_byte_exactly_and_a_rerun_proposes_none_again(tmp_p
     second = run_agent(settings, engine, "n2", "gardener")  # another night, the rows already cited
     assert second.status == OK and second.proposals == []
     pid = first.proposals[0]["id"]
-    assert proposals.approve(settings, engine, pid, "tester")["ok"]
+    assert apply.approve(settings, engine, pid, "tester")["ok"]
     assert (root / "stubs/lookup-kubeconfig.md").exists()
     third = run_agent(settings, engine, "n3", "gardener")
     assert third.proposals == []
-    assert proposals.undo(settings, engine, pid, "tester")["ok"]
+    assert apply.undo(settings, engine, pid, "tester")["ok"]
     assert snapshot(root) == before
 
 
@@ -260,12 +260,12 @@ def test_never_fired_crystals_are_widened_with_observed_terms_or_retired(tmp_pat
     # apply both, undo both: byte-exact
     snap = snapshot(root)
     for p in props.values():
-        assert proposals.approve(settings, engine, p["id"], "tester")["ok"]
+        assert apply.approve(settings, engine, p["id"], "tester")["ok"]
     assert parse_note((root / "misc/old.md").read_text(), "misc/old.md").status == "deprecated"
     nxt = run_agent(settings, engine, "r2", "gardener")  # changed inside the window now: not judged again
     assert [p for p in nxt.proposals if p["paths"][0] in props] == []
     for p in props.values():
-        assert proposals.undo(settings, engine, p["id"], "tester")["ok"]
+        assert apply.undo(settings, engine, p["id"], "tester")["ok"]
     assert snapshot(root) == snap
 
 
@@ -325,9 +325,9 @@ def test_notes_found_by_search_again_and_again_are_bound_to_the_preceding_action
     assert "no essence markers" in full["rationale"]
     assert len([e for e in full["evidence"] if "ledger_event" in e]) == 6  # 3 searches + the 3 rows before them
     snap = snapshot(root)
-    assert proposals.approve(settings, engine, p["id"], "tester")["ok"]
+    assert apply.approve(settings, engine, p["id"], "tester")["ok"]
     assert run_agent(settings, engine, "r2", "gardener").proposals == []  # bound now
-    assert proposals.undo(settings, engine, p["id"], "tester")["ok"]
+    assert apply.undo(settings, engine, p["id"], "tester")["ok"]
     assert snapshot(root) == snap
 
 
@@ -386,7 +386,7 @@ def test_salience_rises_and_falls_within_bounds_and_counts_each_delivery_once(tm
     assert kinds == [("never-unlocked", "b.md"), ("never-unlocked", "d.md"), ("unlocked-work", "a.md")]
     snap = snapshot(root)
     for p in report.proposals:
-        assert proposals.approve(settings, engine, p["id"], "tester")["ok"]
+        assert apply.approve(settings, engine, p["id"], "tester")["ok"]
     assert snapshot(root) != snap  # the approvals changed the files the undo below must restore
     # the same deliveries are not counted again
     assert run_agent(settings, engine, "r2", "gardener").proposals == []
@@ -400,7 +400,7 @@ def test_salience_rises_and_falls_within_bounds_and_counts_each_delivery_once(tm
     [(_path, _before, after)] = after_bytes(engine, p["id"])
     assert parse_note(after.decode(), "a.md").frontmatter["salience"] == 0.7
     for p in reversed(report.proposals):
-        assert proposals.undo(settings, engine, p["id"], "tester")["ok"]
+        assert apply.undo(settings, engine, p["id"], "tester")["ok"]
     for name in ("a.md", "b.md", "d.md"):
         assert hashlib.sha256((root / name).read_bytes()).hexdigest() == snap[name]
 
@@ -416,7 +416,7 @@ def test_an_empty_ledger_is_nothing_to_learn_never_green(tmp_path):
 
 
 def test_no_ledger_file_at_all_is_nothing_to_learn_and_creates_none(tmp_path):
-    from gardener.agent import Gardener
+    from geode.gardener.agent import Gardener
 
     root = tmp_path / "store"
     root.mkdir()

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from agents import proposals
-from agents.upkeep import run_agent
+from geode.agents import apply, proposals
+from geode.agents.upkeep import run_agent
 from tests.test_gardener import DAY, END, Ledger, after_bytes, age_files, binding_of, filed, snapshot
 from tests.upkeep_helpers import ALL_STORES, FIXTURES, setup
 
@@ -19,7 +19,7 @@ def expected(name: str) -> dict:
 
 
 def first_unbound(root) -> str:
-    from delivery.store import load_store
+    from geode.delivery.store import load_store
 
     load = load_store(root)
     return sorted(n.path for n in load.notes if "crystal" not in n.frontmatter)[0]
@@ -65,7 +65,7 @@ def test_gardener_on_each_fixture_counts_apply_undo_rerun(name, tmp_path):
     for p in filed(engine, "night-1"):
         [(path, _b, after)] = after_bytes(engine, p["id"])
         if p["kind"] == "status":
-            from delivery.note import parse_note
+            from geode.delivery.note import parse_note
 
             got.append([p["kind"], path, parse_note(after.decode("utf-8"), path).status])
         else:
@@ -75,12 +75,12 @@ def test_gardener_on_each_fixture_counts_apply_undo_rerun(name, tmp_path):
     assert sorted(got) == sorted(exp["proposals"])
 
     for p in report.proposals:
-        res = proposals.approve(settings, engine, p["id"], "tester")
+        res = apply.approve(settings, engine, p["id"], "tester")
         assert res["ok"], res
     assert (root / "stubs/lookup-release-changelog.md").exists()
     again = run_agent(settings, engine, "night-2", "gardener")
     assert again.status == "ok" and again.proposals == []
     for p in reversed(report.proposals):
-        res = proposals.undo(settings, engine, p["id"], "tester")
+        res = apply.undo(settings, engine, p["id"], "tester")
         assert res["ok"], res
     assert snapshot(root) == before

@@ -5,9 +5,9 @@ hunted. Guards the seam between ``delivery/hook.py`` (what a blocked row records
 
 from __future__ import annotations
 
-from agents import proposals
-from agents.upkeep import run_agent
-from delivery.models import init_db
+from geode.agents import proposals
+from geode.agents.upkeep import run_agent
+from geode.delivery.models import init_db
 from tests.helpers import Geode, crystal_text
 
 

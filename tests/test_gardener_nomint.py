@@ -15,8 +15,8 @@ import difflib
 import random
 import re
 
-from agents.upkeep import run_agent
-from delivery.note import parse_note
+from geode.agents.upkeep import run_agent
+from geode.delivery.note import parse_note
 from tests.test_gardener import DAY, END, Ledger, after_bytes, crystal, filed, make_env
 
 WORDS = ("deploy rollback kubectl release staging helm chart cluster pipeline exit code tail build cache "

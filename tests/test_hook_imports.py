@@ -17,7 +17,9 @@ import pytest
 from tests.helpers import REPO, Geode
 
 FORBIDDEN = ("sqlmodel", "sqlalchemy", "pydantic", "yaml", "re", "json", "typing", "dataclasses", "pathlib")
-ALLOWED_TOP = set(sys.stdlib_module_names) | {"delivery"}
+ALLOWED_TOP = set(sys.stdlib_module_names) | {"geode"}
+#: Of geode itself, the hook may load the package root and the delivery room only.
+ALLOWED_OURS = ("geode", "geode.delivery")
 
 _WRAPPER = r"""
 import sys
@@ -30,7 +32,7 @@ class _Finder:
             who = "?"
             while f is not None:
                 mod = f.f_globals.get("__name__", "")
-                if mod.startswith("delivery"):
+                if mod.startswith("geode.delivery"):
                     who = "%s:%d" % (mod, f.f_lineno)
                     break
                 f = f.f_back
@@ -38,7 +40,7 @@ class _Finder:
         return None
 sys.meta_path.insert(0, _Finder)
 sys.path.insert(0, REPO)
-import delivery.hookmain as _hm
+import geode.delivery.hookmain as _hm
 _hm.main(["claude"])
 sys.stderr.write("\nIMPORTERS " + repr(_seen) + "\n")
 """
@@ -73,9 +75,11 @@ def _check(g: Geode, payload: dict, withhold: str | None = "0", expect_output: b
     if expect_output:
         assert res.stdout, "the call did not deliver; the path under test was not taken"
     mods = _imported(res.stderr)
-    assert "delivery.hook" in mods, res.stderr[-2000:]  # the importtime output is there
+    assert "geode.delivery.hook" in mods, res.stderr[-2000:]  # the importtime output is there
     assert "site" not in mods  # -S
     bad_top = sorted({m for m in mods if m.split(".")[0] not in ALLOWED_TOP})
+    bad_top += sorted({m for m in mods if m.split(".")[0] == "geode" and m not in ALLOWED_OURS
+                       and not m.startswith("geode.delivery.")})
     forbidden = sorted({m for m in mods if m.split(".")[0] in FORBIDDEN})
     if bad_top or forbidden:
         who = _importers(g, payload, withhold)
@@ -114,7 +118,7 @@ def test_delivering_pretooluse_with_the_control_arm_on(tmp_path):
 
 def test_settings_cache_is_hit_after_the_first_call(tmp_path):
     """``geode.toml`` is parsed once per change; later calls read the JSON copy keyed by its identity."""
-    from delivery.config import read_config_file
+    from geode.delivery.config import read_config_file
 
     g = Geode(tmp_path, config="[delivery]\nbudget = 3000\n")
     assert read_config_file(str(g.home)) == {"delivery": {"budget": 3000}}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from delivery.index import Index, text_keys
+from geode.delivery.index import Index, text_keys
 from tests.helpers import Geode, crystal_text
 
 NPM = ["npm install", "npm ci", "npm test", "npm run lint", "npm publish", "npm audit", "npm run build"]

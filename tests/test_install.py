@@ -1,4 +1,4 @@
-"""Tests for ``delivery/install.py``: the installer must never hurt the user's config.
+"""Tests for ``geode/delivery/install.py``: the installer must never hurt the user's config.
 
 Every test uses a tmp project and a tmp home, and a stand-in ``hookmain.py`` written into a tmp
 folder, so the real ``~/.claude`` and ``~/.codex`` are never touched and the tests do not
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from delivery import install as inst
-from delivery.install import InstallError
+from geode.delivery import install as inst
+from geode.delivery.install import InstallError
 
 STAND_IN = """\
 import json, os, sys

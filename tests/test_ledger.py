@@ -16,8 +16,8 @@ import textwrap
 
 import pytest
 
-from delivery import ledger, models
-from delivery.config import Settings
+from geode.delivery import ledger, models
+from geode.delivery.config import Settings
 
 PG_ADMIN = "host=127.0.0.1 port=5432 user=postgres dbname=test"
 

@@ -16,8 +16,8 @@ import time
 
 import pytest
 
-from delivery import ledger, models
-from delivery.config import Settings
+from geode.delivery import ledger, models
+from geode.delivery.config import Settings
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -25,8 +25,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKER = textwrap.dedent(
     """
     import json, os, sys, time
-    from delivery import ledger
-    from delivery.config import Settings
+    from geode.delivery import ledger
+    from geode.delivery.config import Settings
 
     home, go, wid, n = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     s = Settings(home=home, domains={}, default_domain="main")
@@ -168,8 +168,8 @@ def test_hook_db_unavailable_spools_and_loses_nothing(tmp_path):
 SPOOLER = textwrap.dedent(
     """
     import json, os, sys
-    from delivery import ledger
-    from delivery.config import Settings
+    from geode.delivery import ledger
+    from geode.delivery.config import Settings
     home, wid, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     s = Settings(home=home, domains={}, default_domain="main")
     for i in range(n):
@@ -180,8 +180,8 @@ SPOOLER = textwrap.dedent(
 DRAINER = textwrap.dedent(
     """
     import os, sys, time
-    from delivery import ledger
-    from delivery.config import Settings
+    from geode.delivery import ledger
+    from geode.delivery.config import Settings
     home, stop = sys.argv[1], sys.argv[2]
     s = Settings(home=home, domains={}, default_domain="main")
     total = 0

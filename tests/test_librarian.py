@@ -12,8 +12,8 @@ import hashlib
 
 import pytest
 
-from agents import proposals
-from agents.upkeep import run_agent
+from geode.agents import apply, proposals
+from geode.agents.upkeep import run_agent
 from tests.upkeep_helpers import ALL_STORES, BROKEN_KINDS, FOREIGN, expected, setup
 
 
@@ -65,7 +65,7 @@ def test_applying_the_rewrites_fixes_those_links_and_undo_restores_bytes(name, t
              and any(f.path in p["paths"] for p in first.proposals)}
     before = {p["paths"][0]: (root / p["paths"][0]).read_bytes() for p in first.proposals}
     for p in first.proposals:
-        res = proposals.approve(settings, engine, p["id"], "tester")
+        res = apply.approve(settings, engine, p["id"], "tester")
         assert res["ok"], res
     second = run_agent(settings, engine, "night-2", "librarian")
     assert second.status == "ok"
@@ -74,7 +74,7 @@ def test_applying_the_rewrites_fixes_those_links_and_undo_restores_bytes(name, t
     assert len(second.findings) == len(first.findings) - len(fixed)
     assert second.proposals == []
     for p in first.proposals:
-        res = proposals.undo(settings, engine, p["id"], "tester")
+        res = apply.undo(settings, engine, p["id"], "tester")
         assert res["ok"], res
     for path, data in before.items():
         assert hashlib.sha256((root / path).read_bytes()).hexdigest() == hashlib.sha256(data).hexdigest()
@@ -107,7 +107,7 @@ def test_renamed_note_is_suggested_from_the_move_history(tmp_path):
     changes = proposals.move_changes(settings, domain, "todo.md", "lists/shopping-and-reading.md")
     pid = proposals.file_proposal(settings, engine, proposals.ProposalDraft(
         "tester", "move", domain, "move todo", "a person moved it", [{"ledger_event": 1}], changes, "m", "k"))
-    assert proposals.approve(settings, engine, pid, "tester")["ok"]
+    assert apply.approve(settings, engine, pid, "tester")["ok"]
     (root / "plan.md").write_text("# Plan\n\nSee [the list](todo.md) and [[shell pipes]].\n", encoding="utf-8")
     report = run_agent(settings, engine, "after-move", "librarian")
     hits = [f for f in report.findings if f.path == "plan.md" and f.kind != "orphan"]
@@ -141,7 +141,7 @@ def test_crystals_that_can_never_fire_come_from_the_delivery_lint(tmp_path):
 @pytest.mark.parametrize("name", FOREIGN)
 def test_every_note_file_is_counted_against_the_census(name, tmp_path):
     """The agent's own count equals a walk it does not control."""
-    from agents.contract import census
+    from geode.agents.contract import census
 
     settings, engine, root, _ = setup(name, tmp_path)
     report = run_agent(settings, engine, "r", "librarian")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from delivery.pack import Item, cut_boot, header, order, pack, render
+from geode.delivery.pack import Item, cut_boot, header, order, pack, render
 
 
 def item(name: str, size: int, *, salience: float = 0.5, carried: bool = False, term: str = "tail",

@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
-from agents import proposals as Q
+from geode.agents import apply as A
+
+from geode.agents import proposals as Q
 from tests.test_apply import draft, make_settings, snapshot, status_of, write
 from tests.test_ledger import pg_url  # noqa: F401  (the fixture: a fresh PostgreSQL database)
 
@@ -43,7 +45,7 @@ def test_filing_is_idempotent_by_run_and_key(queue):
     assert Q.file_proposal(s, engine, draft("edit", d.changes, key="fix-b", run_id="run-7")) is not None
     assert len(Q.list_proposals(engine, run_id="run-7")) == 2
     # a rerun after the proposal was applied is still "already filed", not a conflict
-    assert Q.approve(s, engine, pid, "t")["ok"]
+    assert A.approve(s, engine, pid, "t")["ok"]
     assert Q.file_proposal(s, engine, d) is None
 
 
@@ -113,14 +115,14 @@ def test_filters_and_decisions_are_recorded_with_who_and_when(queue):
     assert Q.list_proposals(engine, domain="other") == []
     assert Q.list_proposals(engine, kind="archive")[0]["paths"] == ["archive/c.md", "c.md"]
 
-    assert Q.approve(s, engine, st, "alice")["ok"]
+    assert A.approve(s, engine, st, "alice")["ok"]
     assert b"status: deprecated" in (root / "b.md").read_bytes()
     r = Q.reject(s, engine, e, "bob", "not worth it")
     assert r["ok"] and r["status"] == "rejected"
-    assert not Q.approve(s, engine, e, "carol")["ok"]  # a rejected proposal is not applied
+    assert not A.approve(s, engine, e, "carol")["ok"]  # a rejected proposal is not applied
     assert (root / "a.md").read_bytes().startswith(b"---\nname: a")
     assert not Q.reject(s, engine, st, "bob")["ok"]  # an applied one is undone, not rejected
-    assert Q.approve(s, engine, ar, "dave")["ok"]
+    assert A.approve(s, engine, ar, "dave")["ok"]
     assert not (root / "c.md").exists()
     assert (root / "archive/c.md").read_bytes() == b"---\nname: c\nstatus: archived\n---\nbody\n"
 
@@ -172,13 +174,13 @@ def test_bulk_approve_dry_run_changes_nothing(queue):
                                             agent="librarian" if i < 3 else "cleaner")) for i in range(4)]
     (root / "n1.md").write_bytes(b"edited by a person\n")  # this one would conflict
     files_before, rows_before = snapshot(root), counts(engine)
-    res = Q.approve_many(s, engine, "alice", agent="librarian", kind="edit", dry_run=True)
+    res = A.approve_many(s, engine, "alice", agent="librarian", kind="edit", dry_run=True)
     assert [(r["id"], r["would"]) for r in res] == [(ids[0], "apply"), (ids[1], "conflict"), (ids[2], "apply")]
     assert snapshot(root) == files_before and counts(engine) == rows_before
     assert all(status_of(engine, i) == "pending" for i in ids)
     with pytest.raises(Q.ProposalError):
-        Q.approve_many(s, engine, "alice")  # no filter: refused, never "approve everything"
-    res = Q.approve_many(s, engine, "alice", agent="librarian", kind="edit")
+        A.approve_many(s, engine, "alice")  # no filter: refused, never "approve everything"
+    res = A.approve_many(s, engine, "alice", agent="librarian", kind="edit")
     assert [(r["id"], r["status"]) for r in res] == [(ids[0], "applied"), (ids[1], "conflict"), (ids[2], "applied")]
     assert status_of(engine, ids[3]) == "pending" and (root / "n3.md").read_bytes() == b"x\n"
     assert (root / "n1.md").read_bytes() == b"edited by a person\n"
@@ -187,7 +189,7 @@ def test_bulk_approve_dry_run_changes_nothing(queue):
 def test_apply_undo_and_reconcile_on_this_database(queue):
     """The journal and its reconcile work the same on both databases: an apply cut short after
     the intent is committed is finished by the next start."""
-    from agents import apply as A
+    from geode.agents import apply as A
 
     s, engine, root = queue
     write(root, "a.md", b"old\n", 0o600)
@@ -204,13 +206,13 @@ def test_apply_undo_and_reconcile_on_this_database(queue):
     A._after_step = hook
     try:
         with pytest.raises(Crash):
-            Q.approve(s, engine, pid, "t")
+            A.approve(s, engine, pid, "t")
     finally:
         A._after_step = A_after
     assert (root / "a.md").read_bytes() == b"old\n"
-    reports = Q.reconcile(s, engine)
+    reports = A.reconcile(s, engine)
     assert [(r["id"], r["outcome"], r["files"]) for r in reports] == [(pid, "finished", [{"path": "a.md", "found": "before"}])]
     assert (root / "a.md").read_bytes() == b"new\n" and status_of(engine, pid) == "applied"
-    assert Q.undo(s, engine, pid, "t")["ok"]
+    assert A.undo(s, engine, pid, "t")["ok"]
     assert (root / "a.md").read_bytes() == b"old\n" and (root / "a.md").stat().st_mode & 0o777 == 0o600
     assert [a["action"] for a in Q.get(engine, pid)["actions"]] == ["filed", "reconcile", "undo"]

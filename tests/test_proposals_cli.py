@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from agents import proposals as Q
-from delivery.config import load_settings
+from geode.agents import proposals as Q
+from geode.delivery.config import load_settings
 from tests.test_apply import _crash_in_child, draft, snapshot, write
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -10,10 +10,10 @@ import time
 
 import pytest
 
-from delivery.embed import load_embedder
-from delivery.install import hook_command
-from delivery.prompt_recall import socket_path
-from delivery.recall_index import dispose_engines
+from geode.recall.embed import load_embedder
+from geode.delivery.install import hook_command
+from geode.delivery.prompt_recall import socket_path
+from geode.recall.recall_index import dispose_engines
 from geode import cli
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -120,8 +120,8 @@ def test_prompt_hook_recalls_by_text_and_through_a_warm_server(env):
     assert "full-text search" in ctx and f"geode://{d}/ops/retry" in ctx
     import sqlite3
 
-    from delivery.config import load_settings
-    from delivery.models import init_db
+    from geode.delivery.config import load_settings
+    from geode.delivery.models import init_db
 
     init_db(load_settings(env=env[0])).dispose()  # creates the ledger and drains the hook's spool into it
     with sqlite3.connect(os.path.join(env[0]["GEODE_HOME"], "geode.db")) as db:  # the Gardener's input

@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from delivery.config import load_settings
-from delivery.context import NotFound, build_context, read_note, recent_activity
-from delivery.recall_index import RecallIndex, dispose_engines
+from geode.delivery.config import load_settings
+from geode.recall.context import NotFound, build_context, read_note, recent_activity
+from geode.recall.recall_index import RecallIndex, dispose_engines
 
 
 def write(root, rel: str, text: str) -> None:

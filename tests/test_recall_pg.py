@@ -12,12 +12,12 @@ import secrets
 
 import pytest
 
-from delivery.config import load_settings
-from delivery.context import build_context, read_note
-from delivery.embed import load_embedder
-from delivery.recall_index import RecallIndex, dispose_engines
-from delivery.search import search
-from delivery.vectors import embed_pending
+from geode.delivery.config import load_settings
+from geode.recall.context import build_context, read_note
+from geode.recall.embed import load_embedder
+from geode.recall.recall_index import RecallIndex, dispose_engines
+from geode.recall.search import search
+from geode.recall.vectors import embed_pending
 
 ADMIN = "postgresql://postgres@127.0.0.1:5432/test"
 

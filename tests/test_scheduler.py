@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from scheduler import nightly
+from geode.scheduler import nightly
 from tests.upkeep_helpers import setup
 
 REPO = Path(__file__).resolve().parents[1]
@@ -54,7 +54,7 @@ def test_only_one_of_three_scheduler_processes_runs(tmp_path):
 
 SCRIPT = """
 import sys, datetime as dt
-from scheduler.nightly import fire
+from geode.scheduler.nightly import fire
 home, store, start = sys.argv[1], sys.argv[2], float(sys.argv[3])
 sent = 0
 for i in range(30):
@@ -79,7 +79,7 @@ def test_thirty_nights_fired_by_three_racing_processes_enqueue_thirty_runs(tmp_p
     assert nights == [f"night-{(dt.date(2026, 1, 1) + dt.timedelta(days=i)).isoformat()}" for i in range(30)]
     from sqlalchemy import func, select
 
-    from agents.contract import tables
+    from geode.agents.contract import tables
 
     run, _f = tables()
     with engine.connect() as conn:

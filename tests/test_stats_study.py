@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from delivery import ledger, models
-from delivery.config import Settings
-from delivery.stats import compute_stats, render_stats
-from delivery.study import compute_study, render_study
+from geode.delivery import ledger, models
+from geode.delivery.config import Settings
+from geode.delivery.stats import compute_stats, render_stats
+from geode.delivery.study import compute_study, render_study
 from tests.test_ledger import pg_url  # noqa: F401  (the fixture: a fresh PostgreSQL database)
 
 D = 86400.0

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from agents.contract import Finding, begin_attempt, ensure_tables, get_report, list_runs, store_findings
-from agents.upkeep import run_agent
+from geode.agents.contract import Finding, begin_attempt, ensure_tables, get_report, list_runs, store_findings
+from geode.agents.upkeep import run_agent
 from tests.upkeep_helpers import expected, setup
 
 REPO = Path(__file__).resolve().parents[1]
@@ -98,7 +98,7 @@ def test_findings_keep_their_ids_across_a_rerun(tmp_path):
     store_findings(engine, "r", "librarian", b)
     assert b[0].id == ids[1]
     assert b[1].id not in ids
-    from agents.contract import load_findings
+    from geode.agents.contract import load_findings
 
     assert sorted((f.kind, f.path) for f in load_findings(engine, "r")) == [("missing-path", "c.md"), ("orphan", "b.md")]
 
@@ -129,7 +129,7 @@ def test_tables_work_on_postgresql(tmp_path):
         c.execute(text(f"CREATE SCHEMA {schema}"))
     try:
         engine = create_engine(url, connect_args={"options": f"-csearch_path={schema}"})
-        from delivery.config import load_settings
+        from geode.delivery.config import load_settings
         from tests.upkeep_helpers import make_store
 
         root, _ = make_store("plain_notes", tmp_path)
@@ -180,7 +180,7 @@ def test_upkeep_exits_non_zero_when_a_run_failed(tmp_path):
 
 # -- the Celery configuration guard (row 14) --------------------------------------------------
 def test_celery_config_guard():
-    from agents.celery_app import TASKS, CeleryConfigError, agent_task, make_app
+    from geode.agents.celery_app import TASKS, CeleryConfigError, agent_task, make_app
 
     app = make_app(env={"GEODE_BROKER_URL": "redis://127.0.0.1:6379/15", "GEODE_HOME": "/nonexistent"})
     c = app.conf

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from agents import proposals
-from agents.contract import FINAL_STATUSES, get_report
+from geode.agents import proposals
+from geode.agents.contract import FINAL_STATUSES, get_report
 from tests.upkeep_helpers import expected, setup
 
 REPO = Path(__file__).resolve().parents[1]
@@ -65,7 +65,7 @@ class Env:
         self.logs: list[Path] = []
 
     def app(self):
-        from agents.celery_app import make_app
+        from geode.agents.celery_app import make_app
 
         return make_app(self.settings.home, self.env)
 
@@ -73,7 +73,7 @@ class Env:
         log = self.gate.parent / f"worker-{len(self.procs)}.log"
         self.logs.append(log)
         p = subprocess.Popen(
-            [str(BIN / "celery"), "-A", "agents.celery_app", "worker", "-Q", self.queue, "--concurrency=1",
+            [str(BIN / "celery"), "-A", "geode.agents.celery_app", "worker", "-Q", self.queue, "--concurrency=1",
              "--pool=prefork", "--loglevel=INFO", "-n", f"{self.queue}-{len(self.procs)}@%h",
              "--without-gossip", "--without-mingle", "--without-heartbeat"],
             cwd=REPO, env=self.env, stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True)
@@ -120,7 +120,7 @@ def env(tmp_path):
 
 
 def test_a_run_on_a_real_worker_files_the_librarians_proposals(env):
-    from agents.celery_app import enqueue_upkeep
+    from geode.agents.celery_app import enqueue_upkeep
 
     env.start_worker()
     enqueue_upkeep(env.settings, "celery-1", ["librarian"], celery_app=env.app())
@@ -133,7 +133,7 @@ def test_a_run_on_a_real_worker_files_the_librarians_proposals(env):
 def test_worker_child_killed_mid_task_completes_exactly_once(env):
     """Row 12: SIGKILL the process running the task after it filed one proposal; the task is
     redelivered and the run ends with every proposal filed once (none twice, none missing)."""
-    from agents.celery_app import enqueue_upkeep
+    from geode.agents.celery_app import enqueue_upkeep
 
     worker = env.start_worker()
     want = expected("obsidian_vault")["proposals"]
@@ -158,7 +158,7 @@ def test_poison_task_runs_at_most_three_times_then_is_failed(env):
     """Row 13: a task that kills its own worker every time is not redelivered forever."""
     import redis
 
-    from agents.celery_app import enqueue_upkeep
+    from geode.agents.celery_app import enqueue_upkeep
 
     env.start_worker()
     enqueue_upkeep(env.settings, "poison-1", ["poison"], celery_app=env.app())
@@ -205,7 +205,7 @@ def test_the_scheduler_enqueues_and_a_second_scheduler_exits_with_a_lock_error(p
     assert r.status == "ok"
     from sqlalchemy import select
 
-    from agents.contract import tables
+    from geode.agents.contract import tables
 
     run, _f = tables()
     with env.engine.connect() as conn:

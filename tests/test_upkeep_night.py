@@ -28,6 +28,8 @@ from pathlib import Path
 
 import pytest
 
+from geode.agents import apply
+
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 REDIS_DB = 12
@@ -129,11 +131,11 @@ CLEANER_TOML = '[cleaner.caps]\n"inbox" = 3\n'
 def build_night_store(tmp_path: Path, toml: str = CLEANER_TOML):
     """The store with its problems, its records (the applied rename) and its ledger (two blocked
     lookups). Returns ``(settings, engine, root)``."""
-    from agents import proposals
-    from agents.contract import ensure_tables
-    from delivery import ledger
-    from delivery.config import load_settings
-    from delivery.models import init_db
+    from geode.agents import apply, proposals
+    from geode.agents.contract import ensure_tables
+    from geode.delivery import ledger
+    from geode.delivery.config import load_settings
+    from geode.delivery.models import init_db
 
     root = tmp_path / "ops"
     files = {
@@ -167,7 +169,7 @@ def build_night_store(tmp_path: Path, toml: str = CLEANER_TOML):
         proposals.move_changes(settings, domain, "runbooks/deploy.md", "runbooks/deploy-checklist.md"),
         "before-the-night", "rename-deploy")
     pid = proposals.file_proposal(settings, engine, draft)
-    assert proposals.approve(settings, engine, pid, "person")["ok"]
+    assert apply.approve(settings, engine, pid, "person")["ok"]
 
     # the ledger: a lookup the guard blocked twice, in two sessions
     now = time.time()
@@ -241,7 +243,7 @@ class Night:
     def start_workers(self, n: int = 2) -> None:
         for i in range(n):
             _p, log = self.spawn(
-                [str(BIN / "celery"), "-A", "agents.celery_app", "worker", "-Q", self.queue, "--concurrency=1",
+                [str(BIN / "celery"), "-A", "geode.agents.celery_app", "worker", "-Q", self.queue, "--concurrency=1",
                  "--pool=prefork", "--loglevel=INFO", "-n", f"{self.queue}-{i}@%h", "--without-gossip",
                  "--without-mingle", "--without-heartbeat"], f"worker-{i}")
             self.wait(lambda log=log: "ready" in log.read_text(), 90, "a worker did not start")
@@ -249,7 +251,7 @@ class Night:
     def fire_night(self, lead_s: int = 8) -> str:
         """Start a real ``geode scheduler`` whose nightly time is a few seconds ahead, wait until
         it has fired (the night's row is written), stop it; returns the night's run id."""
-        from scheduler import nightly
+        from geode.scheduler import nightly
 
         at = dt.datetime.now().replace(microsecond=0) + dt.timedelta(seconds=lead_s)
         if at.date() != dt.date.today():  # a trigger a few seconds ahead would fall tomorrow: wait for midnight
@@ -270,7 +272,7 @@ class Night:
         return run_id
 
     def finished(self, run_id: str, agents: list[str], timeout: float = 300) -> dict:
-        from agents.contract import FINAL_STATUSES, get_report
+        from geode.agents.contract import FINAL_STATUSES, get_report
 
         got: dict = {}
 
@@ -315,7 +317,7 @@ def night(tmp_path):
 def _runs_in_order(engine, run_id: str) -> list[tuple[str, float, float]]:
     from sqlalchemy import select
 
-    from agents.contract import tables
+    from geode.agents.contract import tables
 
     run, _f = tables()
     with engine.connect() as conn:
@@ -326,8 +328,8 @@ def _runs_in_order(engine, run_id: str) -> list[tuple[str, float, float]]:
 
 
 def test_one_night_end_to_end_then_the_next_finds_nothing_new(night):
-    from agents import proposals
-    from agents.upkeep import ORDER, available
+    from geode.agents import proposals
+    from geode.agents.upkeep import ORDER, available
 
     installed, missing = available(night.settings)
     assert installed[0] == "librarian" and installed[-1] == "corrector" and "librarian" in installed
@@ -365,7 +367,7 @@ def test_one_night_end_to_end_then_the_next_finds_nothing_new(night):
 
     # a person approves every one of them
     for p in filed:
-        res = proposals.approve(night.settings, night.engine, p["id"], "person")
+        res = apply.approve(night.settings, night.engine, p["id"], "person")
         assert res["ok"], (p, res)
     assert "review_due: 2020-03-31" in (night.root / "facts/db-host.md").read_text()
     assert "[Deploy](runbooks/deploy-checklist.md)" in (night.root / "README.md").read_text()

@@ -12,9 +12,9 @@ from __future__ import annotations
 import os
 import time
 
-from agents import upkeep
-from agents.contract import Agent, Report
-from librarian.agent import Librarian
+from geode.agents import upkeep
+from geode.agents.contract import Agent, Report
+from geode.librarian.agent import Librarian
 
 
 class HandPicked(Agent):

@@ -36,9 +36,9 @@ def make_store(name: str, dest: Path) -> tuple[Path, dict]:
 
 def setup(name: str, tmp_path: Path, toml: str = ""):
     """(settings, engine, root, manifest) for a fixture store, records in a tmp GEODE_HOME."""
-    from agents.contract import ensure_tables
-    from delivery.config import load_settings
-    from delivery.models import init_db
+    from geode.agents.contract import ensure_tables
+    from geode.delivery.config import load_settings
+    from geode.delivery.models import init_db
 
     root, manifest = make_store(name, tmp_path / "stores")
     home = tmp_path / "home"

@@ -1,6 +1,0 @@
-"""The Gardener: grows the store from the usage ledger, never from text it merely read.
-
-``gardener.agent:Gardener`` is the agent (looked up by ``agents.upkeep``); ``terms`` turns the
-commands, tool inputs and search queries recorded in the ledger into match terms; ``scan``
-reads the ledger window once; ``edits`` changes frontmatter lines as bytes and checks the result.
-"""

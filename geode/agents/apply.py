@@ -1,0 +1,479 @@
+"""Applying and undoing proposals: atomic per file, consistent per proposal, recoverable.
+
+Per file (``put``): a temporary file in the target's own folder (``.geode-<journal>-<seq>.tmp``,
+created 0600 with ``O_EXCL | O_NOFOLLOW``), every byte written, ``fsync``, the mode set with
+``fchmod``, the target's sha256 checked again, ``os.replace``, ``fsync`` of the folder. A
+removal (the source of a move) is a checked ``unlink`` and a folder ``fsync``. Every step is
+made relative to a folder descriptor opened without following symlinks (``geode.agents.safepath``).
+
+Per proposal, through the intent journal (``proposal_journal``):
+
+1. check every file's sha256 against what the proposal expects (``before_sha`` to apply,
+   ``after_sha`` to undo); any difference is a conflict and nothing is touched;
+2. commit the journal entry (the plan: each path with its from/to hashes and modes, the temp
+   names) and claim the proposal (``journal_id``) in one transaction;
+3. put each file, in order (a move: the new file, the link rewrites, the removal last);
+4. commit: journal ``done``, status ``applied`` (or ``undone``), an action row.
+
+An error in step 3 (a changed file, a refused path, EIO or ENOSPC) turns the journal's
+``direction`` to ``back`` and puts the files already done back as they were; the status stays
+what it was (``pending``), or becomes ``conflict``/``failed``. A crash anywhere leaves every
+file either as it was or as proposed (each replace is atomic) and the journal open;
+``reconcile`` at the next start finds it, removes the temp files, and finishes the operation
+when it was going forward and every file is in one of its two states, or rolls it back
+otherwise. It reports, per file, which state it found.
+
+Apply, undo and reconcile hold one ``flock`` (``GEODE_HOME/locks/queue.lock``), so an open
+journal seen by ``reconcile`` always belongs to a process that died.
+
+Known gap (RELIABILITY row 9): between the last sha256 check and ``os.replace`` a writer that
+does not cooperate can still change the file, and that write is lost. The window is one
+``replace`` call; closing it needs ``renameat2(RENAME_EXCHANGE)``, which Python does not expose.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+import socket
+import threading
+from contextlib import contextmanager
+
+from geode.agents import proposals, safepath
+from geode.agents.proposals import ProposalError, record, result, sha256
+
+#: The steps after which a crash is injected in the tests, in the order they happen.
+STEPS = ("journal_intent", "write", "fsync", "chmod", "replace", "dir_fsync", "journal_mark")
+
+
+def _after_step(step: str, path: str) -> None:
+    """Called after each step; the crash tests replace it with one that calls ``os._exit``."""
+
+
+class FileConflict(Exception):
+    """A file's sha256 is not the one expected immediately before replacing it."""
+
+    def __init__(self, path: str, expected: str | None, found: str | None):
+        super().__init__(f"{path}: changed meanwhile (sha256 {(found or 'absent')[:12]}, "
+                         f"expected {(expected or 'absent')[:12]})")
+        self.path = path
+
+
+# -- the lock ------------------------------------------------------------------------------
+_locks: dict[str, list] = {}
+_tlock = threading.RLock()
+
+
+@contextmanager
+def queue_lock(home: str):
+    """Exclusive across processes (``flock``), re-entrant within one."""
+    path = os.path.join(os.path.abspath(home), "locks", "queue.lock")
+    with _tlock:
+        entry = _locks.get(path)
+        if entry is None or entry[2] != os.getpid():
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            entry = _locks[path] = [fd, 0, os.getpid()]
+        entry[1] += 1
+        try:
+            yield
+        finally:
+            entry[1] -= 1
+            if entry[1] == 0:
+                del _locks[path]
+                os.close(entry[0])
+
+
+# -- one file -------------------------------------------------------------------------------
+_umask: int | None = None
+
+
+def default_mode() -> int:
+    """0o666 less the process umask: the mode a new file would get from ``open``."""
+    global _umask
+    if _umask is None:
+        try:
+            with open("/proc/self/status", encoding="ascii") as fh:
+                for line in fh:
+                    if line.startswith("Umask:"):
+                        _umask = int(line.split()[1], 8)
+                        break
+        except OSError:
+            pass
+        if _umask is None:
+            _umask = os.umask(0o022)
+            os.umask(_umask)
+    return 0o666 & ~_umask
+
+
+def _check(dirfd: int, leaf: str, rel: str, expect_sha: str | None) -> None:
+    cur = safepath.read_at(dirfd, leaf, rel)
+    found = sha256(cur[0]) if cur is not None else None
+    if found != expect_sha:
+        raise FileConflict(rel, expect_sha, found)
+
+
+def _unlink_quiet(name: str, dirfd: int) -> None:
+    try:
+        os.unlink(name, dir_fd=dirfd)
+    except FileNotFoundError:
+        pass
+
+
+def put(root: str, rel: str, data: bytes | None, mode: int | None, expect_sha: str | None, tmp: str) -> None:
+    """Make ``rel`` hold ``data`` with ``mode`` (None data: remove it), atomically, provided
+    its sha256 is ``expect_sha`` immediately before (``FileConflict`` otherwise)."""
+    try:
+        dirfd, leaf = safepath.open_parent(root, rel, create=data is not None)
+    except FileNotFoundError:
+        if data is None and expect_sha is None:
+            return  # removing what is not there, and expected not to be
+        raise FileConflict(rel, expect_sha, None) from None
+    try:
+        if data is None:
+            _check(dirfd, leaf, rel, expect_sha)
+            if expect_sha is None:
+                return
+            os.unlink(leaf, dir_fd=dirfd)
+            _after_step("replace", rel)
+            os.fsync(dirfd)
+            _after_step("dir_fsync", rel)
+            return
+        _unlink_quiet(tmp, dirfd)  # a leftover of a crash of this same journal entry
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
+                     dir_fd=dirfd)
+        try:
+            try:
+                view = memoryview(data)
+                while view:
+                    n = os.write(fd, view)
+                    if n <= 0:  # pragma: no cover - write(2) returns >0 or raises
+                        raise OSError(errno.EIO, "short write")
+                    view = view[n:]
+                _after_step("write", rel)
+                os.fsync(fd)
+                _after_step("fsync", rel)
+                os.fchmod(fd, mode if mode is not None else default_mode())
+                _after_step("chmod", rel)
+            finally:
+                os.close(fd)
+            _check(dirfd, leaf, rel, expect_sha)  # again, immediately before the replace
+            os.replace(tmp, leaf, src_dir_fd=dirfd, dst_dir_fd=dirfd)
+        except BaseException:
+            try:
+                _unlink_quiet(tmp, dirfd)
+            except OSError:
+                pass  # reconcile removes it by name
+            raise
+        _after_step("replace", rel)
+        os.fsync(dirfd)
+        _after_step("dir_fsync", rel)
+    finally:
+        os.close(dirfd)
+
+
+def _remove_tmp(root: str, rel: str, tmp: str) -> None:
+    try:
+        dirfd, _leaf = safepath.open_parent(root, rel)
+    except (FileNotFoundError, safepath.UnsafePath):
+        return
+    try:
+        _unlink_quiet(tmp, dirfd)
+    finally:
+        os.close(dirfd)
+
+
+def _state(root: str, rel: str, from_sha: str | None, to_sha: str | None) -> str:
+    try:
+        cur = safepath.read(root, rel)
+    except safepath.UnsafePath:
+        return "unsafe"
+    found = sha256(cur[0]) if cur is not None else None
+    if found == to_sha:
+        return "to"
+    if found == from_sha:
+        return "from"
+    return "other"
+
+
+# -- one proposal ----------------------------------------------------------------------------
+def _files(changes) -> list[dict]:
+    return [{"path": c["path"], "op": proposals._op(c["before_sha"], c["after_sha"])} for c in changes]
+
+
+def _content(changes, op: str) -> dict[int, tuple[bytes | None, bytes | None]]:
+    """seq -> (from bytes, to bytes) for the operation."""
+    out = {}
+    for c in changes:
+        before, after = proposals._b(c["before"]), proposals._b(c["after"])
+        out[c["seq"]] = (before, after) if op == "apply" else (after, before)
+    return out
+
+
+def execute(settings, engine, proposal_id: int, who: str, op: str) -> dict:
+    """Apply (``op="apply"``) or undo (``op="undo"``) one proposal; the result dict."""
+    action = "approve" if op == "apply" else "undo"
+    try:
+        lock = queue_lock(settings.home)
+        lock.__enter__()
+    except OSError as exc:
+        message = f"I/O error, nothing changed: cannot take the queue lock: {exc}"
+        with engine.begin() as conn:
+            row, _changes = proposals.load(conn, proposal_id)
+            if row is None:
+                raise ProposalError(f"no proposal {proposal_id}") from None
+            record(conn, proposal_id, action, "error", who, {"message": message})
+        return result(proposal_id, action, False, row["status"], message, [])
+    try:
+        return _execute(settings, engine, proposal_id, who, op)
+    finally:
+        lock.__exit__(None, None, None)
+
+
+def _execute(settings, engine, proposal_id: int, who: str, op: str) -> dict:
+    P, C, _A, J = proposals.TABLES
+    action = "approve" if op == "apply" else "undo"
+    reconcile(settings, engine, who)  # an interrupted operation is settled first
+    with engine.connect() as conn:
+        row, changes = proposals.load(conn, proposal_id)
+    if row is None:
+        raise ProposalError(f"no proposal {proposal_id}")
+    files = _files(changes)
+    prior = row["status"]
+
+    def settle(ok: bool, outcome: str, message: str, status: str | None = None, detail=None) -> dict:
+        with engine.begin() as conn:
+            if status is not None and status != prior:
+                conn.execute(P.update().where(P.c.id == proposal_id).values(
+                    status=status, message=message, updated_at=proposals._now()))
+            record(conn, proposal_id, action, outcome, who, dict(detail or {}, message=message))
+        return result(proposal_id, action, ok, status or prior, message, files)
+
+    allowed = proposals.APPROVABLE if op == "apply" else ("applied",)
+    if prior not in allowed:
+        why = f"it is {prior}" if op == "apply" or prior != "undone" else "it is already undone"
+        return settle(False, "refused", f"not {'applied' if op == 'apply' else 'undone'}: {why}")
+    root = settings.domains.get(row["domain"])
+    if root is None:
+        return settle(False, "failed", f"domain {row['domain']!r} is not configured here",
+                      "failed" if op == "apply" else None)
+
+    ordered = list(changes) if op == "apply" else list(reversed(changes))
+    plan, stale, unsafe = [], [], []
+    for c in ordered:
+        from_sha, to_sha = (c["before_sha"], c["after_sha"]) if op == "apply" else (c["after_sha"], c["before_sha"])
+        try:
+            cur = safepath.read(root, c["path"])
+        except safepath.UnsafePath as exc:
+            unsafe.append(str(exc))
+            continue
+        except OSError as exc:
+            return settle(False, "error", f"{c['path']}: cannot read: {exc}")
+        if (sha256(cur[0]) if cur is not None else None) != from_sha:
+            stale.append(c["path"])
+            continue
+        from_mode = cur[1] if cur is not None else None
+        if to_sha is None:
+            to_mode = None
+        elif op == "apply":
+            to_mode = c["mode"] if c["mode"] is not None else (from_mode if from_mode is not None else default_mode())
+        else:
+            to_mode = c["before_mode"] if c["before_mode"] is not None else default_mode()
+        plan.append({"seq": c["seq"], "path": c["path"], "from_sha": from_sha, "to_sha": to_sha,
+                     "from_mode": from_mode, "to_mode": to_mode, "tmp": ""})
+    if unsafe:
+        return settle(False, "failed", "refused path: " + "; ".join(unsafe), "failed" if op == "apply" else None)
+    if stale:
+        if op == "apply":
+            return settle(False, "conflict", "changed since proposed (sha256 differs): " + ", ".join(stale),
+                          "conflict", {"paths": stale})
+        return settle(False, "refused", "changed after the apply (sha256 differs from after): "
+                      + ", ".join(stale), None, {"paths": stale})
+
+    # The intent, and the claim, in one transaction.
+    now = proposals._now()
+    with engine.begin() as conn:
+        jid = conn.execute(J.insert().values(
+            proposal_id=proposal_id, op=op, direction="forward", state="open", prior_status=prior, who=who,
+            pid=os.getpid(), host=socket.gethostname(), started_at=now, finished_at=None, plan="[]",
+        ).returning(J.c.id)).scalar_one()
+        for e in plan:
+            e["tmp"] = f".geode-{jid}-{e['seq']}.tmp"
+        conn.execute(J.update().where(J.c.id == jid).values(plan=json.dumps(plan)))
+        claimed = conn.execute(P.update().where(
+            P.c.id == proposal_id, P.c.status == prior, P.c.journal_id.is_(None)).values(journal_id=jid))
+        if claimed.rowcount != 1:
+            raise ProposalError(f"proposal {proposal_id} changed while being {action}d; try again")
+        if op == "apply":
+            for e in plan:
+                conn.execute(C.update().where(C.c.proposal_id == proposal_id, C.c.seq == e["seq"]).values(
+                    before_mode=e["from_mode"]))
+    _after_step("journal_intent", "")
+
+    content = _content(changes, op)
+    started: list[dict] = []
+    try:
+        for e in plan:
+            started.append(e)  # it may be replaced even if a later step (the folder fsync) fails
+            put(root, e["path"], content[e["seq"]][1], e["to_mode"], e["from_sha"], e["tmp"])
+    except (FileConflict, safepath.UnsafePath, OSError) as exc:
+        return _abort(settings, engine, row, op, jid, plan, started, content, exc, who, files)
+
+    new_status = "applied" if op == "apply" else "undone"
+    with engine.begin() as conn:
+        conn.execute(J.update().where(J.c.id == jid).values(state="done", finished_at=proposals._now()))
+        conn.execute(P.update().where(P.c.id == proposal_id).values(
+            status=new_status, journal_id=None, message="", updated_at=proposals._now()))
+        record(conn, proposal_id, action, new_status, who, {"journal": jid})
+    _after_step("journal_mark", "")
+    return result(proposal_id, action, True, new_status, new_status, files)
+
+
+def _abort(settings, engine, row, op, jid, plan, started, content, exc, who, files) -> dict:
+    """Put back, in reverse order, the files already replaced; record why."""
+    P, _C, _A, J = proposals.TABLES
+    action = "approve" if op == "apply" else "undo"
+    prior = row["status"]
+    if isinstance(exc, FileConflict):
+        outcome, status = ("conflict", "conflict") if op == "apply" else ("refused", prior)
+        message = f"changed since proposed: {exc}" if op == "apply" else f"changed after the apply: {exc}"
+    elif isinstance(exc, safepath.UnsafePath):
+        outcome, status = "failed", ("failed" if op == "apply" else prior)
+        message = f"refused path: {exc}"
+    else:
+        outcome, status = "error", prior
+        message = f"I/O error, nothing changed: {exc}"
+    root = settings.domains[row["domain"]]
+    try:
+        with engine.begin() as conn:
+            conn.execute(J.update().where(J.c.id == jid).values(direction="back"))
+        done = []
+        for e in reversed(started):
+            if _state(root, e["path"], e["from_sha"], e["to_sha"]) == "to":
+                put(root, e["path"], content[e["seq"]][0], e["from_mode"], e["to_sha"], e["tmp"])
+                done.append(e)
+        for e in plan:
+            _remove_tmp(root, e["path"], e["tmp"])
+        with engine.begin() as conn:
+            conn.execute(J.update().where(J.c.id == jid).values(state="rolled_back", finished_at=proposals._now()))
+            conn.execute(P.update().where(P.c.id == row["id"]).values(
+                status=status, journal_id=None, message=message, updated_at=proposals._now()))
+            record(conn, row["id"], action, outcome, who,
+                   {"journal": jid, "error": str(exc), "rolled_back": [e["path"] for e in done]})
+    except Exception as exc2:  # the journal stays open (direction back): the next start finishes it
+        message = (f"{message}; putting the files back also failed ({exc2}); the next `geode proposals` "
+                   f"command rolls it back")
+        try:
+            with engine.begin() as conn:
+                record(conn, row["id"], action, "error", who, {"journal": jid, "error": str(exc), "rollback": str(exc2)})
+        except Exception:
+            pass
+        return result(row["id"], action, False, prior, message, files)
+    return result(row["id"], action, False, status, message, files)
+
+
+# -- reconcile -------------------------------------------------------------------------------
+def approve(settings, engine, proposal_id: int, who: str) -> dict:
+    """Apply a proposal (atomically, after re-checking every file's sha256). The result:
+    ``{id, action: "approve", ok, status, message, files: [{path, op}]}``; a conflict sets the
+    status ``conflict``; an I/O error leaves it as it was (``pending``) with ``ok`` false."""
+    proposals.ensure_tables(engine)
+    return execute(settings, engine, proposal_id, who, "apply")
+
+
+def undo(settings, engine, proposal_id: int, who: str) -> dict:
+    """Restore the exact bytes and mode every file had before the apply; refused (status stays
+    ``applied``) when any file changed after the apply."""
+    proposals.ensure_tables(engine)
+    return execute(settings, engine, proposal_id, who, "undo")
+
+
+def approve_many(settings, engine, who: str, *, agent: str | None = None, kind: str | None = None,
+                 domain: str | None = None, dry_run: bool = False) -> list[dict]:
+    """Approve every pending proposal of ``agent`` and/or ``kind`` (and ``domain``), oldest
+    first. With ``dry_run`` nothing is written anywhere (no file, no row): each result says
+    what approving would do now (``would``: ``apply`` | ``conflict`` | ``failed``)."""
+    if agent is None and kind is None:
+        raise ProposalError("bulk approval needs --agent and/or --kind")
+    targets = proposals.list_proposals(engine, agent=agent, kind=kind, domain=domain, status="pending")
+    if not dry_run:
+        return [approve(settings, engine, p["id"], who) for p in targets]
+    return [proposals.preview(settings, engine, p["id"]) for p in targets]
+
+
+def reconcile(settings, engine, who: str = "reconcile") -> list[dict]:
+    """Settle every journal entry left open by a crash; call it at start-up. One report each:
+    ``{id, journal, op, outcome: finished | rolled_back | error, status, message,
+    files: [{path, found: before | after | other | unsafe}]}`` (``found``: the file's state
+    when reconcile looked, relative to the proposal)."""
+    proposals.ensure_tables(engine)
+    _P, _C, _A, J = proposals.TABLES
+    reports = []
+    with queue_lock(settings.home):
+        with engine.connect() as conn:
+            journals = conn.execute(J.select().where(J.c.state == "open").order_by(J.c.id)).mappings().all()
+        for j in journals:
+            reports.append(_reconcile_one(settings, engine, dict(j), who))
+    return reports
+
+
+def _reconcile_one(settings, engine, j: dict, who: str) -> dict:
+    P, _C, _A, J = proposals.TABLES
+    op, jid = j["op"], j["id"]
+    plan = json.loads(j["plan"])
+    with engine.connect() as conn:
+        row, changes = proposals.load(conn, j["proposal_id"])
+    names = {"from": "before", "to": "after"} if op == "apply" else {"from": "after", "to": "before"}
+    report = {"id": j["proposal_id"], "journal": jid, "op": op, "outcome": "error", "status": row["status"],
+              "message": "", "files": []}
+    root = settings.domains.get(row["domain"])
+    if root is None:
+        report["message"] = f"domain {row['domain']!r} is not configured here; left for a later start"
+        return report
+    content = _content(changes, op)
+    try:
+        states = []
+        for e in plan:
+            _remove_tmp(root, e["path"], e["tmp"])
+            states.append(_state(root, e["path"], e["from_sha"], e["to_sha"]))
+        report["files"] = [{"path": e["path"], "found": names.get(s, s)} for e, s in zip(plan, states)]
+        others = [e["path"] for e, s in zip(plan, states) if s not in ("from", "to")]
+        if j["direction"] == "forward" and not others:
+            for e, s in zip(plan, states):
+                if s == "from":
+                    put(root, e["path"], content[e["seq"]][1], e["to_mode"], e["from_sha"], e["tmp"])
+            outcome = "finished"
+            status = "applied" if op == "apply" else "undone"
+            message = f"{op} interrupted; finished by reconcile"
+        else:
+            for e, s in reversed(list(zip(plan, states))):
+                if s == "to":
+                    put(root, e["path"], content[e["seq"]][0], e["from_mode"], e["to_sha"], e["tmp"])
+            outcome = "rolled_back"
+            if op == "apply":
+                status = "conflict" if others else j["prior_status"]
+            else:
+                status = j["prior_status"]
+            message = f"{op} interrupted; rolled back by reconcile" + (
+                f"; changed by someone else meanwhile: {', '.join(others)}" if others else "")
+        for e in plan:
+            _remove_tmp(root, e["path"], e["tmp"])
+    except (FileConflict, safepath.UnsafePath, OSError) as exc:
+        report["message"] = f"could not settle it now ({exc}); left for a later start"
+        try:
+            with engine.begin() as conn:
+                record(conn, row["id"], "reconcile", "error", who, {"journal": jid, "error": str(exc)})
+        except Exception:
+            pass
+        return report
+    with engine.begin() as conn:
+        conn.execute(J.update().where(J.c.id == jid).values(
+            state="done" if outcome == "finished" else "rolled_back", finished_at=proposals._now()))
+        conn.execute(P.update().where(P.c.id == row["id"]).values(
+            status=status, journal_id=None, message=message, updated_at=proposals._now()))
+        record(conn, row["id"], "reconcile", outcome, who, {"journal": jid, "op": op, "files": report["files"]})
+    report.update(outcome=outcome, status=status, message=message)
+    return report

@@ -1,0 +1,193 @@
+"""The Celery app: one thin task per agent, taking ids, idempotent by run id.
+
+Start a worker with ``geode worker`` (or ``celery -A geode.agents.celery_app worker``); the broker
+comes from ``[upkeep] broker_url`` in ``geode.toml`` or ``GEODE_BROKER_URL``. With no broker
+configured the tasks run in-process (``task_always_eager``): the embedded default needs no
+server.
+
+Why these settings (RELIABILITY.md, rows 12 to 14):
+
+- ``task_acks_late`` with ``task_reject_on_worker_lost``: a task whose worker dies is
+  redelivered, not lost. ``acks_late`` alone acknowledges a task whose child was killed.
+- hard ``task_time_limit`` below the broker's ``visibility_timeout`` (set explicitly, 2 h by
+  default): a task still running when the timeout passes would be handed to a second worker.
+  The limits are checked when the app is configured (``CeleryConfigError``), and no task is
+  ever sent with a countdown or an ETA.
+- ``worker_prefetch_multiplier = 1``: a worker holds one upkeep task at a time; the others
+  stay in the queue for other workers.
+- Idempotent by run id (``geode.agents.upkeep.run_agent``); a task that kills its worker is run at
+  most ``MAX_ATTEMPTS`` times and then marked failed, never redelivered forever.
+"""
+
+from __future__ import annotations
+
+import os
+
+from celery import Celery, chain
+
+from geode.agents.contract import MAX_ATTEMPTS
+
+DEFAULT_VISIBILITY_TIMEOUT = 7200  # seconds; Redis's own default is 3600
+DEFAULT_TIME_LIMIT = 1800
+DEFAULT_QUEUE = "geode-upkeep"
+AGENT_TASKS = ("librarian", "cleaner", "gardener", "corrector")
+
+
+class CeleryConfigError(ValueError):
+    pass
+
+
+def _upkeep_table(home: str | None) -> dict:
+    from geode.delivery.config import default_home, read_config_file
+
+    try:
+        data = read_config_file(home or default_home(dict(os.environ)))
+    except Exception:
+        return {}
+    up = data.get("upkeep") or {}
+    return up if isinstance(up, dict) else {}
+
+
+def broker_settings(home: str | None = None, env: dict | None = None) -> dict:
+    """The broker and limits from the environment and ``[upkeep]``, validated."""
+    env = dict(os.environ) if env is None else env
+    up = _upkeep_table(home or env.get("GEODE_HOME"))
+
+    def pick(key: str, env_key: str, default):
+        value = env.get(env_key)
+        if value not in (None, ""):
+            return value
+        return up.get(key, default)
+
+    broker = pick("broker_url", "GEODE_BROKER_URL", None) or None
+    try:
+        vt = int(pick("visibility_timeout", "GEODE_VISIBILITY_TIMEOUT", DEFAULT_VISIBILITY_TIMEOUT))
+        hard = int(pick("time_limit", "GEODE_TASK_TIME_LIMIT", min(DEFAULT_TIME_LIMIT, vt // 2)))
+        soft = int(pick("soft_time_limit", "GEODE_TASK_SOFT_TIME_LIMIT", max(1, hard - max(1, hard // 20))))
+    except (TypeError, ValueError) as exc:
+        raise CeleryConfigError(f"[upkeep] visibility_timeout and time limits must be whole seconds: {exc}") from exc
+    if not 0 < soft <= hard < vt:
+        raise CeleryConfigError(
+            f"[upkeep] limits must satisfy 0 < soft_time_limit ({soft}) <= time_limit ({hard}) "
+            f"< visibility_timeout ({vt}): a task still running at the visibility timeout is given to a second worker")
+    return {"broker_url": broker, "visibility_timeout": vt, "time_limit": hard, "soft_time_limit": soft,
+            "queue": str(pick("queue", "GEODE_QUEUE", DEFAULT_QUEUE))}
+
+
+def make_app(home: str | None = None, env: dict | None = None) -> Celery:
+    cfg = broker_settings(home, env)
+    app = Celery("geode")
+    conf = dict(
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        task_acks_on_failure_or_timeout=True,
+        worker_prefetch_multiplier=1,
+        task_time_limit=cfg["time_limit"],
+        task_soft_time_limit=cfg["soft_time_limit"],
+        task_default_queue=cfg["queue"],
+        task_ignore_result=True,
+        task_serializer="json",
+        accept_content=["json"],
+        broker_connection_retry_on_startup=True,
+        worker_hijack_root_logger=False,
+        worker_send_task_events=False,
+        broker_transport_options={"visibility_timeout": cfg["visibility_timeout"]},
+    )
+    if cfg["broker_url"]:
+        conf["broker_url"] = cfg["broker_url"]
+    else:
+        conf["broker_url"] = "memory://"
+        conf["task_always_eager"] = True
+        conf["task_eager_propagates"] = True
+    app.conf.update(conf)
+    app.conf.geode = cfg
+    return app
+
+
+app = make_app()
+
+_ENGINES: dict[tuple[int, str], object] = {}
+
+
+def _engine(settings):
+    """One records engine per process and database (never shared across a fork)."""
+    from geode.agents.contract import ensure_tables
+    from geode.delivery.models import init_db
+
+    key = (os.getpid(), settings.db_url)
+    if key not in _ENGINES:
+        engine = init_db(settings)
+        ensure_tables(engine)
+        _ENGINES[key] = engine
+    return _ENGINES[key]
+
+
+def run_task(run_id: str, agent: str, home: str | None = None, store: str | None = None,
+             trigger: str = "celery") -> dict:
+    """The body every task shares: settings from ids, one agent, the stored report's summary."""
+    from geode.agents.upkeep import run_agent
+    from geode.delivery.config import load_settings
+
+    settings = load_settings(store=store, home=home)
+    engine = _engine(settings)
+    report = run_agent(settings, engine, run_id, agent, trigger, MAX_ATTEMPTS)
+    return {"run_id": run_id, "agent": agent, "status": report.status, "attempts": report.attempts,
+            "findings": len(report.findings), "proposals": len(report.proposals)}
+
+
+def _make_task(agent: str):
+    def task(self, run_id: str, home: str | None = None, store: str | None = None, trigger: str = "celery"):
+        return run_task(run_id, agent, home, store, trigger)
+
+    task.__name__ = f"{agent}_task"
+    return app.task(name=f"geode.upkeep.{agent}", bind=True, acks_late=True, reject_on_worker_lost=True)(task)
+
+
+#: one thin task per agent: ``geode.upkeep.librarian`` ... ``geode.upkeep.corrector``
+TASKS = {name: _make_task(name) for name in AGENT_TASKS}
+
+
+@app.task(name="geode.upkeep.agent", bind=True, acks_late=True, reject_on_worker_lost=True)
+def agent_task(self, run_id: str, agent: str, home: str | None = None, store: str | None = None,
+               trigger: str = "celery"):
+    """Agents added by ``[upkeep] agents`` (plugins) run through this one."""
+    return run_task(run_id, agent, home, store, trigger)
+
+
+def signature_for(agent: str, run_id: str, home: str | None, store: str | None, trigger: str,
+                  celery_app: Celery | None = None):
+    capp = celery_app or app
+    queue = capp.conf.task_default_queue
+    if agent in TASKS:
+        return capp.signature(f"geode.upkeep.{agent}", args=(run_id, home, store, trigger), immutable=True,
+                              queue=queue)
+    return capp.signature("geode.upkeep.agent", args=(run_id, agent, home, store, trigger), immutable=True,
+                          queue=queue)
+
+
+def enqueue_upkeep(settings, run_id: str, agents: list[str] | None = None, trigger: str = "celery",
+                   celery_app: Celery | None = None):
+    """Send one upkeep run: the agents chained in their order (the Corrector last, so it sees
+    the others' stored findings). Without a broker the chain runs here, now. No countdown and
+    no ETA: a delayed message past the visibility timeout would be delivered twice."""
+    from geode.agents.upkeep import available
+
+    names = agents or available(settings)[0]
+    home = settings.home
+    store = settings.domains[settings.default_domain] if settings.one_off_store else None
+    sigs = [signature_for(n, run_id, home, store, trigger, celery_app) for n in names]
+    c = chain(*sigs) if len(sigs) > 1 else sigs[0]
+    return c.apply_async()
+
+
+def ping(celery_app: Celery | None = None, timeout: float = 2.0) -> tuple[bool, str]:
+    """Whether the configured broker answers (the doctor asks)."""
+    capp = celery_app or app
+    if capp.conf.task_always_eager:
+        return True, "no broker configured: tasks run in-process"
+    try:
+        with capp.connection_for_write() as conn:
+            conn.ensure_connection(max_retries=1, timeout=timeout)
+        return True, f"broker {conn.as_uri()} answers"
+    except Exception as exc:
+        return False, f"broker {capp.conf.broker_url} does not answer: {exc}"

@@ -1,0 +1,460 @@
+"""The agent contract: what an agent examined, what it found, what it proposed, and the rule
+that a run which examined nothing, or fewer notes than the store holds, is a failure.
+
+Why the rule lives here and not in each agent: the original Cleaner walked three folders
+named by hand in its source, found nothing over its cap on a stranger's store and announced
+"everything within cap". The count it is held to is taken here, by a walk of the store that
+the agent does not control (``census``), so an agent that looks at less than the store holds
+cannot report success.
+
+Why the tables are built lazily (``tables()``): importing this module must stay cheap and
+must not pull in SQLAlchemy; the worker, the CLI and the tests call ``ensure_tables(engine)``
+before they write runs or findings.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from geode.delivery.store import StoreLoad, iter_note_paths, load_store
+
+#: statuses of a finished run
+OK, FAILED, NOTHING_TO_LEARN = "ok", "failed", "nothing-to-learn"
+#: statuses of a run that has not finished
+RUNNING = "running"
+FINAL_STATUSES = frozenset({OK, FAILED, NOTHING_TO_LEARN})
+
+
+@dataclass
+class Finding:
+    """One thing an agent found, about one file and line (``line`` 0: the whole file).
+
+    ``path`` is relative to the domain's root (POSIX separators). ``target`` is what the
+    finding points at (a link target, a path, a folder); ``suggestion`` the one good
+    replacement when there is one. ``id`` is set once the finding is stored.
+    """
+
+    kind: str
+    path: str
+    line: int
+    target: str = ""
+    message: str = ""
+    domain: str = ""
+    suggestion: str = ""
+    severity: str = "warning"  # error | warning | info
+    id: int | None = None
+
+    @property
+    def key(self) -> str:
+        """Stable identity inside one run: the same finding on a rerun keeps its row and id."""
+        raw = "\x1f".join([self.domain, self.kind, self.path, str(self.line), self.target])
+        return hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Skipped:
+    """Something an agent saw and did not check, and why (a link to a generated page, ...)."""
+
+    path: str
+    line: int
+    target: str
+    reason: str
+    domain: str = ""
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Proposed:
+    """A proposal an agent wants filed. ``draft`` is an ``geode.agents.proposals.ProposalDraft``
+    without its evidence; ``findings`` are the findings it rests on (their ids become the
+    evidence once they are stored)."""
+
+    draft: Any
+    findings: list[Finding] = field(default_factory=list)
+    ledger_events: list[int] = field(default_factory=list)
+
+
+@dataclass
+class Report:
+    """What one agent did in one run."""
+
+    agent: str
+    status: str = OK
+    message: str = ""
+    examined: dict[str, int] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+    proposed: list[Proposed] = field(default_factory=list)
+    #: filed proposals: ``{"id", "kind", "paths"}`` (set by the runner)
+    proposals: list[dict] = field(default_factory=list)
+    run_id: str = ""
+    attempts: int = 0
+    started_at: float = 0.0
+    finished_at: float = 0.0
+    store_notes: int = 0  # what the census counted: the store holds this many note files
+
+    @property
+    def failed(self) -> bool:
+        return self.status == FAILED
+
+    def as_dict(self) -> dict:
+        return {
+            "agent": self.agent,
+            "run_id": self.run_id,
+            "status": self.status,
+            "message": self.message,
+            "examined": dict(self.examined),
+            "store_notes": self.store_notes,
+            "findings": [
+                {"id": f.id, "kind": f.kind, "path": f.path, "line": f.line, "target": f.target,
+                 "message": f.message, "domain": f.domain, "suggestion": f.suggestion, "severity": f.severity}
+                for f in self.findings
+            ],
+            "skipped": [s.as_dict() for s in self.skipped],
+            "proposals": list(self.proposals),
+            "attempts": self.attempts,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+        }
+
+
+class Context:
+    """What an agent is handed: the settings, the records engine, the run id, the findings
+    the agents before it stored in this run (the Corrector reads them), and the store, read
+    by the agent itself through ``load(domain)``."""
+
+    def __init__(self, settings, engine=None, run_id: str = "", prior_findings: list[Finding] | None = None):
+        self.settings = settings
+        self.engine = engine
+        self.run_id = run_id
+        self.prior_findings = list(prior_findings or [])
+        self._loads: dict[str, StoreLoad] = {}
+
+    def domains(self) -> list[tuple[str, str]]:
+        return self.settings.domain_roots()
+
+    def readable(self, report: "Report"):
+        """``(domain, load)`` for each domain that holds notes, after recording the files it
+        could not read as ``unreadable`` findings (and in ``examined["unreadable"]``): the
+        preamble every agent needs, so that none can forget to report what it could not see."""
+        for domain, _root in self.domains():
+            load = self.load(domain)
+            bad = unreadable_findings(load)
+            report.findings.extend(bad)
+            report.examined["unreadable"] = report.examined.get("unreadable", 0) + len(bad)
+            if load.notes:
+                yield domain, load
+
+    def load(self, domain: str) -> StoreLoad:
+        """The store of one domain, loaded once per run (every file, unreadable ones as problems)."""
+        if domain not in self._loads:
+            root = self.settings.domains[domain]
+            self._loads[domain] = load_store(root, domain, self.settings.max_file_bytes)
+        return self._loads[domain]
+
+
+class Agent:
+    """Base of the four agents. ``examine`` reads the store (never a hard-coded list of
+    folders or names) and returns a ``Report`` with ``examined`` counts by kind; it must set
+    ``examined["notes"]`` (notes it loaded and checked) and ``examined["unreadable"]``
+    (note files it could not read, each also a finding with file and line)."""
+
+    name = "agent"
+
+    def examine(self, ctx: Context) -> Report:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+# -- the census and the rule ---------------------------------------------------------------
+@dataclass
+class Census:
+    notes: int = 0  # note files the store holds
+    folders: int = 0
+    missing: list[str] = field(default_factory=list)  # domains whose root is absent or unreadable
+
+
+def census(settings) -> Census:
+    """Count the note files of every domain with a walk the agents do not control."""
+    c = Census()
+    for domain, root in settings.domain_roots():
+        if not os.path.isdir(root) or not os.access(root, os.R_OK | os.X_OK):
+            c.missing.append(f"{domain} ({root})")
+            continue
+        try:
+            os.listdir(root)
+        except OSError:
+            c.missing.append(f"{domain} ({root})")
+            continue
+        dirs = set()
+        for rel in iter_note_paths(root):
+            c.notes += 1
+            dirs.add(rel.rsplit("/", 1)[0] if "/" in rel else "")
+        c.folders += len(dirs)
+    return c
+
+
+def apply_rule(report: Report, counted: Census) -> Report:
+    """No green over nothing: a run that examined nothing, or fewer notes than the store
+    holds, is ``failed`` with a message that says what it could not see."""
+    report.store_notes = counted.notes
+    examined = int(report.examined.get("notes", 0))
+    unreadable = int(report.examined.get("unreadable", 0))
+    reasons = []
+    if counted.missing:
+        reasons.append("cannot read the store folder of " + ", ".join(counted.missing))
+    if counted.notes == 0:
+        reasons.append("the store holds no note files (.md, .mdc, .markdown): there is nothing to examine")
+    if examined == 0:
+        reasons.append(f"{report.agent} examined no notes" +
+                       (f" (all {unreadable} note files were unreadable)" if unreadable else ""))
+    elif examined + unreadable < counted.notes:
+        reasons.append(f"{report.agent} examined {examined} notes (and {unreadable} unreadable) "
+                       f"of the {counted.notes} note files the store holds: "
+                       f"{counted.notes - examined - unreadable} were never looked at")
+    if reasons:
+        report.status = FAILED
+        report.message = "; ".join(reasons) + (f"; {report.message}" if report.message else "")
+    return report
+
+
+def unreadable_findings(load: StoreLoad) -> list[Finding]:
+    """Every note file the store walk could not read, as a finding with its file and line."""
+    out = []
+    for p in load.problems:
+        if p.code == "no-store":
+            continue
+        if p.code.startswith("skip-") and p.severity == "error":
+            out.append(Finding("unreadable", p.path, p.line, "", f"{p.message} [{p.code}]", load.domain,
+                               severity="error"))
+    return out
+
+
+# -- tables --------------------------------------------------------------------------------
+_TABLES: tuple | None = None
+
+
+def tables():
+    """``(upkeep_run, finding)`` as SQLAlchemy tables on SQLModel's metadata, built once."""
+    global _TABLES
+    if _TABLES is not None:
+        return _TABLES
+    from sqlalchemy import Column, Float, Index, Integer, String, Table, Text, UniqueConstraint
+    from sqlmodel import SQLModel
+
+    md = SQLModel.metadata
+    if "upkeep_run" in md.tables:
+        _TABLES = (md.tables["upkeep_run"], md.tables["finding"])
+        return _TABLES
+    run = Table(
+        "upkeep_run", md,
+        Column("id", Integer, primary_key=True, autoincrement=True),
+        Column("run_id", String(120), nullable=False),
+        Column("agent", String(80), nullable=False),
+        Column("status", String(20), nullable=False),
+        Column("message", Text, nullable=False, default=""),
+        Column("examined", Text, nullable=False, default="{}"),
+        Column("skipped", Text, nullable=False, default="[]"),
+        Column("proposals", Text, nullable=False, default="[]"),
+        Column("store_notes", Integer, nullable=False, default=0),
+        Column("attempts", Integer, nullable=False, default=0),
+        Column("started_at", Float, nullable=False, default=0.0),
+        Column("finished_at", Float, nullable=False, default=0.0),
+        Column("trigger", String(40), nullable=False, default=""),
+        UniqueConstraint("run_id", "agent", name="uq_upkeep_run_run_agent"),
+        Index("ix_upkeep_run_started", "started_at"),
+    )
+    finding = Table(
+        "finding", md,
+        Column("id", Integer, primary_key=True, autoincrement=True),
+        Column("run_id", String(120), nullable=False),
+        Column("agent", String(80), nullable=False),
+        Column("key", String(32), nullable=False),
+        Column("kind", String(60), nullable=False),
+        Column("domain", Text, nullable=False, default=""),
+        Column("path", Text, nullable=False, default=""),
+        Column("line", Integer, nullable=False, default=0),
+        Column("target", Text, nullable=False, default=""),
+        Column("message", Text, nullable=False, default=""),
+        Column("suggestion", Text, nullable=False, default=""),
+        Column("severity", String(10), nullable=False, default="warning"),
+        UniqueConstraint("run_id", "agent", "key", name="uq_finding_run_agent_key"),
+        Index("ix_finding_run", "run_id"),
+        Index("ix_finding_kind", "kind"),
+    )
+    _TABLES = (run, finding)
+    return _TABLES
+
+
+def ensure_tables(engine) -> None:
+    run, finding = tables()
+    from sqlmodel import SQLModel
+
+    try:
+        with engine.begin() as conn:
+            SQLModel.metadata.create_all(conn, tables=[run, finding])
+    except Exception:  # two processes creating them at once on PostgreSQL: the loser finds them
+        with engine.begin() as conn:
+            SQLModel.metadata.create_all(conn, tables=[run, finding])
+
+
+def _insert(conn):
+    if conn.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    else:
+        from sqlalchemy.dialects.sqlite import insert
+    return insert
+
+
+# -- run records -----------------------------------------------------------------------------
+MAX_ATTEMPTS = 3
+
+
+def begin_attempt(engine, run_id: str, agent: str, trigger: str = "", max_attempts: int = MAX_ATTEMPTS):
+    """Count one more attempt of ``(run_id, agent)`` before any work is done.
+
+    Returns ``("run", attempts)`` when the caller should run the agent, ``("done", report)``
+    when the run already finished (a redelivered task is then a no-op), and
+    ``("exhausted", report)`` when this delivery would be attempt ``max_attempts + 1``: the run
+    is marked failed without running (a task that kills its worker is not retried forever).
+    """
+    from sqlalchemy import select, update
+
+    run, _finding = tables()
+    now = time.time()
+    with engine.begin() as conn:
+        ins = _insert(conn)(run).values(run_id=run_id, agent=agent, status=RUNNING, message="", examined="{}",
+                                        skipped="[]", proposals="[]", store_notes=0, attempts=0,
+                                        started_at=now, finished_at=0.0, trigger=trigger)
+        conn.execute(ins.on_conflict_do_nothing(index_elements=["run_id", "agent"]))
+        q = select(run).where(run.c.run_id == run_id, run.c.agent == agent)
+        if conn.dialect.name == "postgresql":
+            q = q.with_for_update()
+        row = conn.execute(q).mappings().one()
+        if row["status"] in FINAL_STATUSES:
+            return "done", report_from_row(row, conn)
+        attempts = int(row["attempts"]) + 1
+        if attempts > max_attempts:
+            msg = (f"gave up after {max_attempts} attempts: the task died each time before it finished "
+                   "(a killed or crashing worker, a time limit); see the worker's log")
+            conn.execute(update(run).where(run.c.id == row["id"]).values(
+                status=FAILED, message=msg, attempts=attempts, finished_at=now))
+            row = conn.execute(select(run).where(run.c.id == row["id"])).mappings().one()
+            return "exhausted", report_from_row(row, conn)
+        conn.execute(update(run).where(run.c.id == row["id"]).values(attempts=attempts, status=RUNNING,
+                                                                     started_at=now))
+        return "run", attempts
+
+
+def store_findings(engine, run_id: str, agent: str, findings: list[Finding]) -> None:
+    """Upsert the run's findings by their stable key (a rerun keeps ids), drop the ones gone."""
+    from sqlalchemy import delete, select
+
+    _run, finding = tables()
+    by_key: dict[str, Finding] = {}
+    for f in findings:
+        by_key.setdefault(f.key, f)
+    with engine.begin() as conn:
+        existing = {r.key: r.id for r in conn.execute(
+            select(finding.c.key, finding.c.id).where(finding.c.run_id == run_id, finding.c.agent == agent))}
+        stale = [fid for key, fid in existing.items() if key not in by_key]
+        for start in range(0, len(stale), 500):
+            conn.execute(delete(finding).where(finding.c.id.in_(stale[start:start + 500])))
+        rows = [{"run_id": run_id, "agent": agent, "key": key, "kind": f.kind, "domain": f.domain, "path": f.path,
+                 "line": int(f.line), "target": f.target, "message": f.message, "suggestion": f.suggestion,
+                 "severity": f.severity} for key, f in by_key.items() if key not in existing]
+        for start in range(0, len(rows), 500):
+            conn.execute(finding.insert(), rows[start:start + 500])
+        ids = {r.key: r.id for r in conn.execute(
+            select(finding.c.key, finding.c.id).where(finding.c.run_id == run_id, finding.c.agent == agent))}
+    for f in findings:
+        f.id = ids.get(f.key)
+
+
+def finish_run(engine, report: Report) -> None:
+    """Write the finished report: from here on a redelivered task is a no-op."""
+    from sqlalchemy import update
+
+    run, _finding = tables()
+    with engine.begin() as conn:
+        conn.execute(update(run).where(run.c.run_id == report.run_id, run.c.agent == report.agent).values(
+            status=report.status, message=report.message,
+            examined=json.dumps(report.examined, sort_keys=True),
+            skipped=json.dumps([s.as_dict() for s in report.skipped]),
+            proposals=json.dumps(report.proposals),
+            store_notes=int(report.store_notes),
+            finished_at=report.finished_at or time.time()))
+
+
+def load_findings(conn_or_engine, run_id: str, agent: str | None = None, kinds: tuple[str, ...] = ()) -> list[Finding]:
+    """Stored findings of a run (the Corrector reads these; it never calls the other agents)."""
+    from sqlalchemy import select
+
+    _run, finding = tables()
+    q = select(finding).where(finding.c.run_id == run_id)
+    if agent:
+        q = q.where(finding.c.agent == agent)
+    if kinds:
+        q = q.where(finding.c.kind.in_(kinds))
+    q = q.order_by(finding.c.id)
+
+    def _read(conn):
+        return [Finding(r["kind"], r["path"], r["line"], r["target"], r["message"], r["domain"], r["suggestion"],
+                        r["severity"], r["id"]) for r in conn.execute(q).mappings()]
+
+    from sqlalchemy.engine import Engine
+
+    if isinstance(conn_or_engine, Engine):
+        with conn_or_engine.connect() as conn:
+            return _read(conn)
+    return _read(conn_or_engine)
+
+
+def report_from_row(row, conn=None) -> Report:
+    r = Report(
+        agent=row["agent"], status=row["status"], message=row["message"],
+        examined=json.loads(row["examined"] or "{}"),
+        skipped=[Skipped(**s) for s in json.loads(row["skipped"] or "[]")],
+        proposals=json.loads(row["proposals"] or "[]"),
+        run_id=row["run_id"], attempts=int(row["attempts"]), started_at=float(row["started_at"]),
+        finished_at=float(row["finished_at"]), store_notes=int(row["store_notes"]),
+    )
+    if conn is not None:
+        r.findings = load_findings(conn, row["run_id"], row["agent"])
+    return r
+
+
+def get_report(engine, run_id: str, agent: str) -> Report | None:
+    from sqlalchemy import select
+
+    run, _f = tables()
+    with engine.connect() as conn:
+        row = conn.execute(select(run).where(run.c.run_id == run_id, run.c.agent == agent)).mappings().first()
+        return report_from_row(row, conn) if row is not None else None
+
+
+def list_runs(engine, limit: int = 50) -> list[dict]:
+    """Kept reports, newest first (without their findings; ``findings`` is a count)."""
+    from sqlalchemy import func, select
+
+    run, finding = tables()
+    with engine.connect() as conn:
+        counts = dict(conn.execute(select(finding.c.run_id + "\x1f" + finding.c.agent, func.count())
+                                   .group_by(finding.c.run_id, finding.c.agent)).all())
+        rows = conn.execute(select(run).order_by(run.c.started_at.desc(), run.c.id.desc()).limit(limit)).mappings().all()
+    out = []
+    for r in rows:
+        out.append({"run_id": r["run_id"], "agent": r["agent"], "status": r["status"], "message": r["message"],
+                    "examined": json.loads(r["examined"] or "{}"), "findings": counts.get(f"{r['run_id']}\x1f{r['agent']}", 0),
+                    "proposals": len(json.loads(r["proposals"] or "[]")), "attempts": r["attempts"],
+                    "started_at": r["started_at"], "finished_at": r["finished_at"], "trigger": r["trigger"]})
+    return out

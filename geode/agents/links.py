@@ -1,0 +1,582 @@
+"""Resolving what a note points at, in whatever shape the store uses.
+
+Every reference a note makes is one ``Ref``: a typed relation (``- relates_to [[X]]``), a
+wikilink (``[[target|alias]]``, or ``[[alias|target]]`` in stores that write it that way,
+detected per store), a markdown link, a reference-style definition, a bare relative path
+named in the prose (``see ../testing/SKILL.md``, ``@rules/other.mdc``), or a reference-style
+use whose label is never defined. ``StoreLinks.resolve`` says of each one: ``ok``,
+``broken`` (a note that does not exist), ``missing-file`` (a file that does not exist),
+``broken-anchor`` (the note exists, the heading does not), ``forward`` (a typed relation to a
+note not written yet), ``undefined-reference``, or ``skipped`` with a reason (a link to a
+generated page, a path the store cannot vouch for). Nothing is dropped silently.
+
+Rules, each chosen for a kind of store:
+
+- Wikilinks and relations resolve by path (from the root or the note's folder), file stem,
+  ``name``, ``permalink`` or ``title``, case-insensitively (Obsidian's rule).
+- Markdown links resolve relative to the note's folder (``/x`` from the store root),
+  percent-decoded, case-sensitively as the file system does. ``x.html`` resolves to ``x.md``
+  (mdBook writes chapter links so); in an mdBook (``book.toml`` or ``SUMMARY.md`` at the root)
+  a ``.html`` link with no chapter is broken, elsewhere it is a generated page and skipped.
+- ``mdc:`` targets (Cursor) are workspace-relative; the store is usually ``.cursor/rules``, so
+  leading folders are dropped until the path lands inside the store.
+- Anchors are checked against the target's headings (GitHub/mdBook slugs, or the heading
+  text as Obsidian writes it), ``{#id}`` attributes, ``<a id|name>`` tags and ``^block`` ids.
+- A bare path is checked against the note's folder, the store root and the project root (the
+  nearest folder above the store holding ``.git``). When none of them holds even its first
+  folder, it names something outside what the store can see: skipped, with that reason.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+import unicodedata
+from dataclasses import dataclass
+from urllib.parse import quote, unquote
+
+from geode.delivery.crystal import NOTE_SUFFIXES
+from geode.delivery.note import Note, prose_lines
+from geode.delivery.store import SKIP_DIRS, StoreLoad
+
+HTML_SUFFIXES = (".html", ".htm")
+#: extensions a wikilink names when it embeds a file rather than a note (Obsidian attachments)
+_FILE_EXTS = frozenset({"png", "jpg", "jpeg", "gif", "svg", "webp", "bmp", "pdf", "mp3", "mp4", "webm", "wav", "ogg",
+                        "m4a", "mov", "csv", "xlsx", "docx", "pptx", "zip", "canvas", "excalidraw", "txt", "json"})
+SIGNPOST_STEMS = frozenset({"readme", "index", "_index", "summary", "moc", "contents", "toc", "home"})
+
+_URL_RE = re.compile(r"(?:[a-zA-Z][a-zA-Z0-9+.-]*://|www\.)[^\s)>\]]*")
+_MDLINK_SPAN_RE = re.compile(r"!?\[[^\]\n]*\]\([^)\n]*\)")
+_WIKI_SPAN_RE = re.compile(r"!?\[\[[^\]\n]+\]\]")
+_REFDEF_LINE_RE = re.compile(r"^\s{0,3}\[[^\]]+\]:\s*\S+")
+_ANGLE_RE = re.compile(r"<[^>\n]*>")
+_REFUSE_RE = re.compile(r"(?<![\]\\!])\[([^\[\]\n]+)\]\[([^\[\]\n]*)\](?!\()")
+_REFDEF_RE = re.compile(r"^\s{0,3}\[([^\]]+)\]:")
+_CODE_SPAN_RE = re.compile(r"`([^`\n]*)`")
+_PATH_RE = re.compile(
+    r"(?<![\w/.:~$%-])@?((?:\.{1,2}/)*[\w][\w.+-]*(?:/[\w.+-]+)*\.[A-Za-z][A-Za-z0-9]{0,7})(?![\w/])")
+_HEADING_ID_RE = re.compile(r"\s*\{#([^}\s]+)[^}]*\}\s*$")
+_HTML_ID_RE = re.compile(r"<a\s[^>]*(?:id|name)\s*=\s*[\"']([^\"']+)[\"']", re.I)
+_BLOCK_ID_RE = re.compile(r"\s\^([A-Za-z0-9-]+)\s*$", re.M)
+
+
+@dataclass(frozen=True)
+class Ref:
+    """One reference out of a note. ``syntax``: relation | wiki | markdown | reference | path |
+    refuse (a reference-style use ``[text][label]``)."""
+
+    line: int
+    syntax: str
+    target: str
+    anchor: str = ""
+    alias: str = ""
+    relation: str = "links_to"
+    raw: str = ""  # the target text as written (for rewrites)
+
+
+@dataclass
+class Resolution:
+    status: str  # ok | broken | missing-file | broken-anchor | forward | undefined-reference | skipped
+    path: str = ""  # the note or file it resolves to, relative to the root
+    reason: str = ""
+    suggestion: str = ""  # the path of the one good target, when there is one
+
+
+def slug(text: str) -> str:
+    """GitHub's and mdBook's heading id: lower case, punctuation dropped, spaces to hyphens."""
+    t = unicodedata.normalize("NFC", text.strip().lower())
+    t = re.sub(r"[`*_~]{1,3}(?=\S)|(?<=\S)[`*_~]{1,3}", lambda m: "_" if m.group(0) == "_" else "", t)
+    t = re.sub(r"[^\w\- ]", "", t)
+    return t.replace(" ", "-")
+
+
+def loose(text: str) -> str:
+    """A name reduced for matching: case, separators, suffix and folders ignored."""
+    t = text.strip().rsplit("/", 1)[-1]
+    for suf in NOTE_SUFFIXES + HTML_SUFFIXES:
+        if t.lower().endswith(suf):
+            t = t[: -len(suf)]
+            break
+    t = unicodedata.normalize("NFC", t).casefold()
+    return re.sub(r"[\s_\-.]+", "-", t).strip("-")
+
+
+def strip_suffix(path: str) -> str:
+    low = path.lower()
+    for suf in NOTE_SUFFIXES:
+        if low.endswith(suf):
+            return path[: -len(suf)]
+    return path
+
+
+def is_signpost(note: Note) -> bool:
+    """An index or README note that lists other notes."""
+    t = str(note.frontmatter.get("type") or "").lower()
+    return t in ("index", "signpost", "moc", "toc") or note.stem.lower() in SIGNPOST_STEMS
+
+
+def find_project_root(root: str) -> str | None:
+    """The nearest folder above the store (or the store itself) that holds ``.git``."""
+    cur = os.path.realpath(root)
+    while True:
+        if os.path.exists(os.path.join(cur, ".git")):
+            return cur
+        parent = os.path.dirname(cur)
+        if parent == cur:
+            return None
+        cur = parent
+
+
+class StoreLinks:
+    """The link resolver for one loaded store."""
+
+    def __init__(self, load: StoreLoad, project_root: str | None = None, moves: dict[str, str] | None = None,
+                 find_project: bool = True):
+        self.load = load
+        self.root = load.root
+        self.project_root = project_root if project_root is not None else (
+            find_project_root(load.root) if find_project else None)
+        self.moves = dict(moves or {})
+        self.notes = {n.path: n for n in load.notes}
+        self.files: set[str] = set()
+        self.dirs: set[str] = {""}
+        self._files_folded: dict[str, list[str]] = {}
+        self._by_basename: dict[str, list[str]] = {}
+        self._walk()
+        # names a wikilink may use, folded
+        self.by_key: dict[str, set[str]] = {}
+        self.by_loose: dict[str, set[str]] = {}
+        self.stems: dict[str, set[str]] = {}
+        for n in load.notes:
+            keys = {strip_suffix(n.path).casefold(), n.stem.casefold(), n.name.casefold(), n.permalink.casefold(),
+                    n.path.casefold()}
+            if n.frontmatter.get("title"):
+                keys.add(str(n.frontmatter["title"]).casefold())
+            for k in keys:
+                self.by_key.setdefault(k, set()).add(n.path)
+            self.stems.setdefault(n.stem.casefold(), set()).add(n.path)
+            for k in {loose(n.stem), loose(n.name), loose(n.permalink), loose(n.title), *(loose(a) for a in n.aliases)}:
+                if k:
+                    self.by_loose.setdefault(k, set()).add(n.path)
+        self.is_mdbook = "book.toml" in self.files or "SUMMARY.md" in self.files or "src/SUMMARY.md" in self.files
+        self.wiki_order, self.wiki_order_votes = self._detect_wiki_order()
+        self._anchor_cache: dict[str, set[str]] = {}
+
+    # -- the store's files -----------------------------------------------------------
+    def _walk(self) -> None:
+        root = self.root
+        for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+            dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
+            rel_dir = os.path.relpath(dirpath, root).replace(os.sep, "/")
+            rel_dir = "" if rel_dir == "." else rel_dir
+            for d in dirnames:
+                self.dirs.add(f"{rel_dir}/{d}" if rel_dir else d)
+            for f in filenames:
+                rel = f"{rel_dir}/{f}" if rel_dir else f
+                self.files.add(rel)
+                self._files_folded.setdefault(rel.casefold(), []).append(rel)
+                self._by_basename.setdefault(f.casefold(), []).append(rel)
+
+    def exists(self, rel: str) -> bool:
+        return rel in self.files or rel in self.dirs
+
+    # -- which way round are [[a|b]] written? ------------------------------------------
+    def _detect_wiki_order(self) -> tuple[str, dict]:
+        left = right = 0
+        for n in self.load.notes:
+            for lk in n.links:
+                if lk.kind in ("wiki", "relation") and lk.alias:
+                    a = self._wiki_lookup(lk.target, n) is not None
+                    right_target = lk.alias.split("#", 1)[0].strip()
+                    b = self._wiki_lookup(right_target, n) is not None
+                    left += a and not b
+                    right += b and not a
+        votes = {"target|alias": left, "alias|target": right}
+        return ("alias|target" if right > left else "target|alias"), votes
+
+    # -- references of a note --------------------------------------------------------
+    def refs(self, note: Note) -> list[Ref]:
+        out: list[Ref] = []
+        swapped = self.wiki_order == "alias|target"
+        for lk in note.links:
+            if lk.kind in ("wiki", "relation"):
+                target, anchor, alias = lk.target, lk.anchor, lk.alias
+                if swapped and lk.alias:
+                    right = lk.alias
+                    r_anchor = ""
+                    if "#" in right:
+                        right, r_anchor = right.split("#", 1)
+                    target, anchor, alias = right.strip(), r_anchor.strip(), lk.target
+                out.append(Ref(lk.line, lk.kind, target, anchor, alias, lk.relation, target))
+            else:
+                out.append(Ref(lk.line, lk.kind, lk.target, lk.anchor, lk.alias, lk.relation, lk.target))
+        out.extend(self._prose_refs(note))
+        return out
+
+    def _prose_refs(self, note: Note) -> list[Ref]:
+        """Bare paths and undefined reference-style labels, outside fenced code."""
+        out: list[Ref] = []
+        defined = set()
+        lines = note.body.split("\n")
+        for raw in lines:
+            m = _REFDEF_RE.match(raw)
+            if m:
+                defined.add(m.group(1).strip().casefold())
+        for lineno, line in prose_lines(note.body, note.body_line):
+            if _REFDEF_LINE_RE.match(line):
+                continue
+            text = _URL_RE.sub(" ", line)
+            text = _MDLINK_SPAN_RE.sub(" ", text)
+            text = _WIKI_SPAN_RE.sub(" ", text)
+            text = _ANGLE_RE.sub(" ", text)
+            prose = _CODE_SPAN_RE.sub(" ", text)
+            for rm in _REFUSE_RE.finditer(prose):
+                label = (rm.group(2) or rm.group(1)).strip()
+                if label.casefold() not in defined and label not in (" ", "x", "X"):
+                    out.append(Ref(lineno, "refuse", label, raw=label))
+            scan = _CODE_SPAN_RE.sub(lambda mm: " " + mm.group(1) + " ", text)
+            for pm in _PATH_RE.finditer(scan):
+                tok = pm.group(1).rstrip(".")
+                if "/" not in tok and not tok.lower().endswith(NOTE_SUFFIXES):
+                    continue
+                anchor = ""
+                out.append(Ref(lineno, "path", tok, anchor, raw=tok))
+        return out
+
+    # -- resolution ------------------------------------------------------------------
+    def _wiki_lookup(self, target: str, note: Note) -> str | None:
+        t = unquote(target).strip()
+        if not t:
+            return note.path
+        folded = t.casefold()
+        base = note.path.rsplit("/", 1)[0] if "/" in note.path else ""
+        cands = [folded, strip_suffix(folded)]
+        if base:
+            joined = posixpath.normpath(posixpath.join(base, t)).casefold()
+            cands += [joined, strip_suffix(joined)]
+        for c in cands:
+            hit = self.by_key.get(c)
+            if hit:
+                return sorted(hit, key=lambda p: (p.count("/"), p))[0]
+        if t.lower().endswith(NOTE_SUFFIXES) or "." in t.rsplit("/", 1)[-1]:
+            # a wikilink to a file that is not a note (an image, a PDF): Obsidian embeds
+            for c in (t, posixpath.normpath(posixpath.join(base, t)) if base else t):
+                if c in self.files:
+                    return c
+            hits = self._by_basename.get(t.rsplit("/", 1)[-1].casefold())
+            if hits:
+                return sorted(hits, key=lambda p: (p.count("/"), p))[0]
+        return None
+
+    def suggest(self, target: str, note_path: str = "", domain_moves: dict[str, str] | None = None) -> str:
+        """The one good target for a broken reference: where the note was moved to (the move
+        history of applied proposals), or the only note whose name, stem, permalink, title or
+        one of its aliases matches. Empty when there is none or more than one."""
+        moves = domain_moves if domain_moves is not None else self.moves
+        t = unquote(target).strip()
+        base = note_path.rsplit("/", 1)[0] if "/" in note_path else ""
+        for cand in (t, posixpath.normpath(posixpath.join(base, t)) if base else t):
+            for key in (cand, cand + ".md", strip_suffix(cand) + ".md"):
+                seen = set()
+                cur = key
+                while cur in moves and cur not in seen:
+                    seen.add(cur)
+                    cur = moves[cur]
+                if seen and cur in self.notes:
+                    return cur
+        hits = self.by_loose.get(loose(t), set())
+        if len(hits) == 1:
+            return next(iter(hits))
+        folded = self._files_folded.get(posixpath.normpath(posixpath.join(base, t)).casefold() if base else t.casefold(), [])
+        if len(folded) == 1:
+            return folded[0]
+        return ""
+
+    def anchors_of(self, path: str) -> set[str]:
+        if path in self._anchor_cache:
+            return self._anchor_cache[path]
+        note = self.notes.get(path)
+        out: set[str] = set()
+        if note is not None:
+            counts: dict[str, int] = {}
+            for _line, _lvl, text in note.headings:
+                m = _HEADING_ID_RE.search(text)
+                if m:
+                    out.add(m.group(1).casefold())
+                    text = text[: m.start()]
+                s = slug(text)
+                n = counts.get(s, 0)
+                counts[s] = n + 1
+                out.add(s if n == 0 else f"{s}-{n}")
+                out.add(text.strip().casefold())
+            out.update(a.casefold() for a in _HTML_ID_RE.findall(note.text))
+            out.update("^" + b.casefold() for b in _BLOCK_ID_RE.findall(note.text))
+        self._anchor_cache[path] = out
+        return out
+
+    def _anchor_ok(self, path: str, anchor: str) -> bool:
+        if path not in self.notes:
+            return True  # not a note (an image, a folder): nothing to check against
+        a = unquote(anchor).strip()
+        if not a:
+            return True
+        have = self.anchors_of(path)
+        return a.casefold() in have or slug(a) in have
+
+    def resolve(self, note: Note, ref: Ref) -> Resolution:
+        if ref.syntax == "refuse":
+            return Resolution("undefined-reference", reason=f"reference-style link [{ref.target}] has no definition")
+        if ref.syntax in ("wiki", "relation"):
+            hit = self._wiki_lookup(ref.target, note)
+            last = ref.target.rsplit("/", 1)[-1]
+            if hit is None and "." in last and not last.lower().endswith(NOTE_SUFFIXES) \
+                    and re.fullmatch(r"[A-Za-z][A-Za-z0-9]{0,7}", last.rsplit(".", 1)[1]) \
+                    and last.rsplit(".", 1)[1].lower() in _FILE_EXTS:
+                return Resolution("missing-file", ref.target, reason="no such file in the store")
+            if hit is None:
+                sugg = self.suggest(ref.target, note.path)
+                if ref.syntax == "relation" and ref.relation != "links_to" and not sugg:
+                    return Resolution("forward", reason=f"{ref.relation} names a note not written yet")
+                return Resolution("broken", suggestion=sugg, reason="no note has this path, name, permalink or title")
+            if ref.anchor and not self._anchor_ok(hit, ref.anchor):
+                return Resolution("broken-anchor", hit, reason=f"{hit} has no heading #{ref.anchor}")
+            return Resolution("ok", hit)
+        if ref.syntax == "path":
+            return self._resolve_path(note, ref)
+        return self._resolve_markdown(note, ref)
+
+    def _rel(self, note: Note, target: str) -> str | None:
+        """The target relative to the store root (None when it leaves the store)."""
+        if target.startswith("/"):
+            p = posixpath.normpath(target.lstrip("/"))
+        else:
+            base = note.path.rsplit("/", 1)[0] if "/" in note.path else ""
+            p = posixpath.normpath(posixpath.join(base, target))
+        if p == ".":
+            return ""
+        if p.startswith("../") or p == "..":
+            return None
+        return p
+
+    def _outside(self, note: Note, target: str) -> bool | None:
+        """Whether a target that leaves the store exists on disk (None: cannot tell)."""
+        base = os.path.dirname(os.path.join(self.root, note.path))
+        full = os.path.normpath(os.path.join(base, target))
+        return os.path.exists(full)
+
+    def _resolve_markdown(self, note: Note, ref: Ref) -> Resolution:
+        target = unquote(ref.target.strip())
+        mdc = False
+        if target.lower().startswith("mdc:"):
+            target, mdc = target[4:], True
+        if target.lower().startswith("file:"):
+            return Resolution("skipped", reason="file: URL outside the store")
+        if not target:  # [x](#anchor): this note
+            if ref.anchor and not self._anchor_ok(note.path, ref.anchor):
+                return Resolution("broken-anchor", note.path, reason=f"no heading #{ref.anchor} in this note")
+            return Resolution("ok", note.path)
+        if mdc:
+            rel = self._mdc(target)
+            if rel is None:
+                sugg = self.suggest(target, note.path)
+                return Resolution("broken", suggestion=sugg, reason="no file in the store ends with this mdc: path")
+        else:
+            rel = self._rel(note, target)
+        if rel is None:
+            if self._outside(note, target):
+                return Resolution("ok", target, reason="outside the store")
+            if self.project_root:
+                return Resolution("missing-file", target, reason="leaves the store; not found on disk either")
+            return Resolution("skipped", target, reason="points outside the store (no project root to check against)")
+        low = rel.lower()
+        if low.endswith(HTML_SUFFIXES):
+            md = rel.rsplit(".", 1)[0] + ".md"
+            if md in self.files:
+                return self._anchored(md, ref)
+            if rel in self.files:
+                return Resolution("ok", rel)
+            if self.is_mdbook:
+                sugg = self.suggest(md, note.path)
+                return Resolution("broken", suggestion=sugg, reason=f"no chapter {md} for {rel}")
+            return Resolution("skipped", rel, reason="generated page (.html with no markdown source in the store)")
+        if rel in self.files or rel in self.dirs:
+            return self._anchored(rel, ref)
+        if not low.endswith(NOTE_SUFFIXES) and "." not in rel.rsplit("/", 1)[-1]:
+            for cand in (rel + ".md", rel + "/README.md", rel + "/index.md"):
+                if cand in self.files:
+                    return self._anchored(cand, ref)
+        if low.endswith(NOTE_SUFFIXES) or "." not in rel.rsplit("/", 1)[-1]:
+            sugg = self.suggest(rel if "." in rel.rsplit("/", 1)[-1] else rel + ".md", note.path)
+            return Resolution("broken", rel, suggestion=sugg, reason="no such note")
+        sugg = self.suggest(rel)
+        return Resolution("missing-file", rel, suggestion=sugg if sugg and sugg in self.files else "",
+                          reason="no such file")
+
+    def _anchored(self, rel: str, ref: Ref) -> Resolution:
+        if ref.anchor and not self._anchor_ok(rel, ref.anchor):
+            return Resolution("broken-anchor", rel, reason=f"{rel} has no heading #{ref.anchor}")
+        return Resolution("ok", rel)
+
+    def _mdc(self, target: str) -> str | None:
+        parts = [p for p in target.split("/") if p not in ("", ".")]
+        for i in range(len(parts)):
+            cand = "/".join(parts[i:])
+            if cand in self.files:
+                return cand
+        return None
+
+    def _resolve_path(self, note: Note, ref: Ref) -> Resolution:
+        t = ref.target
+        base = note.path.rsplit("/", 1)[0] if "/" in note.path else ""
+        rels = []
+        if not t.startswith(("./", "../")):
+            rels.append(posixpath.normpath(t))
+        rels.insert(0, posixpath.normpath(posixpath.join(base, t)) if base else posixpath.normpath(t))
+        for rel in rels:
+            if not rel.startswith("..") and (rel in self.files or rel in self.dirs):
+                return Resolution("ok", rel)
+        # outside the store: the note's folder on disk, then the project root
+        full = os.path.normpath(os.path.join(self.root, base, t))
+        if os.path.exists(full):
+            return Resolution("ok", t, reason="outside the store")
+        if self.project_root and os.path.exists(os.path.join(self.project_root, t)):
+            return Resolution("ok", t, reason="in the project")
+        is_note = t.lower().endswith(NOTE_SUFFIXES)
+        first = t.split("/", 1)[0]
+        anchored = t.startswith(("./", "../")) or is_note or "/" not in t
+        if not anchored:
+            anchored = any(
+                (posixpath.normpath(posixpath.join(b, first)) in self.dirs) for b in ({base, ""})
+            ) or bool(self.project_root and os.path.isdir(os.path.join(self.project_root, first)))
+        if not anchored:
+            return Resolution("skipped", t, reason="names a path outside anything the store can see "
+                                                   f"(no folder {first!r} in the store or the project)")
+        rel = rels[0]
+        sugg = self.suggest(t, note.path) if is_note else ""
+        if is_note:
+            return Resolution("broken", rel, suggestion=sugg, reason="no such note")
+        return Resolution("missing-file", rel, reason="no such file")
+
+    # -- rewriting one reference ---------------------------------------------------------
+    def new_target_text(self, note: Note, ref: Ref, new_path: str) -> str:
+        """How ``ref`` should name ``new_path``, in the syntax it was written in."""
+        if ref.syntax in ("wiki", "relation"):
+            if "/" in ref.target:
+                text = new_path if ref.target.lower().endswith(NOTE_SUFFIXES) else strip_suffix(new_path)
+            else:
+                stem = new_path.rsplit("/", 1)[-1]
+                stem_ns = strip_suffix(stem)
+                unique = len(self.stems.get(stem_ns.casefold(), ())) <= 1
+                if unique:
+                    text = stem if ref.target.lower().endswith(NOTE_SUFFIXES) else stem_ns
+                else:
+                    text = strip_suffix(new_path)
+            return text
+        base = note.path.rsplit("/", 1)[0] if "/" in note.path else ""
+        rel = posixpath.relpath(new_path, base or ".")
+        raw = ref.raw or ref.target
+        if raw.lower().startswith("mdc:"):
+            # workspace-relative: keep the folders the original named and swap the file name,
+            # when the note stayed in the same folder of the store; otherwise no safe rewrite
+            orig = raw[4:]
+            orig_dir = orig.rsplit("/", 1)[0] if "/" in orig else ""
+            new_dir = new_path.rsplit("/", 1)[0] if "/" in new_path else ""
+            if new_dir and not orig_dir.endswith(new_dir):
+                return ""
+            if not new_dir and orig_dir and self._mdc(orig_dir + "/" + new_path) != new_path:
+                return ""
+            return "mdc:" + (orig_dir + "/" if orig_dir else "") + new_path.rsplit("/", 1)[-1]
+        if raw.lower().endswith(HTML_SUFFIXES):
+            rel = rel.rsplit(".", 1)[0] + ".html"
+        if raw.startswith("./") and not rel.startswith("."):
+            rel = "./" + rel
+        if ref.syntax in ("markdown", "reference") and (" " in rel) and "%20" in raw:
+            rel = quote(rel, safe="/#.-_~")
+        return rel
+
+
+def line_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) offsets of each line of ``text`` (end excludes the newline)."""
+    spans = []
+    pos = 0
+    for part in text.split("\n"):
+        spans.append((pos, pos + len(part)))
+        pos += len(part) + 1
+    return spans
+
+
+def rewrite_line(line: str, ref: Ref, new_text: str) -> str | None:
+    """``line`` with ``ref``'s target replaced by ``new_text``; None when it cannot be found."""
+    old = ref.raw or ref.target
+    if ref.syntax in ("wiki", "relation"):
+        pat = re.compile(r"(\[\[)([^\]\n]+)(\]\])")
+        for m in pat.finditer(line):
+            inner = m.group(2)
+            parts = inner.split("|")
+            for i, part in enumerate(parts):
+                head = part.split("#", 1)[0]
+                if head.strip() == old.strip():
+                    rest = part[len(head):]
+                    lead = head[: len(head) - len(head.lstrip())]
+                    trail = head[len(head.rstrip()):]
+                    parts[i] = lead + new_text + trail + rest
+                    new_inner = "|".join(parts)
+                    return line[: m.start(2)] + new_inner + line[m.end(2):]
+        return None
+    if ref.syntax == "markdown":
+        for m in re.finditer(r"\]\(\s*<?([^)\s>]+)", line):
+            target = m.group(1)
+            head = target.split("#", 1)[0]
+            if head == old or unquote(head) == unquote(old):
+                return line[: m.start(1)] + new_text + target[len(head):] + line[m.end(1):]
+        return None
+    if ref.syntax == "reference":
+        m = re.match(r"^(\s{0,3}\[[^\]]+\]:\s*<?)(\S+?)(>?(?:\s+.*)?)$", line)
+        if m:
+            head = m.group(2).split("#", 1)[0]
+            if head == old or unquote(head) == unquote(old):
+                return line[: m.start(2)] + new_text + m.group(2)[len(head):] + line[m.end(2):]
+        return None
+    if ref.syntax == "path":
+        idx = line.find(old)
+        while idx >= 0:
+            before = line[idx - 1] if idx > 0 else " "
+            after = line[idx + len(old)] if idx + len(old) < len(line) else " "
+            if not (before.isalnum() or before in "/.-_") and not (after.isalnum() or after in "/_-"):
+                return line[:idx] + new_text + line[idx + len(old):]
+            idx = line.find(old, idx + 1)
+        return None
+    return None
+
+
+def move_history(engine) -> dict[str, dict[str, str]]:
+    """``{domain: {old path: new path}}`` from the applied move and archive proposals of the
+    queue (empty when there is no queue yet). The Librarian and the Corrector suggest a renamed
+    note's new place from it."""
+    if engine is None:
+        return {}
+    try:
+        from sqlalchemy import select
+
+        from geode.agents import proposals as q
+    except ImportError:  # the queue is not installed: no history, never an error
+        return {}
+    q.ensure_tables(engine)
+    out: dict[str, dict[str, str]] = {}
+    stmt = (select(q.P.c.id, q.P.c.domain, q.C.c.path, q.C.c.before_sha, q.C.c.after_sha)
+            .join(q.C, q.C.c.proposal_id == q.P.c.id)
+            .where(q.P.c.status == "applied", q.P.c.kind.in_(("move", "archive")))
+            .order_by(q.P.c.updated_at, q.P.c.id, q.C.c.seq))
+    per: dict[int, dict] = {}
+    with engine.connect() as conn:
+        for pid, domain, path, before_sha, after_sha in conn.execute(stmt):
+            p = per.setdefault(pid, {"domain": domain, "src": None, "dst": None})
+            if before_sha is None:
+                p["dst"] = path
+            elif after_sha is None:
+                p["src"] = path
+    for p in per.values():
+        if p["src"] and p["dst"]:
+            out.setdefault(p["domain"], {})[p["src"]] = p["dst"]
+    return out

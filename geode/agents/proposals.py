@@ -1,0 +1,605 @@
+"""The approval queue: every edit an agent wants is filed here first, and a person decides.
+
+Tables (SQLModel, created on first use; SQLite by default, PostgreSQL by URL):
+
+- ``proposal``: one row per proposal: agent, kind, domain, title, rationale, evidence (JSON),
+  ``run_id`` + ``key`` (unique: filing the same pair twice is a no-op), status.
+- ``proposal_change``: the files it touches, in the order they are applied: ``path`` relative
+  to the domain root, ``before_sha`` (None: the file must not exist), the bytes seen when it
+  was filed (``before``, for the diff and for undo), ``after`` (None: the file is removed),
+  the requested mode, and the mode found when it was applied (``before_mode``, for undo).
+- ``proposal_action``: who did what, when (filed, approve, reject, undo, reconcile).
+- ``proposal_journal``: the intent journal of apply and undo (see ``geode/agents/apply.py``, which also holds approve, undo and reconcile).
+
+Statuses: ``pending`` (filed, waiting), ``applied``, ``rejected``, ``undone``, ``conflict``
+(a file changed since the proposal was made; approving again re-checks), ``failed`` (a path
+became unusable, e.g. a folder was replaced by a symlink).
+
+Why the bytes are stored and not only hashes: undo must restore the exact bytes, and the diff a
+person reads must be the one that will be applied, whatever happens to the file meanwhile.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from dataclasses import dataclass
+
+from sqlalchemy import (Column, Float, ForeignKey, Index, Integer, LargeBinary, String, Text,
+                        UniqueConstraint, select)
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Field, SQLModel
+
+from geode.agents import safepath
+
+KINDS = ("edit", "move", "archive", "status", "new_note")
+STATUSES = ("pending", "applied", "rejected", "undone", "conflict", "failed")
+#: Statuses from which ``approve`` applies (it re-checks every hash first).
+APPROVABLE = ("pending", "undone", "conflict", "failed")
+REJECTABLE = ("pending", "undone", "conflict", "failed")
+DEFAULT_ARCHIVE_DIR = "archive"
+
+
+class ProposalError(ValueError):
+    """A draft that cannot be filed, or an action that cannot be taken; the message says why."""
+
+
+class Conflict(ProposalError):
+    """A file is not what the proposal says it was (its sha256 differs from ``before_sha``)."""
+
+    def __init__(self, message: str, paths: list[str]):
+        super().__init__(message)
+        self.paths = paths
+
+
+# -- tables -------------------------------------------------------------------------------
+class Proposal(SQLModel, table=True):
+    __tablename__ = "proposal"
+    __table_args__ = (
+        UniqueConstraint("run_id", "key", name="uq_proposal_run_key"),
+        Index("ix_proposal_status", "status"),
+        Index("ix_proposal_agent_kind", "agent", "kind"),
+    )
+
+    id: int | None = Field(default=None, sa_column=Column(Integer, primary_key=True, autoincrement=True))
+    run_id: str = Field(sa_column=Column(String(255), nullable=False))
+    key: str = Field(sa_column=Column(String(255), nullable=False))
+    agent: str = Field(sa_column=Column(String(80), nullable=False))
+    kind: str = Field(sa_column=Column(String(20), nullable=False))
+    domain: str = Field(sa_column=Column(Text, nullable=False))
+    title: str = Field(sa_column=Column(Text, nullable=False))
+    rationale: str = Field(sa_column=Column(Text, nullable=False))
+    evidence: str = Field(sa_column=Column(Text, nullable=False))  # JSON list
+    status: str = Field(sa_column=Column(String(20), nullable=False))
+    message: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+    created_at: float = Field(sa_column=Column(Float, nullable=False))
+    updated_at: float = Field(sa_column=Column(Float, nullable=False))
+    #: The open journal entry while an apply or undo is in flight (or was cut short by a crash).
+    journal_id: int | None = Field(default=None, sa_column=Column(Integer, nullable=True))
+
+
+class ProposalChange(SQLModel, table=True):
+    __tablename__ = "proposal_change"
+    __table_args__ = (Index("ix_proposal_change_proposal", "proposal_id", "seq"),)
+
+    id: int | None = Field(default=None, sa_column=Column(Integer, primary_key=True, autoincrement=True))
+    proposal_id: int = Field(sa_column=Column(Integer, ForeignKey("proposal.id"), nullable=False))
+    seq: int = Field(sa_column=Column(Integer, nullable=False))
+    path: str = Field(sa_column=Column(Text, nullable=False))
+    before_sha: str | None = Field(default=None, sa_column=Column(String(64), nullable=True))
+    after_sha: str | None = Field(default=None, sa_column=Column(String(64), nullable=True))
+    before: bytes | None = Field(default=None, sa_column=Column(LargeBinary, nullable=True))
+    after: bytes | None = Field(default=None, sa_column=Column(LargeBinary, nullable=True))
+    mode: int | None = Field(default=None, sa_column=Column(Integer, nullable=True))
+    before_mode: int | None = Field(default=None, sa_column=Column(Integer, nullable=True))
+
+
+class ProposalAction(SQLModel, table=True):
+    __tablename__ = "proposal_action"
+    __table_args__ = (Index("ix_proposal_action_proposal", "proposal_id"),)
+
+    id: int | None = Field(default=None, sa_column=Column(Integer, primary_key=True, autoincrement=True))
+    proposal_id: int = Field(sa_column=Column(Integer, ForeignKey("proposal.id"), nullable=False))
+    action: str = Field(sa_column=Column(String(20), nullable=False))
+    outcome: str = Field(sa_column=Column(String(20), nullable=False))
+    who: str = Field(sa_column=Column(Text, nullable=False))
+    at: float = Field(sa_column=Column(Float, nullable=False))
+    detail: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+
+
+class ProposalJournal(SQLModel, table=True):
+    """The intent journal: written (committed) before the first file is touched, marked when the
+    last one is done. ``plan`` is a JSON list of ``{seq, path, from_sha, to_sha, from_mode,
+    to_mode, tmp}``; ``direction`` turns to ``back`` when an apply aborts and rolls back."""
+
+    __tablename__ = "proposal_journal"
+    __table_args__ = (Index("ix_proposal_journal_state", "state"),)
+
+    id: int | None = Field(default=None, sa_column=Column(Integer, primary_key=True, autoincrement=True))
+    proposal_id: int = Field(sa_column=Column(Integer, ForeignKey("proposal.id"), nullable=False))
+    op: str = Field(sa_column=Column(String(10), nullable=False))  # apply | undo
+    direction: str = Field(sa_column=Column(String(10), nullable=False))  # forward | back
+    state: str = Field(sa_column=Column(String(12), nullable=False))  # open | done | rolled_back
+    prior_status: str = Field(sa_column=Column(String(20), nullable=False))
+    who: str = Field(sa_column=Column(Text, nullable=False))
+    pid: int = Field(sa_column=Column(Integer, nullable=False))
+    host: str = Field(sa_column=Column(Text, nullable=False))
+    started_at: float = Field(sa_column=Column(Float, nullable=False))
+    finished_at: float | None = Field(default=None, sa_column=Column(Float, nullable=True))
+    plan: str = Field(sa_column=Column(Text, nullable=False))
+
+
+TABLES = [Proposal.__table__, ProposalChange.__table__, ProposalAction.__table__, ProposalJournal.__table__]
+P, C, A, J = TABLES
+_ready: set[int] = set()
+
+
+def ensure_tables(engine) -> None:
+    """Create the queue's tables if needed (once per engine per process)."""
+    if id(engine) in _ready:
+        return
+    try:
+        with engine.begin() as conn:
+            SQLModel.metadata.create_all(conn, tables=TABLES)
+    except Exception:  # two processes creating PostgreSQL tables at once: retry finds them
+        with engine.begin() as conn:
+            SQLModel.metadata.create_all(conn, tables=TABLES)
+    _ready.add(id(engine))
+
+
+def open_queue(settings):
+    """The records engine (``geode.delivery.models.init_db``) with the queue's tables present."""
+    from geode.delivery import models
+
+    engine = models.init_db(settings)
+    ensure_tables(engine)
+    return engine
+
+
+# -- drafts -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class FileChange:
+    """One file of a proposal. ``path`` relative to the domain root; ``before_sha`` the sha256
+    hex of the current bytes (None: the file must not exist); ``after`` the new bytes (None:
+    the file is removed, as the source of a move is); ``mode`` the new file's permission bits
+    (None: keep the file's mode, or the umask default for a new file)."""
+
+    path: str
+    before_sha: str | None
+    after: bytes | None
+    mode: int | None = None
+
+
+@dataclass
+class ProposalDraft:
+    """What an agent files. ``evidence``: ``[{"finding": id}, {"ledger_event": id}, ...]``,
+    at least one item (principle 4: a proposal cites what justifies it)."""
+
+    agent: str
+    kind: str
+    domain: str
+    title: str
+    rationale: str
+    evidence: list
+    changes: list
+    run_id: str
+    key: str
+
+
+def sha256(data: bytes | None) -> str | None:
+    return None if data is None else hashlib.sha256(data).hexdigest()
+
+
+def domain_root(settings, domain: str) -> str:
+    try:
+        return settings.domains[domain]
+    except KeyError:
+        raise ProposalError(f"unknown domain {domain!r}; configured: {', '.join(settings.domains) or 'none'}") from None
+
+
+def current(settings, domain: str, path: str) -> tuple[bytes, int] | None:
+    """``(bytes, mode)`` of a file of the domain now, None when absent (``UnsafePath`` if refused)."""
+    return safepath.read(domain_root(settings, domain), path)
+
+
+def _as_bytes(data) -> bytes:
+    return data.encode("utf-8") if isinstance(data, str) else bytes(data)
+
+
+def edit_change(settings, domain: str, path: str, after) -> FileChange:
+    """A change of an existing file to ``after`` (bytes or text), hashed as it is now."""
+    cur = current(settings, domain, path)
+    if cur is None:
+        raise ProposalError(f"{path}: no such file in domain {domain!r}")
+    return FileChange(path, sha256(cur[0]), _as_bytes(after))
+
+
+def new_note_change(settings, domain: str, path: str, text, mode: int | None = None) -> FileChange:
+    if current(settings, domain, path) is not None:
+        raise ProposalError(f"{path}: already exists in domain {domain!r}")
+    return FileChange(path, None, _as_bytes(text), mode)
+
+
+def move_changes(settings, domain: str, src: str, dst: str, *, content=None,
+                 rewrites: dict | None = None) -> list[FileChange]:
+    """A move of ``src`` to ``dst`` (same bytes and mode unless ``content`` is given), plus the
+    link rewrites in other files (``{path: new bytes}``): one proposal, several changes.
+    Order: the new file first, the rewrites, the removal of the source last."""
+    cur = current(settings, domain, src)
+    if cur is None:
+        raise ProposalError(f"{src}: no such file in domain {domain!r}")
+    if current(settings, domain, dst) is not None:
+        raise ProposalError(f"{dst}: already exists in domain {domain!r}")
+    data, mode = cur
+    changes = [FileChange(dst, None, data if content is None else _as_bytes(content), mode)]
+    for path, after in (rewrites or {}).items():
+        if path in (src, dst):
+            raise ProposalError(f"{path}: a rewrite may not touch the moved file itself")
+        changes.append(edit_change(settings, domain, path, after))
+    changes.append(FileChange(src, sha256(data), None))
+    return changes
+
+
+def archive_changes(settings, domain: str, path: str, *, archive_dir: str = DEFAULT_ARCHIVE_DIR,
+                    rewrites: dict | None = None) -> list[FileChange]:
+    """A move of ``path`` into the archive folder (same relative path under it) with
+    frontmatter ``status: archived``."""
+    cur = current(settings, domain, path)
+    if cur is None:
+        raise ProposalError(f"{path}: no such file in domain {domain!r}")
+    archive_dir = archive_dir.strip("/")
+    if path == archive_dir or path.startswith(archive_dir + "/"):
+        raise ProposalError(f"{path}: already in the archive folder {archive_dir}/")
+    return move_changes(settings, domain, path, f"{archive_dir}/{path}",
+                        content=set_frontmatter_status(cur[0], "archived"), rewrites=rewrites)
+
+
+def status_change(settings, domain: str, path: str, status: str) -> FileChange:
+    cur = current(settings, domain, path)
+    if cur is None:
+        raise ProposalError(f"{path}: no such file in domain {domain!r}")
+    return FileChange(path, sha256(cur[0]), set_frontmatter_status(cur[0], status))
+
+
+_BOM = b"\xef\xbb\xbf"
+_STATUS_LINE = re.compile(rb"^status[ \t]*:[^\r\n]*", re.M)
+
+
+def set_frontmatter_status(data: bytes, status: str) -> bytes:
+    """``data`` with the top-level frontmatter key ``status`` set, working on bytes so that
+    everything else (BOM, line endings, invalid UTF-8 in the body) stays as it was. A file with
+    no frontmatter gets one."""
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", status):
+        raise ProposalError(f"status {status!r}: letters, digits, '_', '.', '-' only")
+    bom = _BOM if data.startswith(_BOM) else b""
+    body = data[len(bom):]
+    nl = b"\r\n" if b"\r\n" in body[:4096] else b"\n"  # for a frontmatter we add
+    line = b"status: " + status.encode()
+    m = re.match(rb"---[ \t]*(\r?\n)", body)
+    if m:
+        end = re.search(rb"^(---|\.\.\.)[ \t]*(\r?\n|$)", body[m.end():], re.M)
+        if end is not None:
+            fm_start, fm_end = m.end(), m.end() + end.start()
+            fm = body[fm_start:fm_end]
+            if _STATUS_LINE.search(fm):
+                fm = _STATUS_LINE.sub(lambda _m: line, fm, count=1)
+            else:
+                fm = fm + line + m.group(1)
+            return bom + body[:fm_start] + fm + body[fm_end:]
+    return bom + b"---" + nl + line + nl + b"---" + nl + body
+
+
+# -- filing -------------------------------------------------------------------------------
+def _now() -> float:
+    return time.time()
+
+
+def _validate_kind(kind: str, changes: list[FileChange]) -> None:
+    creates = [c for c in changes if c.before_sha is None]
+    removes = [c for c in changes if c.after is None]
+    edits = [c for c in changes if c.before_sha is not None and c.after is not None]
+    if kind in ("edit", "status") and (creates or removes):
+        raise ProposalError(f"a {kind} proposal changes existing files only")
+    if kind == "new_note" and (not creates or removes):
+        raise ProposalError("a new_note proposal creates files and removes none")
+    if kind in ("move", "archive") and (len(creates) != 1 or len(removes) != 1):
+        raise ProposalError(f"a {kind} proposal creates exactly one file and removes exactly one "
+                            f"(the rest are link rewrites); got {len(creates)} and {len(removes)}")
+    del edits
+
+
+def _validate(settings, draft: ProposalDraft) -> tuple[str, list[tuple[FileChange, bytes | None]]]:
+    if draft.kind not in KINDS:
+        raise ProposalError(f"kind {draft.kind!r}; expected one of {', '.join(KINDS)}")
+    for name in ("agent", "run_id", "key", "title"):
+        value = getattr(draft, name)
+        if not isinstance(value, str) or not value.strip():
+            raise ProposalError(f"{name} must be a non-empty string")
+    if len(draft.run_id) > 255 or len(draft.key) > 255:
+        raise ProposalError("run_id and key are at most 255 characters")
+    ev = draft.evidence
+    if not isinstance(ev, list) or not ev or not all(
+            isinstance(e, dict) and ("finding" in e or "ledger_event" in e) for e in ev):
+        raise ProposalError('evidence must be a non-empty list of {"finding": id} / {"ledger_event": id}')
+    root = domain_root(settings, draft.domain)
+    changes = list(draft.changes)
+    if not changes:
+        raise ProposalError("a proposal needs at least one file change")
+    seen = set()
+    checked = []
+    stale = []
+    for c in changes:
+        if not isinstance(c, FileChange):
+            raise ProposalError(f"changes must be FileChange, got {type(c).__name__}")
+        try:
+            safepath.split(c.path)
+        except safepath.UnsafePath as exc:
+            raise ProposalError(f"unsafe path: {exc}") from exc
+        if c.path in seen:
+            raise ProposalError(f"{c.path}: named twice in one proposal")
+        seen.add(c.path)
+        if c.after is not None and not isinstance(c.after, (bytes, bytearray, memoryview)):
+            raise ProposalError(f"{c.path}: after must be bytes or None")
+        if c.before_sha is None and c.after is None:
+            raise ProposalError(f"{c.path}: neither before nor after: nothing to do")
+        if c.before_sha is not None and not re.fullmatch(r"[0-9a-f]{64}", c.before_sha):
+            raise ProposalError(f"{c.path}: before_sha must be 64 lowercase hex digits")
+        if c.mode is not None and not (isinstance(c.mode, int) and 0 <= c.mode <= 0o7777):
+            raise ProposalError(f"{c.path}: mode must be permission bits (0..0o7777)")
+        try:
+            cur = safepath.read(root, c.path)
+        except safepath.UnsafePath as exc:
+            raise ProposalError(f"unsafe path: {exc}") from exc
+        data = cur[0] if cur is not None else None
+        if sha256(data) != c.before_sha:
+            stale.append(c.path)
+        checked.append((FileChange(c.path, c.before_sha, None if c.after is None else bytes(c.after), c.mode), data))
+    if stale:
+        raise Conflict(f"changed since the agent read it (sha256 differs from before_sha): {', '.join(stale)}", stale)
+    if all(sha256(c.after) == c.before_sha for c, _ in checked):
+        raise ProposalError("the proposal changes nothing")
+    _validate_kind(draft.kind, [c for c, _ in checked])
+    return root, checked
+
+
+def file_proposal(settings, engine, draft: ProposalDraft) -> int | None:
+    """File a proposal; its id, or None when ``(run_id, key)`` was filed before.
+
+    Raises ``Conflict`` when a file's sha256 is not ``before_sha`` now, ``ProposalError`` for
+    anything else wrong with the draft (unsafe path, unknown kind or domain, no evidence).
+    """
+    ensure_tables(engine)
+    with engine.connect() as conn:
+        if conn.execute(select(P.c.id).where(P.c.run_id == draft.run_id, P.c.key == draft.key)).first():
+            return None
+    _root, checked = _validate(settings, draft)
+    now = _now()
+    try:
+        with engine.begin() as conn:
+            if conn.execute(select(P.c.id).where(P.c.run_id == draft.run_id, P.c.key == draft.key)).first():
+                return None
+            pid = conn.execute(P.insert().values(
+                run_id=draft.run_id, key=draft.key, agent=draft.agent, kind=draft.kind, domain=draft.domain,
+                title=draft.title, rationale=draft.rationale or "", evidence=json.dumps(draft.evidence, default=str),
+                status="pending", message="", created_at=now, updated_at=now, journal_id=None,
+            ).returning(P.c.id)).scalar_one()
+            conn.execute(C.insert(), [
+                dict(proposal_id=pid, seq=i, path=c.path, before_sha=c.before_sha, after_sha=sha256(c.after),
+                     before=data, after=c.after, mode=c.mode, before_mode=None)
+                for i, (c, data) in enumerate(checked)
+            ])
+            record(conn, pid, "filed", "pending", draft.agent, {"run_id": draft.run_id, "key": draft.key})
+            return int(pid)
+    except IntegrityError:
+        # Filed by a concurrent process between our check and our insert: the unique
+        # (run_id, key) constraint decided; it is filed once.
+        with engine.connect() as conn:
+            if conn.execute(select(P.c.id).where(P.c.run_id == draft.run_id, P.c.key == draft.key)).first():
+                return None
+        raise
+
+
+def record(conn, proposal_id: int, action: str, outcome: str, who: str, detail=None) -> None:
+    """One row of who did what, when."""
+    conn.execute(A.insert().values(
+        proposal_id=proposal_id, action=action, outcome=outcome, who=who or "unknown", at=_now(),
+        detail=json.dumps(detail, default=str) if detail is not None else "",
+    ))
+
+
+# -- reading -------------------------------------------------------------------------------
+def _iso(ts: float | None) -> str | None:
+    if ts is None:
+        return None
+    import datetime as dt
+
+    return dt.datetime.fromtimestamp(ts, dt.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _op(before_sha, after_sha) -> str:
+    if before_sha is None:
+        return "create"
+    if after_sha is None:
+        return "delete"
+    return "modify"
+
+
+def _summary(row, paths: list[str]) -> dict:
+    return {
+        "id": row["id"], "agent": row["agent"], "kind": row["kind"], "domain": row["domain"],
+        "title": row["title"], "status": row["status"], "paths": paths,
+        "run_id": row["run_id"], "key": row["key"],
+        "created_at": _iso(row["created_at"]), "updated_at": _iso(row["updated_at"]),
+        "message": row["message"],
+    }
+
+
+def list_proposals(engine, *, agent: str | None = None, kind: str | None = None, status: str | None = None,
+                   domain: str | None = None, run_id: str | None = None, limit: int | None = None) -> list[dict]:
+    """Proposals matching every filter given, oldest first: ``[{id, agent, kind, domain, title,
+    status, paths, run_id, key, created_at, updated_at, message}]``."""
+    ensure_tables(engine)
+    stmt = select(P).order_by(P.c.id)
+    for col, value in ((P.c.agent, agent), (P.c.kind, kind), (P.c.status, status), (P.c.domain, domain),
+                       (P.c.run_id, run_id)):
+        if value is not None:
+            stmt = stmt.where(col == value)
+    if limit is not None:
+        stmt = stmt.limit(limit)
+    with engine.connect() as conn:
+        rows = conn.execute(stmt).mappings().all()
+        paths: dict[int, list[str]] = {}
+        if rows:
+            ids = [r["id"] for r in rows]
+            for start in range(0, len(ids), 500):
+                for pid, path in conn.execute(select(C.c.proposal_id, C.c.path).where(
+                        C.c.proposal_id.in_(ids[start:start + 500])).order_by(C.c.proposal_id, C.c.seq)):
+                    paths.setdefault(pid, []).append(path)
+    return [_summary(r, paths.get(r["id"], [])) for r in rows]
+
+
+def load(conn, proposal_id: int):
+    """``(proposal row, [change rows])`` as mappings, or ``(None, [])``."""
+    row = conn.execute(select(P).where(P.c.id == proposal_id)).mappings().first()
+    if row is None:
+        return None, []
+    changes = conn.execute(select(C).where(C.c.proposal_id == proposal_id).order_by(C.c.seq)).mappings().all()
+    return row, list(changes)
+
+
+def get(engine, proposal_id: int) -> dict | None:
+    """Everything about one proposal except the bytes: the summary plus ``rationale``,
+    ``evidence``, ``changes`` [{path, op, before_sha, after_sha, mode, before_mode}] and
+    ``actions`` [{action, outcome, who, at, detail}]. None when there is no such id."""
+    ensure_tables(engine)
+    with engine.connect() as conn:
+        row, changes = load(conn, proposal_id)
+        if row is None:
+            return None
+        actions = conn.execute(select(A).where(A.c.proposal_id == proposal_id).order_by(A.c.id)).mappings().all()
+    out = _summary(row, [c["path"] for c in changes])
+    out["rationale"] = row["rationale"]
+    out["evidence"] = json.loads(row["evidence"] or "[]")
+    out["changes"] = [{
+        "path": c["path"], "op": _op(c["before_sha"], c["after_sha"]), "before_sha": c["before_sha"],
+        "after_sha": c["after_sha"], "mode": _mode_str(c["mode"]), "before_mode": _mode_str(c["before_mode"]),
+    } for c in changes]
+    out["actions"] = [{
+        "action": a["action"], "outcome": a["outcome"], "who": a["who"], "at": _iso(a["at"]),
+        "detail": json.loads(a["detail"]) if a["detail"] else None,
+    } for a in actions]
+    return out
+
+
+def _mode_str(mode: int | None) -> str | None:
+    return None if mode is None else f"{mode:04o}"
+
+
+def _lines(data: bytes) -> list[str]:
+    text = data.decode("utf-8", errors="replace")
+    lines = text.splitlines(keepends=True)
+    if lines and not lines[-1].endswith(("\n", "\r")):
+        lines[-1] += "\n\\ No newline at end of file\n"
+    return lines
+
+
+def _is_binary(data: bytes | None) -> bool:
+    return data is not None and b"\x00" in data[:8192]
+
+
+def _file_diff(a_path: str | None, b_path: str | None, before: bytes | None, after: bytes | None) -> str:
+    import difflib
+
+    a_name = f"a/{a_path}" if before is not None else "/dev/null"
+    b_name = f"b/{b_path}" if after is not None else "/dev/null"
+    if _is_binary(before) or _is_binary(after):
+        return f"Binary files {a_name} and {b_name} differ\n"
+    return "".join(difflib.unified_diff(_lines(before or b""), _lines(after or b""), a_name, b_name))
+
+
+def diff(engine, proposal_id: int) -> str:
+    """The unified diff of the whole proposal, as it will be applied. A move shows as a rename
+    with the diff between the old and the new content; link rewrites follow."""
+    ensure_tables(engine)
+    with engine.connect() as conn:
+        row, changes = load(conn, proposal_id)
+    if row is None:
+        raise ProposalError(f"no proposal {proposal_id}")
+    creates = [c for c in changes if c["before_sha"] is None]
+    removes = [c for c in changes if c["after_sha"] is None]
+    out = []
+    paired: set[int] = set()
+    if row["kind"] in ("move", "archive") and len(creates) == 1 and len(removes) == 1:
+        src, dst = removes[0], creates[0]
+        paired = {src["seq"], dst["seq"]}
+        out.append(f"rename from {src['path']}\nrename to {dst['path']}\n")
+        out.append(_file_diff(src["path"], dst["path"], _b(src["before"]), _b(dst["after"])))
+    for c in changes:
+        if c["seq"] in paired:
+            continue
+        mode = f" (mode {c['mode']:04o})" if c["mode"] is not None else ""
+        out.append(f"{_op(c['before_sha'], c['after_sha'])} {c['path']}{mode}\n")
+        out.append(_file_diff(c["path"], c["path"], _b(c["before"]), _b(c["after"])))
+    return "".join(out)
+
+
+def _b(value) -> bytes | None:
+    return None if value is None else bytes(value)
+
+
+# -- decisions -----------------------------------------------------------------------------
+def reject(settings, engine, proposal_id: int, who: str, reason: str = "") -> dict:
+    """Mark a proposal rejected; no file is touched. Refused for an applied one (undo it first)."""
+    ensure_tables(engine)
+    with engine.begin() as conn:
+        row, changes = load(conn, proposal_id)
+        if row is None:
+            raise ProposalError(f"no proposal {proposal_id}")
+        files = [{"path": c["path"], "op": _op(c["before_sha"], c["after_sha"])} for c in changes]
+        if row["status"] not in REJECTABLE or row["journal_id"] is not None:
+            why = ("an apply or undo of it is in progress or was interrupted" if row["journal_id"] is not None
+                   else f"it is {row['status']}" + ("; undo it first" if row["status"] == "applied" else ""))
+            record(conn, proposal_id, "reject", "refused", who, {"reason": reason, "why": why})
+            return result(proposal_id, "reject", False, row["status"], f"not rejected: {why}", files)
+        conn.execute(P.update().where(P.c.id == proposal_id).values(
+            status="rejected", message=reason or "", updated_at=_now()))
+        record(conn, proposal_id, "reject", "rejected", who, {"reason": reason} if reason else None)
+    return result(proposal_id, "reject", True, "rejected", reason or "rejected", files)
+
+
+def preview(settings, engine, proposal_id: int) -> dict:
+    """What approving would do now, reading files only (the dry run)."""
+    with engine.connect() as conn:
+        row, changes = load(conn, proposal_id)
+    if row is None:
+        raise ProposalError(f"no proposal {proposal_id}")
+    files, stale, unsafe = [], [], []
+    root = settings.domains.get(row["domain"])
+    for c in changes:
+        files.append({"path": c["path"], "op": _op(c["before_sha"], c["after_sha"])})
+        if root is None:
+            continue
+        try:
+            cur = safepath.read(root, c["path"])
+        except (safepath.UnsafePath, OSError) as exc:
+            unsafe.append(f"{c['path']}: {exc}")
+            continue
+        if sha256(cur[0] if cur else None) != c["before_sha"]:
+            stale.append(c["path"])
+    if root is None:
+        would, msg = "failed", f"unknown domain {row['domain']!r}"
+    elif unsafe:
+        would, msg = "failed", "; ".join(unsafe)
+    elif stale:
+        would, msg = "conflict", "changed since proposed: " + ", ".join(stale)
+    else:
+        would, msg = "apply", "would apply"
+    out = result(proposal_id, "approve", would == "apply", row["status"], msg, files)
+    out.update({"dry_run": True, "would": would, "title": row["title"], "agent": row["agent"], "kind": row["kind"]})
+    return out
+
+
+def result(proposal_id: int, action: str, ok: bool, status: str, message: str, files: list) -> dict:
+    return {"id": proposal_id, "action": action, "ok": ok, "status": status, "message": message, "files": files}

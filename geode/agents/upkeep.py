@@ -1,0 +1,172 @@
+"""An upkeep run: the agents in their order, each held to the contract, reports kept.
+
+The order is the Librarian, the Cleaner, the Gardener, the Corrector: the Corrector acts on
+the findings the other three stored in the same run (``Context.prior_findings``), it never
+calls them.
+
+Why the agents are named here by string and not imported: imports point one way
+(``delivery`` <- ``agents`` <- the four agents), so the shared room looks agents up by their
+module path at run time, like a plugin table. ``[upkeep] agents`` in ``geode.toml`` may add
+more (``name = "module:Class"``); the tests add a poison agent that way.
+
+Idempotent by run id: ``(run_id, agent)`` is one row of ``upkeep_run``; an attempt is counted
+before any work, findings are upserted by a stable key, proposals are filed with
+``(run_id, key)`` so a rerun files none twice, and the finished report is written last. A run
+that already finished is returned as it was; one that died three times is marked failed.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+import uuid
+
+from geode.agents.contract import (FAILED, MAX_ATTEMPTS, Agent, Context, Report, apply_rule, begin_attempt, census,
+                             ensure_tables, finish_run, load_findings, store_findings)
+
+#: the agents in the order they run
+ORDER = ("librarian", "cleaner", "gardener", "corrector")
+BUILTIN = {
+    "librarian": "geode.librarian.agent:Librarian",
+    "cleaner": "geode.cleaner.agent:Cleaner",
+    "gardener": "geode.gardener.agent:Gardener",
+    "corrector": "geode.corrector.agent:Corrector",
+}
+
+
+class UnknownAgent(LookupError):
+    pass
+
+
+def upkeep_config(settings) -> dict:
+    """The ``[upkeep]`` table of ``geode.toml`` (empty when absent or for a one-off store)."""
+    from geode.delivery.config import read_config_file
+
+    try:
+        data = read_config_file(settings.home)
+    except Exception:
+        return {}
+    up = data.get("upkeep") or {}
+    return up if isinstance(up, dict) else {}
+
+
+def registry(settings=None) -> dict[str, str]:
+    reg = dict(BUILTIN)
+    if settings is not None:
+        extra = upkeep_config(settings).get("agents") or {}
+        if isinstance(extra, dict):
+            reg.update({str(k): str(v) for k, v in extra.items()})
+    return reg
+
+
+def order(settings=None) -> list[str]:
+    reg = registry(settings)
+    return [n for n in ORDER if n in reg] + sorted(n for n in reg if n not in ORDER)
+
+
+def _find_spec(spec: str):
+    mod_name, _, attr = spec.partition(":")
+    try:
+        mod = importlib.import_module(mod_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and (mod_name == exc.name or mod_name.startswith(exc.name + ".")):
+            return None
+        raise
+    return getattr(mod, attr or "Agent")
+
+
+def load_agent(name: str, settings=None) -> Agent:
+    reg = registry(settings)
+    if name not in reg:
+        raise UnknownAgent(f"no agent named {name!r}; known: {', '.join(order(settings))}")
+    cls = _find_spec(reg[name])
+    if cls is None:
+        raise UnknownAgent(f"agent {name!r} is not installed ({reg[name]} cannot be imported)")
+    agent = cls()
+    agent.name = name
+    return agent
+
+
+def available(settings=None) -> tuple[list[str], list[str]]:
+    """``(installed agent names in run order, names whose module is not there)``."""
+    have, missing = [], []
+    for name in order(settings):
+        try:
+            cls = _find_spec(registry(settings)[name])
+        except Exception:
+            cls = None
+        (have if cls is not None else missing).append(name)
+    return have, missing
+
+
+def new_run_id(prefix: str = "run") -> str:
+    return f"{prefix}-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"
+
+
+def file_one(settings, engine, draft):
+    """File one proposal (a seam the crash tests wrap). Returns its id, or None when filed before."""
+    from geode.agents.proposals import file_proposal
+
+    return file_proposal(settings, engine, draft)
+
+
+def _proposal_id(engine, run_id: str, key: str) -> int | None:
+    from geode.agents.proposals import list_proposals
+
+    for p in list_proposals(engine, run_id=run_id):
+        if p["key"] == key:
+            return int(p["id"])
+    return None
+
+
+def run_agent(settings, engine, run_id: str, name: str, trigger: str = "manual",
+              max_attempts: int = MAX_ATTEMPTS) -> Report:
+    """Run one agent for ``run_id`` exactly once (a rerun returns the stored report)."""
+    ensure_tables(engine)
+    state, value = begin_attempt(engine, run_id, name, trigger, max_attempts)
+    if state != "run":
+        return value
+    attempts = value
+    started = time.time()
+    prior = load_findings(engine, run_id)
+    ctx = Context(settings, engine, run_id, prior)
+    try:
+        agent = load_agent(name, settings)
+        report = agent.examine(ctx)
+        report.agent = name
+    except Exception as exc:  # an agent that raises is a failed run with the reason, never silence
+        report = Report(agent=name, status=FAILED, message=f"{type(exc).__name__}: {exc}")
+        report.examined.setdefault("notes", 0)
+    report.run_id, report.attempts, report.started_at = run_id, attempts, started
+    apply_rule(report, census(settings))
+    store_findings(engine, run_id, name, report.findings)
+    report.proposals = []
+    problems = []
+    for prop in report.proposed:
+        draft = prop.draft
+        draft.run_id = run_id
+        draft.evidence = ([{"finding": f.id} for f in prop.findings if f.id is not None]
+                          + [{"ledger_event": e} for e in prop.ledger_events])
+        try:
+            pid = file_one(settings, engine, draft)
+            if pid is None:
+                pid = _proposal_id(engine, run_id, draft.key)
+        except Exception as exc:  # a conflict or a bad draft: reported, the others still filed
+            problems.append(f"{draft.key}: {exc}")
+            continue
+        report.proposals.append({"id": pid, "kind": draft.kind, "paths": [c.path for c in draft.changes],
+                                 "domain": draft.domain, "title": draft.title})
+    if problems:
+        report.message = "; ".join(filter(None, [report.message, f"{len(problems)} proposal(s) not filed: "
+                                                 + "; ".join(problems[:5])]))
+    report.finished_at = time.time()
+    finish_run(engine, report)
+    return report
+
+
+def run_upkeep(settings, engine, run_id: str | None = None, agents: list[str] | None = None,
+               trigger: str = "manual") -> list[Report]:
+    """Run the installed agents (or ``agents``) in their order, in this process."""
+    run_id = run_id or new_run_id()
+    names = agents or available(settings)[0]
+    return [run_agent(settings, engine, run_id, n, trigger) for n in names]

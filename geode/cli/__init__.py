@@ -1,0 +1,5 @@
+"""The command line: thin, over the rooms' APIs. ``main`` is the console script."""
+
+from geode.cli.main import main
+
+__all__ = ["main"]

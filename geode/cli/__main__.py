@@ -1,0 +1,7 @@
+"""``python -m geode.cli``."""
+
+import sys
+
+from geode.cli.main import main
+
+sys.exit(main())

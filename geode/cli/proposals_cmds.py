@@ -1,0 +1,217 @@
+"""``geode proposals list|show|approve|reject|undo|reconcile``: the approval queue.
+
+Every command first settles any apply or undo that a crash cut short (``reconcile``) and says
+so on stderr (and under ``"reconciled"`` with ``--json``). Every decision is recorded with
+who (``--who``, default ``$USER``) and when.
+
+JSON shapes (``--json``):
+
+- ``list``: ``{"proposals": [{"id", "agent", "kind", "domain", "title", "status", "paths",
+  "run_id", "key", "created_at", "updated_at", "message"}], "reconciled": [...]}``
+- ``show``: the same fields plus ``"rationale"``, ``"evidence"``, ``"changes": [{"path", "op",
+  "before_sha", "after_sha", "mode", "before_mode"}]``, ``"actions": [{"action", "outcome",
+  "who", "at", "detail"}]``, ``"diff"`` (unified diff text) and ``"reconciled"``.
+- ``approve`` / ``reject`` / ``undo``: ``{"dry_run": bool, "results": [{"id", "action", "ok",
+  "status", "message", "files": [{"path", "op"}]}], "reconciled": [...]}``; a dry run's results
+  add ``"would"`` (``apply`` | ``conflict`` | ``failed``), ``"title"``, ``"agent"``, ``"kind"``.
+- ``reconcile``: ``{"reconciled": [{"id", "journal", "op", "outcome", "status", "message",
+  "files": [{"path", "found"}]}]}``.
+
+Exit status: 0 when every action succeeded, 1 when any was refused, conflicted or failed.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def _who(args) -> str:
+    return args.who or os.environ.get("USER") or os.environ.get("LOGNAME") or "unknown"
+
+
+def _open(args):
+    from geode.agents import apply as A
+    from geode.agents import proposals as Q
+    from geode.cli.common import settings_of as _settings
+
+    settings = _settings(args)
+    engine = Q.open_queue(settings)
+    reconciled = A.reconcile(settings, engine, _who(args) if hasattr(args, "who") else "reconcile")
+    if reconciled and not args.json:
+        for r in reconciled:
+            files = ", ".join(f"{f['path']}={f['found']}" for f in r["files"])
+            print(f"geode: proposal {r['id']}: {r['message'] or r['outcome']} [{files}]", file=sys.stderr)
+    return settings, engine, reconciled
+
+
+def cmd_list(args) -> int:
+    from geode.agents import apply as A
+    from geode.agents import proposals as Q
+    from geode.cli.common import print_json as _print_json
+
+    _settings, engine, reconciled = _open(args)
+    rows = Q.list_proposals(engine, agent=args.agent, kind=args.kind, status=args.status, domain=args.domain)
+    if args.json:
+        _print_json({"proposals": rows, "reconciled": reconciled})
+        return 0
+    if not rows:
+        print("no proposals match")
+        return 0
+    for r in rows:
+        n = len(r["paths"])
+        print(f"{r['id']:>5}  {r['status']:<9} {r['agent']:<10} {r['kind']:<8} {r['domain']:<8} {r['title']}"
+              f"  ({n} file{'s' if n != 1 else ''})")
+    return 0
+
+
+def cmd_show(args) -> int:
+    from geode.agents import apply as A
+    from geode.agents import proposals as Q
+    from geode.cli.common import CLIError, print_json as _print_json
+
+    _settings, engine, reconciled = _open(args)
+    p = Q.get(engine, args.id)
+    if p is None:
+        raise CLIError(f"no proposal {args.id}")
+    text = Q.diff(engine, args.id)
+    if args.json:
+        p["diff"] = text
+        p["reconciled"] = reconciled
+        _print_json(p)
+        return 0
+    print(f"proposal {p['id']}: {p['title']}")
+    print(f"  status    {p['status']}{' (' + p['message'] + ')' if p['message'] else ''}")
+    print(f"  agent     {p['agent']}  kind {p['kind']}  domain {p['domain']}  run {p['run_id']}")
+    print(f"  evidence  {', '.join(' '.join(f'{k}={v}' for k, v in e.items()) for e in p['evidence'])}")
+    print(f"  rationale {p['rationale']}")
+    for a in p["actions"]:
+        print(f"  {a['at']}  {a['action']:<9} {a['outcome']:<11} by {a['who']}")
+    print()
+    print(text, end="" if text.endswith("\n") else "\n")
+    return 0
+
+
+def _print_results(args, results: list[dict], reconciled: list[dict], dry_run: bool = False) -> int:
+    from geode.cli.common import print_json as _print_json
+
+    if args.json:
+        _print_json({"dry_run": dry_run, "results": results, "reconciled": reconciled})
+    else:
+        if not results:
+            print("no pending proposals match")
+        for r in results:
+            if dry_run:
+                print(f"{r['id']:>5}  would {r['would']:<8} {r.get('agent', '')} {r.get('kind', '')} "
+                      f"{r.get('title', '')}: {r['message']}")
+            else:
+                mark = "ok" if r["ok"] else "NOT DONE"
+                print(f"{r['id']:>5}  {r['action']} {mark}: {r['status']}: {r['message']}")
+    return 0 if all(r["ok"] for r in results) else 1
+
+
+def cmd_approve(args) -> int:
+    from geode.agents import apply as A
+    from geode.agents import proposals as Q
+    from geode.cli.common import CLIError, EXIT_USAGE
+
+    if args.ids and (args.agent or args.kind or args.domain):
+        raise CLIError("give proposal ids, or --agent/--kind (with --domain), not both", EXIT_USAGE)
+    if not args.ids and not (args.agent or args.kind):
+        raise CLIError("give proposal ids, or --agent and/or --kind for a bulk approval", EXIT_USAGE)
+    settings, engine, reconciled = _open(args)
+    who = _who(args)
+    try:
+        if args.ids:
+            if args.dry_run:
+                results = [Q.preview(settings, engine, i) for i in args.ids]
+            else:
+                results = [A.approve(settings, engine, i, who) for i in args.ids]
+        else:
+            results = A.approve_many(settings, engine, who, agent=args.agent, kind=args.kind,
+                                     domain=args.domain, dry_run=args.dry_run)
+    except Q.ProposalError as exc:
+        raise CLIError(str(exc)) from exc
+    return _print_results(args, results, reconciled, args.dry_run)
+
+
+def cmd_reject(args) -> int:
+    from geode.agents import apply as A
+    from geode.agents import proposals as Q
+    from geode.cli.common import CLIError
+
+    settings, engine, reconciled = _open(args)
+    try:
+        results = [Q.reject(settings, engine, i, _who(args), args.reason or "") for i in args.ids]
+    except Q.ProposalError as exc:
+        raise CLIError(str(exc)) from exc
+    return _print_results(args, results, reconciled)
+
+
+def cmd_undo(args) -> int:
+    from geode.agents import apply as A
+    from geode.agents import proposals as Q
+    from geode.cli.common import CLIError
+
+    settings, engine, reconciled = _open(args)
+    try:
+        results = [A.undo(settings, engine, i, _who(args)) for i in args.ids]
+    except Q.ProposalError as exc:
+        raise CLIError(str(exc)) from exc
+    return _print_results(args, results, reconciled)
+
+
+def cmd_reconcile(args) -> int:
+    from geode.cli.common import print_json as _print_json
+
+    _settings, _engine, reconciled = _open(args)
+    if args.json:
+        _print_json({"reconciled": reconciled})
+    elif not reconciled:
+        print("nothing to reconcile: no apply or undo was interrupted")
+    return 0 if all(r["outcome"] != "error" for r in reconciled) else 1
+
+
+def register(sub, common) -> None:
+    p = sub.add_parser("proposals", help="the approval queue: list, show, approve, reject, undo")
+    ps = p.add_subparsers(dest="proposals_cmd", metavar="ACTION")
+    ps.required = True
+
+    def who(s):
+        s.add_argument("--who", help="who decides (default: $USER); recorded with the time")
+
+    s = ps.add_parser("list", parents=[common], help="proposals, filtered")
+    s.add_argument("--agent")
+    s.add_argument("--kind", choices=["edit", "move", "archive", "status", "new_note"])
+    s.add_argument("--status", choices=["pending", "applied", "rejected", "undone", "conflict", "failed"])
+    s.add_argument("--domain")
+    s.set_defaults(func=cmd_list)
+
+    s = ps.add_parser("show", parents=[common], help="one proposal with its unified diff and history")
+    s.add_argument("id", type=int)
+    s.set_defaults(func=cmd_show)
+
+    s = ps.add_parser("approve", parents=[common], help="apply proposals (by id, or in bulk by agent and kind)")
+    s.add_argument("ids", type=int, nargs="*", metavar="ID")
+    s.add_argument("--agent", help="bulk: every pending proposal of this agent")
+    s.add_argument("--kind", choices=["edit", "move", "archive", "status", "new_note"],
+                   help="bulk: every pending proposal of this kind")
+    s.add_argument("--domain", help="bulk: only this domain")
+    s.add_argument("--dry-run", action="store_true", help="say what would be applied; change nothing")
+    who(s)
+    s.set_defaults(func=cmd_approve)
+
+    s = ps.add_parser("reject", parents=[common], help="reject proposals (no file is touched)")
+    s.add_argument("ids", type=int, nargs="+", metavar="ID")
+    s.add_argument("--reason", help="why, recorded with the decision")
+    who(s)
+    s.set_defaults(func=cmd_reject)
+
+    s = ps.add_parser("undo", parents=[common], help="restore the exact bytes and mode from before an apply")
+    s.add_argument("ids", type=int, nargs="+", metavar="ID")
+    who(s)
+    s.set_defaults(func=cmd_undo)
+
+    s = ps.add_parser("reconcile", parents=[common], help="settle applies or undos a crash cut short")
+    who(s)
+    s.set_defaults(func=cmd_reconcile)

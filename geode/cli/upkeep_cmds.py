@@ -1,0 +1,351 @@
+"""``geode upkeep``, ``geode worker``, ``geode scheduler``, ``geode doctor``.
+
+Heavy imports (SQLModel, Celery, APScheduler) happen inside the command functions, so the
+rest of the CLI stays quick. JSON shapes are documented in docs/UPKEEP.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+EXIT_OK, EXIT_FAILED = 0, 1
+
+
+def _print_json(obj) -> None:
+    print(json.dumps(obj, indent=2, ensure_ascii=False, default=str))
+
+
+def _settings(args):
+    from geode.cli.common import settings_of as cli_settings
+
+    return cli_settings(args)
+
+
+def _engine(settings):
+    from geode.agents.contract import ensure_tables
+    from geode.delivery.models import init_db
+
+    engine = init_db(settings)
+    ensure_tables(engine)
+    return engine
+
+
+def register(sub, common) -> None:
+    s = sub.add_parser("upkeep", parents=[common], help="run the maintenance agents now and print their reports")
+    s.add_argument("--agent", action="append", metavar="NAME", help="only this agent (repeatable)")
+    s.add_argument("--list", action="store_true", help="list the kept upkeep reports")
+    s.add_argument("--run-id", metavar="ID", help="the run id (a rerun of a finished id prints its kept report)")
+    s.add_argument("--limit", type=int, default=50, help="with --list: how many reports")
+    s.add_argument("--in-process", action="store_true", help="run here even when a broker is configured")
+    s.add_argument("--wait", type=float, default=600.0, help="with a broker: seconds to wait for the workers")
+    s.set_defaults(func=cmd_upkeep)
+
+    s = sub.add_parser("worker", parents=[common], help="start a Celery worker for the upkeep tasks (needs a broker)")
+    s.add_argument("--concurrency", type=int, default=1)
+    s.add_argument("--loglevel", default="INFO")
+    s.set_defaults(func=cmd_worker)
+
+    s = sub.add_parser("scheduler", parents=[common], help="start the nightly upkeep scheduler (one per store)")
+    s.set_defaults(func=cmd_scheduler)
+
+    s = sub.add_parser("doctor", parents=[common], help="can every part do its job on this store? (exit 1 if not)")
+    s.add_argument("--skip-model", action="store_true", help="do not load the embedding model")
+    s.set_defaults(func=cmd_doctor)
+
+
+# -- upkeep ---------------------------------------------------------------------------------
+def _render(report: dict) -> str:
+    ex = report["examined"]
+    lines = [f"== {report['agent']}: {report['status'].upper()}" + (f" ({report['message']})" if report["message"] else "")]
+    lines.append("   examined " + ", ".join(f"{k} {v}" for k, v in ex.items() if v or k == "notes")
+                 + f"  (the store holds {report.get('store_notes', 0)} note files)")
+    by_kind: dict[str, int] = {}
+    for f in report["findings"]:
+        by_kind[f["kind"]] = by_kind.get(f["kind"], 0) + 1
+    lines.append(f"   found {len(report['findings'])}" + (": " + ", ".join(f"{k} {v}" for k, v in sorted(by_kind.items()))
+                                                        if by_kind else ""))
+    for f in report["findings"][:200]:
+        sugg = f"  -> {f['suggestion']}" if f.get("suggestion") else ""
+        where = f"{f['domain']}:" if f.get("domain") else ""
+        lines.append(f"   {where}{f['path']}:{f['line']}: {f['kind']}: {f['message']}{sugg}")
+    if len(report["findings"]) > 200:
+        lines.append(f"   ... {len(report['findings']) - 200} more (use --json)")
+    if report.get("skipped"):
+        reasons: dict[str, int] = {}
+        for s in report["skipped"]:
+            reasons[s["reason"]] = reasons.get(s["reason"], 0) + 1
+        lines.append(f"   skipped {len(report['skipped'])}: " + "; ".join(f"{n} x {r}" for r, n in reasons.items()))
+    lines.append(f"   proposed {len(report['proposals'])}" + "".join(
+        f"\n   #{p['id']} {p['kind']} {', '.join(p['paths'])}" for p in report["proposals"]))
+    return "\n".join(lines)
+
+
+def _wait_for(engine, run_id: str, names: list[str], timeout: float) -> list:
+    from geode.agents.contract import FINAL_STATUSES, get_report
+
+    deadline = time.monotonic() + timeout
+    while True:
+        reports = [get_report(engine, run_id, n) for n in names]
+        if all(r is not None and r.status in FINAL_STATUSES for r in reports):
+            return reports
+        if time.monotonic() > deadline:
+            return reports
+        time.sleep(0.5)
+
+
+def cmd_upkeep(args) -> int:
+    settings = _settings(args)
+    engine = _engine(settings)
+    from geode.agents import contract, upkeep
+    from geode.cli.common import CLIError
+
+    if args.list:
+        if args.run_id:
+            runs = [r for r in contract.list_runs(engine, limit=100000) if r["run_id"] == args.run_id]
+            reports = [contract.get_report(engine, args.run_id, r["agent"]) for r in runs]
+            if args.json:
+                _print_json({"runs": [r.as_dict() for r in reports if r]})
+            else:
+                print("\n".join(_render(r.as_dict()) for r in reports if r) or f"no run {args.run_id}")
+            return EXIT_OK
+        runs = contract.list_runs(engine, limit=args.limit)
+        if args.json:
+            _print_json({"reports": runs})
+        else:
+            if not runs:
+                print("no upkeep reports kept yet")
+            for r in runs:
+                when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r["started_at"]))
+                print(f"{when}  {r['run_id']:<34} {r['agent']:<10} {r['status']:<16} "
+                      f"notes {r['examined'].get('notes', 0):>6}  findings {r['findings']:>5}  "
+                      f"proposals {r['proposals']:>3}  {r['message'][:80]}")
+        return EXIT_OK
+
+    have, missing = upkeep.available(settings)
+    names = args.agent or have
+    for n in names:
+        if n not in upkeep.registry(settings):
+            raise CLIError(f"no agent named {n!r}; known: {', '.join(upkeep.order(settings))}", 2)
+        if n not in have:
+            raise CLIError(f"agent {n!r} is not installed yet")
+    run_id = args.run_id or upkeep.new_run_id()
+    from geode.agents.celery_app import app, enqueue_upkeep
+
+    if app.conf.task_always_eager or args.in_process:
+        reports = upkeep.run_upkeep(settings, engine, run_id, names, trigger="manual")
+    else:
+        enqueue_upkeep(settings, run_id, names, trigger="manual")
+        reports = _wait_for(engine, run_id, names, args.wait)
+        for i, r in enumerate(reports):
+            if r is None or r.status not in contract.FINAL_STATUSES:
+                reports[i] = contract.Report(agent=names[i], status=contract.FAILED, run_id=run_id,
+                                             message=f"no worker finished it within {args.wait:.0f} s "
+                                                     "(is `geode worker` running?)")
+    out = {"run_id": run_id, "runs": [r.as_dict() for r in reports], "not_installed": [m for m in missing
+                                                                                       if not args.agent]}
+    if args.json:
+        _print_json(out)
+    else:
+        print(f"upkeep run {run_id}")
+        for r in out["runs"]:
+            print(_render(r))
+        if out["not_installed"]:
+            print(f"(not installed yet: {', '.join(out['not_installed'])})")
+    return EXIT_FAILED if any(r.status == contract.FAILED for r in reports) else EXIT_OK
+
+
+# -- worker and scheduler --------------------------------------------------------------------
+def cmd_worker(args) -> int:
+    settings = _settings(args)
+    os.environ["GEODE_HOME"] = settings.home
+    if settings.one_off_store:
+        os.environ["GEODE_STORE"] = settings.domains[settings.default_domain]
+    from geode.agents.celery_app import app
+    from geode.cli.common import CLIError
+
+    if app.conf.task_always_eager:
+        raise CLIError("no broker configured ([upkeep] broker_url or GEODE_BROKER_URL): with the embedded "
+                       "default, `geode upkeep` runs the agents in-process and no worker is needed")
+    _engine(settings)
+    argv = ["worker", f"--loglevel={args.loglevel}", f"--concurrency={args.concurrency}",
+            "-Q", app.conf.task_default_queue, "--prefetch-multiplier=1"]
+    app.worker_main(argv)
+    return EXIT_OK
+
+
+def cmd_scheduler(args) -> int:
+    settings = _settings(args)
+    from geode.scheduler import nightly
+
+    try:
+        cfg = nightly.schedule_config(settings)
+    except nightly.ScheduleError as exc:
+        print(f"geode: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    try:
+        lock = nightly.Lock(nightly.lock_path(settings)).acquire()
+    except nightly.SchedulerLocked as exc:
+        print(f"geode: scheduler lock error: {exc}", file=sys.stderr)
+        return nightly.EXIT_LOCKED
+    try:
+        sched = nightly.build_scheduler_keeping_missed(settings)
+        job = None
+        print(f"geode scheduler: nightly upkeep at {cfg['at']} local time "
+              f"(misfire grace {cfg['misfire_grace_time'] // 3600} h, coalesced); pid {os.getpid()}", flush=True)
+
+        def announce(event=None):
+            nonlocal job
+            job = sched.get_job(nightly.JOB_ID)
+            if job is not None:
+                print(f"geode scheduler: next run {job.next_run_time}", flush=True)
+
+        from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_EXECUTED, EVENT_JOB_MISSED
+
+        def on_event(event):
+            if event.code == EVENT_JOB_ERROR:
+                print(f"geode scheduler: upkeep enqueue failed: {event.exception}", file=sys.stderr, flush=True)
+            elif event.code == EVENT_JOB_MISSED:
+                print(f"geode scheduler: MISSED the run due {event.scheduled_run_time} (beyond the grace)",
+                      file=sys.stderr, flush=True)
+            if event.code == EVENT_JOB_EXECUTED:
+                print(f"geode scheduler: fired for {event.scheduled_run_time}: {event.retval or 'already enqueued'}",
+                      flush=True)
+            announce()
+
+        sched.add_listener(on_event, EVENT_JOB_EXECUTED | EVENT_JOB_ERROR | EVENT_JOB_MISSED)
+        from apscheduler.events import EVENT_SCHEDULER_STARTED
+
+        sched.add_listener(announce, EVENT_SCHEDULER_STARTED)
+        import signal
+
+        def stop(_sig, _frm):
+            sched.shutdown(wait=False)
+
+        signal.signal(signal.SIGTERM, stop)
+        try:
+            sched.start()
+        except (KeyboardInterrupt, SystemExit):
+            pass
+    finally:
+        lock.release()
+    return EXIT_OK
+
+
+# -- doctor -------------------------------------------------------------------------------------
+def doctor_checks(settings, skip_model: bool = False) -> list[dict]:
+    """Each part that must work on this store, and whether it can. Never green over a store an
+    agent could not read: an agent check passes only when it examined every note file."""
+    from geode.agents import contract, upkeep
+
+    checks: list[dict] = []
+
+    def add(name, ok, examined, message):
+        checks.append({"name": name, "ok": bool(ok), "examined": examined, "message": message})
+
+    counted = contract.census(settings)
+    roots = ", ".join(f"{d}={r}" for d, r in settings.domain_roots())
+    if counted.missing:
+        add("store", False, {"notes": counted.notes}, "cannot read the store folder of " + ", ".join(counted.missing))
+    elif counted.notes == 0:
+        add("store", False, {"notes": 0}, f"no note files (.md, .mdc, .markdown) in {roots}: nothing to work on")
+    else:
+        add("store", True, {"notes": counted.notes, "folders": counted.folders}, f"{counted.notes} note files in {roots}")
+
+    engine = None
+    try:
+        engine = _engine(settings)
+        from sqlalchemy import text
+
+        run, _f = contract.tables()
+        with engine.begin() as conn:
+            conn.execute(run.insert().values(run_id=f"doctor-probe-{os.getpid()}", agent="doctor", status="running",
+                                             message="", examined="{}", skipped="[]", proposals="[]", store_notes=0,
+                                             attempts=0, started_at=0.0, finished_at=0.0, trigger="doctor"))
+            n = conn.execute(text("SELECT COUNT(*) FROM upkeep_run")).scalar_one()
+            conn.execute(run.delete().where(run.c.run_id == f"doctor-probe-{os.getpid()}"))
+        add("ledger", True, {"upkeep_runs": int(n) - 1}, f"the records database takes writes ({settings.db_url.split('@')[-1]})")
+    except Exception as exc:
+        add("ledger", False, {}, f"the records database cannot be written: {type(exc).__name__}: {exc}")
+
+    have, missing = upkeep.available(settings)
+    ctx = contract.Context(settings, engine, run_id="doctor")
+    for name in have:
+        try:
+            agent = upkeep.load_agent(name, settings)
+            rep = agent.examine(ctx)
+            rep.agent = name
+        except Exception as exc:
+            rep = contract.Report(agent=name, status=contract.FAILED, message=f"{type(exc).__name__}: {exc}")
+        contract.apply_rule(rep, counted)
+        unreadable = [f for f in rep.findings if f.kind == "unreadable"]
+        ok = rep.status != contract.FAILED and not unreadable and rep.examined.get("notes", 0) == counted.notes
+        if ok:
+            msg = f"examined all {counted.notes} notes"
+        elif rep.status == contract.FAILED:
+            msg = rep.message
+        else:
+            msg = (f"examined {rep.examined.get('notes', 0)} of {counted.notes} note files; could not read "
+                   + ", ".join(f"{f.path}:{f.line} ({f.message})" for f in unreadable[:10])
+                   + (f" and {len(unreadable) - 10} more" if len(unreadable) > 10 else ""))
+        add(f"agent:{name}", ok, dict(rep.examined), msg)
+    if not have:
+        add("agents", False, {}, "no maintenance agent is installed")
+    elif missing:
+        add("agents", True, {"installed": len(have)}, f"installed: {', '.join(have)}; not built yet: {', '.join(missing)}")
+
+    try:
+        from geode.delivery.index import Index
+
+        idx = Index(settings, busy_ms=5000)
+        try:
+            idx.ensure()
+            idx.refresh()
+            counts = idx.counts()
+        finally:
+            idx.close()
+        ok = counts["files"] == counted.notes
+        add("index", ok, {"files": counts["files"], "crystals": counts["crystals"]},
+            f"binding index holds {counts['files']} note files, as the store does" if ok else
+            f"binding index holds {counts['files']} note files, the store {counted.notes}: run `geode reindex`")
+    except Exception as exc:
+        add("index", False, {}, f"the binding index cannot be read or built: {type(exc).__name__}: {exc}")
+
+    try:
+        from geode.agents.celery_app import app, ping
+
+        ok, msg = ping(app)
+        add("broker", ok, {}, msg)
+    except Exception as exc:
+        add("broker", False, {}, f"the Celery configuration is unusable: {exc}")
+
+    import importlib.util
+
+    if importlib.util.find_spec("geode.recall.embed") is not None and not skip_model:
+        try:
+            from geode.recall.embed import get_embedder
+
+            emb = get_embedder(settings)
+            vec = emb.embed_query("doctor: can the model embed one question?")
+            ok = len(vec) == emb.dim and emb.dim > 0
+            add("model", ok, {"dim": emb.dim}, f"{emb.model_id} loads and embeds ({emb.dim} dimensions)" if ok
+                else f"{emb.model_id} returned {len(vec)} values, expected {emb.dim}")
+        except Exception as exc:
+            add("model", False, {}, f"the embedding model does not load: {type(exc).__name__}: {exc}")
+    return checks
+
+
+def cmd_doctor(args) -> int:
+    settings = _settings(args)
+    checks = doctor_checks(settings, skip_model=args.skip_model)
+    ok = bool(checks) and all(c["ok"] for c in checks)
+    if args.json:
+        _print_json({"ok": ok, "checks": checks})
+    else:
+        for c in checks:
+            print(f"{'ok  ' if c['ok'] else 'FAIL'}  {c['name']:<18} {c['message']}")
+        print("all parts can do their job on this store" if ok else
+              f"{sum(not c['ok'] for c in checks)} check(s) failed")
+    return EXIT_OK if ok else EXIT_FAILED

@@ -1,0 +1,433 @@
+"""The Corrector: bounded, mechanical fixes for what the agents before it found.
+
+It runs last in an upkeep run and reads the findings the Librarian, the Cleaner and the
+Gardener stored in the same run (``Context.prior_findings``); it never calls them. From those
+it proposes, one ``edit`` proposal per file:
+
+- **link rewrites** (``broken-link``) and **signpost entries** (``signpost-stale``) whose note
+  was renamed or moved: the new place comes from the finding's suggestion (the move history of
+  applied proposals, or the one unambiguous match), re-checked against the store now. When a
+  pending proposal already changes that line of that file (the Librarian proposes the same
+  rewrites in the same run) the fix is not proposed twice; it is listed as skipped.
+- **frontmatter that strict YAML rejects** (``frontmatter-not-yaml``), where the repair is
+  mechanical: the value is quoted (``globs: **/*.py`` -> ``globs: "**/*.py"``,
+  ``match: | tail, |tail`` -> ``match: "| tail, |tail"``). The delivery core reads both leniently
+  and no agent before it flags the ``match: |`` form, so the Corrector takes those from the
+  parser's own warnings (``lenient-block-indicator``) and records them as its own findings.
+- **notes past their freshness duty** (``stale``): the note gets one new frontmatter line,
+  ``review_due: <last_verified + freshness_days>``, right after ``last_verified``. Its status
+  is left alone (a ``status`` rewrite would lose what the note was, and the Cleaner reads
+  statuses). No agent before it stores ``stale`` findings today, so when none is stored the
+  Corrector takes them from the delivery lint (``geode.delivery.lint.lint_note``, code ``stale``),
+  the same check ``geode lint`` runs, and records them as its own findings. Retired notes and
+  notes whose ``valid_to`` has passed (they record what held) have no duty. A note already
+  marked is a finding for a person (``awaiting-review``), never a second proposal.
+
+Bounds: at most ``max_lines`` (5) lines of a file change in one proposal (a replaced line
+counts once, an inserted one once); the frontmatter must mean what it meant (plus the one key
+added), the note must still parse, and its body and essence must read the same once link
+targets are masked. An edit over the bound becomes a ``correction-over-bound`` finding, one
+that fails a check a ``correction-not-mechanical`` finding, each with the diff a person would
+have been shown. Every byte outside the changed lines is kept (BOM, CRLF, no final newline).
+
+A file that another pending proposal will change is left alone this run (skipped, with the
+proposal's id): two proposals computed against the same bytes conflict once one is applied.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import os
+import re
+from dataclasses import dataclass, field
+
+from geode.agents.contract import Agent, Context, Finding, Proposed, Report, Skipped
+from geode.corrector.edits import FileLines, changed_lines, check_edit, line_map, quote_value, unified
+
+#: the stored finding kinds the Corrector acts on
+LINK_KINDS = ("broken-link", "signpost-stale")
+YAML_KINDS = ("frontmatter-not-yaml",)
+STALE_KINDS = ("stale",)
+ACTED_ON = LINK_KINDS + YAML_KINDS + STALE_KINDS
+#: frontmatter read leniently that strict YAML rejects, repaired by quoting the value
+QUOTABLE = ("unquoted-special", "reserved-indicator", "lenient-block-indicator")
+#: the finding kinds the Corrector itself stores
+OVER_BOUND = "correction-over-bound"
+NOT_MECHANICAL = "correction-not-mechanical"
+AWAITING_REVIEW = "awaiting-review"
+OWN_KINDS = (OVER_BOUND, NOT_MECHANICAL, AWAITING_REVIEW)
+REVIEW_KEY = "review_due"
+MAX_LINES = 5
+RETIRED = ("deprecated", "superseded", "archived", "legacy")
+
+
+@dataclass
+class Fix:
+    """One change to one line: ``apply(content) -> new content`` (None: cannot), or a line
+    inserted after ``line`` (``insert``)."""
+
+    kind: str  # link | quote | review
+    line: int
+    finding: Finding
+    describe: str
+    apply: object = None
+    insert: str | None = None
+    added: dict = field(default_factory=dict)  # frontmatter keys this fix adds
+
+
+def _date(value) -> _dt.date | None:
+    if isinstance(value, _dt.date):
+        return value
+    try:
+        return _dt.date.fromisoformat(str(value).strip()[:10])
+    except ValueError:
+        return None
+
+
+class Corrector(Agent):
+    name = "corrector"
+    #: the day freshness is judged on (None: the day it runs)
+    today: _dt.date | None = None
+
+    def __init__(self, max_lines: int = MAX_LINES, today: _dt.date | None = None):
+        if max_lines < 1:
+            raise ValueError("max_lines must be at least 1")
+        self.max_lines = max_lines
+        if today is not None:
+            self.today = today
+
+    # -- the run ---------------------------------------------------------------------------
+    def examine(self, ctx: Context) -> Report:
+        report = Report(agent=self.name)
+        ex = report.examined
+        for key in ("notes", "unreadable", "findings_read", "findings_acted_on", "notes_touched", "lines_changed",
+                    "fixes_proposed", "already_proposed", "deferred", "over_bound", "not_mechanical",
+                    "awaiting_review", "no_good_target", "stale_checked"):
+            ex.setdefault(key, 0)
+        prior = self._prior(ctx, report)
+        for f in prior:
+            ex["findings_read"] += 1
+            ex[f"read:{f.kind}"] = ex.get(f"read:{f.kind}", 0) + 1
+        moves = {}
+        if ctx.engine is not None:
+            try:
+                from geode.agents.links import move_history
+
+                moves = move_history(ctx.engine)
+            except Exception as exc:  # the queue unreadable: say so, work from the suggestions stored
+                report.message = f"move history unavailable ({exc}); stored suggestions only"
+        for domain, load in ctx.readable(report):
+            ex["notes"] += len(load.notes)
+            mine = [f for f in prior if (f.domain or domain) == domain]
+            self._domain(ctx, domain, load, mine, moves.get(domain, {}), report)
+        return report
+
+    def _prior(self, ctx: Context, report: Report) -> list[Finding]:
+        """The findings the agents before it stored in this run (its own from an earlier,
+        interrupted attempt of the same run are left out)."""
+        own: set[int] = set()
+        if ctx.engine is not None and ctx.run_id:
+            try:
+                from geode.agents.contract import load_findings
+
+                own = {f.id for f in load_findings(ctx.engine, ctx.run_id, agent=self.name)}
+            except Exception:
+                own = set()
+        return [f for f in ctx.prior_findings if f.id is None or f.id not in own]
+
+    # -- one domain ------------------------------------------------------------------------
+    def _domain(self, ctx: Context, domain: str, load, prior: list[Finding], moves: dict, report: Report) -> None:
+        notes = {n.path: n for n in load.notes}
+        fixes: dict[str, list[Fix]] = {}
+
+        # links and signpost entries
+        link_findings = [f for f in prior if f.kind in LINK_KINDS]
+        if link_findings:
+            from geode.agents.links import StoreLinks
+
+            links = StoreLinks(load, moves=moves)
+            self._refs_cache: dict[str, list] = {}
+            for f in link_findings:
+                fix = self._link_fix(links, notes.get(f.path), f, report)
+                if fix is not None:
+                    fixes.setdefault(f.path, []).append(fix)
+
+        # frontmatter strict YAML rejects
+        flagged: set[tuple[str, int]] = set()
+        for f in prior:
+            if f.kind in YAML_KINDS:
+                flagged.add((f.path, f.line))
+                fix = self._quote_fix(notes.get(f.path), f, report)
+                if fix is not None:
+                    fixes.setdefault(f.path, []).append(fix)
+        for note in load.notes:  # the lenient forms no agent before it flags
+            for line, code, message in note.fm_warnings:
+                if code == "lenient-block-indicator" and (note.path, line) not in flagged:
+                    f = Finding("frontmatter-not-yaml", note.path, line, "", f"{message} (other YAML readers reject "
+                                "this file)", domain)
+                    report.findings.append(f)
+                    fix = self._quote_fix(note, f, report)
+                    if fix is not None:
+                        fixes.setdefault(f.path, []).append(fix)
+
+        # freshness duty
+        stored_stale = {f.path: f for f in prior if f.kind in STALE_KINDS}
+        for note in load.notes:
+            fix = self._review_fix(ctx, domain, note, stored_stale.get(note.path), report)
+            if fix is not None:
+                fixes.setdefault(note.path, []).append(fix)
+
+        if not fixes:
+            return
+        pending = self._pending(ctx, domain, sorted(fixes))
+        for path in sorted(fixes):
+            self._propose(ctx, domain, load.root, notes[path], fixes[path], pending.get(path, []), report)
+
+    # -- the fixes ---------------------------------------------------------------------------
+    def _link_fix(self, links, note, f: Finding, report: Report) -> Fix | None:
+        ex = report.examined
+        if note is None:
+            report.skipped.append(Skipped(f.path, f.line, f.target, "the note is no longer in the store", f.domain))
+            return None
+        cache = self._refs_cache
+        if note.path not in cache:
+            cache[note.path] = links.refs(note)
+        for ref in cache[note.path]:
+            shown = ref.target + (f"#{ref.anchor}" if ref.anchor else "")
+            if ref.line != f.line or shown != f.target:
+                continue
+            res = links.resolve(note, ref)
+            if res.status == "ok":
+                report.skipped.append(Skipped(f.path, f.line, f.target, "the link resolves now", f.domain))
+                return None
+            sugg = f.suggestion or res.suggestion
+            if not sugg or sugg not in links.notes:
+                ex["no_good_target"] += 1
+                return None
+            new_text = links.new_target_text(note, ref, sugg)
+            if not new_text:
+                ex["no_good_target"] += 1
+                report.skipped.append(Skipped(f.path, f.line, f.target, f"no safe way to write a link to {sugg} "
+                                              "in this syntax", f.domain))
+                return None
+            if ref.syntax in ("wiki", "relation") and not ref.alias and not ref.anchor and new_text != ref.target:
+                # keep what the reader saw: [[Old]] -> [[New|Old]] ([[Old|New]] where the alias comes first)
+                new_text = (f"{ref.target}|{new_text}" if links.wiki_order == "alias|target"
+                            else f"{new_text}|{ref.target}")
+            from geode.agents.links import rewrite_line
+
+            def apply(content: str, ref=ref, new_text=new_text):
+                return rewrite_line(content, ref, new_text)
+
+            ex["findings_acted_on"] += 1
+            return Fix("link", f.line, f, f"line {f.line}: {f.target} -> {sugg}", apply)
+        report.skipped.append(Skipped(f.path, f.line, f.target, "the link is no longer on that line", f.domain))
+        return None
+
+    def _quote_fix(self, note, f: Finding, report: Report) -> Fix | None:
+        if note is None:
+            report.skipped.append(Skipped(f.path, f.line, f.target, "the note is no longer in the store", f.domain))
+            return None
+        codes = [code for line, code, _m in note.fm_warnings if line == f.line]
+        if not codes:
+            report.skipped.append(Skipped(f.path, f.line, f.target, "the frontmatter reads cleanly now", f.domain))
+            return None
+        report.examined["findings_acted_on"] += 1
+        if not any(c in QUOTABLE for c in codes):
+            return Fix("quote", f.line, f, f"line {f.line}: no mechanical repair for {', '.join(codes)}",
+                       lambda content: None)
+        return Fix("quote", f.line, f, f"line {f.line}: quote the value", quote_value)
+
+    def _review_fix(self, ctx: Context, domain: str, note, stored: Finding | None, report: Report) -> Fix | None:
+        from geode.delivery.lint import lint_note
+
+        fm = note.frontmatter
+        if "last_verified" not in fm or note.status in RETIRED:
+            return None
+        today = self.today or _dt.date.today()
+        valid_to = _date(fm.get("valid_to")) if fm.get("valid_to") not in (None, "") else None
+        if valid_to is not None and valid_to <= today:
+            return None  # no longer in force: it records what held, it asserts no live state
+        report.examined["stale_checked"] += 1
+        days = int(getattr(ctx.settings, "freshness_days", 90) or 90)
+        lv = _date(fm.get("last_verified"))
+        f = stored
+        if f is None:
+            problems = [p for p in lint_note(note, ctx.settings, domain, today) if p.code == "stale"]
+            if not problems:
+                return None
+            f = Finding("stale", note.path, problems[0].line, "last_verified", problems[0].message, domain)
+            report.findings.append(f)
+        if lv is None:
+            return None
+        due = lv + _dt.timedelta(days=days)
+        marked = _date(fm.get(REVIEW_KEY)) if REVIEW_KEY in fm else None
+        if marked is not None and marked >= due:
+            report.examined["awaiting_review"] += 1
+            report.findings.append(Finding(
+                AWAITING_REVIEW, note.path, note.line_of(REVIEW_KEY), REVIEW_KEY,
+                f"marked for re-verification ({REVIEW_KEY}: {marked.isoformat()}); a person must check that it "
+                f"still holds and update last_verified", domain, severity="info"))
+            return None
+        report.examined["findings_acted_on"] += 1
+        line = f"{REVIEW_KEY}: {due.isoformat()}"
+        describe = (f"last_verified {lv.isoformat()} is past its {days}-day freshness duty: "
+                    f"{REVIEW_KEY}: {due.isoformat()}")
+        if REVIEW_KEY in fm:  # an older mark (re-verified once, stale again): move it forward
+            key_line = note.line_of(REVIEW_KEY)
+
+            def replace(content: str, line=line):
+                return line if re.match(rf"^{REVIEW_KEY}\s*:", content) else None
+
+            return Fix("review", key_line, f, describe, replace, added={REVIEW_KEY: due.isoformat()})
+        return Fix("review", note.line_of("last_verified"), f, describe, insert=line,
+                   added={REVIEW_KEY: due.isoformat()})
+
+    # -- the queue -------------------------------------------------------------------------
+    def _pending(self, ctx: Context, domain: str, paths: list[str]) -> dict[str, list[dict]]:
+        """Pending proposals of other agents (or of earlier runs) that change these files, with
+        the lines each one changes: ``{path: [{id, agent, map, sha, removes}]}``."""
+        if ctx.engine is None or not paths:
+            return {}
+        try:
+            from sqlalchemy import select
+
+            from geode.agents import proposals as q
+        except ImportError:
+            return {}
+        q.ensure_tables(ctx.engine)
+        out: dict[str, list[dict]] = {}
+        with ctx.engine.connect() as conn:
+            for start in range(0, len(paths), 500):
+                chunk = paths[start:start + 500]
+                rows = conn.execute(
+                    select(q.P.c.id, q.P.c.agent, q.P.c.run_id, q.C.c.path, q.C.c.before_sha, q.C.c.before,
+                           q.C.c.after)
+                    .join(q.C, q.C.c.proposal_id == q.P.c.id)
+                    .where(q.P.c.status == "pending", q.P.c.domain == domain, q.C.c.path.in_(chunk))
+                    .order_by(q.P.c.id)).all()
+                for pid, agent, run_id, path, before_sha, before, after in rows:
+                    if agent == self.name and run_id == ctx.run_id:
+                        continue  # its own, from an interrupted attempt: filed again under the same key
+                    entry = {"id": int(pid), "agent": agent, "sha": before_sha, "removes": after is None, "map": {}}
+                    if before is not None and after is not None:
+                        entry["map"] = line_map(bytes(before), bytes(after))
+                    out.setdefault(path, []).append(entry)
+        return out
+
+    # -- one file ----------------------------------------------------------------------------
+    def _propose(self, ctx: Context, domain: str, root: str, note, fixes: list[Fix], pending: list[dict],
+                 report: Report) -> None:
+        ex = report.examined
+        path = note.path
+        try:
+            with open(os.path.join(root, path), "rb") as fh:
+                data = fh.read()
+            text = data.decode("utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            report.skipped.append(Skipped(path, 0, "", f"cannot read it again: {exc}", domain))
+            return
+        if text != note.text:
+            report.skipped.append(Skipped(path, 0, "", "changed since it was read; the next run proposes on what "
+                                          "is there", domain))
+            return
+        sha = hashlib.sha256(data).hexdigest()
+        live = [p for p in pending if p["sha"] == sha]  # a pending proposal on older bytes can never apply
+        lines = FileLines(text)
+
+        # a line another pending proposal already changes is not proposed twice
+        remaining: list[Fix] = []
+        for fix in fixes:
+            hit = next((p for p in live if fix.line in p["map"] or p["removes"]), None)
+            if hit is None:
+                remaining.append(fix)
+                continue
+            ex["already_proposed"] += 1
+            mine = fix.apply(lines.get(fix.line) or "") if fix.apply is not None else None
+            same = mine is not None and hit["map"].get(fix.line) == mine
+            why = (f"the same edit is already proposed by the {hit['agent']} (pending proposal {hit['id']})" if same
+                   else f"pending proposal {hit['id']} of the {hit['agent']} already changes this line")
+            if hit["removes"]:
+                why = f"pending proposal {hit['id']} of the {hit['agent']} moves or removes this file"
+            report.skipped.append(Skipped(path, fix.line, fix.finding.target, why, domain))
+        if not remaining:
+            return
+        if live:
+            ids = ", ".join(str(p["id"]) for p in live)
+            for fix in remaining:
+                ex["deferred"] += 1
+                report.skipped.append(Skipped(path, fix.line, fix.finding.target,
+                                              f"deferred: pending proposal {ids} changes this file and two proposals "
+                                              "on the same bytes conflict; proposed after it is decided", domain))
+            return
+
+        # apply them, in order, to a copy of the lines
+        added: dict = {}
+        failed: list[Fix] = []
+        done: list[Fix] = []
+        for fix in remaining:
+            if fix.insert is not None:
+                lines.insert_after(fix.line, fix.insert)
+            else:
+                cur = lines.get(fix.line)
+                new = fix.apply(cur) if cur is not None else None
+                if new is None or new == cur:
+                    failed.append(fix)
+                    continue
+                lines.set(fix.line, new)
+            added.update(fix.added)
+            done.append(fix)
+        after_text = lines.text()
+        for fix in failed:
+            ex["not_mechanical"] += 1
+            report.findings.append(Finding(
+                NOT_MECHANICAL, path, fix.line, fix.finding.target,
+                f"{fix.finding.kind}: {fix.describe}; no mechanical edit does it; for a person", domain))
+        if not done:
+            return
+        n = changed_lines(text, after_text)
+        diff = unified(text, after_text, path)
+        findings = [fx.finding for fx in done]
+        if n > self.max_lines:
+            ex["over_bound"] += 1
+            report.findings.append(Finding(
+                OVER_BOUND, path, done[0].line, "",
+                f"{n} lines would change, over the bound of {self.max_lines} per file: "
+                + "; ".join(fx.describe for fx in done) + ". For a person. The edit would be:\n" + diff, domain))
+            return
+        why = check_edit(text, after_text, path, added)
+        if why:
+            ex["not_mechanical"] += 1
+            report.findings.append(Finding(NOT_MECHANICAL, path, done[0].line, "",
+                                           f"{why}: " + "; ".join(fx.describe for fx in done) + ". For a person. "
+                                           "The edit would be:\n" + diff, domain))
+            return
+        try:
+            from geode.agents.proposals import FileChange, ProposalDraft
+        except ImportError:
+            report.message = "; ".join(filter(None, [report.message,
+                                                     "the approval queue is not installed: no proposals filed"]))
+            return
+        kinds = []
+        for label, kind in (("rewrite {} link(s)", "link"), ("quote {} frontmatter value(s)", "quote"),
+                            ("mark for re-verification", "review")):
+            k = sum(1 for fx in done if fx.kind == kind)
+            if k:
+                kinds.append(label.format(k))
+        key = f"correct:{domain}:{path}"
+        if len(key) > 255:
+            key = "correct:" + hashlib.sha256(key.encode()).hexdigest()
+        draft = ProposalDraft(
+            agent=self.name, kind="edit", domain=domain,
+            title=f"Correct {path}: " + ", ".join(kinds),
+            rationale=("Bounded, mechanical fixes for stored findings: " + "; ".join(fx.describe for fx in done)
+                       + f". {n} of at most {self.max_lines} lines change; the frontmatter means what it meant"
+                       + (f" (plus {', '.join(sorted(added))})" if added else "")
+                       + "; the essence and body read the same apart from link targets."),
+            evidence=[], changes=[FileChange(path, sha, after_text.encode("utf-8"))],
+            run_id=ctx.run_id or "adhoc", key=key)
+        report.proposed.append(Proposed(draft, findings))
+        ex["notes_touched"] += 1
+        ex["lines_changed"] += n
+        ex["fixes_proposed"] += len(done)

@@ -1,0 +1,254 @@
+"""Delivery: from an action to the crystals the agent reads, and the ledger rows that say so.
+
+One function per channel, shared by the hooks and ``geode deliver``. Each returns the
+documented JSON shape of ``geode deliver --json``:
+``{"delivered": [{"name", "path", "domain", "crystal_id", "term", "chars", "truncated"}],
+"withheld": [...], "skipped": [...], "suppressed": [...], "text": str}``.
+
+Why the crystal id is ``domain:path``: the original kept one backoff clock per file name, so
+two crystals called ``README.md`` in different folders silenced each other. Paths are unique.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from geode.delivery import ledger
+from geode.delivery.binding import parse_binding, who_matches
+from geode.delivery.index import Index
+from geode.delivery.pack import Item, cut_boot, pack
+
+try:  # the builtin module is cheap; hashlib's OpenSSL binding costs the hook ~2 ms
+    from _sha256 import sha256 as _sha256
+except ImportError:  # pragma: no cover - Python 3.12+ renamed it
+    try:
+        from _sha2 import sha256 as _sha256  # type: ignore[no-redef]
+    except ImportError:
+        from hashlib import sha256 as _sha256  # type: ignore[no-redef]
+
+BOOT_TOTAL_CAP = 9000
+
+
+def content_hash(text: str) -> str:
+    return _sha256(text.encode("utf-8")).hexdigest()
+
+
+def _entry(item: Item, chars: int = 0, truncated: bool = False, reason: str = "") -> dict:
+    d = {"name": item.name, "path": item.path, "domain": item.domain, "crystal_id": item.crystal_id,
+         "term": item.term, "chars": chars, "truncated": truncated}
+    if reason:
+        d["reason"] = reason
+    return d
+
+
+def empty_result() -> dict:
+    return {"delivered": [], "withheld": [], "skipped": [], "suppressed": [], "text": ""}
+
+
+class Delivery:
+    """One delivery's context: settings, the open index, the ledger connection, the session."""
+
+    def __init__(self, settings, session: str, agent: str = "main", idx: Index | None = None):
+        self.settings = settings
+        self.session = session or "no-session"
+        self.agent = agent
+        self.idx = idx or Index(settings)
+        self.events: list[dict] = []
+        self._ledger_conn = None
+        self._plan = None
+
+    # -- the control arm -------------------------------------------------------
+    def _withhold(self, crystal_id: str) -> tuple[bool, str]:
+        from geode.delivery import control
+
+        if self.settings.withhold_rate <= 0 and self.settings.withhold_rate_source == "GEODE_WITHHOLD_RATE":
+            return False, "control arm off (GEODE_WITHHOLD_RATE=0)"
+        if self._ledger_conn is None and self.settings.uses_sqlite_ledger and os.path.exists(self.settings.ledger_path):
+            try:
+                self._ledger_conn = ledger.connect(self.settings)
+            except Exception:
+                self._ledger_conn = None
+        if self._plan is None:
+            self._plan = control.load_plan(self.settings, self._ledger_conn)
+        return control.should_withhold(self.settings, self._ledger_conn, self.session, crystal_id, plan=self._plan)
+
+    def close(self) -> None:
+        if self._ledger_conn is not None:
+            self._ledger_conn.close()
+            self._ledger_conn = None
+
+    # -- building items -----------------------------------------------------------
+    def _fresh_item(self, row, term: str, carried: bool, action: str | None, text_l: str | None):
+        """Read the crystal from disk now; None when it no longer applies (edited, removed, unbound)."""
+        parsed, changed = self.idx.reload(row.domain, row.path)
+        if parsed is None or not parsed.essence:
+            return None
+        if changed:
+            crystal = parsed.frontmatter.get("crystal")
+            if not isinstance(crystal, dict):
+                return None
+            b = parse_binding(crystal, parsed.fm_lines, self.settings.known_agents)
+            if action is not None:
+                if "act" not in b.deliver or action not in b.on:
+                    return None
+                best = ""
+                for t in b.terms:
+                    if len(t) > len(best) and t in text_l:
+                        best = t
+                if not best:
+                    return None
+                term = best
+            if not who_matches(b.who, self.agent):
+                return None
+        fm = parsed.frontmatter
+        try:
+            sal = float(fm.get("salience", 0.5))
+        except (TypeError, ValueError):
+            sal = 0.5
+        root = self.settings.domains[row.domain]
+        return Item(row.crystal_id, row.domain, row.path, os.path.join(root, row.path),
+                    str(fm.get("name") or row.name), term, parsed.essence, sal, carried,
+                    content_hash(parsed.essence))
+
+    def _event(self, kind: str, item: Item | None, action: str, channel: str, chars: int = 0,
+               truncated: bool = False, detail: str = "") -> None:
+        fields = {"session": self.session, "action": action, "channel": channel, "agent": self.agent}
+        if item is not None:
+            fields.update(domain=item.domain, crystal_id=item.crystal_id, path=item.path,
+                          content_hash=item.content_hash, term=item.term)
+        self.events.append(ledger.new_event(kind, chars=chars, truncated=truncated, detail=detail, **fields))
+
+    # -- act ----------------------------------------------------------------------
+    def act(self, actions: tuple[str, ...], text: str, label: str | None = None) -> dict:
+        """Crystals bound to ``actions`` (e.g. ``("bash", "commit")``) whose terms occur in ``text``."""
+        result = empty_result()
+        label = label or actions[0]
+        text_l = text.lower()
+        idx = self.idx
+        found: dict[str, tuple] = {}
+        for row, term in idx.candidates(actions, text_l):
+            if "act" in row.deliver and who_matches(row.who, self.agent):
+                found[row.crystal_id] = (row, term)
+        # crystals skipped for budget earlier in this session go first when they match again
+        pending = idx.sess_get(self.session, "pending")
+        items: list[Item] = []
+        for cid, (row, term) in found.items():
+            action = next((a for a in actions if a in row.on), actions[0])
+            it = self._fresh_item(row, term, cid in pending, action, text_l)
+            if it is not None:
+                items.append(it)
+        # backoff (off by default): per crystal id, never per file name
+        if self.settings.repeat_backoff_s > 0 and items:
+            last = idx.sess_get(self.session, "delivered")
+            now = time.time()
+            keep = []
+            for it in items:
+                ts = last.get(it.crystal_id, (0, 0))[0]
+                if now - ts < self.settings.repeat_backoff_s:
+                    result["suppressed"].append(_entry(it, reason=f"delivered {int(now - ts)} s ago"))
+                    self._event("suppressed_backoff", it, label, "act", detail=f"backoff {self.settings.repeat_backoff_s}s")
+                else:
+                    keep.append(it)
+            items = keep
+        items = self._control_arm(items, label, "act", result)
+        delivered, skipped, text_out = pack(items, self.settings.budget, label)
+        self._record(result, delivered, skipped, label, "act", f"budget {self.settings.budget}")
+        result["text"] = text_out
+        self._session_updates(delivered, skipped)
+        return result
+
+    # -- shared by the channels ---------------------------------------------------------
+    def _control_arm(self, items: list[Item], action: str, channel: str, result: dict) -> list[Item]:
+        """Withhold the control arm's units (recorded, and listed in ``result``); the rest go on."""
+        keep = []
+        for it in items:
+            withhold, why = self._withhold(it.crystal_id)
+            if withhold:
+                result["withheld"].append(_entry(it, reason=why))
+                self._event("withheld", it, action, channel, detail=why)
+            else:
+                keep.append(it)
+        return keep
+
+    def _record(self, result: dict, delivered, skipped, action: str, channel: str, limit: str) -> None:
+        """One ledger row and one result entry per delivered and per skipped crystal."""
+        for it, block, truncated in delivered:
+            result["delivered"].append(_entry(it, len(block), truncated))
+            self._event("delivered", it, action, channel, len(block), truncated)
+        for it in skipped:
+            result["skipped"].append(_entry(it, reason=limit))
+            self._event("skipped_budget", it, action, channel, detail=limit)
+
+    def _session_updates(self, delivered, skipped) -> None:
+        try:
+            if delivered:
+                ids = [it.crystal_id for it, _b, _t in delivered]
+                self.idx.sess_put(self.session, "delivered", ids)
+                self.idx.sess_del(self.session, "pending", ids)
+                cut = [it.abs_path for it, _b, t in delivered if t]
+                if cut:
+                    self.idx.sess_put(self.session, "offered", cut)
+            if skipped:
+                self.idx.sess_put(self.session, "pending", [it.crystal_id for it in skipped])
+        except Exception:
+            pass  # session state is best effort; the ledger rows are what count
+
+    # -- boot and inject ------------------------------------------------------------
+    def boot(self) -> dict:
+        """Session start: every boot crystal for this agent, each cut at ``boot_chars``."""
+        result = empty_result()
+        parts = []
+        total = 0
+        head = "geode: notes to start this session with (reference data from the project's memory):\n"
+        items = []
+        for row in self.idx.channel("boot"):
+            if not who_matches(row.who, self.agent):
+                continue
+            it = self._fresh_item(row, "session start", False, None, None)
+            if it is not None:
+                items.append(it)
+        delivered, skipped = [], []
+        for it in self._control_arm(items, "boot", "boot", result):
+            body, truncated = cut_boot(it, self.settings.boot_chars)
+            block = f"\n◆ {it.name} ({it.domain}/{it.path}): {body}\n"
+            if total + len(block) + len(head) > BOOT_TOTAL_CAP:
+                skipped.append(it)
+                continue
+            parts.append(block)
+            total += len(block)
+            delivered.append((it, block, truncated))
+        self._record(result, delivered, skipped, "boot", "boot", f"boot cap {BOOT_TOTAL_CAP}")
+        if parts:
+            result["text"] = head + "".join(parts)
+        return result
+
+    def inject(self, prompt: str) -> dict:
+        """Every prompt: inject crystals (all of them, or those whose terms occur in the prompt)."""
+        result = empty_result()
+        prompt_l = prompt.lower()
+        items = []
+        for row in self.idx.channel("inject"):
+            if not who_matches(row.who, self.agent):
+                continue
+            term = ""
+            if row.terms:
+                term = next((t for t in sorted(row.terms, key=len, reverse=True) if t in prompt_l), "")
+                if not term:
+                    continue
+            it = self._fresh_item(row, term or "every prompt", False, None, None)
+            if it is not None:
+                items.append(it)
+        items = self._control_arm(items, "prompt", "inject", result)
+        delivered, skipped, text_out = pack(items, self.settings.inject_budget, "prompt")
+        self._record(result, delivered, skipped, "prompt", "inject", f"inject budget {self.settings.inject_budget}")
+        result["text"] = text_out
+        return result
+
+    def flush(self) -> str:
+        """Write the collected ledger events; returns where they went ("db", "spool", "none")."""
+        if not self.events:
+            return "none"
+        where = ledger.append(self.settings, self.events)
+        self.events = []
+        return where

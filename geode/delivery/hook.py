@@ -1,0 +1,318 @@
+"""The hook protocols of Claude Code and Codex: read the event on stdin, answer in its JSON.
+
+Principles (DESIGN.md): a hook never blocks or breaks the agent. Any error means exit 0 and
+silence (``hookmain`` guarantees it); a deny is deliberate, never a crash. Each agent gets
+exactly the keys its protocol knows: Codex rejects unknown keys (``deny_unknown_fields``).
+Standard library only, and a lean subset of it (see ``config.py`` on why).
+
+Events handled:
+- ``PreToolUse``: the lookup guard, then the act channel (``additionalContext``, or in
+  ``act_mode = "deny-once"`` a deny whose reason carries the crystals, the same call let
+  through when it comes again);
+- ``SessionStart``: the boot channel; ``UserPromptSubmit``: the inject channel;
+- ``Stop``: asks once for a crystal when the session did real work and wrote none;
+- ``SessionEnd`` (Claude) and ``Stop`` (Codex, which has no SessionEnd): a ``session_end`` row.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from geode.delivery import fastjson, guard
+from geode.delivery.config import CLAUDE_CONTEXT_CAP, load_settings
+from geode.delivery.engine import Delivery, content_hash
+from geode.delivery.index import Index
+
+EDIT_TOOLS = ("Edit", "MultiEdit", "NotebookEdit")
+WORK_ACTIONS = ("bash", "write", "edit")
+
+
+def agent_of(data: dict, env: dict) -> str:
+    """``main``/``subagent``, with the agent type when one is known (``subagent:Explore``)."""
+    cls = "subagent" if data.get("agent_id") else "main"
+    kind = data.get("agent_type") or env.get("GEODE_AGENT") or ""
+    return f"{cls}:{kind}" if kind else cls
+
+
+def is_commit(command: str) -> bool:
+    for words in guard._segments(command):
+        i = 0
+        while i < len(words) and "=" in words[i]:
+            i += 1
+        if i < len(words) and os.path.basename(words[i]) == "git":
+            rest = words[i + 1 :]
+            j = 0
+            while j < len(rest) and rest[j].startswith("-"):
+                j += 2 if rest[j] in ("-C", "-c", "--git-dir", "--work-tree") else 1
+            if j < len(rest) and rest[j] == "commit":
+                return True
+    return False
+
+
+def action_of(tool: str, tool_input: dict) -> tuple[tuple[str, ...], str, str]:
+    """(actions, the text matched against, the file path written or read, if any)."""
+    if not isinstance(tool_input, dict):
+        tool_input = {}
+    if tool in ("Bash", "shell", "exec_command", "local_shell"):
+        cmd = tool_input.get("command") or ""
+        if isinstance(cmd, list):
+            cmd = " ".join(str(c) for c in cmd)
+        cmd = str(cmd)
+        return (("bash", "commit") if is_commit(cmd) else ("bash",)), cmd, ""
+    if tool == "Write":
+        path = str(tool_input.get("file_path") or "")
+        return ("write",), f"{path}\n{tool_input.get('content') or ''}", path
+    if tool in EDIT_TOOLS:
+        path = str(tool_input.get("file_path") or tool_input.get("notebook_path") or "")
+        parts = [path, str(tool_input.get("new_string") or tool_input.get("new_source") or "")]
+        for e in tool_input.get("edits") or []:
+            if isinstance(e, dict):
+                parts.append(str(e.get("new_string") or ""))
+        return ("edit",), "\n".join(parts), path
+    if tool == "Read":
+        path = str(tool_input.get("file_path") or "")
+        return ("read",), path, path
+    if tool == "apply_patch":  # Codex; the input's shape is not documented: take any text in it
+        patch = tool_input.get("command") or tool_input.get("patch") or tool_input.get("input") or ""
+        if not isinstance(patch, str):
+            patch = fastjson.dumps(patch)
+        return (("write",) if "*** Add File:" in patch else ("edit",)), patch, ""
+    return (), "", ""
+
+
+def _cap(text: str) -> str:
+    if len(text) <= CLAUDE_CONTEXT_CAP:
+        return text
+    return text[: CLAUDE_CONTEXT_CAP - 60] + "\n… [geode cut this to fit the 10,000-character hook cap]"
+
+
+def _context(event: str, text: str) -> dict:
+    return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": _cap(text)}}
+
+
+def _deny(reason: str) -> dict:
+    return {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
+                                   "permissionDecisionReason": _cap(reason)}}
+
+
+def _store_path(settings, path: str, cwd: str) -> tuple[str, str] | None:
+    if not path:
+        return None
+    p = path if os.path.isabs(path) else os.path.join(cwd or os.getcwd(), path)
+    p = os.path.normpath(p)
+    candidates = [p]
+    real = os.path.realpath(p)  # the roots are real paths; the agent may write through a symlink
+    if real != p:
+        candidates.append(real)
+    for q in candidates:
+        for domain, root in settings.domains.items():
+            if q.startswith(root + os.sep):
+                return domain, q[len(root) + 1 :].replace(os.sep, "/")
+    return None
+
+
+class HookRun:
+    def __init__(self, agent_kind: str, data: dict, env: dict):
+        self.kind = agent_kind  # "claude" | "codex"
+        self.data = data
+        self.env = env
+        self.settings = load_settings(env=env)
+        self.session = str(data.get("session_id") or "no-session")
+        self.cwd = str(data.get("cwd") or os.getcwd())
+        self.agent = agent_of(data, env)
+        self.idx = Index(self.settings)
+        self.idx.ensure()
+        self.idx.refresh()
+        self.d = Delivery(self.settings, self.session, self.agent, self.idx)
+
+    def close(self) -> None:
+        try:
+            self.d.flush()
+        finally:
+            self.d.close()
+            self.idx.close()
+
+    # -- PreToolUse ------------------------------------------------------------
+    def pre_tool_use(self) -> dict | None:
+        tool = str(self.data.get("tool_name") or "")
+        tool_input = self.data.get("tool_input") or {}
+        s = self.settings
+        if s.block_lookups:
+            verdict = self._lookup(tool, tool_input)
+            if verdict is not None:
+                return verdict
+        actions, text, path = action_of(tool, tool_input)
+        if not actions:
+            return None
+        self._count(actions[0], text)
+        if path and actions[0] in ("write", "edit"):
+            hit = _store_path(s, path, self.cwd)
+            if hit:
+                self.idx.mark_dirty(*hit)
+                self.idx.sess_put(self.session, "store_write", [f"{hit[0]}:{hit[1]}"])
+        label = "commit" if "commit" in actions else actions[0]
+        if s.act_mode == "deny-once":
+            key = content_hash(f"{tool}\0{text}")[:24]
+            if key in self.idx.sess_get(self.session, "denied"):
+                return None  # the crystals went out with the deny; let the same call through
+            res = self.d.act(actions, text, label)
+            if not res["text"]:
+                return None
+            self.idx.sess_put(self.session, "denied", [key])
+            self.d._event("denied_once", None, label, "act", detail=key)
+            return _deny(res["text"] + "\ngeode held this call once so that the notes above are read before it runs. "
+                         "Nothing is wrong with the call: run it again unchanged and it goes through.")
+        res = self.d.act(actions, text, label)
+        if not res["text"]:
+            return None
+        return _context("PreToolUse", res["text"])
+
+    def _lookup(self, tool: str, tool_input) -> dict | None:
+        s = self.settings
+        if not isinstance(tool_input, dict):
+            return None
+        if tool in ("Bash", "shell", "exec_command", "local_shell"):
+            cmd = str(tool_input.get("command") or "")
+            hit = guard.bash_lookup(cmd, s.domains, self.cwd)
+            if hit is None:
+                return None
+            domain, what = hit
+            marked = s.lookup_marker in cmd
+        else:
+            hit = guard.tool_lookup(tool, tool_input, s.domains, self.cwd)
+            if hit is None:
+                return None
+            domain, what = hit
+            marked = False
+            if tool == "Read":
+                fp = os.path.normpath(str(tool_input.get("file_path") or ""))
+                if fp in self.idx.sess_get(self.session, "offered"):
+                    marked = True  # a full note geode itself pointed to after cutting it
+        # what was hunted, so the Gardener can propose a crystal bound to it (bounded: a row is not a log)
+        info = {"tool": tool, "what": what}
+        if tool in ("Bash", "shell", "exec_command", "local_shell"):
+            info["command"] = str(tool_input.get("command") or "")[:500]
+        else:
+            info["input"] = {k: str(tool_input[k])[:300] for k in ("file_path", "pattern", "path", "glob")
+                             if tool_input.get(k)}
+        detail = fastjson.dumps(info)
+        if marked:
+            self.d._event("lookup_marked", None, what, "guard", detail=detail)
+            self.d.events[-1]["domain"] = domain
+            return None
+        self.d._event("blocked", None, what, "guard", detail=detail)
+        self.d.events[-1]["domain"] = domain
+        return _deny(guard.deny_message(domain, s.domains[domain], what, s.lookup_marker))
+
+    def _count(self, action: str, text: str) -> None:
+        try:
+            if not self.idx.sess_get(self.session, "start"):
+                self.idx.sess_put(self.session, "start", ["t"])
+            self.idx.sess_put(self.session, "actions", [action], bump=True)
+            if action == "bash":
+                words = guard._segments(text)
+                if words and words[0]:
+                    self.idx.sess_put(self.session, "cmd", [os.path.basename(words[0][0])[:40]], bump=True)
+        except Exception:
+            pass
+
+    # -- the other events ----------------------------------------------------------
+    def session_start(self) -> dict | None:
+        res = self.d.boot()
+        return _context("SessionStart", res["text"]) if res["text"] else None
+
+    def prompt(self) -> dict | None:
+        prompt = str(self.data.get("prompt") or "")
+        res = self.d.inject(prompt)
+        text = res["text"] or ""
+        try:  # prompt-time recall: at most three notes, within its own budget; never blocks the prompt
+            from geode.delivery import prompt_recall
+
+            budget = int(self.env.get("GEODE_RECALL_BUDGET_MS") or prompt_recall.BUDGET_MS)
+            hits, how = prompt_recall.recall(self.settings, prompt, budget_ms=budget)
+            found = prompt_recall.render(hits, how, cap=max(0, CLAUDE_CONTEXT_CAP - 200 - len(text)))
+            if found:
+                text = f"{text}\n{found}" if text else found
+                from geode.delivery.search_log import record_search  # the Gardener reads these rows
+
+                record_search(self.settings, prompt, hits, self.session)
+        except Exception:  # recall is a bonus: any failure leaves the inject channel as it was
+            pass
+        return _context("UserPromptSubmit", text) if text else None
+
+    def session_end(self, reason: str) -> None:
+        self.d._event("session_end", None, "session", "", detail=fastjson.dumps({"reason": reason, "agent": self.kind}))
+
+    def stop(self) -> dict | None:
+        if self.kind == "codex":
+            self.session_end("stop")
+        if self.data.get("stop_hook_active"):
+            return None  # we (or another hook) already made it continue once: never loop
+        sess = self.idx.sess_get
+        if sess(self.session, "stop_blocked"):
+            return None
+        counts = sess(self.session, "actions")
+        work = sum(n for a, (_ts, n) in counts.items() if a in WORK_ACTIONS)
+        if work < self.settings.stop_min_actions:
+            return None
+        if sess(self.session, "store_write"):
+            return None
+        start = sess(self.session, "start").get("t", (time.time(), 0))[0]
+        newer = self.idx.conn.execute("SELECT COUNT(*) FROM files WHERE mtime_ns > ?", (int(start * 1e9),)).fetchone()[0]
+        if newer:
+            return None
+        self.idx.sess_put(self.session, "stop_blocked", ["1"])
+        self.d._event("stop_blocked", None, "stop", "", detail=fastjson.dumps({"actions": work}))
+        return {"decision": "block", "reason": self._template(work, counts)}
+
+    def _template(self, work: int, counts: dict) -> str:
+        s = self.settings
+        root = s.domains[s.default_domain]
+        top_action = max((a for a in counts if a in WORK_ACTIONS), key=lambda a: counts[a][1], default="bash")
+        cmds = sorted(self.idx.sess_get(self.session, "cmd").items(), key=lambda kv: -kv[1][1])[:3]
+        terms = ", ".join(c for c, _v in cmds) or "<a word from the command>"
+        today = time.strftime("%Y-%m-%d")
+        return (
+            f"geode: this session did real work ({work} shell commands and edits) and wrote nothing into the "
+            f"memory store ({root}). If it taught something worth having next time (an error you paid for, a fact "
+            "you had to look up, a decision), save it as a crystal in that folder; if not, say so and stop. "
+            "A filled-in start, to complete or discard (geode writes nothing itself):\n\n"
+            "---\nname: <short-kebab-case-name>\ndescription: <one line: what looks like success but is not, or what is true>\n"
+            f"type: feedback\nlast_verified: {today}\ntrigger: <when this applies>\ncrystal:\n  deliver: act\n"
+            f"  on: {top_action}\n  match: \"{terms}\"\n  who: all\n---\n<!-- crystal:essence -->\n"
+            "<the knowing, under 1,500 characters: the trap, how to tell, what to do instead>\n<!-- /crystal:essence -->\n\n"
+            f"## Where this came from\nSession {self.session}, {today}: <the command, error or commit that taught it>.\n"
+        )
+
+
+def run(agent_kind: str, raw: str, env: dict | None = None) -> tuple[int, str]:
+    """Handle one hook call; returns (exit code, stdout). Raises on internal errors (hookmain
+    turns every exception into exit 0 and silence)."""
+    env = dict(os.environ) if env is None else env
+    data = fastjson.loads(raw) if raw.strip() else {}
+    if not isinstance(data, dict):
+        return 0, ""
+    event = str(data.get("hook_event_name") or "")
+    if event == "Probe":
+        return 0, ""  # the installer's check that this command runs; the imports above succeeded
+    if event not in ("PreToolUse", "SessionStart", "UserPromptSubmit", "Stop", "SessionEnd", "SubagentStop"):
+        return 0, ""
+    h = HookRun(agent_kind, data, env)
+    try:
+        if event == "PreToolUse":
+            out = h.pre_tool_use()
+        elif event == "SessionStart":
+            out = h.session_start()
+        elif event == "UserPromptSubmit":
+            out = h.prompt()
+        elif event == "Stop":
+            out = h.stop()
+        elif event == "SessionEnd":
+            h.session_end(str(data.get("reason") or ""))
+            out = None
+        else:
+            out = None
+    finally:
+        h.close()
+    return 0, fastjson.dumps(out) if out else ""

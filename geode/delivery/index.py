@@ -1,0 +1,590 @@
+"""The hook's binding index: which crystal is bound to which action by which terms.
+
+Why an index: the hook runs before every tool call. Re-reading every file on every call
+(what the original product did) costs about five interpreter starts at 2,000 crystals. Here
+a SQLite file holds each crystal's binding and a table of term keys, so finding the
+candidates for an action is one indexed query whatever the store's size.
+
+Why it is never stale:
+- the text delivered is always read from the file at delivery time, and the file is
+  re-parsed when its size or mtime differs from what the index saw, so an edit by any route
+  is delivered in its new form on the next action (and a binding edited away stops firing);
+- new, removed and renamed files change their folder's mtime, and every folder's mtime is
+  checked on every call (a folder costs one ``stat``) while the store has at most
+  ``sweep_folders`` (300) folders; beyond that a rotating slice of 300 plus the roots, so every
+  folder within ``ceil(folders / 300)`` calls and the cost of a call stays flat;
+- a file the agent writes through its own Write/Edit tools is marked dirty by the hook and
+  re-checked on the following calls;
+- a rotating sweep stats ``sweep_files`` files per call (all of them, on a store that size or
+  smaller), which catches in-place edits by an editor to a binding that starts to match.
+
+Term keys: the four-character piece of a term (lower-cased) that the fewest indexed terms
+share; shorter terms are keyed by themselves. The action's text contributes its distinct substrings of each key length present in
+the index (``meta.key_lengths``, kept up to date on every change), and SQLite checks
+``instr(text, term)`` on the few rows that share a key before any row reaches Python, so the
+work per call follows the length of the text, not the number of crystals (a shared prefix
+such as ``npm `` costs C-level string checks, not Python objects).
+"""
+
+from __future__ import annotations
+
+import marshal
+import os
+import time
+import zlib
+
+from geode.delivery.sqlite import sqlite3
+
+from geode.delivery import fastjson
+from geode.delivery.binding import parse_binding
+from geode.delivery.crystal import NOTE_SUFFIXES, SKIP_DIRS, NoteError, parse_crystal_text, read_text
+
+INDEX_VERSION = "7"
+KEY_LEN = 4
+SEP = "\x1f"
+DIRTY_TTL_S = 600
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v TEXT);
+CREATE TABLE IF NOT EXISTS dirs(domain TEXT, dir TEXT, mtime_ns INTEGER, abs TEXT, PRIMARY KEY(domain, dir));
+CREATE TABLE IF NOT EXISTS files(domain TEXT, path TEXT, dir TEXT, mtime_ns INTEGER, size INTEGER,
+    PRIMARY KEY(domain, path));
+CREATE INDEX IF NOT EXISTS files_dir ON files(domain, dir);
+CREATE TABLE IF NOT EXISTS crystals(id INTEGER PRIMARY KEY, domain TEXT, path TEXT, name TEXT,
+    deliver TEXT, on_ TEXT, who TEXT, terms TEXT, salience REAL, UNIQUE(domain, path));
+CREATE TABLE IF NOT EXISTS grams(key TEXT, action TEXT, term TEXT, crystal INTEGER);
+CREATE INDEX IF NOT EXISTS grams_key ON grams(action, key, term, crystal);
+CREATE INDEX IF NOT EXISTS grams_crystal ON grams(crystal);
+CREATE TABLE IF NOT EXISTS gramfreq(gram TEXT PRIMARY KEY, n INTEGER);
+CREATE TABLE IF NOT EXISTS dirty(domain TEXT, path TEXT, since REAL, PRIMARY KEY(domain, path));
+CREATE TABLE IF NOT EXISTS sess(session TEXT, kind TEXT, item TEXT, ts REAL, n INTEGER DEFAULT 0,
+    PRIMARY KEY(session, kind, item));
+"""
+
+
+def index_path(settings) -> str:
+    """One index per set of domains (a one-off ``--store`` gets its own)."""
+    ident = SEP.join(f"{k}={v}" for k, v in sorted(settings.domains.items()))
+    return os.path.join(settings.index_dir, f"bindings-{zlib.crc32(ident.encode()):08x}.sqlite")
+
+
+def text_keys(text_l: str, lengths: tuple[int, ...] = (KEY_LEN,)) -> list[str]:
+    """Every distinct substring of ``text_l`` whose length is one of the key lengths in use."""
+    n = len(text_l)
+    keys: set[str] = set()
+    for k in lengths:
+        keys.update(text_l[i : i + k] for i in range(n - k + 1))
+    return list(keys)
+
+
+class CrystalRow:
+    __slots__ = ("id", "domain", "path", "name", "deliver", "on", "who", "terms", "salience")
+
+    def __init__(self, row):
+        self.id, self.domain, self.path, self.name = row[0], row[1], row[2], row[3]
+        self.deliver = tuple(row[4].split(",")) if row[4] else ()
+        self.on = tuple(row[5].split(",")) if row[5] else ()
+        self.who = tuple(row[6].split(",")) if row[6] else ()
+        self.terms = tuple(row[7].split(SEP)) if row[7] else ()
+        self.salience = row[8] if row[8] is not None else 0.5
+
+    @property
+    def crystal_id(self) -> str:
+        return f"{self.domain}:{self.path}"
+
+
+class Index:
+    """One open connection to the binding index; cheap to create per hook call."""
+
+    def __init__(self, settings, busy_ms: int | None = None):
+        self.settings = settings
+        self.path = index_path(settings)
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        busy = settings.lock_budget_ms if busy_ms is None else busy_ms
+        self.conn = sqlite3.connect(self.path, timeout=busy / 1000.0, isolation_level=None, check_same_thread=False)
+        self.conn.execute(f"PRAGMA busy_timeout={int(busy)}")
+        # Derived data: an application crash cannot corrupt a WAL database even with
+        # synchronous=OFF; a power cut might, and then the hook rebuilds it (see ``hook.py``).
+        # NORMAL costs ~1 ms per hook call (the commit and the checkpoint at close).
+        self.conn.execute("PRAGMA synchronous=OFF")
+        self._queue: list[tuple[str, list]] = []
+        self._pending_grams: list | None = None
+        self._short = None
+        self.changed: list[str] = []  # crystal ids whose files were re-read in this call
+
+    def close(self) -> None:
+        self.commit()
+        self.conn.close()
+
+    # -- schema and build ----------------------------------------------------
+    def _meta(self, key: str) -> str | None:
+        try:
+            row = self.conn.execute("SELECT v FROM meta WHERE k=?", (key,)).fetchone()
+        except sqlite3.OperationalError:
+            return None
+        return row[0] if row else None
+
+    def is_built(self) -> bool:
+        return self._meta("version") == INDEX_VERSION and self._meta("built") is not None
+
+    def ensure(self) -> bool:
+        """Build the index when it is missing or of another version; True when it was built now."""
+        if self.is_built():
+            return False
+        self.build()
+        return True
+
+    def build(self) -> dict:
+        """Scan every domain from nothing. Returns counts."""
+        c = self.conn
+        mode = c.execute("PRAGMA journal_mode").fetchone()[0]
+        if mode != "wal":
+            c.execute("PRAGMA journal_mode=WAL")
+        c.execute("PRAGMA synchronous=NORMAL")
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            for stmt in _SCHEMA.strip().split(";"):
+                if stmt.strip():
+                    c.execute(stmt)
+            if self._meta("version") != INDEX_VERSION:
+                for table in ("meta", "dirs", "files", "crystals", "grams", "dirty"):
+                    c.execute(f"DROP TABLE IF EXISTS {table}")
+                for stmt in _SCHEMA.strip().split(";"):
+                    if stmt.strip():
+                        c.execute(stmt)
+            for table in ("meta", "dirs", "files", "crystals", "grams", "dirty"):
+                c.execute(f"DELETE FROM {table}")
+            self._short = None
+            counts = {"files": 0, "crystals": 0, "problems": 0}
+            self._pending_grams = []
+            try:
+                for domain, root in self.settings.domains.items():
+                    if os.path.isdir(root):
+                        self._scan_dir(domain, root, "", counts, recursive=True)
+                self._insert_pending_grams()
+            finally:
+                self._pending_grams = None
+            c.execute("INSERT OR REPLACE INTO meta VALUES('version', ?)", (INDEX_VERSION,))
+            c.execute("INSERT OR REPLACE INTO meta VALUES('built', ?)", (repr(time.time()),))
+            c.execute("INSERT OR REPLACE INTO meta VALUES('cursor', '0')")
+            if self._meta("key_lengths") is None:
+                c.execute("INSERT OR REPLACE INTO meta VALUES('key_lengths', ?)", (str(KEY_LEN),))
+            c.execute("COMMIT")
+        except BaseException:
+            c.execute("ROLLBACK")
+            raise
+        self._short = None
+        self._write_dirs()
+        return counts
+
+    # -- scanning ------------------------------------------------------------
+    def _scan_dir(self, domain: str, root: str, rel_dir: str, counts: dict, recursive: bool) -> None:
+        """Bring one folder's rows in line with the disk (the caller holds a write transaction)."""
+        c = self.conn
+        full = os.path.join(root, rel_dir) if rel_dir else root
+        try:
+            st = os.stat(full)
+            entries = list(os.scandir(full))
+        except OSError:
+            self._drop_dir(domain, rel_dir)
+            return
+        c.execute("INSERT OR REPLACE INTO dirs VALUES(?,?,?,?)", (domain, rel_dir, st.st_mtime_ns, full))
+        known = {row[0]: (row[1], row[2]) for row in c.execute(
+            "SELECT path, mtime_ns, size FROM files WHERE domain=? AND dir=?", (domain, rel_dir))}
+        known_dirs = {row[0] for row in c.execute(
+            "SELECT dir FROM dirs WHERE domain=? AND dir LIKE ? ESCAPE '\\'", (domain, _like_prefix(rel_dir)))
+            if row[0] != rel_dir and "/" not in row[0][len(rel_dir) + (1 if rel_dir else 0):]}
+        seen_files = set()
+        seen_dirs = set()
+        for e in entries:
+            name = e.name
+            rel = f"{rel_dir}/{name}" if rel_dir else name
+            try:
+                if e.is_dir(follow_symlinks=False):
+                    if name in SKIP_DIRS:
+                        continue
+                    seen_dirs.add(rel)
+                    if recursive or rel not in known_dirs:
+                        self._scan_dir(domain, root, rel, counts, recursive=True)
+                    continue
+                if not name.endswith(NOTE_SUFFIXES) or name.startswith("."):
+                    continue
+                est = e.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            seen_files.add(rel)
+            counts["files"] = counts.get("files", 0) + 1
+            prev = known.get(rel)
+            if prev is not None and prev == (est.st_mtime_ns, est.st_size):
+                continue
+            self._load_file(domain, root, rel, rel_dir, est.st_mtime_ns, est.st_size, counts)
+        for rel in set(known) - seen_files:
+            self._drop_file(domain, rel)
+        for rel in known_dirs - seen_dirs:
+            self._drop_dir(domain, rel)
+
+    def _drop_dir(self, domain: str, rel_dir: str) -> None:
+        c = self.conn
+        like = _like_prefix(rel_dir)
+        for (path,) in c.execute("SELECT path FROM files WHERE domain=? AND (dir=? OR dir LIKE ? ESCAPE '\\')",
+                                 (domain, rel_dir, like)).fetchall():
+            self._drop_file(domain, path)
+        c.execute("DELETE FROM dirs WHERE domain=? AND (dir=? OR dir LIKE ? ESCAPE '\\')", (domain, rel_dir, like))
+
+    def _drop_file(self, domain: str, rel: str) -> None:
+        c = self.conn
+        c.execute("DELETE FROM files WHERE domain=? AND path=?", (domain, rel))
+        row = c.execute("SELECT id FROM crystals WHERE domain=? AND path=?", (domain, rel)).fetchone()
+        if row:
+            c.execute("DELETE FROM grams WHERE crystal=?", (row[0],))
+            c.execute("DELETE FROM crystals WHERE id=?", (row[0],))
+            self.changed.append(f"{domain}:{rel}")
+
+    def _load_file(self, domain, root, rel, rel_dir, mtime_ns, size, counts=None, parsed=None):
+        """(Re)index one file; returns the parsed crystal text or None."""
+        c = self.conn
+        c.execute("INSERT OR REPLACE INTO files VALUES(?,?,?,?,?)", (domain, rel, rel_dir, mtime_ns, size))
+        row = c.execute("SELECT id FROM crystals WHERE domain=? AND path=?", (domain, rel)).fetchone()
+        if row:
+            c.execute("DELETE FROM grams WHERE crystal=?", (row[0],))
+            c.execute("DELETE FROM crystals WHERE id=?", (row[0],))
+        self.changed.append(f"{domain}:{rel}")
+        if parsed is None:
+            try:
+                parsed = parse_crystal_text(read_text(root, rel, self.settings.max_file_bytes), rel)
+            except NoteError:
+                if counts is not None:
+                    counts["problems"] = counts.get("problems", 0) + 1
+                return None
+        crystal = parsed.frontmatter.get("crystal")
+        if not isinstance(crystal, dict):
+            return parsed
+        b = parse_binding(crystal, parsed.fm_lines, self.settings.known_agents)
+        if not b.deliver:
+            return parsed
+        name = parsed.frontmatter.get("name") or rel.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+        try:
+            sal = float(parsed.frontmatter.get("salience", 0.5))
+        except (TypeError, ValueError):
+            sal = 0.5
+        cur = c.execute(
+            "INSERT INTO crystals(domain, path, name, deliver, on_, who, terms, salience) VALUES(?,?,?,?,?,?,?,?)",
+            (domain, rel, str(name), ",".join(b.deliver), ",".join(b.on), ",".join(b.who), SEP.join(b.terms), sal),
+        )
+        cid = cur.lastrowid
+        if "act" in b.deliver and b.on and b.terms:
+            if self._pending_grams is not None:  # a build: keys are chosen once every term is known
+                self._pending_grams.extend((a, t, cid) for a in b.on for t in b.terms)
+            else:
+                rows = [(self._key_for(t), a, t, cid) for a in b.on for t in b.terms]
+                c.executemany("INSERT INTO grams VALUES(?,?,?,?)", rows)
+            short = {len(t) for t in b.terms if len(t) < KEY_LEN}
+            if short - set(self.key_lengths()):
+                self._set_key_lengths(tuple(sorted(set(self.key_lengths()) | short)))
+        if counts is not None:
+            counts["crystals"] = counts.get("crystals", 0) + 1
+        return parsed
+
+    # -- term keys ---------------------------------------------------------------
+    # A term is found through one of its 4-character pieces: any piece works (if the term is
+    # in the text, so is every piece of it), so each term is keyed by the piece that the
+    # fewest indexed terms share. Keyed by prefix, the 40 terms starting "npm " came back for
+    # every npm command and were thrown away one by one (5,600 rows at 100,000 crystals).
+    def _insert_pending_grams(self) -> None:
+        freq: dict[str, int] = {}
+        for t in {t for _a, t, _c in self._pending_grams}:
+            for g in {t[i : i + KEY_LEN] for i in range(len(t) - KEY_LEN + 1)}:
+                freq[g] = freq.get(g, 0) + 1
+        self.conn.execute("DELETE FROM gramfreq")
+        self.conn.executemany("INSERT INTO gramfreq VALUES(?,?)", freq.items())
+        keys: dict[str, str] = {}
+        rows = []
+        for a, t, cid in self._pending_grams:
+            k = keys.get(t)
+            if k is None:
+                k = keys[t] = _rarest(t, freq)
+            rows.append((k, a, t, cid))
+        self.conn.executemany("INSERT INTO grams VALUES(?,?,?,?)", rows)
+
+    def _key_for(self, term: str) -> str:
+        """The key of a term indexed outside a build (a changed file): the rarest piece by the
+        counts of the last build; a piece it never saw counts as rare."""
+        if len(term) <= KEY_LEN:
+            return term
+        pieces = list({term[i : i + KEY_LEN] for i in range(len(term) - KEY_LEN + 1)})
+        marks = ",".join("?" * len(pieces))
+        freq = dict(self.conn.execute(f"SELECT gram, n FROM gramfreq WHERE gram IN ({marks})", pieces).fetchall())
+        return _rarest(term, freq)
+
+    # -- freshness -----------------------------------------------------------
+    def refresh(self) -> int:
+        """Catch up with the disk: changed folders, dirty files, one sweep slice. Returns files re-read."""
+        c = self.conn
+        before = len(self.changed)
+        stale_dirs = []
+        stat = os.stat
+        # the hottest loop of a hook call on a large store: one stat per folder, kept bare
+        # (absolute paths stored at scan time; ~2 microseconds a folder)
+        for domain, rel_dir, mtime, full in self._folders_to_check():
+            try:
+                if stat(full).st_mtime_ns == mtime:
+                    continue
+            except OSError:
+                pass
+            if domain in self.settings.domains:
+                stale_dirs.append((domain, rel_dir))
+        dirty = c.execute("SELECT domain, path, since FROM dirty").fetchall()
+        slice_rows = self._sweep_slice()
+        suspects = []
+        now = time.time()
+        for domain, rel, mtime, size in slice_rows + [
+            (d, p, *(self._file_stat_row(d, p) or (None, None))) for d, p, _s in dirty
+        ]:
+            root = self.settings.domains.get(domain)
+            if root is None:
+                continue
+            try:
+                st = os.stat(os.path.join(root, rel))
+                cur = (st.st_mtime_ns, st.st_size)
+            except OSError:
+                cur = None
+            if cur != (mtime, size):
+                suspects.append((domain, rel, cur))
+        expired = [(d, p) for d, p, since in dirty if now - since > DIRTY_TTL_S]
+        if not stale_dirs and not suspects and not expired:
+            return 0
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            counts: dict = {}
+            for domain, rel_dir in stale_dirs:
+                self._scan_dir(domain, self.settings.domains[domain], rel_dir, counts, recursive=False)
+            for domain, rel, cur in suspects:
+                root = self.settings.domains[domain]
+                if cur is None:
+                    self._drop_file(domain, rel)
+                else:
+                    rel_dir = rel.rsplit("/", 1)[0] if "/" in rel else ""
+                    self._load_file(domain, root, rel, rel_dir, cur[0], cur[1], counts)
+            for d, p in expired:
+                c.execute("DELETE FROM dirty WHERE domain=? AND path=?", (d, p))
+            c.execute("COMMIT")
+        except BaseException:
+            c.execute("ROLLBACK")
+            raise
+        self._short = None
+        if stale_dirs:
+            self._write_dirs()
+        return len(self.changed) - before
+
+    def _folders_to_check(self) -> list:
+        """Every folder when the store has at most ``sweep_folders`` of them (new files are
+        then seen on the very next call); otherwise a rotating slice of that many, plus each
+        domain's root, so that the cost of a call stays flat as the store grows (a stat is
+        about 1.3 microseconds a folder) and every folder is checked within
+        ``ceil(folders / sweep_folders)`` calls. Files the agent writes itself are marked dirty
+        and seen at once whatever the size."""
+        rows = self._load_dirs()
+        n = self.settings.sweep_folders
+        if n <= 0 or len(rows) <= n:
+            return rows
+        start = int(self._meta("dircursor") or 0) % len(rows)
+        chosen = rows[start : start + n]
+        if len(chosen) < n:
+            chosen += rows[: n - len(chosen)]
+        self._queue.append(("INSERT OR REPLACE INTO meta VALUES('dircursor', ?)", [(str((start + n) % len(rows)),)]))
+        return chosen + [r for r in rows if r[1] == "" and r not in chosen]
+
+    # -- the folder list, as one marshal blob ------------------------------------------
+    # Every hook call stats every folder (that is how new files are seen at once); reading the
+    # 1,000 folder rows of a 100,000-note store from SQLite cost 0.8 ms of a 25 ms call, the
+    # blob 0.1 ms. It is derived from the ``dirs`` table after each commit that changed it and
+    # tagged with the build it belongs to; a stale or racing copy can only make a folder look
+    # changed (a harmless rescan), never hide a change, because every entry it holds was true
+    # in the table when it was written.
+    @property
+    def _dirs_path(self) -> str:
+        return self.path + ".dirs"
+
+    def _load_dirs(self) -> list:
+        built = self._meta("built")
+        try:
+            with open(self._dirs_path, "rb") as fh:
+                tag, rows = marshal.loads(fh.read())  # marshal.load(fh) reads in tiny pieces: 30x slower
+            if tag == built:
+                return rows
+        except (OSError, EOFError, ValueError, TypeError):
+            pass
+        return self._write_dirs(built)
+
+    def _write_dirs(self, built: str | None = None) -> list:
+        if built is None:
+            built = self._meta("built")
+        rows = [tuple(r) for r in self.conn.execute("SELECT domain, dir, mtime_ns, abs FROM dirs")]
+        tmp = f"{self._dirs_path}.{os.getpid()}.tmp"
+        try:
+            with open(tmp, "wb") as fh:
+                marshal.dump((built, rows), fh)
+            os.replace(tmp, self._dirs_path)
+        except OSError:
+            pass  # only slower next time
+        return rows
+
+    def _file_stat_row(self, domain, rel):
+        return self.conn.execute("SELECT mtime_ns, size FROM files WHERE domain=? AND path=?", (domain, rel)).fetchone()
+
+    def _sweep_slice(self) -> list:
+        n = self.settings.sweep_files
+        if n <= 0:
+            return []
+        c = self.conn
+        cursor = int(self._meta("cursor") or 0)
+        rows = c.execute("SELECT rowid, domain, path, mtime_ns, size FROM files WHERE rowid > ? ORDER BY rowid LIMIT ?",
+                         (cursor, n)).fetchall()
+        if len(rows) < n:
+            rows += c.execute("SELECT rowid, domain, path, mtime_ns, size FROM files WHERE rowid <= ? ORDER BY rowid LIMIT ?",
+                              (cursor, n - len(rows))).fetchall()
+        if rows:
+            self._queue.append(("UPDATE meta SET v=? WHERE k='cursor'", [(str(rows[-1][0]),)]))
+        return [r[1:] for r in rows]
+
+    def mark_dirty(self, domain: str, rel: str) -> None:
+        self._queue.append(("INSERT OR REPLACE INTO dirty VALUES(?,?,?)", [(domain, rel, time.time())]))
+
+    def commit(self) -> bool:
+        """Write the queued small updates (cursor, dirty marks, session state) in one
+        transaction: one commit per hook call instead of five. False when the lock could not
+        be had within the budget (the updates are best effort; nothing in the ledger depends
+        on them)."""
+        if not self._queue:
+            return True
+        queue, self._queue = self._queue, []
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError:
+            return False
+        try:
+            for sql, rows in queue:
+                self.conn.executemany(sql, rows)
+            self.conn.execute("COMMIT")
+            return True
+        except sqlite3.Error:
+            self.conn.execute("ROLLBACK")
+            return False
+
+    def reload(self, domain: str, rel: str):
+        """Re-read one file if it changed since indexing; returns (parsed or None, changed)."""
+        root = self.settings.domains[domain]
+        try:
+            st = os.stat(os.path.join(root, rel))
+        except OSError:
+            return None, True
+        known = self._file_stat_row(domain, rel)
+        try:
+            parsed = parse_crystal_text(read_text(root, rel, self.settings.max_file_bytes), rel)
+        except NoteError:
+            parsed = None
+        if known is not None and tuple(known) == (st.st_mtime_ns, st.st_size):
+            return parsed, False
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+            rel_dir = rel.rsplit("/", 1)[0] if "/" in rel else ""
+            self._load_file(domain, root, rel, rel_dir, st.st_mtime_ns, st.st_size, parsed=parsed)
+            self.conn.execute("COMMIT")
+        except sqlite3.OperationalError:
+            try:
+                self.conn.execute("ROLLBACK")
+            except sqlite3.OperationalError:
+                pass
+        self._short = None
+        return parsed, True
+
+    # -- queries ---------------------------------------------------------------
+    def key_lengths(self) -> tuple[int, ...]:
+        """Key lengths present: KEY_LEN, plus the length of every shorter term (rare)."""
+        if self._short is None:
+            raw = self._meta("key_lengths")
+            self._short = tuple(int(x) for x in raw.split(",")) if raw else (KEY_LEN,)
+        return self._short
+
+    def _set_key_lengths(self, lengths: tuple[int, ...]) -> None:
+        """Only grows between builds: a stale extra length costs a few lookups, never a miss."""
+        if KEY_LEN not in lengths:
+            lengths = tuple(sorted(set(lengths) | {KEY_LEN}))
+        self.conn.execute("INSERT OR REPLACE INTO meta VALUES('key_lengths', ?)", (",".join(map(str, lengths)),))
+        self._short = lengths
+
+    def candidates(self, actions: tuple[str, ...], text_l: str) -> list[tuple[CrystalRow, str]]:
+        """Crystals bound to any of ``actions`` with a term inside ``text_l`` (lower-cased),
+        each with its longest matching term."""
+        if not text_l:
+            return []
+        keys = text_keys(text_l, self.key_lengths())
+        marks = ",".join("?" * len(actions))
+        hits = self.conn.execute(
+            f"SELECT crystal, term FROM grams WHERE action IN ({marks}) "
+            "AND key IN (SELECT value FROM json_each(?)) AND instr(?, term) > 0",
+            (*actions, fastjson.dumps(keys), text_l),
+        ).fetchall()
+        if not hits:
+            return []
+        best: dict[int, str] = {}
+        for cid, term in hits:
+            if len(term) > len(best.get(cid, "")):
+                best[cid] = term
+        rows = self.conn.execute(
+            "SELECT id, domain, path, name, deliver, on_, who, terms, salience FROM crystals "
+            f"WHERE id IN ({','.join('?' * len(best))})", tuple(best)).fetchall()
+        return [(CrystalRow(r), best[r[0]]) for r in rows]
+
+    def channel(self, channel: str) -> list[CrystalRow]:
+        rows = self.conn.execute(
+            "SELECT id, domain, path, name, deliver, on_, who, terms, salience FROM crystals "
+            "WHERE ',' || deliver || ',' LIKE ? ORDER BY salience DESC, domain, path", (f"%,{channel},%",)).fetchall()
+        return [CrystalRow(r) for r in rows]
+
+    def counts(self) -> dict:
+        c = self.conn
+        return {
+            "files": c.execute("SELECT COUNT(*) FROM files").fetchone()[0],
+            "crystals": c.execute("SELECT COUNT(*) FROM crystals").fetchone()[0],
+            "folders": c.execute("SELECT COUNT(*) FROM dirs").fetchone()[0],
+        }
+
+    # -- per-session state (best effort: losing it never loses a ledger row) ---------
+    def sess_get(self, session: str, kind: str) -> dict[str, tuple[float, int]]:
+        return {item: (ts, n) for item, ts, n in self.conn.execute(
+            "SELECT item, ts, n FROM sess WHERE session=? AND kind=?", (session, kind))}
+
+    def sess_put(self, session: str, kind: str, items: list[str], bump: bool = False) -> None:
+        """Queued until ``commit``: reads in the same call do not see it."""
+        now = time.time()
+        if bump:
+            self._queue.append((
+                "INSERT INTO sess(session, kind, item, ts, n) VALUES(?,?,?,?,1) "
+                "ON CONFLICT(session, kind, item) DO UPDATE SET n = n + 1, ts = excluded.ts",
+                [(session, kind, it, now) for it in items]))
+        else:
+            self._queue.append(("INSERT OR REPLACE INTO sess(session, kind, item, ts, n) VALUES(?,?,?,?,0)",
+                                [(session, kind, it, now) for it in items]))
+
+    def sess_del(self, session: str, kind: str, items: list[str]) -> None:
+        self._queue.append(("DELETE FROM sess WHERE session=? AND kind=? AND item=?",
+                            [(session, kind, it) for it in items]))
+
+
+def _rarest(term: str, freq: dict[str, int]) -> str:
+    if len(term) <= KEY_LEN:
+        return term
+    best = term[:KEY_LEN]
+    best_n = freq.get(best, 0)
+    for i in range(1, len(term) - KEY_LEN + 1):
+        g = term[i : i + KEY_LEN]
+        n = freq.get(g, 0)
+        if n < best_n:
+            best, best_n = g, n
+    return best
+
+
+def _like_prefix(rel_dir: str) -> str:
+    esc = rel_dir.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"{esc}/%" if rel_dir else "%"

@@ -1,0 +1,213 @@
+"""Prompt-time recall: on each user prompt, the first search, at most three notes, never blocking.
+
+Runs inside the UserPromptSubmit hook, so it imports the standard library only, and a lean part
+of it (no ``re``, ``json``, ``socket``, ``typing``, ``pathlib``: each costs milliseconds at
+start-up; ``_socket`` and ``_sqlite3`` are the C modules underneath).
+
+1. A warm ``geode serve`` process (model loaded, Chroma open) listens on a UNIX socket
+   (``socket_path``); when it answers within the budget, its hybrid results are used.
+2. Otherwise full text alone: FTS5 on the SQLite recall index (``recall_fts``), bm25 with the
+   same column weights, the same salience lift and retired fade as ``search.py``, and a note
+   must match at least two of the prompt's words when the prompt has two or more.
+3. Anything else (no index, PostgreSQL without a server, a busy database, an error): nothing.
+
+The query words (``query_terms``) and the FTS5 query (``fts5_query``) are shared with
+``search.py``, so the hook and ``geode search`` read a prompt the same way.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import zlib
+
+from geode.delivery import fastjson
+from geode.delivery.sqlite import sqlite3
+
+MAX_NOTES = 3
+FTS_WEIGHTS = (8.0, 5.0, 3.0, 1.0)  # title, tags, description, body (as recall_index)
+RETIRED = ("deprecated", "superseded", "archived", "legacy")
+SALIENCE_WEIGHT = 0.15
+RETIRED_WEIGHT = 0.6
+TEXT_CAP = 1800  # characters of recalled text handed to the agent
+BUDGET_MS = 300  # the whole recall, server or text; GEODE_RECALL_BUDGET_MS overrides it in the hook
+
+STOPWORDS = frozenset("""
+a about above after again all also am an and any are as at be because been before being below
+between both but by can cannot could did do does doing done down during each few for from further
+get gets got had has have having he her here hers him his how i if in into is it its itself just
+let like me more most my no nor not now of off on once only or other our ours out over own same
+she should so some such than that the their theirs them then there these they this those through
+to too under until up upon us very was we were what when where which while who whom why will with
+would you your yours please tell show find give make want need know use using used
+der die das den dem des ein eine einer eines einem einen und oder aber ist sind war waren wird
+werden nicht kein keine mit von zu zum zur im in auf aus bei für fur wie was wer warum wann wo
+ich du er sie es wir ihr man sich auch noch nur schon so dass da hat haben
+le la les un une des et ou est sont pas de du au aux en pour par avec qui que quoi comment
+el los las y es son por para con que como
+""".split())
+
+
+def query_terms(text: str, limit: int = 16) -> list[str]:
+    """Lower-cased words of ``text`` without stop words, lightly stemmed (plural ``s``, ``ing``,
+    ``ed``) so that a prefix query finds the other forms; at most ``limit``, in order."""
+    out: list[str] = []
+    seen = set()
+    word: list[str] = []
+    for ch in text.lower() + " ":
+        if ch.isalnum():
+            word.append(ch)
+            continue
+        if not word:
+            continue
+        w = "".join(word)
+        word = []
+        if len(w) < 2 or w in STOPWORDS:
+            continue
+        if len(w) > 5 and w.endswith("ing"):
+            w = w[:-3]
+        elif len(w) > 5 and w.endswith("ed"):
+            w = w[:-2]
+        elif len(w) > 3 and w.endswith("s") and not w.endswith(("ss", "us", "is")):
+            w = w[:-1]
+        if w not in seen:
+            seen.add(w)
+            out.append(w)
+            if len(out) >= limit:
+                break
+    return out
+
+
+def fts5_query(terms: list[str]) -> str:
+    """An OR of prefix terms; words hold only letters and digits, so the quoting is safe."""
+    return " OR ".join(f'"{t}"*' for t in terms)
+
+
+def socket_path(home: str) -> str:
+    p = os.path.join(home, "recall.sock")
+    if len(p) < 100:
+        return p
+    return os.path.join("/tmp", f"geode-{zlib.crc32(home.encode()):08x}.sock")
+
+
+def _ask_server(home: str, request: dict, timeout_s: float):
+    """One request to ``geode serve``; None when none answers in time."""
+    path = socket_path(home)
+    if not os.path.exists(path):
+        return None
+    import _socket
+
+    s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
+        s.settimeout(timeout_s)
+        s.connect(path)
+        s.sendall(fastjson.dumps(request).encode("utf-8") + b"\n")
+        chunks = []
+        deadline = time.monotonic() + timeout_s
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            s.settimeout(left)
+            data = s.recv(65536)
+            if not data:
+                break
+            chunks.append(data)
+            if data.endswith(b"\n"):
+                break
+        reply = fastjson.loads(b"".join(chunks).decode("utf-8"))
+        return reply if isinstance(reply, dict) else None
+    except (OSError, ValueError):
+        return None
+    finally:
+        s.close()
+
+
+def _snippet(body: str, terms: list[str], width: int = 220) -> tuple[str, int]:
+    """A window of ``body`` around the first line holding a term; (text, offset line in body)."""
+    lines = body.split("\n")
+    for i, line in enumerate(lines):
+        low = line.lower()
+        for t in terms:
+            if t in low:
+                s = " ".join(line.split())
+                return (s[:width] + ("…" if len(s) > width else "")), i
+    flat = " ".join(body.split())
+    return (flat[:width] + ("…" if len(flat) > width else "")), -1
+
+
+def text_search(settings, prompt: str, limit: int = MAX_NOTES, busy_ms: int = 50) -> list[dict]:
+    """Full text alone on the SQLite recall index; [] when there is none."""
+    if not settings.uses_sqlite_ledger:
+        return []
+    terms = query_terms(prompt)
+    if not terms:
+        return []
+    path = settings.ledger_path
+    if settings.database_url and settings.database_url.startswith("sqlite:///"):
+        path = settings.database_url[len("sqlite:///"):]
+    if not os.path.exists(path):
+        return []
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=busy_ms / 1000.0, isolation_level=None)
+    try:
+        conn.execute(f"PRAGMA busy_timeout={int(busy_ms)}")
+        doms = list(settings.domains)
+        w = FTS_WEIGHTS
+        rows = conn.execute(
+            f"SELECT n.domain, n.path, n.permalink, n.title, n.status, n.salience, n.body, n.description,"
+            f" bm25(recall_fts, {w[0]}, {w[1]}, {w[2]}, {w[3]}) AS s"
+            f" FROM recall_fts JOIN recall_note n ON n.id = recall_fts.rowid"
+            f" WHERE recall_fts MATCH ? AND n.domain IN ({','.join('?' * len(doms))}) ORDER BY s LIMIT 20",
+            (fts5_query(terms), *doms)).fetchall()
+    except sqlite3.Error:
+        return []
+    finally:
+        conn.close()
+    need = 2 if len(terms) >= 2 else 1
+    hits = []
+    for domain, rel, perm, title, status, sal, body, desc, s in rows:
+        hay = f"{title}\n{desc}\n{body}".lower()
+        if sum(1 for t in terms if t in hay) < need:
+            continue
+        score = -float(s) * (1.0 + SALIENCE_WEIGHT * float(sal or 0.0))
+        if (status or "").lower() in RETIRED:
+            score *= RETIRED_WEIGHT
+        snip, _ = _snippet(body, terms)
+        hits.append({"address": f"geode://{domain}/{perm}", "domain": domain, "path": rel, "title": title,
+                     "status": status, "score": round(score, 4), "snippet": snip})
+    hits.sort(key=lambda h: -h["score"])
+    return hits[:limit]
+
+
+def recall(settings, prompt: str, limit: int = MAX_NOTES, budget_ms: int = BUDGET_MS) -> tuple[list[dict], str]:
+    """(hits, how): ``how`` is ``serve`` (hybrid, from the warm process), ``text`` or ``none``."""
+    prompt = (prompt or "").strip()
+    if not prompt:
+        return [], "none"
+    t0 = time.monotonic()
+    reply = _ask_server(settings.home, {"op": "search", "q": prompt[:2000], "limit": limit, "prompt": True},
+                        budget_ms / 1000.0 * 0.7)
+    if reply is not None and isinstance(reply.get("results"), list):
+        return reply["results"][:limit], "serve"
+    left_ms = budget_ms - (time.monotonic() - t0) * 1000.0
+    if left_ms < 20:
+        return [], "none"
+    return text_search(settings, prompt, limit, busy_ms=int(min(left_ms, 100))), "text"
+
+
+def render(hits: list[dict], how: str, cap: int = TEXT_CAP) -> str:
+    """What the agent reads: a header, then each note's title, address, path and snippet."""
+    if not hits:
+        return ""
+    head = ("geode: notes that may bear on this prompt (found by "
+            + ("hybrid search" if how == "serve" else "full-text search")
+            + "; a snippet points, it does not answer: read the note before relying on it)\n")
+    out = head
+    for h in hits[:MAX_NOTES]:
+        line = f" line {h['line']}" if h.get("line") else ""
+        status = f" [{h['status']}]" if h.get("status") in RETIRED else ""
+        block = f"\n◇ {h.get('title') or h.get('path')}{status} ({h['address']}; {h.get('domain')}/{h.get('path')}{line})\n{h.get('snippet') or ''}\n"
+        if len(out) + len(block) > cap:
+            break
+        out += block
+    return out if out != head else ""

@@ -1,0 +1,94 @@
+"""Walking a store: every readable note loads, every unreadable file is named and skipped.
+
+Bad input never takes the store down. Each file is read on its own; a failure becomes a
+``Problem`` naming the file and line, and the walk goes on.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from geode.delivery.crystal import DEFAULT_MAX_BYTES, NOTE_SUFFIXES, SKIP_DIRS, NoteError, read_text
+from geode.delivery.note import Note, parse_note
+from geode.delivery.problems import Problem
+
+
+
+@dataclass
+class StoreLoad:
+    root: str
+    domain: str
+    notes: list[Note] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    files_seen: int = 0  # note-suffixed files found, loaded or not
+    other_files: int = 0  # files without a note suffix
+    folders: int = 0
+
+    @property
+    def skipped(self) -> list[Problem]:
+        return [p for p in self.problems if p.code.startswith("skip-")]
+
+
+def is_note_file(name: str) -> bool:
+    return name.endswith(NOTE_SUFFIXES) and not name.startswith(".")
+
+
+def read_note_file(root: Path, rel: str, max_bytes: int = DEFAULT_MAX_BYTES, domain: str = "") -> Note | Problem:
+    """Read and parse one file, or say exactly why it cannot be a note."""
+    try:
+        return parse_note(read_text(str(root), rel, max_bytes), rel)
+    except NoteError as exc:
+        code = exc.code if exc.code.startswith("skip-") else "skip-" + exc.code
+        return Problem(rel, exc.line, code, exc.severity, exc.message, domain)
+    except RecursionError:
+        return Problem(rel, 0, "skip-too-deep", "error", "structure nested too deeply to read; skipped", domain)
+
+
+def iter_note_paths(root: Path, load: StoreLoad | None = None):
+    """Relative POSIX paths of note files, in a stable order; symlinked folders are not followed."""
+    root_real = os.path.realpath(root)
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        keep = []
+        for d in sorted(dirnames):
+            if d in SKIP_DIRS:
+                continue
+            full = os.path.join(dirpath, d)
+            if os.path.islink(full):
+                if load is not None:
+                    rel = os.path.relpath(full, root).replace(os.sep, "/")
+                    target = os.path.realpath(full)
+                    inside = target == root_real or target.startswith(root_real + os.sep)
+                    load.problems.append(
+                        Problem(rel, 0, "skip-symlink-dir", "warning" if not inside else "info",
+                                f"symlinked folder ({'inside' if inside else 'outside'} the store, to {target}) is not followed",
+                                load.domain)
+                    )
+                continue
+            keep.append(d)
+        dirnames[:] = keep
+        if load is not None:
+            load.folders += 1
+        for name in sorted(filenames):
+            if is_note_file(name):
+                yield os.path.relpath(os.path.join(dirpath, name), root).replace(os.sep, "/")
+            elif load is not None:
+                load.other_files += 1
+
+
+def load_store(root: str | os.PathLike, domain: str = "", max_bytes: int = DEFAULT_MAX_BYTES) -> StoreLoad:
+    """Load every note under ``root``; unreadable files become problems, never exceptions."""
+    root_path = Path(root)
+    load = StoreLoad(root=str(root_path), domain=domain)
+    if not root_path.is_dir():
+        load.problems.append(Problem(str(root_path), 0, "no-store", "error", "store folder does not exist", domain))
+        return load
+    for rel in iter_note_paths(root_path, load):
+        load.files_seen += 1
+        result = read_note_file(root_path, rel, max_bytes, domain)
+        if isinstance(result, Problem):
+            load.problems.append(result)
+        else:
+            load.notes.append(result)
+    return load

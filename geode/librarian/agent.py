@@ -1,0 +1,209 @@
+"""The Librarian: keeps a store navigable.
+
+It finds links and relations to notes that do not exist (with the one good target when the
+note was renamed, known from the move history of applied proposals, or when exactly one note
+matches the name, permalink or one of its aliases), file paths named in notes that no longer
+exist, anchors to headings that are gone, signposts (index and README notes) whose entries
+moved or vanished, orphans, frontmatter other YAML readers reject, and crystals that can never
+fire (the delivery core's lint, not a second copy of it). Typed relations to notes not written
+yet are forward references, reported as such and never as broken.
+
+It proposes only link rewrites with exactly one good target, one edit per file (two proposals
+on one file would conflict once the first is applied); everything else stays a finding.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from geode.agents.contract import Agent, Context, Finding, Proposed, Report, Skipped
+from geode.agents.links import StoreLinks, is_signpost, move_history, rewrite_line
+from geode.delivery.crystal import RETIRED_STATUSES
+from geode.delivery.lint import lint_note
+
+#: lint codes that mean a crystal never fires (errors of the binding and the essence);
+#: ``essence-over-budget`` fires (cut), so it is not one of them
+_FIRES_CUT = {"essence-over-budget"}
+#: frontmatter read leniently that strict YAML readers reject
+_NOT_YAML = {"unquoted-special", "reserved-indicator"}
+#: frontmatter keys that attach a note without links (Cursor rules, skills, crystals)
+_ATTACHED_KEYS = ("crystal", "globs", "alwaysApply", "trigger")
+ENTRY_STEMS = {"skill", "agents", "claude", "changelog", "contributing", "license"}
+
+
+class Librarian(Agent):
+    name = "librarian"
+
+    def __init__(self, project_root: str | None = None, find_project: bool = True):
+        self.project_root = project_root
+        self.find_project = find_project
+
+    def examine(self, ctx: Context) -> Report:
+        report = Report(agent=self.name)
+        ex = report.examined
+        for key in ("notes", "unreadable", "folders", "links", "relations", "wikilinks", "markdown_links",
+                    "reference_links", "named_paths", "anchors", "crystals", "signposts",
+                    "notes_without_frontmatter", "mdc_rules"):
+            ex.setdefault(key, 0)
+        try:
+            moves_all = move_history(ctx.engine)
+        except Exception as exc:  # the queue unreadable: say so, carry on without suggestions from it
+            moves_all = {}
+            report.message = f"move history unavailable ({exc}); renames are matched by name only"
+        orders = []
+        for domain, load in ctx.readable(report):
+            ex["folders"] += load.folders
+            links = StoreLinks(load, project_root=self.project_root, moves=moves_all.get(domain, {}),
+                               find_project=self.find_project)
+            if sum(links.wiki_order_votes.values()):
+                orders.append(f"{domain}: [[{links.wiki_order}]] ({links.wiki_order_votes[links.wiki_order]} of "
+                              f"{sum(links.wiki_order_votes.values())} piped links decided)")
+            self._domain(ctx, domain, load, links, report)
+        if orders:
+            report.message = "; ".join(filter(None, [report.message, "wikilink order " + ", ".join(orders)]))
+        return report
+
+    # -- one domain --------------------------------------------------------------------
+    def _domain(self, ctx: Context, domain: str, load, links: StoreLinks, report: Report) -> None:
+        ex = report.examined
+        incoming: dict[str, int] = {}
+        internal_edges = 0
+        rewrites: dict[str, list[tuple[object, str, Finding]]] = {}
+        for note in load.notes:
+            ex["notes"] += 1
+            if not note.has_frontmatter:
+                ex["notes_without_frontmatter"] += 1
+            if note.path.endswith(".mdc"):
+                ex["mdc_rules"] += 1
+            signpost = is_signpost(note)
+            ex["signposts"] += signpost
+            for line, code, message in note.fm_warnings:
+                if code in _NOT_YAML:
+                    report.findings.append(Finding("frontmatter-not-yaml", note.path, line, "",
+                                                   f"{message} (other YAML readers reject this file)", domain))
+            if "crystal" in note.frontmatter:
+                ex["crystals"] += 1
+                for p in lint_note(note, ctx.settings, domain):
+                    if p.severity == "error" and p.code not in _FIRES_CUT:
+                        report.findings.append(Finding("never-fires", note.path, p.line, p.code,
+                                                       f"{p.message} [{p.code}]", domain, severity="error"))
+            for ref in links.refs(note):
+                ex["links"] += 1
+                ex[{"relation": "relations", "wiki": "wikilinks", "markdown": "markdown_links",
+                    "reference": "reference_links", "path": "named_paths", "refuse": "reference_links"}[ref.syntax]] += 1
+                if ref.anchor:
+                    ex["anchors"] += 1
+                res = links.resolve(note, ref)
+                shown = ref.target + (f"#{ref.anchor}" if ref.anchor else "")
+                if res.status == "ok":
+                    if res.path in links.notes and res.path != note.path:
+                        incoming[res.path] = incoming.get(res.path, 0) + 1
+                        internal_edges += 1
+                    continue
+                if res.status == "skipped":
+                    report.skipped.append(Skipped(note.path, ref.line, shown, res.reason, domain))
+                    continue
+                if res.status == "forward":
+                    report.findings.append(Finding("forward-reference", note.path, ref.line, ref.target,
+                                                   f"{ref.relation} [[{ref.target}]]: {res.reason}", domain,
+                                                   severity="info"))
+                    continue
+                if res.status == "broken-anchor":
+                    if res.path in links.notes and res.path != note.path:
+                        incoming[res.path] = incoming.get(res.path, 0) + 1
+                        internal_edges += 1
+                    report.findings.append(Finding("broken-anchor", note.path, ref.line, shown, res.reason, domain))
+                    continue
+                if res.status == "undefined-reference":
+                    report.findings.append(Finding("broken-reference", note.path, ref.line, ref.target, res.reason,
+                                                   domain))
+                    continue
+                if res.status == "missing-file":
+                    report.findings.append(Finding("missing-path", note.path, ref.line, shown,
+                                                   f"names {ref.target}: {res.reason}", domain))
+                    continue
+                # broken: a note that does not exist
+                kind = "signpost-stale" if signpost else "broken-link"
+                sugg = res.suggestion
+                if sugg:
+                    msg = f"links to {ref.target!r}, which does not exist; it is now {sugg}"
+                else:
+                    msg = f"links to {ref.target!r}, which does not exist ({res.reason})"
+                if signpost:
+                    msg = ("signpost entry moved: " if sugg else "signpost entry missing: ") + msg
+                f = Finding(kind, note.path, ref.line, shown, msg, domain, sugg)
+                report.findings.append(f)
+                if sugg:
+                    new_text = links.new_target_text(note, ref, sugg)
+                    if new_text and ref.syntax in ("wiki", "relation") and not ref.alias and not ref.anchor \
+                            and new_text != ref.target:
+                        # keep what the reader saw: [[Old]] -> [[New|Old]] (or [[Old|New]] where the
+                        # store writes the alias first)
+                        new_text = (f"{ref.target}|{new_text}" if links.wiki_order == "alias|target"
+                                    else f"{new_text}|{ref.target}")
+                    if new_text:
+                        rewrites.setdefault(note.path, []).append((ref, new_text, f))
+        # orphans: nobody links to them, in a store whose notes link to each other at all
+        if internal_edges == 0:
+            report.skipped.append(Skipped("", 0, "", "no links between notes in this store: orphans not judged",
+                                          domain))
+        else:
+            for note in load.notes:
+                if incoming.get(note.path) or is_signpost(note) or note.status in RETIRED_STATUSES:
+                    continue
+                if any(k in note.frontmatter for k in _ATTACHED_KEYS) or note.stem.casefold() in ENTRY_STEMS:
+                    continue
+                report.findings.append(Finding("orphan", note.path, 0, "", "no other note links here", domain,
+                                               severity="info"))
+        self._propose(ctx, domain, load, links, rewrites, report)
+
+    # -- proposals ----------------------------------------------------------------------
+    def _propose(self, ctx: Context, domain: str, load, links: StoreLinks, rewrites, report: Report) -> None:
+        if not rewrites:
+            return
+        import os
+
+        try:
+            from geode.agents.proposals import FileChange, ProposalDraft
+        except ImportError:
+            report.message = "; ".join(filter(None, [report.message,
+                                                     "the approval queue is not installed: no proposals filed"]))
+            return
+        root = load.root
+        for path, items in sorted(rewrites.items()):
+            full = os.path.join(root, path)
+            with open(full, "rb") as fh:
+                data = fh.read()
+            note = links.notes[path]
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+            if text != note.text:  # changed since it was read: the next run proposes on what is there
+                continue
+            lines = text.split("\n")
+            applied: list[Finding] = []
+            for ref, new_text, finding in items:
+                i = ref.line - 1
+                if not 0 <= i < len(lines):
+                    continue
+                new = rewrite_line(lines[i], ref, new_text)
+                if new is None or new == lines[i]:
+                    continue
+                lines[i] = new
+                applied.append(finding)
+            if not applied:
+                continue
+            after = "\n".join(lines).encode("utf-8")
+            key = f"rewrite:{domain}:{path}"
+            if len(key) > 255:
+                key = "rewrite:" + hashlib.sha256(key.encode()).hexdigest()
+            targets = ", ".join(f"{f.target} -> {f.suggestion}" for f in applied)
+            draft = ProposalDraft(
+                agent=self.name, kind="edit", domain=domain,
+                title=f"Rewrite {len(applied)} link(s) in {path}",
+                rationale=f"Each link names a note that does not exist and exactly one note is its good target: "
+                          f"{targets}.",
+                evidence=[], changes=[FileChange(path, hashlib.sha256(data).hexdigest(), after)],
+                run_id=ctx.run_id or "adhoc", key=key)
+            report.proposed.append(Proposed(draft, applied))

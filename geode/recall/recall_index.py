@@ -1,0 +1,685 @@
+"""The recall index: notes, tags, frontmatter, links and observations in the SQL database.
+
+Derived from the files and rebuildable at any time. It lives in the SQLModel database
+(``GEODE_HOME/geode.db`` by default, PostgreSQL by ``[database] url``), in tables prefixed
+``recall_``. Full text:
+
+- SQLite: an FTS5 table ``recall_fts`` (columns title, tags, description, body; tokenizer
+  ``unicode61 remove_diacritics 2``), ranked with ``bm25`` and the column weights
+  ``FTS_WEIGHTS`` (a word in the title counts 8 times a word in the body);
+- PostgreSQL: a ``tsvector`` column ``recall_note.tsv`` with a GIN index, built with the
+  ``simple`` configuration (no stemming: the store is multilingual) and weights A (title),
+  B (tags, description) and D (body), ranked with ``ts_rank_cd``.
+
+Each note row carries ``content_hash`` (sha256 of the file's text) and its embedding state:
+``embed_text_hash`` (sha256 of the text that is embedded), ``embed_model`` and ``embed_hash``
+(the model and text hash of the vector in Chroma). A note is *pending* when its vector is
+missing, was made from other text, or by another model; ``done`` otherwise. Unchanged text and
+model are never embedded twice.
+
+Freshness: ``refresh()`` compares every file's size and mtime with the index and re-reads what
+changed (``full=True`` re-reads every file, keeping the embedding state of unchanged text).
+``quick_refresh()`` is what a search runs first: it stats folders only, and re-reads the files of
+folders whose mtime moved (new, removed and renamed files, and editors that save by rename). An
+in-place edit that keeps the folder's mtime is seen by the next ``refresh()`` (``geode reindex``,
+``geode serve``'s periodic pass).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import time
+
+from sqlalchemy import (BigInteger, Column, Float, Index, Integer, MetaData, String, Table, Text,
+                        create_engine, delete, insert, select, text, update)
+
+from geode.delivery.crystal import ESSENCE_CLOSE, ESSENCE_OPEN, RETIRED_STATUSES
+from geode.delivery.store import SKIP_DIRS, iter_note_paths, read_note_file
+
+FTS_WEIGHTS = (8.0, 5.0, 3.0, 1.0)  # title, tags, description, body
+SCHEMA_VERSION = "1"
+BATCH = 200
+
+metadata = MetaData()
+
+notes_t = Table(
+    "recall_note", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("domain", Text, nullable=False),
+    Column("root", Text, nullable=False),
+    Column("path", Text, nullable=False),
+    Column("permalink", Text, nullable=False),
+    Column("name", Text, nullable=False, default=""),
+    Column("title", Text, nullable=False, default=""),
+    Column("type", Text, nullable=False, default=""),
+    Column("status", Text, nullable=False, default=""),
+    Column("description", Text, nullable=False, default=""),
+    Column("salience", Float, nullable=True),
+    Column("tags", Text, nullable=False, default="[]"),
+    Column("frontmatter", Text, nullable=False, default="{}"),
+    Column("body", Text, nullable=False, default=""),
+    Column("body_line", Integer, nullable=False, default=1),
+    Column("content_hash", String(64), nullable=False),
+    Column("mtime_ns", BigInteger, nullable=False, default=0),
+    Column("size", BigInteger, nullable=False, default=0),
+    Column("recorded", String(32), nullable=False, default=""),
+    Column("valid_from", String(32), nullable=True),
+    Column("valid_to", String(32), nullable=True),
+    Column("embed_text_hash", String(64), nullable=False, default=""),
+    Column("embed_model", Text, nullable=True),
+    Column("embed_hash", String(64), nullable=True),
+    Column("indexed_at", Float, nullable=False, default=0.0),
+    Index("ux_recall_note_domain_path", "domain", "path", unique=True),
+    Index("ix_recall_note_permalink", "domain", "permalink"),
+    Index("ix_recall_note_mtime", "mtime_ns"),
+    # covers the pending count (search says how many notes wait for a vector) without the table
+    Index("ix_recall_note_embed", "domain", "embed_model", "embed_hash", "embed_text_hash"),
+)
+
+fm_t = Table(
+    "recall_fm", metadata,
+    Column("note_id", Integer, nullable=False),
+    Column("key", Text, nullable=False),
+    Column("val", Text, nullable=False),  # lower-cased text of the value (each element of a list)
+    Column("num", Float, nullable=True),  # the value as a number, when it is one
+    Index("ix_recall_fm_key_val", "key", "val"),
+    Index("ix_recall_fm_note", "note_id"),
+)
+
+tags_t = Table(
+    "recall_tag", metadata,
+    Column("note_id", Integer, nullable=False),
+    Column("tag", Text, nullable=False),
+    Index("ix_recall_tag_tag", "tag"),
+    Index("ix_recall_tag_note", "note_id"),
+)
+
+links_t = Table(
+    "recall_link", metadata,
+    Column("note_id", Integer, nullable=False),
+    Column("line", Integer, nullable=False),
+    Column("kind", String(16), nullable=False),  # relation | wiki | markdown | reference | frontmatter
+    Column("relation", Text, nullable=False),  # the typed relation, or links_to for prose
+    Column("target", Text, nullable=False),
+    Index("ix_recall_link_note", "note_id"),
+)
+
+obs_t = Table(
+    "recall_obs", metadata,
+    Column("note_id", Integer, nullable=False),
+    Column("line", Integer, nullable=False),
+    Column("category", Text, nullable=False, default=""),
+    Column("text", Text, nullable=False),
+    Index("ix_recall_obs_note", "note_id"),
+)
+
+dirs_t = Table(
+    "recall_dir", metadata,
+    Column("domain", Text, primary_key=True),
+    Column("dir", Text, primary_key=True),
+    Column("mtime_ns", BigInteger, nullable=False),
+)
+
+meta_t = Table(
+    "recall_meta", metadata,
+    Column("k", String(64), primary_key=True),
+    Column("v", Text, nullable=False),
+)
+
+CHILD_TABLES = (fm_t, tags_t, links_t, obs_t)
+
+
+# -- configuration ------------------------------------------------------------------------
+def recall_config(settings) -> dict:
+    """The ``[recall]`` table of ``geode.toml`` (empty when absent)."""
+    from geode.delivery.config import read_config_file
+
+    try:
+        data = read_config_file(settings.home)
+    except Exception:  # a broken geode.toml is reported by load_settings; recall uses defaults
+        return {}
+    rc = data.get("recall") or {}
+    return rc if isinstance(rc, dict) else {}
+
+
+# -- addresses ----------------------------------------------------------------------------
+def address(domain: str, permalink: str) -> str:
+    return f"geode://{domain}/{permalink}"
+
+
+def parse_address(addr: str, settings) -> tuple[str, str]:
+    """``geode://domain/permalink``, ``domain:permalink`` or a bare permalink (default domain)
+    -> (domain, permalink). A trailing ``.md`` is removed."""
+    a = addr.strip()
+    if a.startswith("geode://"):
+        rest = a[len("geode://"):]
+        domain, _, perm = rest.partition("/")
+    elif ":" in a and a.split(":", 1)[0] in settings.domains:
+        domain, perm = a.split(":", 1)
+    else:
+        domain, perm = settings.default_domain, a
+    perm = perm.strip("/")
+    for suf in (".md", ".mdc", ".markdown"):
+        if perm.endswith(suf):
+            perm = perm[: -len(suf)]
+    return domain, perm
+
+
+# -- engines ------------------------------------------------------------------------------
+_ENGINES: dict = {}
+
+
+def engines(settings):
+    """(writer, reader) engines. On SQLite the writer begins with BEGIN IMMEDIATE (the records'
+    engine); the reader begins deferred, so a search never waits for the write lock."""
+    from geode.delivery.models import engine_for
+
+    key = settings.db_url
+    if key in _ENGINES:
+        return _ENGINES[key]
+    w = engine_for(settings)
+    if w.dialect.name == "sqlite":
+        from sqlalchemy import event
+
+        r = create_engine(str(w.url), connect_args={"timeout": 10.0})
+
+        @event.listens_for(r, "connect")
+        def _on_connect(dbapi_conn, _rec):
+            dbapi_conn.execute("PRAGMA busy_timeout = 10000")
+    else:
+        r = w
+    _ENGINES[key] = (w, r)
+    return w, r
+
+
+def dispose_engines() -> None:
+    for w, r in _ENGINES.values():
+        w.dispose()
+        if r is not w:
+            r.dispose()
+    _ENGINES.clear()
+
+
+def ensure_schema(engine) -> None:
+    with engine.begin() as conn:
+        metadata.create_all(conn)
+        for table in metadata.tables.values():  # indexes added after a table was first created
+            for ix in table.indexes:
+                ix.create(conn, checkfirst=True)
+        if conn.dialect.name == "sqlite":
+            conn.exec_driver_sql(
+                "CREATE VIRTUAL TABLE IF NOT EXISTS recall_fts USING fts5("
+                "title, tags, description, body, tokenize = 'unicode61 remove_diacritics 2')")
+        else:
+            conn.exec_driver_sql("ALTER TABLE recall_note ADD COLUMN IF NOT EXISTS tsv tsvector")
+            conn.exec_driver_sql("CREATE INDEX IF NOT EXISTS ix_recall_note_tsv ON recall_note USING GIN (tsv)")
+
+
+# -- note -> rows ---------------------------------------------------------------------------
+def strip_markers(body: str) -> str:
+    return body.replace(ESSENCE_OPEN, "").replace(ESSENCE_CLOSE, "")
+
+
+def _date(value) -> str | None:
+    if value in (None, ""):
+        return None
+    s = str(value).strip()
+    return s[:10] if len(s) >= 10 else s
+
+
+def passage_text(title: str, description: str, tags: list[str], body: str) -> str:
+    """What is embedded for a note: title, description, tags and the body (cut by the embedder)."""
+    head = "\n".join(x for x in (title, description, " ".join(tags)) if x)
+    body = " ".join(strip_markers(body).split())
+    return f"{head}\n{body}" if head else body
+
+
+def _flatten(key: str, value, out: list) -> None:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _flatten(f"{key}.{k}", v, out)
+        return
+    items = value if isinstance(value, list) else [value]
+    for v in items:
+        if v is None or isinstance(v, (dict, list)):
+            continue
+        num = None
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            num = float(v)
+        else:
+            try:
+                num = float(str(v)) if str(v).strip() not in ("", "nan", "inf", "-inf") else None
+            except ValueError:
+                num = None
+        sval = ("true" if v else "false") if isinstance(v, bool) else str(v)
+        out.append((key, sval.lower(), num))
+
+
+def note_rows(note, domain: str, root: str, mtime_ns: int, size: int) -> dict:
+    """The note row and its child rows, from a parsed ``Note``."""
+    fm = note.frontmatter
+    tags_raw = fm.get("tags") or []
+    tags = [str(t).strip().lstrip("#") for t in (tags_raw if isinstance(tags_raw, list) else str(tags_raw).split(","))]
+    tags = [t for t in tags if t]
+    desc = str(fm.get("description") or "")
+    title = note.title
+    body = strip_markers(note.body)
+    try:
+        sal = float(fm["salience"]) if fm.get("salience") not in (None, "") else None
+        if sal is not None:
+            sal = min(1.0, max(0.0, sal))
+    except (TypeError, ValueError):
+        sal = None
+    recorded = _date(fm.get("recorded") or fm.get("created") or fm.get("date"))
+    if not recorded:
+        recorded = dt.datetime.fromtimestamp(mtime_ns / 1e9, dt.timezone.utc).date().isoformat()
+    row = {
+        "domain": domain, "root": root, "path": note.path, "permalink": note.permalink,
+        "name": note.name, "title": title, "type": str(fm.get("type") or "").lower(),
+        "status": note.status, "description": desc, "salience": sal,
+        "tags": json.dumps(tags, ensure_ascii=False),
+        "frontmatter": json.dumps(fm, ensure_ascii=False, default=str),
+        "body": body, "body_line": note.body_line,
+        "content_hash": hashlib.sha256(note.text.encode("utf-8")).hexdigest(),
+        "mtime_ns": int(mtime_ns), "size": int(size), "recorded": recorded,
+        "valid_from": _date(fm.get("valid_from")), "valid_to": _date(fm.get("valid_to")),
+        "embed_text_hash": hashlib.sha256(passage_text(title, desc, tags, body).encode("utf-8")).hexdigest(),
+        "indexed_at": time.time(),
+    }
+    fm_rows: list = []
+    for k, v in fm.items():
+        _flatten(str(k), v, fm_rows)
+    links = [(lk.line, lk.kind, lk.relation, lk.target) for lk in note.links if lk.target]
+    # frontmatter relations (supersedes: [name]) are typed edges too
+    for key in ("supersedes", "superseded_by", "relates_to", "depends_on", "part_of"):
+        val = fm.get(key)
+        if val in (None, ""):
+            continue
+        for t in (val if isinstance(val, list) else [val]):
+            t = str(t).strip()
+            if t.startswith("[[") and t.endswith("]]"):
+                t = t[2:-2]
+            if t:
+                links.append((note.line_of(key), "frontmatter", key, t))
+    obs = [(o.line, o.category, o.text) for o in note.observations]
+    return {"row": row, "fm": fm_rows, "tags": sorted({t.lower() for t in tags}), "links": links, "obs": obs}
+
+
+# -- the index ------------------------------------------------------------------------------
+class RecallIndex:
+    """The SQL side of recall for one ``Settings``: refresh from the files, read back."""
+
+    def __init__(self, settings):
+        self.settings = settings
+        self.writer, self.reader = engines(settings)
+        self.dialect = self.writer.dialect.name
+        ensure_schema(self.writer)
+
+    # -- writing -----------------------------------------------------------------------
+    def _write_batch(self, conn, items: list[tuple[int | None, dict]]) -> None:
+        """Insert or update notes (``(id or None, rows)``), replacing their child rows."""
+        ids = []
+        for nid, data in items:
+            row = data["row"]
+            if nid is None:
+                nid = conn.execute(insert(notes_t).values(**row).returning(notes_t.c.id)).scalar_one()
+            else:
+                conn.execute(update(notes_t).where(notes_t.c.id == nid).values(**row))
+            ids.append(nid)
+            data["id"] = nid
+        self._delete_children(conn, [i for (old, _d), i in zip(items, ids) if old is not None])
+        fm, tg, lk, ob = [], [], [], []
+        for _old, data in items:
+            nid = data["id"]
+            fm += [{"note_id": nid, "key": k, "val": v, "num": n} for k, v, n in data["fm"]]
+            tg += [{"note_id": nid, "tag": t} for t in data["tags"]]
+            lk += [{"note_id": nid, "line": a, "kind": b, "relation": c, "target": d} for a, b, c, d in data["links"]]
+            ob += [{"note_id": nid, "line": a, "category": b, "text": c} for a, b, c in data["obs"]]
+        for table, rows in ((fm_t, fm), (tags_t, tg), (links_t, lk), (obs_t, ob)):
+            if rows:
+                conn.execute(insert(table), rows)
+        if self.dialect == "sqlite":
+            conn.exec_driver_sql(
+                "INSERT INTO recall_fts(rowid, title, tags, description, body) VALUES (?, ?, ?, ?, ?)",
+                [(d["id"], d["row"]["title"], " ".join(json.loads(d["row"]["tags"])), d["row"]["description"],
+                  d["row"]["body"]) for _o, d in items])
+        else:
+            conn.execute(text(
+                "UPDATE recall_note SET tsv = "
+                "setweight(to_tsvector('simple', coalesce(title, '')), 'A') || "
+                "setweight(to_tsvector('simple', replace(replace(replace(tags, '[', ' '), ']', ' '), '\"', ' ')), 'B') || "
+                "setweight(to_tsvector('simple', coalesce(description, '')), 'B') || "
+                "setweight(to_tsvector('simple', coalesce(body, '')), 'D') WHERE id = ANY(:ids)"),
+                {"ids": [d["id"] for _o, d in items]})
+
+    def _delete_children(self, conn, ids: list[int]) -> None:
+        if not ids:
+            return
+        for table in CHILD_TABLES:
+            conn.execute(delete(table).where(table.c.note_id.in_(ids)))
+        if self.dialect == "sqlite":
+            for start in range(0, len(ids), 500):
+                chunk = ids[start:start + 500]
+                conn.exec_driver_sql(f"DELETE FROM recall_fts WHERE rowid IN ({','.join('?' * len(chunk))})", tuple(chunk))
+
+    def _delete_notes(self, conn, ids: list[int]) -> None:
+        self._delete_children(conn, ids)
+        if ids:
+            conn.execute(delete(notes_t).where(notes_t.c.id.in_(ids)))
+
+    def wipe(self) -> None:
+        """Remove every row of the recall index (the vectors are another matter: ``vectors.py``)."""
+        with self.writer.begin() as conn:
+            for table in (*CHILD_TABLES, dirs_t, notes_t):
+                conn.execute(delete(table))
+            if self.dialect == "sqlite":
+                conn.exec_driver_sql("DELETE FROM recall_fts")
+
+    def refresh(self, full: bool = False, progress=None, domains: list[str] | None = None, force: bool = False) -> dict:
+        """Bring the index in line with the files. ``full``: re-read every file (content hashes
+        decide what changed). ``force``: rewrite every row from its file (``--wipe``), batch by
+        batch, so the index keeps answering meanwhile; embedding state of unchanged text is kept
+        (the vectors are rebuilt separately). ``progress(done, total)`` is called as files are examined."""
+        full = full or force
+        t0 = time.perf_counter()
+        counts = {"files": 0, "read": 0, "changed": 0, "added": 0, "removed": 0, "unchanged": 0, "problems": []}
+        for domain, root in self.settings.domain_roots():
+            if domains is not None and domain not in domains:
+                continue
+            self._refresh_domain(domain, root, full, counts, progress, force=force)
+        counts["seconds"] = round(time.perf_counter() - t0, 3)
+        self._set_meta("refreshed_at", str(time.time()))
+        return counts
+
+    def _existing(self, domain: str, dirs: list[str] | None = None) -> dict:
+        q = select(notes_t.c.id, notes_t.c.path, notes_t.c.mtime_ns, notes_t.c.size, notes_t.c.content_hash,
+                   notes_t.c.root).where(notes_t.c.domain == domain)
+        with self.reader.connect() as conn:
+            rows = conn.execute(q).all()
+        out = {}
+        for r in rows:
+            if dirs is not None and _dir_of(r.path) not in dirs:
+                continue
+            out[r.path] = r
+        return out
+
+    def _refresh_domain(self, domain: str, root: str, full: bool, counts: dict, progress,
+                        only_dirs: set[str] | None = None, force: bool = False) -> None:
+        from geode.delivery.problems import Problem
+        from geode.delivery.store import StoreLoad
+
+        existing = self._existing(domain, only_dirs)
+        stale_root = [r.id for r in existing.values() if r.root != root]
+        if stale_root:  # the domain now names another folder: start it over
+            with self.writer.begin() as conn:
+                self._delete_notes(conn, stale_root)
+            existing = {p: r for p, r in existing.items() if r.root == root}
+        paths = []
+        load = StoreLoad(root=root, domain=domain)
+        dir_mtimes: dict[str, int] = {}
+        if only_dirs is None:
+            if os.path.isdir(root):
+                paths = list(iter_note_paths(root, load))
+                dir_mtimes = _dir_mtimes(root)
+        else:
+            for d in only_dirs:
+                full_d = os.path.join(root, d) if d else root
+                try:
+                    names = sorted(os.listdir(full_d))
+                except OSError:
+                    continue
+                for name in names:
+                    rel = f"{d}/{name}" if d else name
+                    if name.endswith((".md", ".mdc", ".markdown")) and not name.startswith(".") and \
+                            os.path.isfile(os.path.join(root, rel)):
+                        paths.append(rel)
+                try:
+                    dir_mtimes[d] = os.stat(full_d).st_mtime_ns
+                except OSError:
+                    pass
+        counts["problems"].extend(p for p in load.problems)
+        pending: list[tuple[int | None, dict]] = []
+        total = len(paths)
+        seen = set()
+        touch: list[tuple[int, int, int]] = []
+        for i, rel in enumerate(paths):
+            counts["files"] += 1
+            seen.add(rel)
+            full_path = os.path.join(root, rel)
+            try:
+                st = os.stat(full_path)
+            except OSError:
+                continue
+            old = existing.get(rel)
+            if old is not None and not full and old.mtime_ns == st.st_mtime_ns and old.size == st.st_size:
+                counts["unchanged"] += 1
+                continue
+            counts["read"] += 1
+            result = read_note_file(root, rel, self.settings.max_file_bytes, domain)
+            if isinstance(result, Problem):
+                counts["problems"].append(result)
+                if old is not None:  # it was a note and is not any more
+                    with self.writer.begin() as conn:
+                        self._delete_notes(conn, [old.id])
+                    counts["removed"] += 1
+                continue
+            data = note_rows(result, domain, root, st.st_mtime_ns, st.st_size)
+            if old is not None and old.content_hash == data["row"]["content_hash"] and not force:
+                counts["unchanged"] += 1
+                if old.mtime_ns != st.st_mtime_ns or old.size != st.st_size:
+                    touch.append((old.id, st.st_mtime_ns, st.st_size))
+                continue
+            counts["changed" if old is not None else "added"] += 1
+            pending.append((old.id if old is not None else None, data))
+            if len(pending) >= BATCH:
+                self._flush(pending, touch)
+                pending, touch = [], []
+            if progress is not None and (i % 50 == 0 or i == total - 1):
+                progress(i + 1, total)
+        self._flush(pending, touch)
+        gone = [r.id for p, r in existing.items() if p not in seen]
+        if gone:
+            with self.writer.begin() as conn:
+                self._delete_notes(conn, gone)
+            counts["removed"] += len(gone)
+        self._store_dirs(domain, dir_mtimes, replace_all=only_dirs is None)
+        if progress is not None and total:
+            progress(total, total)
+
+    def _flush(self, pending, touch) -> None:
+        if not pending and not touch:
+            return
+        with self.writer.begin() as conn:
+            if pending:
+                self._write_batch(conn, pending)
+            for nid, mt, sz in touch:
+                conn.execute(update(notes_t).where(notes_t.c.id == nid).values(mtime_ns=mt, size=sz))
+
+    def _store_dirs(self, domain: str, dir_mtimes: dict, replace_all: bool) -> None:
+        with self.writer.begin() as conn:
+            if replace_all:
+                conn.execute(delete(dirs_t).where(dirs_t.c.domain == domain))
+            elif dir_mtimes:
+                conn.execute(delete(dirs_t).where(dirs_t.c.domain == domain, dirs_t.c.dir.in_(list(dir_mtimes))))
+            if dir_mtimes:
+                conn.execute(insert(dirs_t), [{"domain": domain, "dir": d, "mtime_ns": m} for d, m in dir_mtimes.items()])
+
+    def quick_refresh(self) -> dict:
+        """Re-read the files of folders whose mtime changed (one ``stat`` per folder)."""
+        counts = {"files": 0, "read": 0, "changed": 0, "added": 0, "removed": 0, "unchanged": 0, "problems": []}
+        with self.reader.connect() as conn:
+            rows = conn.execute(select(dirs_t.c.domain, dirs_t.c.dir, dirs_t.c.mtime_ns)).all()
+        known: dict[str, dict[str, int]] = {}
+        for r in rows:
+            known.setdefault(r.domain, {})[r.dir] = r.mtime_ns
+        for domain, root in self.settings.domain_roots():
+            kd = known.get(domain)
+            if not kd:  # never indexed (or indexed before folders were recorded): index it all
+                self._refresh_domain(domain, root, False, counts, None)
+                continue
+            # one stat per known folder; a new subfolder changes its parent's mtime, so only
+            # the folders that moved are listed again (listing all of them cost 80 ms at 100,000)
+            changed, vanished = set(), set()
+            for d, m in kd.items():
+                try:
+                    mt = os.stat(os.path.join(root, d) if d else root).st_mtime_ns
+                except OSError:
+                    vanished.add(d)
+                    continue
+                if mt != m:
+                    changed.add(d)
+            for d in list(changed):
+                base = os.path.join(root, d) if d else root
+                for sub, _m in _dir_mtimes(base, recurse_known=kd, prefix=d).items():
+                    if sub not in kd:
+                        changed.add(sub)
+            if changed or vanished:
+                self._refresh_domain(domain, root, False, counts, None, only_dirs=changed | vanished)
+                if vanished:
+                    with self.writer.begin() as conn:
+                        conn.execute(delete(dirs_t).where(dirs_t.c.domain == domain, dirs_t.c.dir.in_(list(vanished))))
+        return counts
+
+    # -- embedding state --------------------------------------------------------------
+    def pending(self, model_id: str, limit: int | None = None, domains=None) -> list:
+        """Notes whose vector is missing or stale for ``model_id`` (id, domain, path, texts)."""
+        c = notes_t.c
+        q = select(c.id, c.domain, c.path, c.title, c.description, c.tags, c.body, c.embed_text_hash).where(
+            (c.embed_model.is_(None)) | (c.embed_model != model_id) | (c.embed_hash.is_(None)) |
+            (c.embed_hash != c.embed_text_hash))
+        q = q.where(c.domain.in_(list(domains or self.settings.domains)))
+        q = q.order_by(c.id)
+        if limit:
+            q = q.limit(limit)
+        with self.reader.connect() as conn:
+            return conn.execute(q).all()
+
+    def mark_embedded(self, done: list[tuple[int, str]], model_id: str) -> None:
+        """Record ``(note id, embed_text_hash)`` as embedded by ``model_id`` (compare-and-set:
+        a note whose text changed meanwhile stays pending)."""
+        if not done:
+            return
+        with self.writer.begin() as conn:
+            for nid, h in done:
+                conn.execute(update(notes_t).where(notes_t.c.id == nid, notes_t.c.embed_text_hash == h)
+                             .values(embed_model=model_id, embed_hash=h))
+
+    def clear_embeddings(self) -> None:
+        with self.writer.begin() as conn:
+            conn.execute(update(notes_t).values(embed_model=None, embed_hash=None))
+
+    def counts(self, model_id: str | None = None) -> dict:
+        c = notes_t.c
+        doms = list(self.settings.domains)
+        with self.reader.connect() as conn:
+            total = conn.execute(select(text("count(*)")).select_from(notes_t).where(c.domain.in_(doms))).scalar_one()
+            done = 0
+            if model_id:
+                done = conn.execute(select(text("count(*)")).select_from(notes_t).where(
+                    c.domain.in_(doms), c.embed_model == model_id, c.embed_hash == c.embed_text_hash)).scalar_one()
+            newest = conn.execute(select(text("max(mtime_ns)")).select_from(notes_t).where(c.domain.in_(doms))).scalar()
+            other = conn.execute(select(c.embed_model, text("count(*)")).where(
+                c.domain.in_(doms), c.embed_model.isnot(None)).group_by(c.embed_model)).all()
+        return {"notes": int(total), "embedded": int(done), "pending": int(total) - int(done),
+                "newest_mtime_ns": int(newest or 0), "by_model": {m: int(n) for m, n in other}}
+
+    # -- meta ---------------------------------------------------------------------------
+    def _set_meta(self, k: str, v: str) -> None:
+        with self.writer.begin() as conn:
+            conn.execute(delete(meta_t).where(meta_t.c.k == k))
+            conn.execute(insert(meta_t).values(k=k, v=v))
+
+    def meta(self, k: str) -> str | None:
+        with self.reader.connect() as conn:
+            return conn.execute(select(meta_t.c.v).where(meta_t.c.k == k)).scalar()
+
+    # -- reading ------------------------------------------------------------------------
+    def notes_by_ids(self, ids) -> dict:
+        ids = list(ids)
+        out = {}
+        with self.reader.connect() as conn:
+            for start in range(0, len(ids), 500):
+                rows = conn.execute(select(notes_t).where(notes_t.c.id.in_(ids[start:start + 500]))).mappings().all()
+                out.update({r["id"]: dict(r) for r in rows})
+        return out
+
+    def observations(self, ids) -> dict:
+        ids = list(ids)
+        out: dict[int, list] = {}
+        if not ids:
+            return out
+        with self.reader.connect() as conn:
+            rows = conn.execute(select(obs_t).where(obs_t.c.note_id.in_(ids)).order_by(obs_t.c.line)).all()
+        for r in rows:
+            out.setdefault(r.note_id, []).append((r.line, r.category, r.text))
+        return out
+
+
+def is_retired(status: str) -> bool:
+    return (status or "").lower() in RETIRED_STATUSES
+
+
+def _dir_of(rel: str) -> str:
+    return rel.rsplit("/", 1)[0] if "/" in rel else ""
+
+
+def _dir_mtimes(root: str, recurse_known: dict | None = None, prefix: str = "") -> dict[str, int]:
+    """Every folder under ``root`` (relative, "" for the root) and its mtime; the store's walk rules.
+    With ``recurse_known``, folders already known are not descended into (their own mtime says
+    whether they changed); names are relative to the store when ``prefix`` is the root's path."""
+    if recurse_known is not None:
+        out_k: dict[str, int] = {}
+        try:
+            it = os.scandir(root)
+        except OSError:
+            return out_k
+        with it:
+            for e in it:
+                if e.name in SKIP_DIRS:
+                    continue
+                try:
+                    if not e.is_dir(follow_symlinks=False):
+                        continue
+                except OSError:
+                    continue
+                sub = f"{prefix}/{e.name}" if prefix else e.name
+                if sub in recurse_known:
+                    continue
+                out_k[sub] = 0
+                for k, v in _dir_mtimes(e.path).items():
+                    out_k[f"{sub}/{k}" if k else sub] = v
+        return out_k
+    out: dict[str, int] = {}
+    try:
+        out[""] = os.stat(root).st_mtime_ns
+    except OSError:
+        return out
+    stack = [""]
+    while stack:
+        rel = stack.pop()
+        full = os.path.join(root, rel) if rel else root
+        try:
+            it = os.scandir(full)
+        except OSError:
+            continue
+        with it:
+            for e in it:
+                if e.name in SKIP_DIRS:
+                    continue
+                try:
+                    if e.is_dir(follow_symlinks=False):
+                        sub = f"{rel}/{e.name}" if rel else e.name
+                        out[sub] = e.stat(follow_symlinks=False).st_mtime_ns
+                        stack.append(sub)
+                except OSError:
+                    continue
+    return out
+
+
+def passage_text_of(row) -> str:
+    """``passage_text`` of an index row (``pending()`` rows and note rows alike)."""
+    get = row.get if isinstance(row, dict) else (lambda k: getattr(row, k))
+    return passage_text(get("title") or "", get("description") or "", json.loads(get("tags") or "[]"), get("body") or "")

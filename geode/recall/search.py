@@ -1,0 +1,537 @@
+"""Hybrid search: a lexical and a semantic query, ranked by one stated blend, then two priors.
+
+The blend (``blend="score"``, the default):
+
+    relevance = 0.5 * lexical + 0.5 * semantic
+
+- ``lexical`` = (bm25 / best bm25 among the lexical hits) x coverage^2, where coverage is the
+  idf-weighted share of the query's words that the note contains (idf = ln(1 + N / (1 + df)) over
+  the notes in scope; a word no note holds counts fully against). Coverage is squared when the
+  semantic side also answered: a note holding one incidental word of a question (``customer``
+  in a question about deleting a customer's data) keeps little lexical weight, so it cannot push
+  down the note that answers in another language or in other words; a note holding all the
+  question's rare words (an error code, a header name) keeps all of it. With full text alone the
+  coverage counts once. SQLite: FTS5 ``bm25`` with column weights title 8, tags 5, description 3,
+  body 1; PostgreSQL: ``ts_rank_cd`` over a weighted ``tsvector``. Query words: stop words
+  (English, German, French, Spanish) removed, a light stemming (plural s, -ing, -ed), each word a
+  prefix query, OR-ed.
+- ``semantic`` = the cosine similarity, min-max scaled over the semantic candidates of this query
+  ((cos - lowest) / (highest - lowest)), because e5 cosines sit in a narrow band (0.74-0.84) and
+  would otherwise never outweigh a lexical score.
+- A note found by one side only gets 0 from the other; with one side only (text mode, or no
+  vectors yet) relevance is that side alone. ``blend="rrf"`` (reciprocal-rank fusion,
+  1/(60 + rank) summed over both lists) is kept for comparison; ``bench/recall_eval.py`` prints both.
+
+The priors, applied to the relevance (never to select):
+
+    score = relevance x (1 + salience_weight x salience) x (retired_weight if retired else 1)
+
+with ``salience`` in 0..1 (absent: 0), ``salience_weight`` 0.15 and ``retired_weight`` 0.6 by
+default (``[recall] salience_weight`` / ``retired_weight`` in geode.toml; 1.0 turns the fade off).
+A salient note gains at most 15%, a retired one (deprecated, superseded, archived, legacy) keeps
+60%: an equally relevant stable note ranks above it, a much more relevant retired note still
+ranks first, and no note is ever dropped by either.
+
+Modes: ``hybrid`` (both sides; falls back to ``text`` when no vector exists for the model, and
+says how many notes in scope are not embedded yet: those are found by text alone until their
+vector lands), ``text`` (lexical only), ``semantic`` (for evaluation).
+
+Filters (all optional, combined with AND): ``domain``, ``type``, ``status``, ``tags`` (each tag
+matches through the domain's ``[recall.tag_aliases.<domain>]`` table: ``old = "new"`` makes
+``old`` and ``new`` the same tag), ``where`` (any frontmatter key: a value means equality, and on a
+list field "the list holds it"; ``{"$in": [...]}``, ``{"$nin": [...]}``, ``{"$ne": v}``,
+``{"$contains": v}``, ``{"$contains_any": [...]}`` (at most 100 values), ``{"$gt"|"$gte"|"$lt"|"$lte": v}``
+(numbers compare as numbers, anything else as text, so ISO dates work), ``{"$exists": bool}``;
+a scalar counts as a list of one), ``after`` (recorded on or after a date: frontmatter
+``recorded``/``created``/``date``, else the file's mtime), ``as_of`` (``valid_from <= as_of <=
+valid_to``, inclusive, an absent date unbounded). A query without text returns everything the
+filters select (by the priors, then newest first).
+
+Each hit: ``address`` (``geode://domain/permalink``), ``domain``, ``path`` (relative to the store),
+``title``, ``score``, ``snippet`` (a window around the match), ``line`` (the file line of the
+observation the hit is in, or null), ``status``, ``type``, ``lexical``/``semantic`` (the two
+components), ``supersedes``/``superseded_by`` (addresses, the chain followed both ways).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+from sqlalchemy import and_, exists, func, literal_column, not_, or_, select, text
+
+from geode.delivery.prompt_recall import fts5_query, query_terms
+from geode.recall.recall_index import (FTS_WEIGHTS, RecallIndex, address, fm_t, is_retired, links_t, notes_t,
+                                   recall_config, tags_t)
+
+SALIENCE_WEIGHT = 0.15
+RETIRED_WEIGHT = 0.6
+LEX_SHARE = 0.5
+RRF_K = 60
+MAX_CONTAINS_ANY = 100
+EXACT_SEMANTIC_MAX = 5000  # with filters, up to this many candidates are compared exactly
+
+
+class FilterError(ValueError):
+    """A filter that cannot be applied; the message says which and why."""
+
+
+# -- filters -------------------------------------------------------------------------------
+def tag_aliases(settings) -> dict[str, dict[str, str]]:
+    """``{domain: {alias: canonical}}`` from ``[recall.tag_aliases.<domain>]`` (lower-cased)."""
+    raw = recall_config(settings).get("tag_aliases") or {}
+    out: dict[str, dict[str, str]] = {}
+    for dom, table in raw.items():
+        if isinstance(table, dict):
+            out[str(dom)] = {str(k).lower(): str(v).lower() for k, v in table.items()}
+    return out
+
+
+def expand_tag(tag: str, aliases: dict[str, str]) -> set[str]:
+    """The tag, its canonical form and every alias of that form."""
+    t = tag.lower().lstrip("#")
+    canon = aliases.get(t, t)
+    return {t, canon} | {a for a, c in aliases.items() if c == canon}
+
+
+def _as_list(v):
+    if v is None:
+        return []
+    return list(v) if isinstance(v, (list, tuple, set)) else [v]
+
+
+def _lower(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v).lower()
+
+
+def _fm_exists(key: str, cond):
+    return exists(select(fm_t.c.note_id).where(fm_t.c.note_id == notes_t.c.id, fm_t.c.key == key, cond))
+
+
+def _where_cond(key: str, spec):
+    if isinstance(spec, dict) and spec and all(str(k).startswith("$") for k in spec):
+        conds = []
+        for op, val in spec.items():
+            if op in ("$eq", "$contains"):
+                conds.append(_fm_exists(key, fm_t.c.val == _lower(val)))
+            elif op == "$ne":
+                conds.append(not_(_fm_exists(key, fm_t.c.val == _lower(val))))
+            elif op in ("$in", "$contains_any"):
+                vals = _as_list(val)
+                if op == "$contains_any" and len(vals) > MAX_CONTAINS_ANY:
+                    raise FilterError(f"{key}: $contains_any takes at most {MAX_CONTAINS_ANY} values, got {len(vals)}")
+                if not vals:
+                    raise FilterError(f"{key}: {op} needs at least one value")
+                conds.append(_fm_exists(key, fm_t.c.val.in_([_lower(v) for v in vals])))
+            elif op == "$nin":
+                conds.append(not_(_fm_exists(key, fm_t.c.val.in_([_lower(v) for v in _as_list(val)]))))
+            elif op in ("$gt", "$gte", "$lt", "$lte"):
+                numeric = isinstance(val, (int, float)) and not isinstance(val, bool)
+                col = fm_t.c.num if numeric else fm_t.c.val
+                v = float(val) if numeric else _lower(val)
+                cmp = {"$gt": col > v, "$gte": col >= v, "$lt": col < v, "$lte": col <= v}[op]
+                conds.append(_fm_exists(key, and_(col.isnot(None), cmp)))
+            elif op == "$exists":
+                e = _fm_exists(key, literal_column("1") == 1)
+                conds.append(e if val else not_(e))
+            else:
+                raise FilterError(f"{key}: unknown operator {op}")
+        return and_(*conds)
+    if isinstance(spec, (list, tuple)):
+        return _where_cond(key, {"$in": list(spec)})
+    if isinstance(spec, dict):
+        raise FilterError(f"{key}: a filter is a value or a table of $-operators")
+    return _fm_exists(key, fm_t.c.val == _lower(spec))
+
+
+def filter_conditions(settings, domain=None, type=None, status=None, tags=None, where=None,
+                      after=None, as_of=None) -> tuple[list, list[str]]:
+    """SQL conditions on ``recall_note`` and the domains in scope."""
+    doms = [d for d in _as_list(domain)] or list(settings.domains)
+    unknown = [d for d in doms if d not in settings.domains]
+    if unknown:
+        raise FilterError(f"unknown domain {unknown[0]!r}; known: {', '.join(settings.domains)}")
+    c = notes_t.c
+    conds = [c.domain.in_(doms)]
+    if type:
+        conds.append(c.type.in_([_lower(t) for t in _as_list(type)]))
+    if status:
+        conds.append(c.status.in_([_lower(s) for s in _as_list(status)]))
+    if tags:
+        aliases = tag_aliases(settings)
+        for tag in _as_list(tags):
+            per_dom = [and_(c.domain == d, tags_t.c.tag.in_(sorted(expand_tag(str(tag), aliases.get(d, {})))))
+                       for d in doms]
+            conds.append(exists(select(tags_t.c.note_id).where(tags_t.c.note_id == c.id, or_(*per_dom))))
+    for key, spec in (where or {}).items():
+        conds.append(_where_cond(str(key), spec))
+    if after:
+        conds.append(c.recorded >= str(after)[:10])
+    if as_of:
+        d = str(as_of)[:10]
+        conds.append(or_(c.valid_from.is_(None), c.valid_from <= d))
+        conds.append(or_(c.valid_to.is_(None), c.valid_to >= d))
+    return conds, doms
+
+
+# -- the two sides --------------------------------------------------------------------------
+def lexical(idx: RecallIndex, terms: list[str], conds: list, n: int) -> dict[int, float]:
+    """note id -> raw lexical score (higher is better), at most ``n``."""
+    if not terms:
+        return {}
+    with idx.reader.connect() as conn:
+        if idx.dialect == "sqlite":
+            # The full-text match drives the query and each hit looks its note up by id. The join
+            # is on ``rowid + 0`` on purpose: a bare rowid constraint (``rowid IN (...)``, or a
+            # join the planner turns around) makes FTS5 re-run the MATCH once per candidate row,
+            # which took 28 s at 10,000 notes.
+            w = FTS_WEIGHTS
+            bm = literal_column(f"bm25(recall_fts, {w[0]}, {w[1]}, {w[2]}, {w[3]})")
+            q = (select(literal_column("recall_fts.rowid").label("id"), bm.label("s"))
+                 .select_from(text("recall_fts"))
+                 .join(notes_t, notes_t.c.id == literal_column("recall_fts.rowid + 0"))
+                 .where(text("recall_fts MATCH :q").bindparams(q=fts5_query(terms)))
+                 .where(*conds)
+                 .order_by(bm).limit(n))
+            return {int(i): -float(s) for i, s in conn.execute(q).all()}
+        tsq = func.to_tsquery("simple", " | ".join(f"{t}:*" for t in terms))
+        tsv = literal_column("recall_note.tsv")
+        rank = func.ts_rank_cd(tsv, tsq)
+        q = select(notes_t.c.id, rank.label("s")).where(tsv.op("@@")(tsq), *conds).order_by(rank.desc()).limit(n)
+        return {int(i): float(s) for i, s in conn.execute(q).all()}
+
+
+def _coverage(terms: list[str], row: dict, idf: dict[str, float] | None = None) -> float:
+    """The share of the query's words the note contains, each word weighted by its idf (a rare
+    word counts more than a common one; a word found in no note at all counts fully against)."""
+    if not terms:
+        return 0.0
+    tags = " ".join(json.loads(row.get("tags") or "[]"))
+    hay = _fold(f"{row['title']}\n{row['description']}\n{tags}\n{row['body']}")
+    w = idf or {}
+    total = sum(w.get(t, 1.0) for t in terms)
+    return sum(w.get(t, 1.0) for t in terms if _fold(t) in hay) / total if total > 0 else 0.0
+
+
+def term_idf(idx: RecallIndex, terms: list[str], conds: list) -> dict[str, float]:
+    """idf(t) = ln(1 + N / (1 + df(t))) over the notes in scope (df by the same prefix match)."""
+    if not terms:
+        return {}
+    with idx.reader.connect() as conn:
+        n = conn.execute(select(func.count()).select_from(notes_t).where(*conds)).scalar_one()
+        out = {}
+        for t in terms:
+            if idx.dialect == "sqlite":
+                df = conn.execute(text("SELECT count(*) FROM recall_fts WHERE recall_fts MATCH :q"),
+                                  {"q": fts5_query([t])}).scalar_one()
+            else:
+                df = conn.execute(select(func.count()).select_from(notes_t).where(
+                    literal_column("recall_note.tsv").op("@@")(func.to_tsquery("simple", f"{t}:*")))).scalar_one()
+            out[t] = math.log(1.0 + n / (1.0 + df))
+    return out
+
+
+def _fold(s: str) -> str:
+    """Lower-case without diacritics, as FTS5's ``remove_diacritics`` sees words."""
+    import unicodedata
+
+    s = s.lower()
+    if s.isascii():
+        return s
+    return "".join(ch for ch in unicodedata.normalize("NFKD", s) if not unicodedata.combining(ch))
+
+
+class Semantic:
+    """The semantic side for one settings: embedder and Chroma reader, opened once."""
+
+    def __init__(self, settings, embedder=None):
+        from geode.recall.embed import get_embedder
+        from geode.recall.vectors import VectorStore
+
+        self.embedder = embedder or get_embedder(settings)
+        self.vs = VectorStore(settings, self.embedder.model_id, self.embedder.dim, write=False)
+
+    @property
+    def available(self) -> bool:
+        """Vectors exist for this model (a yes is trusted for 5 s, a no is checked every time)."""
+        import time
+
+        now = time.monotonic()
+        seen = getattr(self, "_seen", None)
+        if seen is not None and now - seen < 5.0:
+            return True
+        ok = self.vs.available and self.vs.count() > 0
+        self._seen = now if ok else None
+        return ok
+
+    def scores(self, idx: RecallIndex, query: str, conds: list, n: int, filtered: bool) -> dict[int, float]:
+        """note id -> cosine similarity for the nearest ``n`` notes in scope."""
+        from geode.recall.vectors import vector_id
+
+        qv = self.embedder.embed_query(query)
+        c = notes_t.c
+        with idx.reader.connect() as conn:
+            if filtered:
+                count = conn.execute(select(func.count()).select_from(notes_t).where(*conds)).scalar_one()
+                if count <= EXACT_SEMANTIC_MAX:
+                    rows = conn.execute(select(c.id, c.domain, c.path).where(*conds)).all()
+                    by_vid = {vector_id(d, p): i for i, d, p in rows}
+                    sims = self.vs.similarities(qv, list(by_vid))
+                    best = sorted(sims.items(), key=lambda kv: -kv[1])[:n]
+                    return {by_vid[v]: s for v, s in best}
+            got = self.vs.query(qv, n * (8 if filtered else 1))
+            if not got:
+                return {}
+            sim_of = {v: s for v, s in got}
+            by_dom: dict[str, list[str]] = {}
+            for v, _s in got:
+                d, p = v.split(":", 1)
+                by_dom.setdefault(d, []).append(p)
+            out: dict[int, float] = {}
+            for d, ps in by_dom.items():  # (domain, path) is the unique index: one lookup per vector
+                for start in range(0, len(ps), 400):
+                    q = select(c.id, c.path).where(c.domain == d, c.path.in_(ps[start:start + 400]), *conds)
+                    for i, p in conn.execute(q).all():
+                        out[int(i)] = sim_of[vector_id(d, p)]
+        return dict(sorted(out.items(), key=lambda kv: -kv[1])[:n])
+
+
+def fuse(lex: dict[int, float], sem: dict[int, float], coverage: dict[int, float], blend: str = "score") -> dict[int, tuple]:
+    """note id -> (relevance, lexical component, semantic component)."""
+    out: dict[int, tuple] = {}
+    if blend == "rrf":
+        lr = {i: r for r, i in enumerate(sorted(lex, key=lambda i: -lex[i]), 1)}
+        sr = {i: r for r, i in enumerate(sorted(sem, key=lambda i: -sem[i]), 1)}
+        for i in set(lex) | set(sem):
+            a = 1.0 / (RRF_K + lr[i]) if i in lr else 0.0
+            b = 1.0 / (RRF_K + sr[i]) if i in sr else 0.0
+            out[i] = (a + b, a, b)
+        return out
+    top = max(lex.values(), default=0.0)
+    lo, hi = min(sem.values(), default=0.0), max(sem.values(), default=0.0)
+    for i in set(lex) | set(sem):
+        cv = coverage.get(i, 1.0)
+        a = (lex[i] / top) * cv if i in lex and top > 0 else 0.0
+        if sem:
+            a *= cv  # with both sides: coverage squared, so a few incidental words weigh little
+        if i in sem:
+            b = (sem[i] - lo) / (hi - lo) if hi > lo else 1.0
+        else:
+            b = 0.0
+        if not sem:
+            rel = a
+        elif not lex:
+            rel = b
+        else:
+            rel = LEX_SHARE * a + (1.0 - LEX_SHARE) * b
+        out[i] = (rel, a, b)
+    return out
+
+
+def prior(row: dict, salience_weight: float, retired_weight: float) -> float:
+    m = 1.0 + salience_weight * float(row.get("salience") or 0.0)
+    if is_retired(row.get("status") or ""):
+        m *= retired_weight
+    return m
+
+
+# -- snippets -----------------------------------------------------------------------------------
+def snippet_and_line(row: dict, observations: list, terms: list[str], width: int = 200) -> tuple[str, int | None]:
+    """A window around the best match, and the observation's file line when it is in one."""
+    fterms = [_fold(t) for t in terms]
+
+    def hits(s: str) -> int:
+        f = _fold(s)
+        return sum(1 for t in fterms if t in f)
+
+    best_obs = max(observations, key=lambda o: hits(o[2]), default=None) if fterms else None
+    lines = row["body"].split("\n")
+    best_i, best_n = -1, 0
+    for i, line in enumerate(lines):
+        n = hits(line) if fterms else 0
+        if n > best_n:
+            best_i, best_n = i, n
+    if best_obs is not None and hits(best_obs[2]) > 0 and hits(best_obs[2]) >= best_n:
+        return _window(best_obs[2], fterms, width), int(best_obs[0])
+    if best_i >= 0:
+        return _window(lines[best_i], fterms, width), None
+    base = row.get("description") or " ".join(row["body"].split())
+    return _window(base, [], width), None
+
+
+def _window(s: str, fterms: list[str], width: int) -> str:
+    s = " ".join(s.split())
+    if len(s) <= width:
+        return s
+    f = _fold(s)
+    pos = min((f.find(t) for t in fterms if f.find(t) >= 0), default=0)
+    start = max(0, pos - width // 3)
+    out = s[start:start + width]
+    return ("…" if start > 0 else "") + out + ("…" if start + width < len(s) else "")
+
+
+# -- supersedes chain -------------------------------------------------------------------------------
+def supersedes_chain(idx: RecallIndex, row: dict, max_steps: int = 10) -> tuple[list[str], list[str]]:
+    """(what this note supersedes, transitively; what supersedes it, transitively) as addresses."""
+    from geode.recall.context import resolve_target
+
+    older, newer = [], []
+    seen = {row["id"]}
+    cur = [row]
+    for _ in range(max_steps):
+        nxt = []
+        for r in cur:
+            with idx.reader.connect() as conn:
+                targets = conn.execute(select(links_t.c.target).where(links_t.c.note_id == r["id"],
+                                                                      links_t.c.relation == "supersedes")).scalars().all()
+            for t in targets:
+                hit = resolve_target(idx, r, t)
+                if hit and hit["id"] not in seen:
+                    seen.add(hit["id"])
+                    older.append(address(hit["domain"], hit["permalink"]))
+                    nxt.append(hit)
+        if not nxt:
+            break
+        cur = nxt
+    cur = [row]
+    for _ in range(max_steps):
+        nxt = []
+        for r in cur:
+            names = {r["name"], r["permalink"], r["title"], r["path"], r["path"].rsplit(".", 1)[0]}
+            with idx.reader.connect() as conn:
+                rows = conn.execute(select(notes_t).join(links_t, links_t.c.note_id == notes_t.c.id).where(
+                    links_t.c.relation == "supersedes", links_t.c.target.in_(sorted(names)))).mappings().all()
+            for h in rows:
+                h = dict(h)
+                if h["id"] not in seen:
+                    seen.add(h["id"])
+                    newer.append(address(h["domain"], h["permalink"]))
+                    nxt.append(h)
+        if not nxt:
+            break
+        cur = nxt
+    return older, newer
+
+
+# -- search ---------------------------------------------------------------------------------------
+_SEMANTIC_CACHE: dict = {}
+
+
+def semantic_for(settings, embedder=None) -> Semantic:
+    """A process-wide ``Semantic`` per home and model (``geode serve`` and --queries reuse it)."""
+    from geode.recall.embed import model_spec
+
+    key = (settings.home, tuple(sorted(settings.domains.items())), model_spec(settings), id(embedder))
+    s = _SEMANTIC_CACHE.get(key)
+    if s is None or not s.vs.available:
+        s = Semantic(settings, embedder)
+        _SEMANTIC_CACHE[key] = s
+    return s
+
+
+def search(settings, query: str = "", *, limit: int = 10, domain=None, type=None, status=None, tags=None,
+           where: dict | None = None, after=None, as_of=None, mode: str = "hybrid", blend: str = "score",
+           salience_weight: float | None = None, retired_weight: float | None = None, refresh: bool = True,
+           background: bool = False, embedder=None, index: RecallIndex | None = None, chain: bool = True) -> dict:
+    """Search the recall index. Returns ``{"results": [...], "mode", "pending", "notice", "total"}``.
+
+    ``refresh``: first re-read folders whose mtime changed (a fresh note is found by text at once).
+    ``background``: when notes in scope wait for their vector, start the background embedder.
+    """
+    if mode not in ("hybrid", "text", "semantic"):
+        raise FilterError(f"mode {mode!r}: expected hybrid, text or semantic")
+    rc = recall_config(settings)
+    sw = float(rc.get("salience_weight", SALIENCE_WEIGHT) if salience_weight is None else salience_weight)
+    rw = float(rc.get("retired_weight", RETIRED_WEIGHT) if retired_weight is None else retired_weight)
+    idx = index or RecallIndex(settings)
+    if refresh:
+        idx.quick_refresh()
+    conds, doms = filter_conditions(settings, domain, type, status, tags, where, after, as_of)
+    filtered = len(conds) > 1 or len(doms) < len(settings.domains)
+    q = (query or "").strip()
+    terms = query_terms(q, limit=24)
+    notice = ""
+    used = "text"
+    pending = 0
+    if not q:
+        scored = _listing(idx, conds, limit, sw, rw)
+        used = "filter"
+    else:
+        n = max(50, limit * 5)
+        lex = lexical(idx, terms, conds, n) if mode != "semantic" else {}
+        sem: dict[int, float] = {}
+        if mode in ("hybrid", "semantic"):
+            s = semantic_for(settings, embedder)
+            if s.available:
+                sem = s.scores(idx, q, conds, n, filtered)
+                used = "hybrid" if mode == "hybrid" else "semantic"
+                model = s.embedder.model_id
+            else:
+                model = s.embedder.model_id
+                notice = "no vectors yet for " + model + ": full text alone"
+            pending = _pending_in_scope(idx, conds, model)
+            if pending and not notice:
+                notice = f"{pending} note(s) in scope not embedded yet: found by text alone until their vector lands"
+            if pending and background:
+                from geode.recall.vectors import spawn_background_embedder
+
+                spawn_background_embedder(settings)
+        rows = idx.notes_by_ids(set(lex) | set(sem))
+        idf = term_idf(idx, terms, conds) if lex else {}
+        cov = {i: _coverage(terms, rows[i], idf) for i in lex if i in rows}
+        fused = fuse(lex, sem, cov, blend)
+        scored = []
+        for i, (rel, a, b) in fused.items():
+            if i not in rows:
+                continue
+            scored.append((rel * prior(rows[i], sw, rw), rows[i], a, b))
+        scored.sort(key=lambda t: (-t[0], t[1]["path"]))
+        total = len(scored)
+        scored = scored[:limit]
+    if not q:
+        total = scored[1]
+        scored = scored[0]
+    obs = idx.observations([r["id"] for _s, r, _a, _b in scored])
+    results = []
+    for score, row, a, b in scored:
+        snip, line = snippet_and_line(row, obs.get(row["id"], []), terms)
+        hit = {"address": address(row["domain"], row["permalink"]), "domain": row["domain"], "path": row["path"],
+               "title": row["title"], "score": round(float(score), 4), "snippet": snip, "line": line,
+               "status": row["status"] or None, "type": row["type"] or None,
+               "lexical": round(float(a), 4) if a is not None else None,
+               "semantic": round(float(b), 4) if b is not None else None}
+        if chain:
+            older, newer = supersedes_chain(idx, row)
+            hit["supersedes"], hit["superseded_by"] = older, newer
+        results.append(hit)
+    out_mode = "hybrid" if used in ("hybrid", "semantic") and mode != "text" else "text"
+    if used == "semantic":
+        out_mode = "semantic"
+    if used == "filter":
+        out_mode = "text"
+    return {"results": results, "mode": out_mode, "pending": pending, "notice": notice, "total": total,
+            "query": q}
+
+
+def _pending_in_scope(idx: RecallIndex, conds: list, model_id: str) -> int:
+    c = notes_t.c
+    with idx.reader.connect() as conn:
+        return int(conn.execute(select(func.count()).select_from(notes_t).where(
+            *conds, or_(c.embed_model.is_(None), c.embed_model != model_id, c.embed_hash.is_(None),
+                        c.embed_hash != c.embed_text_hash))).scalar_one())
+
+
+def _listing(idx: RecallIndex, conds: list, limit: int, sw: float, rw: float):
+    """No query text: everything the filters select, by the priors, then newest first."""
+    c = notes_t.c
+    with idx.reader.connect() as conn:
+        total = int(conn.execute(select(func.count()).select_from(notes_t).where(*conds)).scalar_one())
+        rows = [dict(r) for r in conn.execute(select(notes_t).where(*conds)).mappings().all()] \
+            if total <= 20000 else \
+            [dict(r) for r in conn.execute(select(notes_t).where(*conds).order_by(c.mtime_ns.desc()).limit(20000)).mappings().all()]
+    scored = [(prior(r, sw, rw), r, None, None) for r in rows]
+    scored.sort(key=lambda t: (-t[0], -t[1]["mtime_ns"], t[1]["path"]))
+    return scored[:limit], total
+

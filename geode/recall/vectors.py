@@ -1,0 +1,388 @@
+"""Vectors in Chroma. geode computes every embedding and passes it in; Chroma never embeds.
+
+Where: an embedded ``PersistentClient`` in ``GEODE_HOME/index/chroma-<generation>/`` (the folder
+named by the pointer file ``GEODE_HOME/index/chroma.current``), or a Chroma server when
+``[recall] chroma_url = "http://host:8000"`` is set (``GEODE_CHROMA_URL`` overrides).
+
+One collection per embedding model (``geode-<model>-<dim>``, ``hnsw:space = cosine``), so vectors
+of two models never mix; each vector's metadata records ``model``, ``dim``, ``domain``, ``path``
+and the hash of the text it was made from. Vector ids are ``domain:path``.
+
+One writer: a process writes only while it holds ``GEODE_HOME/index/chroma.lock`` (``flock``,
+released when the process dies); readers open the client and only query. ``--wipe`` builds into
+a fresh ``chroma-<generation>`` folder and rewrites the pointer (atomic rename) only when the
+new folder is complete, so an interrupted wipe leaves the previous vectors in use.
+
+Never embedding: collections are created and opened with ``embedding_function=None`` and only
+``embeddings=`` / ``query_embeddings=`` are ever passed, never documents or query texts.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import time
+
+POINTER = "chroma.current"
+LOCK = "chroma.lock"
+
+
+def _slug(s: str) -> str:
+    out = "".join(ch if ch.isalnum() or ch in "._-" else "-" for ch in s)
+    return out.strip("-._") or "model"
+
+
+def collection_name(model_id: str, dim: int) -> str:
+    return f"geode-{_slug(model_id)}-{int(dim)}"[:500]
+
+
+def vector_id(domain: str, path: str) -> str:
+    return f"{domain}:{path}"
+
+
+def chroma_url(settings) -> str | None:
+    from geode.recall.recall_index import recall_config
+
+    return os.environ.get("GEODE_CHROMA_URL") or recall_config(settings).get("chroma_url") or None
+
+
+def current_folder(settings) -> str | None:
+    """The live local Chroma folder, or None when none was built yet."""
+    try:
+        with open(os.path.join(settings.index_dir, POINTER), encoding="utf-8") as fh:
+            name = fh.read().strip()
+    except OSError:
+        return None
+    full = os.path.join(settings.index_dir, name)
+    return full if name and os.path.isdir(full) else None
+
+
+def new_folder(settings) -> str:
+    os.makedirs(settings.index_dir, exist_ok=True)
+    return os.path.join(settings.index_dir, f"chroma-{time.time_ns():x}")
+
+
+def switch_to(settings, folder: str) -> str | None:
+    """Point ``chroma.current`` at ``folder`` atomically; returns the previous folder."""
+    old = current_folder(settings)
+    ptr = os.path.join(settings.index_dir, POINTER)
+    tmp = f"{ptr}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(os.path.basename(folder) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, ptr)
+    return old if old and os.path.abspath(old) != os.path.abspath(folder) else None
+
+
+class WriterLock:
+    """The one-writer rule: an exclusive ``flock`` on ``index/chroma.lock``."""
+
+    def __init__(self, settings):
+        os.makedirs(settings.index_dir, exist_ok=True)
+        self.path = os.path.join(settings.index_dir, LOCK)
+        self.fd: int | None = None
+
+    def acquire(self, wait_s: float = 0.0) -> bool:
+        import fcntl
+
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    os.close(fd)
+                    return False
+                time.sleep(0.1)
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self.fd = fd
+        return True
+
+    def release(self) -> None:
+        if self.fd is not None:
+            import fcntl
+
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+            os.close(self.fd)
+            self.fd = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+
+
+def writer_active(settings) -> bool:
+    """True when some process holds the writer lock (checked without taking it for long)."""
+    lk = WriterLock(settings)
+    if lk.acquire(0):
+        lk.release()
+        return False
+    return True
+
+
+def _client(settings, folder: str | None):
+    import chromadb
+    from chromadb.config import Settings as ChromaSettings
+
+    cs = ChromaSettings(anonymized_telemetry=False)
+    url = chroma_url(settings)
+    if url:
+        from urllib.parse import urlparse
+
+        u = urlparse(url)
+        return chromadb.HttpClient(host=u.hostname or "localhost", port=u.port or (443 if u.scheme == "https" else 8000),
+                                   ssl=u.scheme == "https", settings=cs)
+    return chromadb.PersistentClient(path=folder, settings=cs)
+
+
+class VectorStore:
+    """Vectors of one model. ``write=True`` only inside a held ``WriterLock``."""
+
+    def __init__(self, settings, model_id: str, dim: int, write: bool = False, folder: str | None = None):
+        self.settings = settings
+        self.model_id = model_id
+        self.dim = int(dim)
+        self.name = collection_name(model_id, dim)
+        self.remote = bool(chroma_url(settings))
+        self.folder = None if self.remote else (folder or current_folder(settings))
+        self.write = write
+        self.col = None
+        if not self.remote and self.folder is None:
+            if not write:
+                return  # nothing built yet: readers never create
+            self.folder = new_folder(settings)
+            os.makedirs(self.folder, exist_ok=True)
+            self._client = _client(settings, self.folder)
+            self._open()
+            switch_to(settings, self.folder)
+            return
+        self._client = _client(settings, self.folder)
+        self._open()
+
+    def _open(self) -> None:
+        if self.write:
+            self.col = self._client.get_or_create_collection(
+                self.name, embedding_function=None,
+                metadata={"hnsw:space": "cosine", "model": self.model_id, "dim": self.dim})
+        else:
+            try:
+                self.col = self._client.get_collection(self.name, embedding_function=None)
+            except Exception:  # no vectors for this model yet
+                self.col = None
+
+    @property
+    def available(self) -> bool:
+        return self.col is not None
+
+    def count(self) -> int:
+        return self.col.count() if self.col is not None else 0
+
+    def upsert(self, ids: list[str], vectors, metas: list[dict]) -> None:
+        assert self.write, "readers never write"
+        for m in metas:
+            m.setdefault("model", self.model_id)
+            m.setdefault("dim", self.dim)
+        self.col.upsert(ids=[str(i) for i in ids], embeddings=[[float(x) for x in v] for v in vectors],
+                        metadatas=metas)
+
+    def delete(self, ids: list[str]) -> None:
+        assert self.write, "readers never write"
+        if ids and self.col is not None:
+            self.col.delete(ids=[str(i) for i in ids])
+
+    def all_ids(self) -> list[str]:
+        if self.col is None:
+            return []
+        out: list[str] = []
+        offset = 0
+        while True:
+            got = self.col.get(include=[], limit=5000, offset=offset)
+            out.extend(got["ids"])
+            if len(got["ids"]) < 5000:
+                return out
+            offset += 5000
+
+    def query(self, vec, n: int) -> list[tuple[str, float]]:
+        """Nearest ``n`` vectors as (id, cosine similarity), best first."""
+        if self.col is None or n <= 0:
+            return []
+        total = self.col.count()
+        if not total:
+            return []
+        r = self.col.query(query_embeddings=[[float(x) for x in vec]], n_results=min(n, total), include=["distances"])
+        return [(i, 1.0 - float(d)) for i, d in zip(r["ids"][0], r["distances"][0])]
+
+    def similarities(self, vec, ids: list[str]) -> dict[str, float]:
+        """Exact cosine similarity of ``vec`` with the stored vectors of ``ids`` (those present)."""
+        import numpy as np
+
+        if self.col is None or not ids:
+            return {}
+        out: dict[str, float] = {}
+        q = np.asarray(vec, dtype=np.float32)
+        for start in range(0, len(ids), 2000):
+            got = self.col.get(ids=[str(i) for i in ids[start:start + 2000]], include=["embeddings"])
+            if not len(got["ids"]):
+                continue
+            m = np.asarray(got["embeddings"], dtype=np.float32)
+            sims = m @ q / np.maximum(np.linalg.norm(m, axis=1), 1e-12)
+            out.update({i: float(s) for i, s in zip(got["ids"], sims)})
+        return out
+
+
+# -- embedding the pending notes -------------------------------------------------------------------
+def embed_pending(settings, limit: int | None = None, progress=None, embedder=None, wait_s: float = 0.0,
+                  batch: int = 32) -> dict:
+    """Embed the notes whose vector is missing or stale, as the one writer. What the worker (and
+    ``geode reindex``) calls. Returns counts; ``{"locked": True}`` when another writer holds the lock."""
+    from geode.recall.embed import get_embedder
+    from geode.recall.recall_index import passage_text_of
+    from geode.recall.recall_index import RecallIndex
+
+    lock = WriterLock(settings)
+    if not lock.acquire(wait_s):
+        return {"embedded": 0, "locked": True}
+    try:
+        emb = embedder or get_embedder(settings)
+        idx = RecallIndex(settings)
+        rows = idx.pending(emb.model_id, limit)
+        vs = VectorStore(settings, emb.model_id, emb.dim, write=True)
+        done = 0
+        t0 = time.perf_counter()
+        for start in range(0, len(rows), batch):
+            chunk = rows[start:start + batch]
+            vecs = emb.embed_passages([passage_text_of(r) for r in chunk])
+            vs.upsert([vector_id(r.domain, r.path) for r in chunk], vecs,
+                      [{"domain": r.domain, "path": r.path, "text_hash": r.embed_text_hash} for r in chunk])
+            idx.mark_embedded([(r.id, r.embed_text_hash) for r in chunk], emb.model_id)
+            done += len(chunk)
+            if progress is not None:
+                progress(done, len(rows))
+        secs = time.perf_counter() - t0
+        return {"embedded": done, "locked": False, "seconds": round(secs, 3), "model": emb.model_id,
+                "notes_per_s": round(done / secs, 2) if secs > 0 and done else None}
+    finally:
+        lock.release()
+
+
+def prune(settings, embedder=None) -> int:
+    """Delete vectors whose note is gone from the index (writer only). Returns how many."""
+    from geode.recall.embed import get_embedder
+    from geode.recall.recall_index import RecallIndex, notes_t
+    from sqlalchemy import select
+
+    lock = WriterLock(settings)
+    if not lock.acquire(0):
+        return 0
+    try:
+        emb = embedder or get_embedder(settings)
+        vs = VectorStore(settings, emb.model_id, emb.dim, write=True)
+        idx = RecallIndex(settings)
+        with idx.reader.connect() as conn:
+            live = {vector_id(d, p) for d, p in conn.execute(select(notes_t.c.domain, notes_t.c.path)).all()}
+        stale = [i for i in vs.all_ids() if i not in live]
+        for start in range(0, len(stale), 5000):
+            vs.delete(stale[start:start + 5000])
+        return len(stale)
+    finally:
+        lock.release()
+
+
+def rebuild(settings, progress=None, embedder=None, wait_s: float = 600.0) -> dict:
+    """``--wipe`` for the vectors: embed every note into a new folder, then switch the pointer.
+
+    The live folder keeps answering until the switch; an interrupted rebuild leaves an orphan
+    folder (removed by the next rebuild) and the previous index in use."""
+    from geode.recall.embed import get_embedder
+    from geode.recall.recall_index import passage_text_of
+    from geode.recall.recall_index import RecallIndex
+
+    lock = WriterLock(settings)
+    if not lock.acquire(wait_s):
+        return {"embedded": 0, "locked": True}
+    try:
+        emb = embedder or get_embedder(settings)
+        idx = RecallIndex(settings)
+        live = current_folder(settings)
+        for name in os.listdir(settings.index_dir):  # orphans of interrupted rebuilds
+            full = os.path.join(settings.index_dir, name)
+            if name.startswith("chroma-") and os.path.isdir(full) and (live is None or os.path.abspath(full) != os.path.abspath(live)):
+                shutil.rmtree(full, ignore_errors=True)
+        rows = idx.pending("\x00 every note \x00")  # no model matches: every note of the domains
+        remote = bool(chroma_url(settings))
+        folder = None if remote else new_folder(settings)
+        if folder:
+            os.makedirs(folder, exist_ok=True)
+        vs = VectorStore(settings, emb.model_id, emb.dim, write=True, folder=folder)
+        if remote:  # a server has no folders to switch: start the collection over
+            vs._client.delete_collection(vs.name)
+            vs._open()
+        t0 = time.perf_counter()
+        done = 0
+        marks = []
+        for start in range(0, len(rows), 32):
+            chunk = rows[start:start + 32]
+            vecs = emb.embed_passages([passage_text_of(r) for r in chunk])
+            vs.upsert([vector_id(r.domain, r.path) for r in chunk], vecs,
+                      [{"domain": r.domain, "path": r.path, "text_hash": r.embed_text_hash} for r in chunk])
+            marks.extend((r.id, r.embed_text_hash) for r in chunk)
+            done += len(chunk)
+            if progress is not None:
+                progress(done, len(rows))
+        if folder:
+            old = switch_to(settings, folder)
+            idx.clear_embeddings()
+            idx.mark_embedded(marks, emb.model_id)
+            if old:
+                shutil.rmtree(old, ignore_errors=True)
+        else:
+            idx.clear_embeddings()
+            idx.mark_embedded(marks, emb.model_id)
+        secs = time.perf_counter() - t0
+        return {"embedded": done, "locked": False, "seconds": round(secs, 3), "folder": folder, "model": emb.model_id}
+    finally:
+        lock.release()
+
+
+def spawn_background_embedder(settings) -> bool:
+    """Start ``python -m geode.recall.vectors`` detached to embed what is pending, unless a writer
+    runs already. Returns True when one was started."""
+    import subprocess
+
+    if writer_active(settings):
+        return False
+    args = [sys.executable, "-m", "geode.recall.vectors", "--home", settings.home]
+    if settings.one_off_store:
+        args += ["--store", next(iter(settings.domains.values()))]
+    try:
+        subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True, close_fds=True)
+    except OSError:
+        return False
+    return True
+
+
+def _main(argv: list[str]) -> int:
+    """Background embedder: ``python -m geode.recall.vectors [--home H] [--store S]``."""
+    import argparse
+
+    from geode.delivery.config import load_settings
+
+    p = argparse.ArgumentParser(prog="python -m geode.recall.vectors")
+    p.add_argument("--home")
+    p.add_argument("--store")
+    a = p.parse_args(argv)
+    settings = load_settings(store=a.store, home=a.home)
+    r = embed_pending(settings, wait_s=0.0)
+    return 0 if not r.get("locked") else 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))

@@ -1,0 +1,241 @@
+"""The nightly upkeep: APScheduler 3.x triggers that enqueue the agents' Celery tasks.
+
+Why each setting (RELIABILITY.md, rows 15 and 16):
+
+- One scheduler process per store: a lock file (``GEODE_HOME/scheduler.lock``, ``flock``) is
+  taken before the scheduler starts; a second process exits with ``SchedulerLocked``.
+  Behind the lock, every night is also a row of ``upkeep_night`` (unique run id): a night is
+  enqueued once even if two schedulers were ever to fire it.
+- A persistent SQLAlchemy job store (the records database): the next fire time survives a
+  restart, so a night missed while the machine was down is noticed when it comes back.
+- ``coalesce=True``: however many nights were missed, one catch-up run.
+  ``misfire_grace_time`` in hours (24 by default; APScheduler's own default of 1 s silently
+  drops a night whose fire was late by a second), ``max_instances=1``.
+- The run id is the night the fire was due (``night-YYYY-MM-DD`` of the latest due time at or
+  before now), so a catch-up and the next regular night never share one.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import fcntl
+import os
+import time
+
+JOB_ID = "geode-nightly-upkeep"
+DEFAULT_AT = "03:00"
+DEFAULT_GRACE_HOURS = 24.0
+EXIT_LOCKED = 3
+
+
+class SchedulerLocked(RuntimeError):
+    """Another scheduler process holds this store's lock."""
+
+
+class ScheduleError(ValueError):
+    pass
+
+
+# -- configuration ---------------------------------------------------------------------------
+def schedule_config(settings) -> dict:
+    from geode.agents.upkeep import upkeep_config
+
+    up = upkeep_config(settings)
+    at = str(os.environ.get("GEODE_UPKEEP_AT") or up.get("at") or DEFAULT_AT)
+    parts = at.split(":")
+    try:
+        if len(parts) not in (2, 3):
+            raise ValueError
+        hour, minute = int(parts[0]), int(parts[1])
+        second = int(parts[2]) if len(parts) == 3 else 0
+        if not (0 <= hour < 24 and 0 <= minute < 60 and 0 <= second < 60):
+            raise ValueError
+    except ValueError:
+        raise ScheduleError(f'[upkeep] at = {at!r}: expected "HH:MM" (local time), e.g. "03:00"') from None
+    try:
+        grace_h = float(up.get("misfire_grace_hours", DEFAULT_GRACE_HOURS))
+    except (TypeError, ValueError):
+        raise ScheduleError("[upkeep] misfire_grace_hours must be a number of hours") from None
+    if grace_h < 1:
+        raise ScheduleError(f"[upkeep] misfire_grace_hours = {grace_h}: a grace under an hour drops nights; "
+                            "use hours (24 by default)")
+    return {"at": at, "hour": hour, "minute": minute, "second": second, "misfire_grace_time": int(grace_h * 3600)}
+
+
+def night_of(now: dt.datetime, hour: int, minute: int, second: int = 0) -> dt.datetime:
+    """The latest due time at or before ``now`` (local wall time)."""
+    due = now.replace(hour=hour, minute=minute, second=second, microsecond=0)
+    if due > now:
+        due -= dt.timedelta(days=1)
+    return due
+
+
+def run_id_for(due: dt.datetime, seconds: bool = False) -> str:
+    return "night-" + (due.strftime("%Y-%m-%dT%H%M%S") if seconds else due.strftime("%Y-%m-%d"))
+
+
+# -- the lock -----------------------------------------------------------------------------------
+class Lock:
+    def __init__(self, path: str):
+        self.path = path
+        self.fd: int | None = None
+
+    def acquire(self) -> "Lock":
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            try:
+                holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip()
+            except OSError:
+                holder = "?"
+            os.close(fd)
+            raise SchedulerLocked(f"another scheduler (pid {holder or '?'}) holds {self.path}; "
+                                  "one scheduler per store") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        self.fd = fd
+        return self
+
+    def release(self) -> None:
+        if self.fd is not None:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+            os.close(self.fd)
+            self.fd = None
+
+
+def lock_path(settings) -> str:
+    return os.path.join(settings.home, "scheduler.lock")
+
+
+# -- the enqueue log ---------------------------------------------------------------------------
+_NIGHT = None
+
+
+def night_table():
+    global _NIGHT
+    if _NIGHT is None:
+        from sqlalchemy import Column, Float, String, Table, Text
+        from sqlmodel import SQLModel
+
+        md = SQLModel.metadata
+        _NIGHT = md.tables.get("upkeep_night") or Table(
+            "upkeep_night", md,
+            Column("run_id", String(120), primary_key=True),
+            Column("due", Text, nullable=False),
+            Column("enqueued_at", Float, nullable=False),
+            Column("pid", String(20), nullable=False),
+        )
+    return _NIGHT
+
+
+def _engine(settings):
+    from geode.agents.celery_app import _engine as engine_for
+
+    engine = engine_for(settings)
+    from sqlmodel import SQLModel
+
+    with engine.begin() as conn:
+        SQLModel.metadata.create_all(conn, tables=[night_table()])
+    return engine
+
+
+def fire(home: str | None = None, store: str | None = None, now: float | None = None) -> str | None:
+    """The job: enqueue this night's upkeep once. Returns the run id, or None when this night
+    was enqueued before (by this or any other process)."""
+    from sqlalchemy.exc import IntegrityError
+
+    from geode.agents.celery_app import enqueue_upkeep
+    from geode.delivery.config import load_settings
+
+    settings = load_settings(store=store, home=home)
+    cfg = schedule_config(settings)
+    moment = dt.datetime.fromtimestamp(time.time() if now is None else now)
+    due = night_of(moment, cfg["hour"], cfg["minute"], cfg["second"])
+    run_id = run_id_for(due, seconds=os.environ.get("GEODE_UPKEEP_RUN_ID_SECONDS") == "1")
+    engine = _engine(settings)
+    table = night_table()
+    try:
+        with engine.begin() as conn:
+            conn.execute(table.insert().values(run_id=run_id, due=due.isoformat(), enqueued_at=time.time(),
+                                               pid=str(os.getpid())))
+    except IntegrityError:
+        return None
+    try:
+        enqueue_upkeep(settings, run_id, trigger="schedule")
+    except BaseException:
+        with engine.begin() as conn:  # not sent: the night stays open for the next attempt
+            conn.execute(table.delete().where(table.c.run_id == run_id))
+        raise
+    return run_id
+
+
+def enqueued_nights(settings) -> list[str]:
+    from sqlalchemy import select
+
+    engine = _engine(settings)
+    t = night_table()
+    with engine.connect() as conn:
+        return [r[0] for r in conn.execute(select(t.c.run_id).order_by(t.c.run_id))]
+
+
+# -- the scheduler ------------------------------------------------------------------------------
+def build_scheduler(settings, background: bool = False):
+    """A scheduler with the persistent job store and the nightly job (replacing a stored one,
+    whose next fire time is kept when the schedule did not change)."""
+    from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
+    from apscheduler.schedulers.background import BackgroundScheduler
+    from apscheduler.schedulers.blocking import BlockingScheduler
+    from apscheduler.triggers.cron import CronTrigger
+
+    cfg = schedule_config(settings)
+    engine = _engine(settings)
+    defaults = {"coalesce": True, "max_instances": 1, "misfire_grace_time": cfg["misfire_grace_time"]}
+    cls = BackgroundScheduler if background else BlockingScheduler
+    sched = cls(jobstores={"default": SQLAlchemyJobStore(engine=engine, tablename="apscheduler_jobs")},
+                job_defaults=defaults)
+    trigger = CronTrigger(hour=cfg["hour"], minute=cfg["minute"], second=cfg["second"])
+    store = settings.domains[settings.default_domain] if settings.one_off_store else None
+    sched.add_job("geode.scheduler.nightly:fire", trigger, id=JOB_ID, name="geode nightly upkeep",
+                  kwargs={"home": settings.home, "store": store}, replace_existing=True, **defaults)
+    return sched
+
+
+def serve(settings, once_started=None) -> int:
+    """Run the scheduler in the foreground until interrupted (``geode scheduler``)."""
+    lock = Lock(lock_path(settings)).acquire()
+    try:
+        sched = build_scheduler_keeping_missed(settings)
+        if once_started is not None:
+            once_started(sched)
+        try:
+            sched.start()
+        except (KeyboardInterrupt, SystemExit):
+            pass
+        return 0
+    finally:
+        lock.release()
+
+
+def build_scheduler_keeping_missed(settings, background: bool = False):
+    """``build_scheduler``, keeping the stored next fire time of the job when it is in the past
+    (a night missed while the scheduler was down) so that it is caught up once, coalesced."""
+    from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
+
+    engine = _engine(settings)
+    missed = None
+    try:
+        js = SQLAlchemyJobStore(engine=engine, tablename="apscheduler_jobs")
+        js.start(None, "default")
+        job = js.lookup_job(JOB_ID)
+        if job is not None and job.next_run_time is not None:
+            missed = job.next_run_time
+    except Exception:
+        missed = None
+    sched = build_scheduler(settings, background)
+    if missed is not None:
+        now = dt.datetime.now(missed.tzinfo)
+        if missed <= now:
+            sched.modify_job(JOB_ID, next_run_time=missed)
+    return sched
