@@ -9,7 +9,7 @@ What it does, per store size:
    the benchmark's Bash command; every other crystal is checked at generation time not to;
 2. makes a fresh ``GEODE_HOME`` whose ``geode.toml`` names the store, builds the binding index
    once (timed: the one-off build cost), creates the SQLite ledger (``models.init_db``) so the
-   hook writes rows there and not to the spool, and byte-compiles ``delivery/``;
+   hook writes rows there and not to the spool, and byte-compiles ``geode/delivery/``;
 3. times whole processes, interleaved round by round (the order rotates every round):
    ``<python> -c pass`` (the bar's baseline), ``<python> -S -c pass`` (information),
    the exact installed hook command (``install.hook_command('claude', home=...)``) with a
@@ -636,8 +636,10 @@ def main(argv=None) -> int:
 
     # The environment may set PYTHONDONTWRITEBYTECODE=1; an uncompiled hook would then compile
     # every module on every call. pip compiles installed packages, so this is the real case.
-    if not compileall.compile_dir(os.path.join(REPO, "delivery"), quiet=1, maxlevels=0):
-        raise BenchFailure("compileall failed on delivery/")
+    ok = compileall.compile_file(os.path.join(REPO, "geode", "__init__.py"), quiet=1)
+    ok = compileall.compile_dir(os.path.join(REPO, "geode", "delivery"), quiet=1, maxlevels=0) and ok
+    if not ok:
+        raise BenchFailure("compileall failed on geode/delivery/")
     os.makedirs(OUT_DIR, exist_ok=True)
 
     _log(f"machine: {machine()}")

@@ -154,7 +154,9 @@ def _precompile() -> None:
     shells) an uncompiled hook recompiles every module on every tool call (~10 ms)."""
     import compileall
 
-    compileall.compile_dir(str(Path(__file__).resolve().parent.parent / "delivery"), quiet=1)
+    pkg = Path(__file__).resolve().parent.parent
+    compileall.compile_file(str(pkg / "__init__.py"), quiet=1)
+    compileall.compile_dir(str(pkg / "delivery"), quiet=1)
 
 
 def cmd_hook(args) -> int:
