@@ -33,6 +33,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Field, SQLModel
 
 from geode.agents import safepath
+from geode.delivery.frontmatter_edit import FrontmatterEditError, set_key
 
 KINDS = ("edit", "move", "archive", "status", "new_note")
 STATUSES = ("pending", "applied", "rejected", "undone", "conflict", "failed")
@@ -253,42 +254,27 @@ def archive_changes(settings, domain: str, path: str, *, archive_dir: str = DEFA
     if path == archive_dir or path.startswith(archive_dir + "/"):
         raise ProposalError(f"{path}: already in the archive folder {archive_dir}/")
     return move_changes(settings, domain, path, f"{archive_dir}/{path}",
-                        content=set_frontmatter_status(cur[0], "archived"), rewrites=rewrites)
+                        content=set_frontmatter_status(cur[0], "archived", path), rewrites=rewrites)
 
 
 def status_change(settings, domain: str, path: str, status: str) -> FileChange:
     cur = current(settings, domain, path)
     if cur is None:
         raise ProposalError(f"{path}: no such file in domain {domain!r}")
-    return FileChange(path, sha256(cur[0]), set_frontmatter_status(cur[0], status))
+    return FileChange(path, sha256(cur[0]), set_frontmatter_status(cur[0], status, path))
 
 
-_BOM = b"\xef\xbb\xbf"
-_STATUS_LINE = re.compile(rb"^status[ \t]*:[^\r\n]*", re.M)
-
-
-def set_frontmatter_status(data: bytes, status: str) -> bytes:
-    """``data`` with the top-level frontmatter key ``status`` set, working on bytes so that
-    everything else (BOM, line endings, invalid UTF-8 in the body) stays as it was. A file with
-    no frontmatter gets one."""
+def set_frontmatter_status(data: bytes, status: str, path: str = "") -> bytes:
+    """``data`` with the top-level frontmatter key ``status`` set, by the one frontmatter editor
+    (``geode.delivery.frontmatter_edit``): its whole old value replaced, every other byte (BOM,
+    line endings, the body, invalid UTF-8 in the body) as it was; a file with no frontmatter
+    gets one. ``ProposalError`` (naming ``path``) when that cannot be done safely."""
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", status):
         raise ProposalError(f"status {status!r}: letters, digits, '_', '.', '-' only")
-    bom = _BOM if data.startswith(_BOM) else b""
-    body = data[len(bom):]
-    nl = b"\r\n" if b"\r\n" in body[:4096] else b"\n"  # for a frontmatter we add
-    line = b"status: " + status.encode()
-    m = re.match(rb"---[ \t]*(\r?\n)", body)
-    if m:
-        end = re.search(rb"^(---|\.\.\.)[ \t]*(\r?\n|$)", body[m.end():], re.M)
-        if end is not None:
-            fm_start, fm_end = m.end(), m.end() + end.start()
-            fm = body[fm_start:fm_end]
-            if _STATUS_LINE.search(fm):
-                fm = _STATUS_LINE.sub(lambda _m: line, fm, count=1)
-            else:
-                fm = fm + line + m.group(1)
-            return bom + body[:fm_start] + fm + body[fm_end:]
-    return bom + b"---" + nl + line + nl + b"---" + nl + body
+    try:
+        return set_key(data, "status", status, path=path)
+    except FrontmatterEditError as exc:
+        raise ProposalError(str(exc)) from None
 
 
 # -- filing -------------------------------------------------------------------------------

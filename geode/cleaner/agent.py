@@ -34,9 +34,11 @@ Two versions of one truth
 
     Contradictions:
       - two ``status: stable`` notes on one subject (frontmatter ``subject``, else the title)
-        whose validity windows overlap (``valid_from`` inclusive, ``valid_to`` exclusive, an
-        absent date unbounded): the older (earlier ``valid_from``, then ``last_verified``) is
-        proposed ``superseded``;
+        whose validity windows overlap (``geode.delivery.dates.ValidityWindow``: ``valid_from``
+        and ``valid_to`` both inclusive, ``valid_to`` the last day a note holds, an absent date
+        unbounded; a window sharing one boundary day overlaps): the older (earlier
+        ``valid_from``, then ``last_verified``) is proposed ``superseded``. A pair where either
+        date is not YYYY-MM-DD is not judged (skipped, with the file and line);
       - a note named in the ``supersedes`` of a live note and still ``status: stable``: proposed
         ``superseded``;
       - a ``supersedes`` chain with a loop: the oldest note of the loop gets one edit that drops
@@ -50,12 +52,14 @@ row of the last use, for an archived note that was used).
 from __future__ import annotations
 
 import dataclasses
+import datetime as _dt
 import hashlib
 import json
-import re
 
 from geode.agents.contract import Agent, Context, Finding, Proposed, Report, Skipped
 from geode.delivery.crystal import ESSENCE_CLOSE, ESSENCE_OPEN, RETIRED_STATUSES
+from geode.delivery.dates import DateError, ValidityWindow, optional_date
+from geode.delivery.frontmatter_edit import FrontmatterEditError, set_key
 
 DEFAULT_CAP = 50
 DEFAULT_ARCHIVE_DIR = "archive"
@@ -95,10 +99,17 @@ def _dir(path: str) -> str:
     return path.rsplit("/", 1)[0] if "/" in path else ""
 
 
-def _date(value) -> str | None:
-    if value in (None, ""):
+def _day(note, key: str) -> _dt.date | None:
+    """The date of a frontmatter field (``geode.delivery.dates``); None when absent or unreadable
+    (the lint reports that as date-not-iso): an unreadable date is never compared as text."""
+    try:
+        return optional_date(note.frontmatter.get(key), key)
+    except DateError:
         return None
-    return str(value).strip()[:10] or None
+
+
+def _window(note) -> ValidityWindow:
+    return ValidityWindow.from_frontmatter(note.frontmatter)
 
 
 def _loose(text: str) -> str:
@@ -240,8 +251,9 @@ class Cleaner(Agent):
 
     @staticmethod
     def _age(n) -> tuple:
-        """Older sorts first: valid_from, then last_verified (absent: oldest), then path."""
-        return (_date(n.frontmatter.get("valid_from")) or "", _date(n.frontmatter.get("last_verified")) or "", n.path)
+        """Older sorts first: valid_from, then last_verified (absent or unreadable: oldest), then
+        path. Dates compare as dates (2024-06-01 before 2024-12-31), never as text."""
+        return (_day(n, "valid_from") or _dt.date.min, _day(n, "last_verified") or _dt.date.min, n.path)
 
     def _bytes(self, path: str) -> bytes | None:
         from geode.agents.proposals import current
@@ -262,14 +274,18 @@ class Cleaner(Agent):
 
     def _status_proposal(self, report, path: str, status: str, key: str, title: str, why: str,
                          findings: list[Finding]) -> None:
-        from geode.agents.proposals import FileChange, ProposalDraft, set_frontmatter_status
+        from geode.agents.proposals import FileChange, ProposalDraft, ProposalError, set_frontmatter_status
 
         if not self._free(path):
             return
         data = self._bytes(path)
         if data is None:
             return
-        after = set_frontmatter_status(data, status)
+        try:
+            after = set_frontmatter_status(data, status, path)
+        except ProposalError as exc:
+            report.skipped.append(Skipped(path, 0, "status", f"no proposal: {exc}", self.domain))
+            return
         self.touched.add(path)
         draft = ProposalDraft(agent=self.name, kind="status", domain=self.domain, title=title, rationale=why,
                               evidence=[], changes=[FileChange(path, hashlib.sha256(data).hexdigest(), after)],
@@ -338,6 +354,13 @@ class Cleaner(Agent):
                     ex["subject_pairs"] += 1
                     if (a.path, b.path) in related or (b.path, a.path) in related:
                         continue
+                    bad = next(((n, e) for n in (a, b) for e in _window(n).problems), None)
+                    if bad is not None:
+                        n, e = bad
+                        report.skipped.append(Skipped(n.path, n.line_of(e.field), b.path if n is a else a.path,
+                                                      f"not judged against a note on the same subject: {e}",
+                                                      self.domain))
+                        continue
                     if not _overlap(a, b):
                         continue
                     f = Finding("contradiction", a.path, a.line_of("status"), b.path,
@@ -351,24 +374,29 @@ class Cleaner(Agent):
 
     def _loop_proposal(self, report, note, drop: list[str], set_status: bool, others: list[str],
                        f: Finding) -> None:
-        from geode.agents.proposals import FileChange, ProposalDraft, set_frontmatter_status
+        from geode.agents.proposals import FileChange, ProposalDraft, ProposalError, set_frontmatter_status
 
         if not self._free(note.path, *others):
             return
         data = self._bytes(note.path)
         if data is None:
             return
-        after = _drop_supersedes(data, drop)
-        if after is None:
-            return  # not a mechanical edit: the finding stays for a person
-        if set_status:
-            after = set_frontmatter_status(after, "superseded")
-        changes = [FileChange(note.path, hashlib.sha256(data).hexdigest(), after)]
-        for q in others:
-            qd = self._bytes(q)
-            if qd is None:
-                return
-            changes.append(FileChange(q, hashlib.sha256(qd).hexdigest(), set_frontmatter_status(qd, "superseded")))
+        try:
+            after = _drop_supersedes(data, drop, note.path)
+            if after is None:
+                return  # not a mechanical edit: the finding stays for a person
+            if set_status:
+                after = set_frontmatter_status(after, "superseded", note.path)
+            changes = [FileChange(note.path, hashlib.sha256(data).hexdigest(), after)]
+            for q in others:
+                qd = self._bytes(q)
+                if qd is None:
+                    return
+                changes.append(FileChange(q, hashlib.sha256(qd).hexdigest(),
+                                          set_frontmatter_status(qd, "superseded", q)))
+        except (ProposalError, FrontmatterEditError) as exc:
+            report.skipped.append(Skipped(note.path, f.line, f.target, f"no proposal: {exc}", self.domain))
+            return
         self.touched.update((note.path, *others))
         draft = ProposalDraft(agent=self.name, kind="edit", domain=self.domain,
                               title=f"Break the supersedes loop at {note.path}",
@@ -501,7 +529,7 @@ class Cleaner(Agent):
             return {}
 
     def _merge_proposal(self, report, a: str, b: str, j: float, c: float, f: Finding) -> None:
-        from geode.agents.proposals import FileChange, ProposalDraft, set_frontmatter_status
+        from geode.agents.proposals import FileChange, ProposalDraft, ProposalError, set_frontmatter_status
 
         na, nb = self.notes[a], self.notes[b]
         folder = _dir(a)
@@ -529,10 +557,14 @@ class Cleaner(Agent):
             f"- merges [[{la}]]\n"
             f"- merges [[{lb}]]\n"
         ).encode("utf-8")
+        try:
+            changes = [FileChange(stub, None, text),
+                       FileChange(a, hashlib.sha256(da).hexdigest(), set_frontmatter_status(da, "superseded", a)),
+                       FileChange(b, hashlib.sha256(db).hexdigest(), set_frontmatter_status(db, "superseded", b))]
+        except ProposalError as exc:
+            report.skipped.append(Skipped(a, 0, b, f"no merge proposal: {exc}", self.domain))
+            return
         self.touched.update((a, b, stub))
-        changes = [FileChange(stub, None, text),
-                   FileChange(a, hashlib.sha256(da).hexdigest(), set_frontmatter_status(da, "superseded")),
-                   FileChange(b, hashlib.sha256(db).hexdigest(), set_frontmatter_status(db, "superseded"))]
         draft = ProposalDraft(agent=self.name, kind="new_note", domain=self.domain,
                               title=f"Merge stub for near-duplicates {a} and {b}",
                               rationale=f"Two versions of one truth: text overlap {j:.2f} (>= {TEXT_MIN:.2f}) and "
@@ -591,7 +623,7 @@ class Cleaner(Agent):
         uses, last, _ = self.used.get(path, (0, 0.0, 0))
         superseded = any(r == path for r in self._superseded_targets())
         return (0 if n.status in RETIRED_STATUSES else 1, 0 if superseded else 1, 0 if not uses else 1,
-                _date(n.frontmatter.get("last_verified")) or "", last, path)
+                _day(n, "last_verified") or _dt.date.min, last, path)
 
     def _superseded_targets(self) -> set[str]:
         if getattr(self, "_sup_cache", None) is None or self._sup_cache[0] is not self.notes:
@@ -650,7 +682,11 @@ class Cleaner(Agent):
                 if new is not None and new != lines[i]:
                     lines[i] = new
                     own += 1
-        content = set_frontmatter_status("\n".join(lines).encode("utf-8"), "archived")
+        try:
+            content = set_frontmatter_status("\n".join(lines).encode("utf-8"), "archived", path)
+        except ProposalError as exc:
+            report.skipped.append(Skipped(path, 0, "status", f"not archived: {exc}", self.domain))
+            return False
         rewrites = {}
         for src, refs in sorted(incoming.items()):
             sdata = self._bytes(src)
@@ -676,8 +712,8 @@ class Cleaner(Agent):
         why = [f"status {note.status}" if note.status in RETIRED_STATUSES else "",
                "superseded by a live note" if path in self._superseded_targets() else "",
                f"used {uses} time(s) in the ledger" if uses else "never delivered or read in the ledger",
-               f"last_verified {_date(note.frontmatter.get('last_verified'))}"
-               if note.frontmatter.get("last_verified") else "no last_verified"]
+               f"last_verified {_day(note, 'last_verified').isoformat()}"
+               if _day(note, "last_verified") else "no last_verified"]
         draft = ProposalDraft(
             agent=self.name, kind="archive", domain=self.domain, title=f"Archive {path}",
             rationale=(f"{f.message.split(':')[0]}. Chosen by evidence: " + ", ".join(w for w in why if w) + "."
@@ -705,9 +741,8 @@ def _plain(note) -> str:
 
 
 def _overlap(a, b) -> bool:
-    af, at = _date(a.frontmatter.get("valid_from")), _date(a.frontmatter.get("valid_to"))
-    bf, bt = _date(b.frontmatter.get("valid_from")), _date(b.frontmatter.get("valid_to"))
-    return (af is None or bt is None or af < bt) and (bf is None or at is None or bf < at)
+    """Whether the validity windows of two notes share a day (both ends inclusive)."""
+    return _window(a).overlaps(_window(b))
 
 
 def _loops(graph: dict[str, list[str]]) -> list[set[str]]:
@@ -759,59 +794,21 @@ def _loops(graph: dict[str, list[str]]) -> list[set[str]]:
     return sorted(out, key=lambda c: sorted(c))
 
 
-_FM_OPEN = re.compile(rb"---[ \t]*(\r?\n)")
+def _drop_supersedes(data: bytes, drop: list[str], path: str = "") -> bytes | None:
+    """``data`` with the ``supersedes`` entries ``drop`` removed from the frontmatter, by the one
+    frontmatter editor (a flow list stays a flow list, a block list a block list; a scalar that
+    is dropped leaves ``[]``); None when no entry of it is one of ``drop``.
+    ``FrontmatterEditError`` when the edit cannot be made safely."""
+    from geode.delivery.note import parse_note
 
-
-def _drop_supersedes(data: bytes, drop: list[str]) -> bytes | None:
-    """``data`` with the ``supersedes`` entries ``drop`` removed from the frontmatter (a flow
-    list, a scalar, or a block list); None when the field is written some other way."""
-    bom = b"\xef\xbb\xbf" if data.startswith(b"\xef\xbb\xbf") else b""
-    body = data[len(bom):]
-    m = _FM_OPEN.match(body)
-    if not m:
+    try:
+        note = parse_note(data.decode("utf-8"), path)
+    except (UnicodeDecodeError, ValueError):
         return None
-    end = re.search(rb"^(---|\.\.\.)[ \t]*(\r?\n|$)", body[m.end():], re.M)
-    if end is None:
-        return None
-    fm_start, fm_end = m.end(), m.end() + end.start()
-    lines = body[fm_start:fm_end].split(b"\n")
+    value = note.frontmatter.get("supersedes")
+    items = value if isinstance(value, list) else [value]
     drop_set = {d.strip() for d in drop}
-
-    def norm(item: bytes) -> str:
-        s = item.decode("utf-8", "replace").strip().strip("\r").strip()
-        if len(s) >= 2 and s[0] == s[-1] and s[0] in "\"'":
-            s = s[1:-1]
-        if s.startswith("[[") and s.endswith("]]"):
-            s = s[2:-2].split("|", 1)[0]
-        return s.strip()
-
-    for i, line in enumerate(lines):
-        km = re.match(rb"^supersedes[ \t]*:[ \t]*(.*?)(\r?)$", line)
-        if not km:
-            continue
-        value, cr = km.group(1), km.group(2)
-        if value.startswith(b"[") and value.rstrip().endswith(b"]") and not value.startswith(b"[["):
-            items = [x for x in value.strip()[1:-1].split(b",") if x.strip()]
-            keep = [x.strip() for x in items if norm(x) not in drop_set]
-            if len(keep) == len(items):
-                return None
-            lines[i] = b"supersedes: [" + b", ".join(keep) + b"]" + cr
-        elif value.strip():
-            if norm(value) not in drop_set:
-                return None
-            lines[i] = b"supersedes: []" + cr
-        else:  # a block list below
-            j = i + 1
-            removed = False
-            while j < len(lines) and re.match(rb"^[ \t]+-[ \t]", lines[j]):
-                if norm(lines[j].split(b"-", 1)[1]) in drop_set:
-                    del lines[j]
-                    removed = True
-                    continue
-                j += 1
-            if not removed:
-                return None
-            if j == i + 1:
-                lines[i] = b"supersedes: []" + cr
-        return bom + body[:fm_start] + b"\n".join(lines) + body[fm_end:]
-    return None
+    keep = [t for t in items if not (isinstance(t, str) and (_targets(t) or [None])[0] in drop_set)]
+    if len(keep) == len(items):
+        return None
+    return set_key(data, "supersedes", keep, path=path)

@@ -11,6 +11,9 @@ import os
 import sys
 import time
 
+# standard library only: the flags stay quick
+from geode.delivery.dates import argparse_date
+
 
 def _settings(args):
     from geode.cli.common import settings_of as cli_settings
@@ -534,8 +537,9 @@ def register(sub, common) -> None:
     s.add_argument("--where", action="append", metavar="KEY=VALUE",
                    help="frontmatter filter: key=value, key=[a,b] (any), key~value (list contains), key>=value, key<value, key!=value")
     s.add_argument("--filter", metavar="JSON", help='frontmatter filter as JSON: {"sources": {"$contains_any": ["a", "b"]}}')
-    s.add_argument("--after", metavar="DATE", help="recorded on or after this date")
-    s.add_argument("--as-of", dest="as_of", metavar="DATE", help="what applied on that date (valid_from/valid_to; absent = unbounded)")
+    s.add_argument("--after", metavar="DATE", type=argparse_date, help="recorded on or after this date (YYYY-MM-DD)")
+    s.add_argument("--as-of", dest="as_of", metavar="DATE", type=argparse_date,
+                   help="what applied on that date, YYYY-MM-DD (valid_from through valid_to, both inclusive; absent = unbounded)")
     s.add_argument("--mode", choices=["hybrid", "text", "semantic"], default="hybrid")
     s.add_argument("--blend", choices=["score", "rrf"], default="score", help=argparse_suppress())
     s.add_argument("--queries", metavar="FILE", help="one query per line; one JSON object per line with --json")

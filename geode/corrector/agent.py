@@ -20,7 +20,8 @@ it proposes, one ``edit`` proposal per file:
   statuses). No agent before it stores ``stale`` findings today, so when none is stored the
   Corrector takes them from the delivery lint (``geode.delivery.lint.lint_note``, code ``stale``),
   the same check ``geode lint`` runs, and records them as its own findings. Retired notes and
-  notes whose ``valid_to`` has passed (they record what held) have no duty. A note already
+  notes whose ``valid_to`` (the last day they hold, inclusive: ``geode.delivery.dates``) is
+  before today (they record what held) have no duty. A note already
   marked is a finding for a person (``awaiting-review``), never a second proposal.
 
 Bounds: at most ``max_lines`` (5) lines of a file change in one proposal (a replaced line
@@ -39,10 +40,11 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import os
-import re
 from dataclasses import dataclass, field
 
 from geode.agents.contract import Agent, Context, Finding, Proposed, Report, Skipped
+from geode.delivery.dates import DateError, ValidityWindow, optional_date
+from geode.delivery.frontmatter_edit import FrontmatterEditError, set_key
 from geode.corrector.edits import FileLines, changed_lines, check_edit, line_map, quote_value, unified
 
 #: the stored finding kinds the Corrector acts on
@@ -64,24 +66,24 @@ RETIRED = ("deprecated", "superseded", "archived", "legacy")
 
 @dataclass
 class Fix:
-    """One change to one line: ``apply(content) -> new content`` (None: cannot), or a line
-    inserted after ``line`` (``insert``)."""
+    """One change: to one line (``apply(content) -> new content``, None: cannot), or to one
+    frontmatter key (``set_key``: ``(key, value, after)`` for the one frontmatter editor,
+    ``geode.delivery.frontmatter_edit``; ``line`` is then the line it changes or follows)."""
 
     kind: str  # link | quote | review
     line: int
     finding: Finding
     describe: str
     apply: object = None
-    insert: str | None = None
+    set_key: tuple | None = None
     added: dict = field(default_factory=dict)  # frontmatter keys this fix adds
 
 
-def _date(value) -> _dt.date | None:
-    if isinstance(value, _dt.date):
-        return value
+def _date(value, field: str) -> _dt.date | None:
+    """``geode.delivery.dates``' reading; None when absent or not a date (the lint says so)."""
     try:
-        return _dt.date.fromisoformat(str(value).strip()[:10])
-    except ValueError:
+        return optional_date(value, field)
+    except DateError:
         return None
 
 
@@ -246,12 +248,11 @@ class Corrector(Agent):
         if "last_verified" not in fm or note.status in RETIRED:
             return None
         today = self.today or _dt.date.today()
-        valid_to = _date(fm.get("valid_to")) if fm.get("valid_to") not in (None, "") else None
-        if valid_to is not None and valid_to <= today:
-            return None  # no longer in force: it records what held, it asserts no live state
+        if ValidityWindow.from_frontmatter(fm).closed_before(today):
+            return None  # its last day (valid_to, inclusive) is past: it records what held, no live state
         report.examined["stale_checked"] += 1
         days = int(getattr(ctx.settings, "freshness_days", 90) or 90)
-        lv = _date(fm.get("last_verified"))
+        lv = _date(fm.get("last_verified"), "last_verified")
         f = stored
         if f is None:
             problems = [p for p in lint_note(note, ctx.settings, domain, today) if p.code == "stale"]
@@ -262,7 +263,7 @@ class Corrector(Agent):
         if lv is None:
             return None
         due = lv + _dt.timedelta(days=days)
-        marked = _date(fm.get(REVIEW_KEY)) if REVIEW_KEY in fm else None
+        marked = _date(fm.get(REVIEW_KEY), REVIEW_KEY) if REVIEW_KEY in fm else None
         if marked is not None and marked >= due:
             report.examined["awaiting_review"] += 1
             report.findings.append(Finding(
@@ -271,17 +272,12 @@ class Corrector(Agent):
                 f"still holds and update last_verified", domain, severity="info"))
             return None
         report.examined["findings_acted_on"] += 1
-        line = f"{REVIEW_KEY}: {due.isoformat()}"
         describe = (f"last_verified {lv.isoformat()} is past its {days}-day freshness duty: "
                     f"{REVIEW_KEY}: {due.isoformat()}")
-        if REVIEW_KEY in fm:  # an older mark (re-verified once, stale again): move it forward
-            key_line = note.line_of(REVIEW_KEY)
-
-            def replace(content: str, line=line):
-                return line if re.match(rf"^{REVIEW_KEY}\s*:", content) else None
-
-            return Fix("review", key_line, f, describe, replace, added={REVIEW_KEY: due.isoformat()})
-        return Fix("review", note.line_of("last_verified"), f, describe, insert=line,
+        # an older mark (re-verified once, stale again) is moved forward; a new one goes right
+        # after last_verified
+        line = note.line_of(REVIEW_KEY) if REVIEW_KEY in fm else note.line_of("last_verified")
+        return Fix("review", line, f, describe, set_key=(REVIEW_KEY, due.isoformat(), "last_verified"),
                    added={REVIEW_KEY: due.isoformat()})
 
     # -- the queue -------------------------------------------------------------------------
@@ -362,28 +358,40 @@ class Corrector(Agent):
                                               "on the same bytes conflict; proposed after it is decided", domain))
             return
 
-        # apply them, in order, to a copy of the lines
+        # apply them to a copy: the line edits in order (their line numbers are the file's), then
+        # the key edits, each by the one frontmatter editor
         added: dict = {}
-        failed: list[Fix] = []
+        failed: list[tuple[Fix, str]] = []
         done: list[Fix] = []
         for fix in remaining:
-            if fix.insert is not None:
-                lines.insert_after(fix.line, fix.insert)
-            else:
-                cur = lines.get(fix.line)
-                new = fix.apply(cur) if cur is not None else None
-                if new is None or new == cur:
-                    failed.append(fix)
-                    continue
-                lines.set(fix.line, new)
+            if fix.set_key is not None:
+                continue
+            cur = lines.get(fix.line)
+            new = fix.apply(cur) if cur is not None else None
+            if new is None or new == cur:
+                failed.append((fix, "no mechanical edit does it"))
+                continue
+            lines.set(fix.line, new)
             added.update(fix.added)
             done.append(fix)
         after_text = lines.text()
-        for fix in failed:
+        for fix in remaining:
+            if fix.set_key is None:
+                continue
+            key, value, after_key = fix.set_key
+            try:
+                after_text = set_key(after_text.encode("utf-8"), key, value, path=path,
+                                     after=after_key).decode("utf-8")
+            except FrontmatterEditError as exc:
+                failed.append((fix, f"the frontmatter editor refuses it ({exc.message})"))
+                continue
+            added.update(fix.added)
+            done.append(fix)
+        for fix, why_not in failed:
             ex["not_mechanical"] += 1
             report.findings.append(Finding(
                 NOT_MECHANICAL, path, fix.line, fix.finding.target,
-                f"{fix.finding.kind}: {fix.describe}; no mechanical edit does it; for a person", domain))
+                f"{fix.finding.kind}: {fix.describe}; {why_not}; for a person", domain))
         if not done:
             return
         n = changed_lines(text, after_text)

@@ -6,14 +6,16 @@ A BOM stays on the first line's content and is never touched unless that line is
 even then it stays in front. Decoding valid UTF-8 and encoding it again gives the same bytes,
 so a file comes back byte-exact except for the lines an edit names.
 
-The three mechanical edits:
+The two mechanical line edits:
 
 - ``quote_value``: ``globs: **/*.py`` -> ``globs: "**/*.py"``, ``match: | tail, |tail`` ->
   ``match: "| tail, |tail"``, ``- **/*.py`` (a list item) -> ``- "**/*.py"``; a trailing
-  `` # comment`` stays outside the quotes.
-- a new top-level key line inserted after another (``review_due`` after ``last_verified``),
-  with that line's ending.
+  `` # comment`` stays outside the quotes. The value's meaning does not change, only how it is
+  written (a key's value changed is the frontmatter editor's, below).
 - a line with one link target rewritten (``geode.agents.links.rewrite_line`` does the finding).
+
+A frontmatter key set or added (``review_due`` after ``last_verified``) is not a line edit: the
+Corrector asks the one frontmatter editor, ``geode.delivery.frontmatter_edit.set_key``.
 
 And the checks an edit must pass before it may become a proposal (``check_edit``): the file
 still parses as a note, its frontmatter means what it meant (plus the keys added), and its

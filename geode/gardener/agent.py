@@ -48,6 +48,7 @@ from collections import Counter
 from geode.agents.contract import NOTHING_TO_LEARN, Agent, Context, Finding, Proposed, Report, Skipped
 from geode.delivery.binding import ACTIONS, parse_binding
 from geode.delivery.crystal import RETIRED_STATUSES
+from geode.delivery.dates import ValidityWindow
 from geode.gardener import edits
 from geode.gardener.scan import MAX_EVIDENCE, scan
 from geode.gardener.terms import clean_term, file_stem, slug
@@ -379,9 +380,10 @@ class Gardener(Agent):
                 report.skipped.append(Skipped(note.path, 0, cid, "never fired in the window, but the file changed "
                                               "inside it: its binding has not had the whole window", domain))
                 continue
-            vf = str(note.frontmatter.get("valid_from") or "")
-            if vf and vf > _day(s.window_start):
-                report.skipped.append(Skipped(note.path, 0, cid, f"never fired, but valid only from {vf}", domain))
+            window = ValidityWindow.from_frontmatter(note.frontmatter)
+            if window.opens_after(_day(s.window_start)):
+                report.skipped.append(Skipped(note.path, 0, cid, "never fired, but valid only from "
+                                              f"{window.valid_from.isoformat()}", domain))
                 continue
             ex["never_fired"] += 1
             line = note.fm_lines.get("crystal.match") or note.fm_lines.get("crystal", 1)
@@ -417,7 +419,12 @@ class Gardener(Agent):
             new = new[: self.max_new_terms]
             data = open(full, "rb").read()
             if new:
-                after = edits.widen_match(data, note.path, new)
+                try:
+                    after = edits.widen_match(data, note.path, new)
+                except edits.FrontmatterEditError as exc:
+                    report.skipped.append(Skipped(note.path, line, cid, "never fired; terms were observed ("
+                                                  + ", ".join(new) + f") but the edit is not safe: {exc}", domain))
+                    continue
                 if after is None:
                     report.skipped.append(Skipped(note.path, line, cid, "never fired; terms were observed ("
                                                   + ", ".join(new) + ") but its match line is written in a form "
@@ -488,7 +495,12 @@ class Gardener(Agent):
                 continue
             full = os.path.join(ctx.settings.domains[domain], note.path)
             data = open(full, "rb").read()
-            after = edits.add_binding(data, note.path, on, terms)
+            try:
+                after = edits.add_binding(data, note.path, on, terms)
+            except edits.FrontmatterEditError as exc:
+                report.skipped.append(Skipped(note.path, exc.line, cid, f"its frontmatter cannot take a binding "
+                                              f"safely: {exc}", domain))
+                continue
             if after is None:
                 report.skipped.append(Skipped(note.path, 0, cid, "its frontmatter cannot take a binding safely", domain))
                 continue
@@ -549,10 +561,11 @@ class Gardener(Agent):
                 continue
             full = os.path.join(ctx.settings.domains[domain], note.path)
             data = open(full, "rb").read()
-            after = edits.set_salience(data, note.path, new)
-            if after is None:
-                report.skipped.append(Skipped(note.path, 0, cid, "its frontmatter cannot take a salience line safely",
-                                              domain))
+            try:
+                after = edits.set_salience(data, note.path, new)
+            except edits.FrontmatterEditError as exc:
+                report.skipped.append(Skipped(note.path, exc.line, cid, "its frontmatter cannot take a salience line "
+                                              f"safely: {exc}", domain))
                 continue
             draft = ProposalDraft(
                 agent=self.name, kind="edit", domain=domain,

@@ -31,6 +31,7 @@ import time
 
 from sqlalchemy import func, or_, select
 
+from geode.delivery.dates import DateError, parse_date
 from geode.recall.recall_index import RecallIndex, address, links_t, notes_t, obs_t, parse_address
 
 TYPED_WEIGHT = 1.0
@@ -301,8 +302,8 @@ def parse_period(period: str | None, now: float | None = None) -> tuple[float, s
     if p[-1:] in unit and p[:-1].replace(".", "", 1).isdigit():
         return now - float(p[:-1]) * unit[p[-1]], p
     try:
-        d = dt.date.fromisoformat(p[:10])
-    except ValueError:
+        d = parse_date(p, "period")  # strict, as every room reads dates: 2024-6-1 is not one
+    except DateError:
         raise ValueError(f"period {period!r}: use day, week, fortnight, month, Nh, Nd, Nw or a date (YYYY-MM-DD)") from None
     return dt.datetime(d.year, d.month, d.day, tzinfo=dt.timezone.utc).timestamp(), f"since {d.isoformat()}"
 

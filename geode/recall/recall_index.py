@@ -37,6 +37,7 @@ from sqlalchemy import (BigInteger, Column, Float, Index, Integer, MetaData, Str
                         create_engine, delete, insert, select, text, update)
 
 from geode.delivery.crystal import ESSENCE_CLOSE, ESSENCE_OPEN, RETIRED_STATUSES
+from geode.delivery.dates import DateError, ValidityWindow, optional_date
 from geode.delivery.store import SKIP_DIRS, iter_note_paths, read_note_file
 
 FTS_WEIGHTS = (8.0, 5.0, 3.0, 1.0)  # title, tags, description, body
@@ -223,11 +224,22 @@ def strip_markers(body: str) -> str:
     return body.replace(ESSENCE_OPEN, "").replace(ESSENCE_CLOSE, "")
 
 
-def _date(value) -> str | None:
-    if value in (None, ""):
-        return None
-    s = str(value).strip()
-    return s[:10] if len(s) >= 10 else s
+def _iso(day) -> str | None:
+    return day.isoformat() if day is not None else None
+
+
+def recorded_day(fm: dict) -> str | None:
+    """``YYYY-MM-DD`` of the first of ``recorded``/``created``/``date`` that reads as a date
+    (``geode.delivery.dates``); None when none does (the caller falls back to the file's mtime).
+    Stored normalised, so the SQL comparisons of ``after`` are comparisons of days."""
+    for key in ("recorded", "created", "date"):
+        try:
+            day = optional_date(fm.get(key), key)
+        except DateError:
+            continue  # the lint says so (date-not-iso)
+        if day is not None:
+            return day.isoformat()
+    return None
 
 
 def passage_text(title: str, description: str, tags: list[str], body: str) -> str:
@@ -273,7 +285,10 @@ def note_rows(note, domain: str, root: str, mtime_ns: int, size: int) -> dict:
             sal = min(1.0, max(0.0, sal))
     except (TypeError, ValueError):
         sal = None
-    recorded = _date(fm.get("recorded") or fm.get("created") or fm.get("date"))
+    recorded = recorded_day(fm)
+    # valid_to is the last day a note holds (inclusive); a bound that is not a date is unbounded,
+    # as in every other room (the lint reports it as date-not-iso)
+    window = ValidityWindow.from_frontmatter(fm)
     if not recorded:
         recorded = dt.datetime.fromtimestamp(mtime_ns / 1e9, dt.timezone.utc).date().isoformat()
     row = {
@@ -285,7 +300,7 @@ def note_rows(note, domain: str, root: str, mtime_ns: int, size: int) -> dict:
         "body": body, "body_line": note.body_line,
         "content_hash": hashlib.sha256(note.text.encode("utf-8")).hexdigest(),
         "mtime_ns": int(mtime_ns), "size": int(size), "recorded": recorded,
-        "valid_from": _date(fm.get("valid_from")), "valid_to": _date(fm.get("valid_to")),
+        "valid_from": _iso(window.valid_from), "valid_to": _iso(window.valid_to),
         "embed_text_hash": hashlib.sha256(passage_text(title, desc, tags, body).encode("utf-8")).hexdigest(),
         "indexed_at": time.time(),
     }

@@ -44,7 +44,9 @@ list field "the list holds it"; ``{"$in": [...]}``, ``{"$nin": [...]}``, ``{"$ne
 (numbers compare as numbers, anything else as text, so ISO dates work), ``{"$exists": bool}``;
 a scalar counts as a list of one), ``after`` (recorded on or after a date: frontmatter
 ``recorded``/``created``/``date``, else the file's mtime), ``as_of`` (``valid_from <= as_of <=
-valid_to``, inclusive, an absent date unbounded). A query without text returns everything the
+valid_to``, inclusive: ``valid_to`` is the last day a note holds; an absent date, or one that is not
+YYYY-MM-DD, unbounded: ``geode.delivery.dates.ValidityWindow``, the reading of every room).
+``after`` and ``as_of`` must be dates (``FilterError`` otherwise). A query without text returns everything the
 filters select (by the priors, then newest first).
 
 Each hit: ``address`` (``geode://domain/permalink``), ``domain``, ``path`` (relative to the store),
@@ -60,6 +62,7 @@ import math
 
 from sqlalchemy import and_, exists, func, literal_column, not_, or_, select, text
 
+from geode.delivery.dates import DateError, iso
 from geode.delivery.prompt_recall import fts5_query, query_terms
 from geode.recall.recall_index import (FTS_WEIGHTS, RecallIndex, address, fm_t, is_retired, links_t, notes_t,
                                    recall_config, tags_t)
@@ -146,6 +149,13 @@ def _where_cond(key: str, spec):
     return _fm_exists(key, fm_t.c.val == _lower(spec))
 
 
+def _day(value, name: str) -> str:
+    try:
+        return iso(value, name)
+    except DateError as exc:
+        raise FilterError(str(exc)) from None
+
+
 def filter_conditions(settings, domain=None, type=None, status=None, tags=None, where=None,
                       after=None, as_of=None) -> tuple[list, list[str]]:
     """SQL conditions on ``recall_note`` and the domains in scope."""
@@ -167,10 +177,13 @@ def filter_conditions(settings, domain=None, type=None, status=None, tags=None, 
             conds.append(exists(select(tags_t.c.note_id).where(tags_t.c.note_id == c.id, or_(*per_dom))))
     for key, spec in (where or {}).items():
         conds.append(_where_cond(str(key), spec))
-    if after:
-        conds.append(c.recorded >= str(after)[:10])
-    if as_of:
-        d = str(as_of)[:10]
+    if after not in (None, ""):
+        conds.append(c.recorded >= _day(after, "after"))
+    if as_of not in (None, ""):
+        # ValidityWindow.contains in SQL: valid_from <= day <= valid_to, both inclusive, NULL
+        # unbounded. The columns hold YYYY-MM-DD (recall_index normalises them), so text
+        # order is day order.
+        d = _day(as_of, "as_of")
         conds.append(or_(c.valid_from.is_(None), c.valid_from <= d))
         conds.append(or_(c.valid_to.is_(None), c.valid_to >= d))
     return conds, doms
