@@ -396,6 +396,70 @@ def test_release_database_with_another_schema_is_refused_and_left_alone(new_sett
         engine.dispose()
 
 
+# -- a later revision ---------------------------------------------------------------------------
+_PROBE_REVISION = textwrap.dedent('''
+    """A test-only revision: exercises the upgrade path (geode itself has only the baseline)."""
+    import sqlalchemy as sa
+    from alembic import op
+
+    revision = "0002_test_probe"
+    down_revision = "0001_baseline"
+    branch_labels = None
+    depends_on = None
+
+
+    def upgrade():
+        op.add_column("upkeep_night", sa.Column("probe", sa.Text(), nullable=False, server_default="none"))
+        op.create_index("ix_finding_severity", "finding", ["severity"])
+
+
+    def downgrade():
+        raise NotImplementedError
+''')
+
+
+def test_a_later_revision_upgrades_a_database_with_rows_and_older_code_refuses_it(new_settings, tmp_path,
+                                                                                   monkeypatch):
+    """The upgrade path beyond the baseline, with a revision written for this test into a copy
+    of the scripts: start-up applies it under the lock and keeps every row; the code that
+    knows only the baseline then meets a database newer than itself."""
+    import shutil
+
+    s = new_settings()
+    engine = models.init_db(s)
+    fill(engine, s)
+    before = dump(engine)
+    engine.dispose()
+
+    scripts = tmp_path / "scripts"
+    shutil.copytree(migrations.SCRIPT_DIR, scripts, ignore=shutil.ignore_patterns("__pycache__"))
+    (scripts / "versions" / "0002_test_probe.py").write_text(_PROBE_REVISION)
+    with monkeypatch.context() as m:
+        m.setattr(migrations, "SCRIPT_DIR", scripts)
+        m.setattr(migrations, "HEAD", "0002_test_probe")
+        engine = models.engine_for(s)
+        try:
+            assert migrations.upgrade_to_head(engine) == "upgraded"
+            assert version_rows(engine) == ["0002_test_probe"]
+            after = dump(engine)
+            for t in RECORD_TABLES:
+                if t != "upkeep_night":
+                    assert after[t] == before[t], t
+            assert [row[:-1] for row in after["upkeep_night"][0]] == before["upkeep_night"][0]
+            assert [row[-1] for row in after["upkeep_night"][0]] == ["none"]
+            with engine.connect() as c:
+                assert "ix_finding_severity" in {ix["name"] for ix in inspect(c).get_indexes("finding")}
+        finally:
+            engine.dispose()
+
+    engine = models.engine_for(s)
+    try:
+        with pytest.raises(migrations.SchemaTooNew, match="0002_test_probe.*0001_baseline"):
+            migrations.upgrade_to_head(engine)
+    finally:
+        engine.dispose()
+
+
 # -- newer than this code -----------------------------------------------------------------------
 def test_a_newer_revision_is_a_clear_error(new_settings):
     s = new_settings()
