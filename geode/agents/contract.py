@@ -296,15 +296,11 @@ def tables():
 
 
 def ensure_tables(engine) -> None:
-    run, finding = tables()
-    from sqlmodel import SQLModel
+    """The run and finding tables at the current schema: the records migrations
+    (``geode.delivery.migrations``), upgraded to head if behind."""
+    from geode.delivery import migrations
 
-    try:
-        with engine.begin() as conn:
-            SQLModel.metadata.create_all(conn, tables=[run, finding])
-    except Exception:  # two processes creating them at once on PostgreSQL: the loser finds them
-        with engine.begin() as conn:
-            SQLModel.metadata.create_all(conn, tables=[run, finding])
+    migrations.upgrade_to_head(engine)
 
 
 def _insert(conn):

@@ -1,6 +1,7 @@
 """The approval queue: every edit an agent wants is filed here first, and a person decides.
 
-Tables (SQLModel, created on first use; SQLite by default, PostgreSQL by URL):
+Tables (SQLModel; created and upgraded by the records migrations, ``geode.delivery.migrations``;
+SQLite by default, PostgreSQL by URL):
 
 - ``proposal``: one row per proposal: agent, kind, domain, title, rationale, evidence (JSON),
   ``run_id`` + ``key`` (unique: filing the same pair twice is a no-op), status.
@@ -33,6 +34,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Field, SQLModel
 
 from geode.agents import safepath
+from geode.delivery import migrations
 from geode.delivery.frontmatter_edit import FrontmatterEditError, set_key
 
 KINDS = ("edit", "move", "archive", "status", "new_note")
@@ -134,20 +136,12 @@ class ProposalJournal(SQLModel, table=True):
 
 TABLES = [Proposal.__table__, ProposalChange.__table__, ProposalAction.__table__, ProposalJournal.__table__]
 P, C, A, J = TABLES
-_ready: set[int] = set()
 
 
 def ensure_tables(engine) -> None:
-    """Create the queue's tables if needed (once per engine per process)."""
-    if id(engine) in _ready:
-        return
-    try:
-        with engine.begin() as conn:
-            SQLModel.metadata.create_all(conn, tables=TABLES)
-    except Exception:  # two processes creating PostgreSQL tables at once: retry finds them
-        with engine.begin() as conn:
-            SQLModel.metadata.create_all(conn, tables=TABLES)
-    _ready.add(id(engine))
+    """The queue's tables at the current schema: the records migrations, upgraded to head if
+    behind (nothing after the first call with this engine)."""
+    migrations.upgrade_to_head(engine)
 
 
 def open_queue(settings):

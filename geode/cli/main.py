@@ -18,6 +18,7 @@ from pathlib import Path
 
 from geode.cli.common import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, CLIError, engine_of, print_json, settings_of
 from geode.delivery.config import ConfigError, Settings, load_settings
+from geode.delivery.migrations import MigrationError
 
 STARTER_DIR = Path(__file__).resolve().parent.parent / "delivery" / "starter"
 
@@ -440,6 +441,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"geode: {exc}", file=sys.stderr)
         return exc.code
     except ConfigError as exc:
+        print(f"geode: {exc}", file=sys.stderr)
+        return EXIT_PROBLEMS
+    except MigrationError as exc:  # a records database newer than this geode, or not geode's
         print(f"geode: {exc}", file=sys.stderr)
         return EXIT_PROBLEMS
     except KeyboardInterrupt:

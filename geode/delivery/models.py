@@ -20,7 +20,7 @@ from sqlalchemy import Column, Float, Index, Integer, String, Text, event, selec
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import Field, SQLModel, create_engine
 
-from geode.delivery import ledger
+from geode.delivery import ledger, migrations
 
 #: The CLI waits longer than the hook for the SQLite write lock: it has a person, not a tool
 #: call, waiting on it.
@@ -189,20 +189,17 @@ def read_plan(engine_or_conn: Engine | Connection) -> dict | None:
 
 
 def init_db(settings, drain: bool = True) -> Engine:
-    """Create the record tables (idempotent), record the control plan once, drain the spool.
+    """Bring the records to the current schema, record the control plan once, drain the spool.
 
-    Call it at the start of every CLI command that touches the records. Spool lines that
-    cannot be parsed are moved to ``spool/rejected.jsonl`` and announced on stderr; a drain
-    that fails (the database busy beyond the timeout) is announced and retried next time.
+    Call it at the start of every CLI command that touches the records. The schema comes from
+    the migrations (``geode.delivery.migrations``: one read when already at head; every table of
+    every room, created or upgraded under a lock when behind; ``MigrationError`` when the
+    database is newer than this code). Spool lines that cannot be parsed are moved to
+    ``spool/rejected.jsonl`` and announced on stderr; a drain that fails (the database busy
+    beyond the timeout) is announced and retried next time.
     """
     engine = engine_for(settings)
-    try:
-        with engine.begin() as conn:  # IMMEDIATE on SQLite: the check-then-create is atomic
-            SQLModel.metadata.create_all(conn)
-    except Exception:
-        # Two processes creating PostgreSQL tables at once: the loser retries and finds them.
-        with engine.begin() as conn:
-            SQLModel.metadata.create_all(conn)
+    migrations.upgrade_to_head(engine)
     _record_plan(engine, settings)
     if drain:
         try:

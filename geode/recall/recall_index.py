@@ -2,7 +2,10 @@
 
 Derived from the files and rebuildable at any time. It lives in the SQLModel database
 (``GEODE_HOME/geode.db`` by default, PostgreSQL by ``[database] url``), in tables prefixed
-``recall_``. Full text:
+``recall_``. Being derived, these tables are not migrated: ``ensure_schema`` keeps
+``create_all`` and a changed layout is rebuilt (``geode reindex --wipe``); the records beside
+them have Alembic migrations (``geode.delivery.migrations``), which never touch ``recall_*``.
+Full text:
 
 - SQLite: an FTS5 table ``recall_fts`` (columns title, tags, description, body; tokenizer
   ``unicode61 remove_diacritics 2``), ranked with ``bm25`` and the column weights

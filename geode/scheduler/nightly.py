@@ -133,12 +133,7 @@ def night_table():
 def _engine(settings):
     from geode.agents.celery_app import _engine as engine_for
 
-    engine = engine_for(settings)
-    from sqlmodel import SQLModel
-
-    with engine.begin() as conn:
-        SQLModel.metadata.create_all(conn, tables=[night_table()])
-    return engine
+    return engine_for(settings)  # init_db: the records migrations made upkeep_night
 
 
 def fire(home: str | None = None, store: str | None = None, now: float | None = None) -> str | None:
