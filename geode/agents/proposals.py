@@ -29,10 +29,11 @@ from dataclasses import dataclass
 
 from sqlalchemy import (Column, Float, ForeignKey, Index, Integer, LargeBinary, String, Text,
                         UniqueConstraint, select)
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlmodel import Field, SQLModel
 
 from geode.agents import safepath
+from geode.delivery.errors import GeodeError
 
 KINDS = ("edit", "move", "archive", "status", "new_note")
 STATUSES = ("pending", "applied", "rejected", "undone", "conflict", "failed")
@@ -42,7 +43,7 @@ REJECTABLE = ("pending", "undone", "conflict", "failed")
 DEFAULT_ARCHIVE_DIR = "archive"
 
 
-class ProposalError(ValueError):
+class ProposalError(GeodeError, ValueError):
     """A draft that cannot be filed, or an action that cannot be taken; the message says why."""
 
 
@@ -143,7 +144,7 @@ def ensure_tables(engine) -> None:
     try:
         with engine.begin() as conn:
             SQLModel.metadata.create_all(conn, tables=TABLES)
-    except Exception:  # two processes creating PostgreSQL tables at once: retry finds them
+    except SQLAlchemyError:  # two processes creating PostgreSQL tables at once: retry finds them
         with engine.begin() as conn:
             SQLModel.metadata.create_all(conn, tables=TABLES)
     _ready.add(id(engine))
