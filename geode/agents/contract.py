@@ -297,12 +297,13 @@ def tables():
 
 def ensure_tables(engine) -> None:
     run, finding = tables()
+    from sqlalchemy.exc import SQLAlchemyError
     from sqlmodel import SQLModel
 
     try:
         with engine.begin() as conn:
             SQLModel.metadata.create_all(conn, tables=[run, finding])
-    except Exception:  # two processes creating them at once on PostgreSQL: the loser finds them
+    except SQLAlchemyError:  # two processes creating them at once on PostgreSQL: the loser finds them
         with engine.begin() as conn:
             SQLModel.metadata.create_all(conn, tables=[run, finding])
 

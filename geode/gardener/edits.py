@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 from geode.delivery.binding import parse_binding
+from geode.delivery.crystal import NoteError
 from geode.delivery.note import parse_note
 
 _BOM = b"\xef\xbb\xbf"
@@ -41,7 +42,7 @@ def _nl(lines: list[bytes]) -> bytes:
 def _parse(data: bytes, path: str):
     try:
         return parse_note(data.decode("utf-8"), path)
-    except Exception:
+    except (UnicodeDecodeError, NoteError):  # not a readable note: the caller treats it as unparsable
         return None
 
 
