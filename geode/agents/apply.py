@@ -41,8 +41,11 @@ import socket
 import threading
 from contextlib import contextmanager
 
+from sqlalchemy.exc import SQLAlchemyError
+
 from geode.agents import proposals, safepath
 from geode.agents.proposals import ProposalError, record, result, sha256
+from geode.delivery.errors import StoreError
 
 #: The steps after which a crash is injected in the tests, in the order they happen.
 STEPS = ("journal_intent", "write", "fsync", "chmod", "replace", "dir_fsync", "journal_mark")
@@ -52,13 +55,21 @@ def _after_step(step: str, path: str) -> None:
     """Called after each step; the crash tests replace it with one that calls ``os._exit``."""
 
 
-class FileConflict(Exception):
+class FileConflict(StoreError):
     """A file's sha256 is not the one expected immediately before replacing it."""
 
     def __init__(self, path: str, expected: str | None, found: str | None):
         super().__init__(f"{path}: changed meanwhile (sha256 {(found or 'absent')[:12]}, "
                          f"expected {(expected or 'absent')[:12]})")
         self.path = path
+
+
+def _log_unrecorded(proposal_id: int, action: str, exc: BaseException) -> None:
+    """An action row that could not be written (the database failed too): logged, never silent."""
+    import logging
+
+    logging.getLogger(__name__).warning("proposal %s: the %s action could not be recorded: %s",
+                                        proposal_id, action, exc)
 
 
 # -- the lock ------------------------------------------------------------------------------
@@ -162,7 +173,7 @@ def put(root: str, rel: str, data: bytes | None, mode: int | None, expect_sha: s
                 os.close(fd)
             _check(dirfd, leaf, rel, expect_sha)  # again, immediately before the replace
             os.replace(tmp, leaf, src_dir_fd=dirfd, dst_dir_fd=dirfd)
-        except BaseException:
+        except BaseException:  # clean up, then re-raise: nothing is caught here
             try:
                 _unlink_quiet(tmp, dirfd)
             except OSError:
@@ -363,14 +374,15 @@ def _abort(settings, engine, row, op, jid, plan, started, content, exc, who, fil
                 status=status, journal_id=None, message=message, updated_at=proposals._now()))
             record(conn, row["id"], action, outcome, who,
                    {"journal": jid, "error": str(exc), "rolled_back": [e["path"] for e in done]})
-    except Exception as exc2:  # the journal stays open (direction back): the next start finishes it
+    except (FileConflict, safepath.UnsafePath, OSError, SQLAlchemyError) as exc2:
+        # the journal stays open (direction back): the next start finishes it
         message = (f"{message}; putting the files back also failed ({exc2}); the next `geode proposals` "
                    f"command rolls it back")
         try:
             with engine.begin() as conn:
                 record(conn, row["id"], action, "error", who, {"journal": jid, "error": str(exc), "rollback": str(exc2)})
-        except Exception:
-            pass
+        except SQLAlchemyError as exc3:  # the result carries the message; the log says why the row is missing
+            _log_unrecorded(row["id"], action, exc3)
         return result(row["id"], action, False, prior, message, files)
     return result(row["id"], action, False, status, message, files)
 
@@ -466,8 +478,8 @@ def _reconcile_one(settings, engine, j: dict, who: str) -> dict:
         try:
             with engine.begin() as conn:
                 record(conn, row["id"], "reconcile", "error", who, {"journal": jid, "error": str(exc)})
-        except Exception:
-            pass
+        except SQLAlchemyError as exc3:  # the report carries the message; the log says why the row is missing
+            _log_unrecorded(row["id"], "reconcile", exc3)
         return report
     with engine.begin() as conn:
         conn.execute(J.update().where(J.c.id == jid).values(

@@ -26,6 +26,7 @@ import os
 from celery import Celery, chain
 
 from geode.agents.contract import MAX_ATTEMPTS
+from geode.delivery.config import ConfigError
 
 DEFAULT_VISIBILITY_TIMEOUT = 7200  # seconds; Redis's own default is 3600
 DEFAULT_TIME_LIMIT = 1800
@@ -33,8 +34,8 @@ DEFAULT_QUEUE = "geode-upkeep"
 AGENT_TASKS = ("librarian", "cleaner", "gardener", "corrector")
 
 
-class CeleryConfigError(ValueError):
-    pass
+class CeleryConfigError(ConfigError, ValueError):
+    """The ``[upkeep]`` broker settings cannot be used; the message says which and why."""
 
 
 def _upkeep_table(home: str | None) -> dict:
@@ -42,7 +43,7 @@ def _upkeep_table(home: str | None) -> dict:
 
     try:
         data = read_config_file(home or default_home(dict(os.environ)))
-    except Exception:
+    except ConfigError:  # a broken geode.toml is reported by load_settings; the broker settings use defaults
         return {}
     up = data.get("upkeep") or {}
     return up if isinstance(up, dict) else {}
@@ -185,9 +186,13 @@ def ping(celery_app: Celery | None = None, timeout: float = 2.0) -> tuple[bool, 
     capp = celery_app or app
     if capp.conf.task_always_eager:
         return True, "no broker configured: tasks run in-process"
+    from kombu.exceptions import OperationalError
+
     try:
         with capp.connection_for_write() as conn:
             conn.ensure_connection(max_retries=1, timeout=timeout)
         return True, f"broker {conn.as_uri()} answers"
-    except Exception as exc:
+    # kombu wraps a refused or timed-out connection in OperationalError; an unknown transport in
+    # the URL is a KeyError/ImportError/ValueError from kombu's URL parsing
+    except (OperationalError, OSError, KeyError, ImportError, ValueError) as exc:
         return False, f"broker {capp.conf.broker_url} does not answer: {exc}"

@@ -30,12 +30,13 @@ from dataclasses import dataclass
 
 from sqlalchemy import (Column, Float, ForeignKey, Index, Integer, LargeBinary, String, Text,
                         UniqueConstraint, select)
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlmodel import Field, SQLModel
 
 from geode.agents import safepath
 from geode.delivery import migrations
 from geode.delivery.frontmatter_edit import FrontmatterEditError, set_key
+from geode.delivery.errors import GeodeError
 
 KINDS = ("edit", "move", "archive", "status", "new_note")
 STATUSES = ("pending", "applied", "rejected", "undone", "conflict", "failed")
@@ -45,7 +46,7 @@ REJECTABLE = ("pending", "undone", "conflict", "failed")
 DEFAULT_ARCHIVE_DIR = "archive"
 
 
-class ProposalError(ValueError):
+class ProposalError(GeodeError, ValueError):
     """A draft that cannot be filed, or an action that cannot be taken; the message says why."""
 
 

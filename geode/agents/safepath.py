@@ -20,13 +20,15 @@ import errno
 import os
 import stat
 
+from geode.delivery.errors import StoreError
+
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _MAX_NAME_BYTES = 255
 _MAX_PATH_BYTES = 4000
 _MAX_DEPTH = 64  # folders nested deeper than this are a mistake, not a note
 
 
-class UnsafePath(ValueError):
+class UnsafePath(StoreError, ValueError):
     """The path may not be used; ``reason`` says why."""
 
     def __init__(self, path, reason: str):
@@ -103,7 +105,7 @@ def open_parent(root: str, rel: str, create: bool = False) -> tuple[int, str]:
             os.close(fd)
             fd = nxt
         return fd, parts[-1]
-    except BaseException:
+    except BaseException:  # clean up, then re-raise: nothing is caught here
         os.close(fd)
         raise
 

@@ -18,11 +18,13 @@ that already finished is returned as it was; one that died three times is marked
 from __future__ import annotations
 
 import importlib
+import logging
 import time
 import uuid
 
 from geode.agents.contract import (FAILED, MAX_ATTEMPTS, Agent, Context, Report, apply_rule, begin_attempt, census,
                              ensure_tables, finish_run, load_findings, store_findings)
+from geode.delivery.errors import GeodeError, NotFoundError
 
 #: the agents in the order they run
 ORDER = ("librarian", "cleaner", "gardener", "corrector")
@@ -34,17 +36,17 @@ BUILTIN = {
 }
 
 
-class UnknownAgent(LookupError):
-    pass
+class UnknownAgent(NotFoundError, LookupError):
+    """No agent by that name, or its module is not installed."""
 
 
 def upkeep_config(settings) -> dict:
     """The ``[upkeep]`` table of ``geode.toml`` (empty when absent or for a one-off store)."""
-    from geode.delivery.config import read_config_file
+    from geode.delivery.config import ConfigError, read_config_file
 
     try:
         data = read_config_file(settings.home)
-    except Exception:
+    except ConfigError:  # a broken geode.toml is reported by load_settings; upkeep uses defaults
         return {}
     up = data.get("upkeep") or {}
     return up if isinstance(up, dict) else {}
@@ -93,7 +95,9 @@ def available(settings=None) -> tuple[list[str], list[str]]:
     for name in order(settings):
         try:
             cls = _find_spec(registry(settings)[name])
-        except Exception:
+        except Exception as exc:  # plugin boundary: a configured agent module may raise anything on import
+            logging.getLogger(__name__).warning("agent %r cannot be loaded, counted as not installed: %s: %s",
+                                                name, type(exc).__name__, exc, exc_info=True)
             cls = None
         (have if cls is not None else missing).append(name)
     return have, missing
@@ -122,6 +126,11 @@ def _proposal_id(engine, run_id: str, key: str) -> int | None:
 def run_agent(settings, engine, run_id: str, name: str, trigger: str = "manual",
               max_attempts: int = MAX_ATTEMPTS) -> Report:
     """Run one agent for ``run_id`` exactly once (a rerun returns the stored report)."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from geode.agents.proposals import ProposalError
+    from geode.agents.safepath import UnsafePath
+
     ensure_tables(engine)
     state, value = begin_attempt(engine, run_id, name, trigger, max_attempts)
     if state != "run":
@@ -134,7 +143,9 @@ def run_agent(settings, engine, run_id: str, name: str, trigger: str = "manual",
         agent = load_agent(name, settings)
         report = agent.examine(ctx)
         report.agent = name
-    except Exception as exc:  # an agent that raises is a failed run with the reason, never silence
+    except Exception as exc:  # plugin boundary and worker task wrapper: a failed run with the reason, never silence
+        logging.getLogger(__name__).warning("agent %s failed in run %s: %s: %s", name, run_id, type(exc).__name__, exc,
+                                            exc_info=not isinstance(exc, GeodeError))
         report = Report(agent=name, status=FAILED, message=f"{type(exc).__name__}: {exc}")
         report.examined.setdefault("notes", 0)
     report.run_id, report.attempts, report.started_at = run_id, attempts, started
@@ -151,7 +162,8 @@ def run_agent(settings, engine, run_id: str, name: str, trigger: str = "manual",
             pid = file_one(settings, engine, draft)
             if pid is None:
                 pid = _proposal_id(engine, run_id, draft.key)
-        except Exception as exc:  # a conflict or a bad draft: reported, the others still filed
+        # a conflict, a bad draft, a refused path or the queue failing: reported, the others still filed
+        except (ProposalError, UnsafePath, OSError, SQLAlchemyError) as exc:
             problems.append(f"{draft.key}: {exc}")
             continue
         report.proposals.append({"id": pid, "kind": draft.kind, "paths": [c.path for c in draft.changes],

@@ -80,11 +80,11 @@ EXAMINED_KEYS = ("notes", "unreadable", "folders", "folders_capped", "folders_ov
 
 def cleaner_config(settings) -> dict:
     """``[cleaner]`` of ``geode.toml``: ``cap``, ``caps`` (folder -> cap), ``archive_dir``."""
-    from geode.delivery.config import read_config_file
+    from geode.delivery.config import ConfigError, read_config_file
 
     try:
         data = read_config_file(settings.home)
-    except Exception:
+    except ConfigError:  # a broken geode.toml is reported by load_settings; the Cleaner uses defaults
         data = {}
     cfg = data.get("cleaner") or {}
     return cfg if isinstance(cfg, dict) else {}
@@ -175,6 +175,7 @@ class Cleaner(Agent):
         if engine is None:
             return {}, "no records database: no note counts as used"
         from sqlalchemy import func, inspect, or_, select
+        from sqlalchemy.exc import SQLAlchemyError
 
         try:
             if not inspect(engine).has_table("ledger_event"):
@@ -200,7 +201,7 @@ class Cleaner(Agent):
                             out[key] = (prev[0] + int(n), max(prev[1], float(last or 0)), max(prev[2], int(last_id)))
             report.examined["ledger_rows"] += rows
             return out, "" if rows else "the ledger holds no delivered or read events: no note counts as used"
-        except Exception as exc:  # said, never silent
+        except SQLAlchemyError as exc:  # said, never silent
             return {}, f"the ledger could not be read ({type(exc).__name__}: {exc}): no note counts as used"
 
     # -- one domain --------------------------------------------------------------------------
@@ -482,6 +483,8 @@ class Cleaner(Agent):
             tags = [str(t) for t in (tags if isinstance(tags, list) else str(tags).split(","))]
             passages[p] = passage_text(n.title, str(n.frontmatter.get("description") or ""), tags,
                                        n.body.replace(ESSENCE_OPEN, "").replace(ESSENCE_CLOSE, ""))
+        from geode.recall.embed import ModelUnavailable
+
         try:
             emb = self._embedder
             if emb is None:
@@ -489,7 +492,7 @@ class Cleaner(Agent):
 
                 emb = get_embedder(self.ctx.settings)
             self.model_id = emb.model_id
-        except Exception as exc:
+        except (ModelUnavailable, ValueError) as exc:  # not installed here, or an unknown [recall] model
             report.skipped.append(Skipped("", 0, f"{len(paths)} notes",
                                           f"the embedding model could not load ({type(exc).__name__}: {exc}); "
                                           f"text-similar pairs are not judged", self.domain))
@@ -505,9 +508,9 @@ class Cleaner(Agent):
 
     def _stored_vectors(self, emb, passages: dict) -> dict:
         """Vectors of the recall index whose text hash matches what would be embedded now."""
-        try:
-            from geode.recall import vectors as V
+        from geode.recall import vectors as V
 
+        try:
             if not (V.chroma_url(self.ctx.settings) or V.current_folder(self.ctx.settings)):
                 return {}
             vs = V.VectorStore(self.ctx.settings, emb.model_id, emb.dim)
@@ -525,7 +528,10 @@ class Cleaner(Agent):
                 if p and meta.get("text_hash") == want:
                     out[p] = np.asarray(got["embeddings"][i], dtype=np.float32)
             return out
-        except Exception:  # the index is an optimisation: embed instead
+        except (V.VectorsUnavailable,) + V.client_errors() as exc:  # the index is an optimisation: embed instead
+            import logging
+
+            logging.getLogger(__name__).warning("cleaner: stored vectors not reused, embedding instead: %s", exc)
             return {}
 
     def _merge_proposal(self, report, a: str, b: str, j: float, c: float, f: Finding) -> None:

@@ -10,16 +10,21 @@ import json
 import sys
 
 from geode.delivery.config import ConfigError, Settings, load_settings
+from geode.delivery.errors import GeodeError, RecordsError
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
 
 
-class CLIError(Exception):
-    """A message for the user; exit status 1 (or ``code``)."""
+class CLIError(GeodeError):
+    """A message for the user; exit status 1 (or ``code``). ``main`` prints every ``GeodeError``
+    the same way; this one stays for the commands that raise it by name."""
 
-    def __init__(self, message: str, code: int = 1):
-        super().__init__(message)
-        self.code = code
+    def __init__(self, message: str, code: int = 1, *, hint: str = ""):
+        super().__init__(message, hint=hint, exit_code=code)
+
+    @property
+    def code(self) -> int:
+        return self.exit_code
 
 
 def print_json(obj) -> None:
@@ -38,6 +43,16 @@ def settings_of(args) -> Settings:
 
 
 def engine_of(settings: Settings):
+    """The records engine, tables created and the spool drained; ``RecordsError`` (a message, not
+    a traceback) when the database cannot be opened or written."""
+    from sqlalchemy.exc import SQLAlchemyError
+
     from geode.delivery import models
 
-    return models.init_db(settings)
+    try:
+        return models.init_db(settings)
+    except SQLAlchemyError as exc:
+        where = settings.db_url.split("@")[-1]
+        raise RecordsError(f"the records database {where} cannot be used ({getattr(exc, 'orig', None) or exc})",
+                           hint="check [database] url in geode.toml (or GEODE_DATABASE_URL), that the database "
+                                "runs and that this user may write there") from exc

@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 
 from geode.cli.common import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, CLIError, engine_of, print_json, settings_of
-from geode.delivery.config import ConfigError, Settings, load_settings
-from geode.delivery.migrations import MigrationError
+from geode.delivery.config import Settings, load_settings
+from geode.delivery.errors import GeodeError
 
 STARTER_DIR = Path(__file__).resolve().parent.parent / "delivery" / "starter"
 
@@ -437,15 +437,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except CLIError as exc:
+    except GeodeError as exc:  # every failure said for a person: one line and its status; a bug keeps its traceback
         print(f"geode: {exc}", file=sys.stderr)
-        return exc.code
-    except ConfigError as exc:
-        print(f"geode: {exc}", file=sys.stderr)
-        return EXIT_PROBLEMS
-    except MigrationError as exc:  # a records database newer than this geode, or not geode's
-        print(f"geode: {exc}", file=sys.stderr)
-        return EXIT_PROBLEMS
+        return exc.exit_code
     except KeyboardInterrupt:
         return 130
 

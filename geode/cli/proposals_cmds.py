@@ -33,10 +33,11 @@ def _who(args) -> str:
 def _open(args):
     from geode.agents import apply as A
     from geode.agents import proposals as Q
-    from geode.cli.common import settings_of as _settings
+    from geode.cli.common import engine_of, settings_of as _settings
 
     settings = _settings(args)
-    engine = Q.open_queue(settings)
+    engine = engine_of(settings)  # a database that cannot be used is a message, not a traceback
+    Q.ensure_tables(engine)
     reconciled = A.reconcile(settings, engine, _who(args) if hasattr(args, "who") else "reconcile")
     if reconciled and not args.json:
         for r in reconciled:

@@ -423,9 +423,11 @@ def cmd_status(args) -> int:
 def serve(settings, interval_s: float = 5.0, full_every_s: float = 120.0, ready=None, stop_event=None) -> None:
     """Keep the model and Chroma warm and answer search requests on a UNIX socket; refresh the text
     index and embed pending notes in the background (as the one writer while the lock is free)."""
+    import logging
     import socketserver
     import threading
 
+    from geode.delivery.errors import GeodeError
     from geode.recall import vectors
     from geode.recall.recall_index import RecallIndex
     from geode.recall.search import search, semantic_for
@@ -438,8 +440,8 @@ def serve(settings, interval_s: float = 5.0, full_every_s: float = 120.0, ready=
     semantic_for(settings)  # load the model and open Chroma now, not on the first prompt
     try:  # one search warms the SQL side too (statement caches, FTS pages)
         search(settings, "warm up", limit=1, refresh=True, chain=False)
-    except Exception as exc:
-        print(f"geode serve: warm-up search failed: {exc}", file=sys.stderr)
+    except Exception as exc:  # noqa: BLE001 - serve loop entry: reported, the server still starts
+        print(f"geode serve: warm-up search failed: {type(exc).__name__}: {exc}", file=sys.stderr)
     lock = threading.Lock()
     stop = stop_event or threading.Event()
 
@@ -459,8 +461,10 @@ def serve(settings, interval_s: float = 5.0, full_every_s: float = 120.0, ready=
                                      blend=req.get("blend") or "score", refresh=bool(req.get("refresh")),
                                      chain=not req.get("prompt"))
                     reply = dict(res, domains=[list(x) for x in sorted(settings.domains.items())])
-            except Exception as exc:  # a bad request never takes the server down
+            except Exception as exc:  # serve loop entry: a bad request gets its error, never takes the server down
                 reply = {"error": str(exc)}
+                if not isinstance(exc, (GeodeError, ValueError)):  # not the request's fault: keep the traceback
+                    logging.getLogger(__name__).exception("geode serve: request failed")
             self.wfile.write(json.dumps(reply, ensure_ascii=False, default=str).encode("utf-8") + b"\n")
 
     class Server(socketserver.ThreadingUnixStreamServer):
@@ -482,8 +486,8 @@ def serve(settings, interval_s: float = 5.0, full_every_s: float = 120.0, ready=
                 else:
                     idx.quick_refresh()
                 vectors.embed_pending(settings, limit=256)
-            except Exception as exc:  # report and keep serving
-                print(f"geode serve: background pass failed: {exc}", file=sys.stderr)
+            except Exception as exc:  # noqa: BLE001 - serve loop entry: reported; the next pass retries
+                print(f"geode serve: background pass failed: {type(exc).__name__}: {exc}", file=sys.stderr)
             stop.wait(interval_s)
 
     t = threading.Thread(target=background, daemon=True)

@@ -26,9 +26,9 @@ def _settings(args):
 
 def _engine(settings):
     from geode.agents.contract import ensure_tables
-    from geode.delivery.models import init_db
+    from geode.cli.common import engine_of
 
-    engine = init_db(settings)
+    engine = engine_of(settings)  # a database that cannot be used is a message, not a traceback
     ensure_tables(engine)
     return engine
 
@@ -191,10 +191,13 @@ def cmd_scheduler(args) -> int:
         print(f"geode: scheduler lock error: {exc}", file=sys.stderr)
         return nightly.EXIT_LOCKED
     try:
-        sched = nightly.build_scheduler_keeping_missed(settings)
+        problems: list[str] = []
+        sched = nightly.build_scheduler_keeping_missed(settings, problems=problems)
         job = None
         print(f"geode scheduler: nightly upkeep at {cfg['at']} local time "
               f"(misfire grace {cfg['misfire_grace_time'] // 3600} h, coalesced); pid {os.getpid()}", flush=True)
+        for p in problems:  # logged on stderr too; here in the scheduler's own report of how it started
+            print(f"geode scheduler: WARNING: {p}", flush=True)
 
         def announce(event=None):
             nonlocal job
@@ -238,7 +241,13 @@ def cmd_scheduler(args) -> int:
 def doctor_checks(settings, skip_model: bool = False) -> list[dict]:
     """Each part that must work on this store, and whether it can. Never green over a store an
     agent could not read: an agent check passes only when it examined every note file."""
+    import logging
+    import sqlite3
+
+    from sqlalchemy.exc import SQLAlchemyError
+
     from geode.agents import contract, upkeep
+    from geode.delivery.errors import GeodeError, RecordsError
 
     checks: list[dict] = []
 
@@ -267,7 +276,7 @@ def doctor_checks(settings, skip_model: bool = False) -> list[dict]:
             n = conn.execute(text("SELECT COUNT(*) FROM upkeep_run")).scalar_one()
             conn.execute(run.delete().where(run.c.run_id == f"doctor-probe-{os.getpid()}"))
         add("ledger", True, {"upkeep_runs": int(n) - 1}, f"the records database takes writes ({settings.db_url.split('@')[-1]})")
-    except Exception as exc:
+    except (RecordsError, SQLAlchemyError) as exc:
         add("ledger", False, {}, f"the records database cannot be written: {type(exc).__name__}: {exc}")
 
     have, missing = upkeep.available(settings)
@@ -277,7 +286,9 @@ def doctor_checks(settings, skip_model: bool = False) -> list[dict]:
             agent = upkeep.load_agent(name, settings)
             rep = agent.examine(ctx)
             rep.agent = name
-        except Exception as exc:
+        except Exception as exc:  # plugin boundary: a configured agent may raise anything; its check fails with why
+            logging.getLogger(__name__).warning("doctor: agent %s failed: %s: %s", name, type(exc).__name__, exc,
+                                                exc_info=not isinstance(exc, GeodeError))
             rep = contract.Report(agent=name, status=contract.FAILED, message=f"{type(exc).__name__}: {exc}")
         contract.apply_rule(rep, counted)
         unreadable = [f for f in rep.findings if f.kind == "unreadable"]
@@ -310,7 +321,7 @@ def doctor_checks(settings, skip_model: bool = False) -> list[dict]:
         add("index", ok, {"files": counts["files"], "crystals": counts["crystals"]},
             f"binding index holds {counts['files']} note files, as the store does" if ok else
             f"binding index holds {counts['files']} note files, the store {counted.notes}: run `geode reindex`")
-    except Exception as exc:
+    except (sqlite3.Error, OSError) as exc:
         add("index", False, {}, f"the binding index cannot be read or built: {type(exc).__name__}: {exc}")
 
     try:
@@ -318,12 +329,14 @@ def doctor_checks(settings, skip_model: bool = False) -> list[dict]:
 
         ok, msg = ping(app)
         add("broker", ok, {}, msg)
-    except Exception as exc:
+    except GeodeError as exc:  # CeleryConfigError, raised when the app is configured at import
         add("broker", False, {}, f"the Celery configuration is unusable: {exc}")
 
     import importlib.util
 
     if importlib.util.find_spec("geode.recall.embed") is not None and not skip_model:
+        from geode.recall.embed import ModelUnavailable
+
         try:
             from geode.recall.embed import get_embedder
 
@@ -332,7 +345,7 @@ def doctor_checks(settings, skip_model: bool = False) -> list[dict]:
             ok = len(vec) == emb.dim and emb.dim > 0
             add("model", ok, {"dim": emb.dim}, f"{emb.model_id} loads and embeds ({emb.dim} dimensions)" if ok
                 else f"{emb.model_id} returned {len(vec)} values, expected {emb.dim}")
-        except Exception as exc:
+        except (ModelUnavailable, ValueError, RuntimeError) as exc:  # not installed, unknown, or failing to embed
             add("model", False, {}, f"the embedding model does not load: {type(exc).__name__}: {exc}")
     return checks
 

@@ -113,11 +113,13 @@ class Corrector(Agent):
             ex[f"read:{f.kind}"] = ex.get(f"read:{f.kind}", 0) + 1
         moves = {}
         if ctx.engine is not None:
+            from sqlalchemy.exc import SQLAlchemyError
+
             try:
                 from geode.agents.links import move_history
 
                 moves = move_history(ctx.engine)
-            except Exception as exc:  # the queue unreadable: say so, work from the suggestions stored
+            except SQLAlchemyError as exc:  # the queue unreadable: say so, work from the suggestions stored
                 report.message = f"move history unavailable ({exc}); stored suggestions only"
         for domain, load in ctx.readable(report):
             ex["notes"] += len(load.notes)
@@ -130,11 +132,17 @@ class Corrector(Agent):
         interrupted attempt of the same run are left out)."""
         own: set[int] = set()
         if ctx.engine is not None and ctx.run_id:
+            from sqlalchemy.exc import SQLAlchemyError
+
             try:
                 from geode.agents.contract import load_findings
 
                 own = {f.id for f in load_findings(ctx.engine, ctx.run_id, agent=self.name)}
-            except Exception:
+            except SQLAlchemyError as exc:  # logged: an earlier attempt's own findings may be read again
+                import logging
+
+                logging.getLogger(__name__).warning("corrector: its earlier findings of run %s cannot be read: %s",
+                                                    ctx.run_id, exc)
                 own = set()
         return [f for f in ctx.prior_findings if f.id is None or f.id not in own]
 

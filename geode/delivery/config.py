@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 
 from geode.delivery import fastjson
+from geode.delivery.errors import GeodeError
 
 DEFAULT_BUDGET = 4000
 DEFAULT_INJECT_BUDGET = 1200
@@ -56,7 +57,7 @@ _DEFAULTS = {
 }
 
 
-class ConfigError(Exception):
+class ConfigError(GeodeError):
     """geode.toml cannot be used; the message names the file (and line when known)."""
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 
+from geode.delivery.errors import StoreError
 from geode.delivery.frontmatter import FrontmatterError, parse_frontmatter
 
 ESSENCE_OPEN = "<!-- crystal:essence -->"
@@ -22,7 +23,7 @@ DEFAULT_MAX_BYTES = 1_000_000
 SKIP_DIRS = frozenset({".git", ".hg", ".svn", ".obsidian", ".trash", ".geode", "node_modules", "__pycache__", ".venv"})
 
 
-class NoteError(ValueError):
+class NoteError(StoreError, ValueError):
     """A file that cannot be read as a note; ``line`` is 1-based (0 when it is the whole file)."""
 
     def __init__(self, path: str, line: int, code: str, message: str, severity: str = "error"):

@@ -29,6 +29,8 @@ from __future__ import annotations
 import datetime as _dt
 import re
 
+from geode.delivery.errors import GeodeError
+
 #: frontmatter fields read as dates (the lint checks each is written ``YYYY-MM-DD``)
 DATE_FIELDS = ("valid_from", "valid_to", "last_verified", "review_due", "recorded", "created", "date")
 #: those of them that name a day (a time part there is a mistake)
@@ -38,7 +40,7 @@ _ISO_DAY = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})")
 _TIME_SEP = ("T", "t", " ")
 
 
-class DateError(ValueError):
+class DateError(GeodeError, ValueError):
     """A value that is not a date this module accepts; names the field and the value."""
 
     def __init__(self, field: str, value, reason: str = ""):

@@ -18,6 +18,7 @@ from geode.delivery import ledger
 from geode.delivery.binding import parse_binding, who_matches
 from geode.delivery.index import Index
 from geode.delivery.pack import Item, cut_boot, pack
+from geode.delivery.sqlite import sqlite3
 
 try:  # the builtin module is cheap; hashlib's OpenSSL binding costs the hook ~2 ms
     from _sha256 import sha256 as _sha256
@@ -67,7 +68,7 @@ class Delivery:
         if self._ledger_conn is None and self.settings.uses_sqlite_ledger and os.path.exists(self.settings.ledger_path):
             try:
                 self._ledger_conn = ledger.connect(self.settings)
-            except Exception:
+            except (sqlite3.Error, OSError):  # locked or unreadable: the plan is read from the config instead
                 self._ledger_conn = None
         if self._plan is None:
             self._plan = control.load_plan(self.settings, self._ledger_conn)
@@ -191,8 +192,8 @@ class Delivery:
                     self.idx.sess_put(self.session, "offered", cut)
             if skipped:
                 self.idx.sess_put(self.session, "pending", [it.crystal_id for it in skipped])
-        except Exception:
-            pass  # session state is best effort; the ledger rows are what count
+        except sqlite3.Error:
+            pass  # session state is best effort (the index locked or read-only); the ledger rows are what count
 
     # -- boot and inject ------------------------------------------------------------
     def boot(self) -> dict:

@@ -8,13 +8,15 @@
 
 from __future__ import annotations
 
+from geode.delivery.errors import GeodeError
+
 try:
     import _json as _c
 except ImportError:  # pragma: no cover - CPython always has it
     _c = None
 
 
-class JSONDecodeError(ValueError):
+class JSONDecodeError(GeodeError, ValueError):
     """Malformed JSON; message carries the position."""
 
 

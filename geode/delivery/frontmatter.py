@@ -21,8 +21,10 @@ Errors (``FrontmatterError``) carry the 1-based line number inside the file.
 
 from __future__ import annotations
 
+from geode.delivery.errors import GeodeError, StoreError
 
-class FrontmatterError(ValueError):
+
+class FrontmatterError(StoreError, ValueError):
     """The frontmatter cannot be read; ``line`` is 1-based within the file."""
 
     def __init__(self, line: int, message: str):
@@ -422,8 +424,8 @@ class _Parser:
         return _convert_plain(s[j:k].strip()), k
 
 
-class _Incomplete(Exception):
-    pass
+class _Incomplete(GeodeError):
+    """Internal: a flow value continues on the next line (never leaves this module)."""
 
 
 def parse_frontmatter(text: str, first_line: int = 2) -> ParsedFrontmatter:

@@ -39,6 +39,7 @@ import copy
 import datetime as _dt
 from decimal import Decimal
 
+from geode.delivery.errors import GeodeError, StoreError
 from geode.delivery.frontmatter import FrontmatterError, parse_frontmatter
 
 _BOM = b"\xef\xbb\xbf"
@@ -46,7 +47,7 @@ _LENIENT = ("lenient-block-indicator", "unquoted-special", "reserved-indicator")
 _MISSING = object()
 
 
-class FrontmatterEditError(ValueError):
+class FrontmatterEditError(StoreError, ValueError):
     """An edit that cannot be made safely; ``path``, ``key``, ``line`` (0: none) say where."""
 
     def __init__(self, path: str, key: str, message: str, line: int = 0):
@@ -310,7 +311,7 @@ def _form(lines: list[str], k: int, end: int, lenient: bool) -> _Form:
 
 
 # -- writing values -------------------------------------------------------------------------------
-class _Unwritable(Exception):
+class _Unwritable(GeodeError):
     pass
 
 

@@ -23,6 +23,7 @@ from geode.delivery import fastjson, guard
 from geode.delivery.config import CLAUDE_CONTEXT_CAP, load_settings
 from geode.delivery.engine import Delivery, content_hash
 from geode.delivery.index import Index
+from geode.delivery.sqlite import sqlite3
 
 EDIT_TOOLS = ("Edit", "MultiEdit", "NotebookEdit")
 WORK_ACTIONS = ("bash", "write", "edit")
@@ -214,8 +215,8 @@ class HookRun:
                 words = guard._segments(text)
                 if words and words[0]:
                     self.idx.sess_put(self.session, "cmd", [os.path.basename(words[0][0])[:40]], bump=True)
-        except Exception:
-            pass
+        except sqlite3.Error:
+            pass  # session counts are best effort (the index locked); a bug still reaches hookmain's log
 
     # -- the other events ----------------------------------------------------------
     def session_start(self) -> dict | None:
@@ -237,7 +238,9 @@ class HookRun:
                 from geode.delivery.search_log import record_search  # the Gardener reads these rows
 
                 record_search(self.settings, prompt, hits, self.session)
-        except Exception:  # recall is a bonus: any failure leaves the inject channel as it was
+        # recall is a bonus: a bad GEODE_RECALL_BUDGET_MS, a socket or database that fails, leave the
+        # inject channel as it was (prompt_recall handles its own errors; a bug reaches hookmain's log)
+        except (ValueError, OSError, sqlite3.Error):
             pass
         return _context("UserPromptSubmit", text) if text else None
 

@@ -170,7 +170,7 @@ class Index:
             if self._meta("key_lengths") is None:
                 c.execute("INSERT OR REPLACE INTO meta VALUES('key_lengths', ?)", (str(KEY_LEN),))
             c.execute("COMMIT")
-        except BaseException:
+        except BaseException:  # clean up, then re-raise: nothing is caught here
             c.execute("ROLLBACK")
             raise
         self._short = None
@@ -368,7 +368,7 @@ class Index:
             for d, p in expired:
                 c.execute("DELETE FROM dirty WHERE domain=? AND path=?", (d, p))
             c.execute("COMMIT")
-        except BaseException:
+        except BaseException:  # clean up, then re-raise: nothing is caught here
             c.execute("ROLLBACK")
             raise
         self._short = None

@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from geode.delivery.errors import GeodeError
+
 AGENTS: tuple[str, ...] = ("claude", "codex")
 SCOPES: tuple[str, ...] = ("project", "user")
 
@@ -87,7 +89,7 @@ CODEX_EVENTS: tuple[EventSpec, ...] = (
 EVENTS: dict[str, tuple[EventSpec, ...]] = {"claude": CLAUDE_EVENTS, "codex": CODEX_EVENTS}
 
 
-class InstallError(Exception):
+class InstallError(GeodeError):
     """The hooks cannot be installed or removed safely; the message says which file and why."""
 
 
@@ -324,7 +326,7 @@ def _atomic_write(path: Path, content: bytes, before: os.stat_result | None) -> 
         finally:
             os.close(fd)
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException:  # clean up, then re-raise: nothing is caught here
         try:
             os.unlink(tmp)
         except OSError:

@@ -151,7 +151,7 @@ def connect(settings, timeout_ms: int | None = None) -> sqlite3.Connection:
     try:
         conn.execute(f"PRAGMA busy_timeout = {int(ms)}")
         conn.execute("PRAGMA synchronous = NORMAL")
-    except BaseException:
+    except BaseException:  # clean up, then re-raise: nothing is caught here
         conn.close()
         raise
     return conn
@@ -164,7 +164,7 @@ def _insert_sqlite(conn: sqlite3.Connection, rows: list[tuple]) -> int:
     try:
         conn.executemany(_INSERT_SQL, rows)
         conn.execute("COMMIT")
-    except BaseException:
+    except BaseException:  # clean up, then re-raise: nothing is caught here
         try:
             conn.execute("ROLLBACK")
         except sqlite3.Error:
@@ -193,8 +193,8 @@ def append(settings, events: list[dict]) -> str:
                 st = os.stat(spool_path(settings))
                 if st.st_size > 0:
                     drain(settings, lambda evs: _insert_sqlite(conn, [_row(e) for e in evs]), claim_wait_s=0.02)
-            except Exception:
-                pass  # draining is opportunistic; the events themselves are stored
+            except (OSError, sqlite3.Error):
+                pass  # draining is opportunistic (spool busy, database locked); the events themselves are stored
             return "db"
         finally:
             if conn is not None:

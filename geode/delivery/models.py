@@ -18,6 +18,7 @@ from typing import Any
 
 from sqlalchemy import Column, Float, Index, Integer, String, Text, event, select
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Field, SQLModel, create_engine
 
 from geode.delivery import ledger, migrations
@@ -204,7 +205,9 @@ def init_db(settings, drain: bool = True) -> Engine:
     if drain:
         try:
             report = ingest_spool_into(engine, settings)
-        except Exception as exc:  # the lines stay in the spool; the command can still run
+        # the database busy or failing (through SQLAlchemy or the driver), the spool unreadable:
+        # the lines stay in the spool; the command can still run
+        except (SQLAlchemyError, ledger.sqlite3.Error, OSError) as exc:
             print(f"geode: the ledger spool was not drained this time ({exc}); it will be retried", file=sys.stderr)
             return engine
         if report["rejected"]:

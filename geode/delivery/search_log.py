@@ -60,5 +60,5 @@ def record_search(settings, query: str, hits: list[dict], session: str = "") -> 
     """Append one ``searched`` row for this search; never raises."""
     try:
         ledger.append(settings, [search_event(query, hits, session)])
-    except Exception:
+    except (OSError, ValueError):  # what ``ledger.append`` raises when the database and the spool both fail
         pass  # search must answer even when the ledger cannot be written

@@ -111,11 +111,11 @@ class Gardener(Agent):
     def _configure(self, settings) -> list[str]:
         """``[gardener]`` of geode.toml, then the constructor's overrides."""
         notes = []
-        try:
-            from geode.delivery.config import read_config_file
+        from geode.delivery.config import ConfigError, read_config_file
 
+        try:
             table = read_config_file(settings.home).get("gardener") or {}
-        except Exception:
+        except ConfigError:  # a broken geode.toml is reported by load_settings; the Gardener uses defaults
             table = {}
         for source in (table if isinstance(table, dict) else {}, self._overrides):
             for k, v in source.items():
@@ -244,7 +244,8 @@ class Gardener(Agent):
 
     # -- rule 1: blocked lookups become stubs ---------------------------------------------
     def _stubs(self, ctx: Context, s, report: Report) -> None:
-        from geode.agents.proposals import ProposalDraft, new_note_change
+        from geode.agents.proposals import ProposalDraft, ProposalError, new_note_change
+        from geode.agents.safepath import UnsafePath
 
         parent = list(range(len(s.blocked)))
 
@@ -298,7 +299,7 @@ class Gardener(Agent):
                 continue
             try:
                 change = new_note_change(ctx.settings, domain, path, text)
-            except Exception as exc:
+            except (ProposalError, UnsafePath, OSError) as exc:  # exists already, a refused path, unreadable
                 report.skipped.append(Skipped(path, 0, ", ".join(terms), f"stub not proposed: {exc}", domain))
                 continue
             draft = ProposalDraft(
@@ -339,7 +340,8 @@ class Gardener(Agent):
 
     # -- rule 2: never fired: widen or retire -----------------------------------------------
     def _never_fired(self, ctx: Context, s, report: Report) -> None:
-        from geode.agents.proposals import FileChange, ProposalDraft, sha256, status_change
+        from geode.agents.proposals import FileChange, ProposalDraft, ProposalError, sha256, status_change
+        from geode.agents.safepath import UnsafePath
 
         ex = report.examined
         ex["never_fired"] = 0
@@ -443,7 +445,7 @@ class Gardener(Agent):
                 continue
             try:
                 change = status_change(ctx.settings, domain, note.path, self.retire_status)
-            except Exception as exc:
+            except (ProposalError, UnsafePath, OSError) as exc:  # gone meanwhile, a refused path, unreadable
                 report.skipped.append(Skipped(note.path, line, cid, f"retirement not proposed: {exc}", domain))
                 continue
             draft = ProposalDraft(

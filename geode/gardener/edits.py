@@ -21,6 +21,7 @@ from geode.delivery.frontmatter_edit import (
     set_key,
     value_form,
 )
+from geode.delivery.crystal import NoteError
 from geode.delivery.note import parse_note
 
 __all__ = ["FrontmatterEditError", "add_binding", "set_salience", "widen_match"]
@@ -29,7 +30,7 @@ __all__ = ["FrontmatterEditError", "add_binding", "set_salience", "widen_match"]
 def _parse(data: bytes, path: str):
     try:
         return parse_note(data.decode("utf-8"), path)
-    except Exception:
+    except (UnicodeDecodeError, NoteError):  # not a readable note: the caller treats it as unparsable
         return None
 
 

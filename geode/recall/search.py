@@ -63,6 +63,7 @@ import math
 from sqlalchemy import and_, exists, func, literal_column, not_, or_, select, text
 
 from geode.delivery.dates import DateError, iso
+from geode.delivery.errors import UsageError
 from geode.delivery.prompt_recall import fts5_query, query_terms
 from geode.recall.recall_index import (FTS_WEIGHTS, RecallIndex, address, fm_t, is_retired, links_t, notes_t,
                                    recall_config, tags_t)
@@ -75,7 +76,7 @@ MAX_CONTAINS_ANY = 100
 EXACT_SEMANTIC_MAX = 5000  # with filters, up to this many candidates are compared exactly
 
 
-class FilterError(ValueError):
+class FilterError(UsageError, ValueError):
     """A filter that cannot be applied; the message says which and why."""
 
 
@@ -261,16 +262,22 @@ class Semantic:
 
     def __init__(self, settings, embedder=None):
         from geode.recall.embed import get_embedder
-        from geode.recall.vectors import VectorStore
+        from geode.recall.vectors import VectorStore, VectorsUnavailable
 
         self.embedder = embedder or get_embedder(settings)
-        self.vs = VectorStore(settings, self.embedder.model_id, self.embedder.dim, write=False)
+        self.error = ""  # why the vectors cannot answer now (Chroma unreachable); "" when they can
+        try:
+            self.vs = VectorStore(settings, self.embedder.model_id, self.embedder.dim, write=False)
+        except VectorsUnavailable as exc:
+            self.vs, self.error = None, str(exc)
 
     @property
     def available(self) -> bool:
         """Vectors exist for this model (a yes is trusted for 5 s, a no is checked every time)."""
         import time
 
+        if self.vs is None:
+            return False
         now = time.monotonic()
         seen = getattr(self, "_seen", None)
         if seen is not None and now - seen < 5.0:
@@ -438,7 +445,7 @@ def semantic_for(settings, embedder=None) -> Semantic:
 
     key = (settings.home, tuple(sorted(settings.domains.items())), model_spec(settings), id(embedder))
     s = _SEMANTIC_CACHE.get(key)
-    if s is None or not s.vs.available:
+    if s is None or s.vs is None or s.error or not s.vs.available:  # unavailable: try again each time
         s = Semantic(settings, embedder)
         _SEMANTIC_CACHE[key] = s
     return s
@@ -476,13 +483,22 @@ def search(settings, query: str = "", *, limit: int = 10, domain=None, type=None
         lex = lexical(idx, terms, conds, n) if mode != "semantic" else {}
         sem: dict[int, float] = {}
         if mode in ("hybrid", "semantic"):
+            from geode.recall.vectors import VectorsUnavailable
+
             s = semantic_for(settings, embedder)
-            if s.available:
-                sem = s.scores(idx, q, conds, n, filtered)
-                used = "hybrid" if mode == "hybrid" else "semantic"
-                model = s.embedder.model_id
-            else:
-                model = s.embedder.model_id
+            model = s.embedder.model_id
+            try:
+                if s.available:
+                    sem = s.scores(idx, q, conds, n, filtered)
+                    used = "hybrid" if mode == "hybrid" else "semantic"
+            except VectorsUnavailable as exc:  # Chroma went away after it was opened
+                s.error = str(exc)
+            if s.error:  # said in the result and logged, never taken for "no vectors yet"
+                notice = f"semantic side unavailable, full text alone: {s.error}"
+                import logging
+
+                logging.getLogger(__name__).warning("geode search: %s", notice)
+            elif used == "text":
                 notice = "no vectors yet for " + model + ": full text alone"
             pending = _pending_in_scope(idx, conds, model)
             if pending and not notice:

@@ -24,8 +24,36 @@ import shutil
 import sys
 import time
 
+from geode.delivery.errors import ServiceUnavailable
+
 POINTER = "chroma.current"
 LOCK = "chroma.lock"
+
+
+class VectorsUnavailable(ServiceUnavailable):
+    """Chroma cannot be reached or opened; the message says where, why and what to do."""
+
+
+def client_errors() -> tuple[type[BaseException], ...]:
+    """What a Chroma client raises when its server or folder cannot be used: its own errors,
+    httpx's (a server that went away mid-session), ``ValueError`` ("Could not connect to a
+    Chroma server", raised by ``HttpClient`` itself) and ``OSError`` (a local folder)."""
+    import httpx
+    from chromadb.errors import ChromaError
+
+    return (ChromaError, httpx.HTTPError, ValueError, OSError)
+
+
+def unavailable(settings, folder: str | None, exc: BaseException) -> VectorsUnavailable:
+    """The error to raise for ``exc``, naming the server or folder and what to do."""
+    url = chroma_url(settings)
+    why = f"{type(exc).__name__}: {exc}"
+    if url:
+        return VectorsUnavailable(f"the Chroma server at {url} cannot be used ({why})",
+                                  hint="start it, or remove [recall] chroma_url (and GEODE_CHROMA_URL) "
+                                       "to keep the vectors in a local folder")
+    return VectorsUnavailable(f"the Chroma folder {folder} cannot be used ({why})",
+                              hint="`geode reindex --wipe` rebuilds the vectors from the notes")
 
 
 def _slug(s: str) -> str:
@@ -127,7 +155,7 @@ def writer_active(settings) -> bool:
     return True
 
 
-def _client(settings, folder: str | None):
+def _connect(settings, folder: str | None):
     import chromadb
     from chromadb.config import Settings as ChromaSettings
 
@@ -140,6 +168,14 @@ def _client(settings, folder: str | None):
         return chromadb.HttpClient(host=u.hostname or "localhost", port=u.port or (443 if u.scheme == "https" else 8000),
                                    ssl=u.scheme == "https", settings=cs)
     return chromadb.PersistentClient(path=folder, settings=cs)
+
+
+def _client(settings, folder: str | None):
+    """The Chroma client, or ``VectorsUnavailable`` saying which server or folder and why."""
+    try:
+        return _connect(settings, folder)
+    except client_errors() as exc:
+        raise unavailable(settings, folder, exc) from exc
 
 
 class VectorStore:
@@ -167,6 +203,16 @@ class VectorStore:
         self._open()
 
     def _open(self) -> None:
+        """Open (a writer: create) this model's collection; a missing one is "no vectors yet",
+        anything else the client raises is ``VectorsUnavailable``."""
+        try:
+            self._open_collection()
+        except client_errors() as exc:  # a server that went away is not "no vectors yet": say so
+            raise unavailable(self.settings, self.folder, exc) from exc
+
+    def _open_collection(self) -> None:
+        from chromadb.errors import NotFoundError as NoCollection
+
         if self.write:
             self.col = self._client.get_or_create_collection(
                 self.name, embedding_function=None,
@@ -174,7 +220,7 @@ class VectorStore:
         else:
             try:
                 self.col = self._client.get_collection(self.name, embedding_function=None)
-            except Exception:  # no vectors for this model yet
+            except NoCollection:  # no vectors for this model yet
                 self.col = None
 
     @property
@@ -182,7 +228,10 @@ class VectorStore:
         return self.col is not None
 
     def count(self) -> int:
-        return self.col.count() if self.col is not None else 0
+        try:
+            return self.col.count() if self.col is not None else 0
+        except client_errors() as exc:
+            raise unavailable(self.settings, self.folder, exc) from exc
 
     def upsert(self, ids: list[str], vectors, metas: list[dict]) -> None:
         assert self.write, "readers never write"
@@ -213,10 +262,14 @@ class VectorStore:
         """Nearest ``n`` vectors as (id, cosine similarity), best first."""
         if self.col is None or n <= 0:
             return []
-        total = self.col.count()
+        total = self.count()
         if not total:
             return []
-        r = self.col.query(query_embeddings=[[float(x) for x in vec]], n_results=min(n, total), include=["distances"])
+        try:
+            r = self.col.query(query_embeddings=[[float(x) for x in vec]], n_results=min(n, total),
+                               include=["distances"])
+        except client_errors() as exc:
+            raise unavailable(self.settings, self.folder, exc) from exc
         return [(i, 1.0 - float(d)) for i, d in zip(r["ids"][0], r["distances"][0])]
 
     def similarities(self, vec, ids: list[str]) -> dict[str, float]:
@@ -228,7 +281,10 @@ class VectorStore:
         out: dict[str, float] = {}
         q = np.asarray(vec, dtype=np.float32)
         for start in range(0, len(ids), 2000):
-            got = self.col.get(ids=[str(i) for i in ids[start:start + 2000]], include=["embeddings"])
+            try:
+                got = self.col.get(ids=[str(i) for i in ids[start:start + 2000]], include=["embeddings"])
+            except client_errors() as exc:
+                raise unavailable(self.settings, self.folder, exc) from exc
             if not len(got["ids"]):
                 continue
             m = np.asarray(got["embeddings"], dtype=np.float32)

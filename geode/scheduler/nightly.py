@@ -22,18 +22,23 @@ import fcntl
 import os
 import time
 
+from geode.delivery.config import ConfigError
+from geode.delivery.errors import GeodeError
+
 JOB_ID = "geode-nightly-upkeep"
 DEFAULT_AT = "03:00"
 DEFAULT_GRACE_HOURS = 24.0
 EXIT_LOCKED = 3
 
 
-class SchedulerLocked(RuntimeError):
+class SchedulerLocked(GeodeError, RuntimeError):
     """Another scheduler process holds this store's lock."""
 
+    exit_code = EXIT_LOCKED
 
-class ScheduleError(ValueError):
-    pass
+
+class ScheduleError(ConfigError, ValueError):
+    """``[upkeep] at`` or ``misfire_grace_hours`` cannot be used; the message says which."""
 
 
 # -- configuration ---------------------------------------------------------------------------
@@ -159,7 +164,7 @@ def fire(home: str | None = None, store: str | None = None, now: float | None = 
         return None
     try:
         enqueue_upkeep(settings, run_id, trigger="schedule")
-    except BaseException:
+    except BaseException:  # clean up, then re-raise: nothing is caught here
         with engine.begin() as conn:  # not sent: the night stays open for the next attempt
             conn.execute(table.delete().where(table.c.run_id == run_id))
         raise
@@ -213,10 +218,16 @@ def serve(settings, once_started=None) -> int:
         lock.release()
 
 
-def build_scheduler_keeping_missed(settings, background: bool = False):
+def build_scheduler_keeping_missed(settings, background: bool = False, problems: list[str] | None = None):
     """``build_scheduler``, keeping the stored next fire time of the job when it is in the past
-    (a night missed while the scheduler was down) so that it is caught up once, coalesced."""
+    (a night missed while the scheduler was down) so that it is caught up once, coalesced.
+
+    When the stored job cannot be read, a missed night cannot be caught up on this start: that
+    is logged as a warning and appended to ``problems`` (the command prints it), never silent."""
+    import pickle
+
     from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
+    from sqlalchemy.exc import SQLAlchemyError
 
     engine = _engine(settings)
     missed = None
@@ -226,8 +237,17 @@ def build_scheduler_keeping_missed(settings, background: bool = False):
         job = js.lookup_job(JOB_ID)
         if job is not None and job.next_run_time is not None:
             missed = job.next_run_time
-    except Exception:
-        missed = None
+    # the table unreadable; the pickled job corrupt, written by a newer APScheduler (ValueError),
+    # or naming a function that no longer imports (LookupError)
+    except (SQLAlchemyError, pickle.UnpicklingError, EOFError, ValueError, LookupError) as exc:
+        why = (f"missed-night catch-up is off for this start: the stored job {JOB_ID!r} cannot be read "
+               f"({type(exc).__name__}: {exc}); a night missed while the scheduler was down is not run "
+               "now (run `geode upkeep` by hand); later nights run as scheduled")
+        import logging
+
+        logging.getLogger(__name__).warning("geode scheduler: %s", why)
+        if problems is not None:
+            problems.append(why)
     sched = build_scheduler(settings, background)
     if missed is not None:
         now = dt.datetime.now(missed.tzinfo)

@@ -56,6 +56,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from geode.delivery.errors import RecordsError
+
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the CLI's start-up 3 ms
 if TYPE_CHECKING:  # SQLAlchemy and Alembic load only when needed: the at-head check needs neither
     from sqlalchemy.engine import Connection, Engine
@@ -74,7 +76,7 @@ SCRIPT_DIR = Path(__file__).resolve().parent
 _AT_HEAD = None
 
 
-class MigrationError(RuntimeError):
+class MigrationError(RecordsError, RuntimeError):
     """The records database cannot be brought to this geode's schema; the message names the
     database and says why. Nothing was changed."""
 
@@ -101,7 +103,12 @@ def current_heads(engine: Engine) -> tuple[str, ...] | None:
     Read on a raw connection outside any transaction: on SQLite a transaction opened through
     ``engine_for`` would take the write lock, and start-up must not queue behind the hooks.
     """
-    raw = engine.raw_connection()
+    try:
+        raw = engine.raw_connection()
+    except engine.dialect.loaded_dbapi.Error as exc:  # the pool does not wrap a failed connect
+        raise RecordsError(f"the records database {database_name(engine)} cannot be used ({exc})",
+                           hint="check [database] url in geode.toml (or GEODE_DATABASE_URL), that the database "
+                                "runs and that this user may write there") from exc
     try:
         cur = raw.cursor()
         try:
