@@ -19,7 +19,9 @@ Everything lives under the folder a test gives (its ``tmp_path``); ``~/.geode`` 
 
 from __future__ import annotations
 
+import hashlib
 import os
+import stat
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import MappingProxyType
@@ -43,6 +45,19 @@ def write(root: str | os.PathLike, rel: str, data: str | bytes, mode: int | None
     if mode is not None:
         os.chmod(p, mode)
     return p
+
+
+def snapshot(root: str | os.PathLike) -> dict[str, tuple[str, int]]:
+    """Every regular file under ``root``: relative path -> (sha256, mode), to prove an undo
+    restored the store byte for byte (symlinks and folders are not files)."""
+    out = {}
+    for dirpath, _dirnames, filenames in os.walk(root):
+        for name in filenames:
+            p = Path(dirpath) / name
+            st = p.lstat()
+            if stat.S_ISREG(st.st_mode):
+                out[str(p.relative_to(root))] = (hashlib.sha256(p.read_bytes()).hexdigest(), stat.S_IMODE(st.st_mode))
+    return out
 
 
 def plain_settings(home: str | os.PathLike, root: str | os.PathLike | None = None, **kw):
@@ -93,7 +108,8 @@ class GeodeEnv:
         return self
 
     def toml(self, text: str) -> Path:
-        """Write ``GEODE_HOME/geode.toml``; settings read before it are read again."""
+        """Write ``GEODE_HOME/geode.toml``; settings read before it are read again (an engine
+        made before stays: it depends only on where the records are)."""
         path = self.home / "geode.toml"
         path.write_text(text, encoding="utf-8")
         self._settings = None

@@ -22,7 +22,7 @@ from sqlalchemy import select
 
 from geode.agents import apply as A
 from geode.agents import proposals as Q
-from tests.stores import plain_settings, write
+from tests.stores import plain_settings, snapshot, write
 
 RUNS_PER_POINT = 20
 CRASH_POINTS = ("write", "fsync", "chmod", "replace", "dir_fsync", "journal_mark")
@@ -31,18 +31,6 @@ CRASH_POINTS = ("write", "fsync", "chmod", "replace", "dir_fsync", "journal_mark
 # -- helpers shared with the other test_apply*/test_proposals* modules -----------------------
 def sha(data: bytes | None) -> str | None:
     return None if data is None else hashlib.sha256(data).hexdigest()
-
-
-def snapshot(root: Path) -> dict[str, tuple[str, int]]:
-    """Every regular file under root: relative path -> (sha256, mode)."""
-    out = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in filenames:
-            p = Path(dirpath) / name
-            st = p.lstat()
-            if stat.S_ISREG(st.st_mode):
-                out[str(p.relative_to(root))] = (sha(p.read_bytes()), stat.S_IMODE(st.st_mode))
-    return out
 
 
 def leftovers(root: Path) -> list[str]:

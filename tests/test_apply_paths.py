@@ -19,8 +19,8 @@ import pytest
 from geode.agents import apply as A
 from geode.agents import proposals as Q
 from geode.agents import safepath
-from tests.stores import plain_settings, write
-from tests.test_apply import draft, snapshot
+from tests.stores import plain_settings, snapshot, write
+from tests.test_apply import draft
 
 
 def tree_state(path: Path) -> dict:

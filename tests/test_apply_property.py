@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, assume, example, given, settings as hsetting
 from geode.agents import apply as A
 
 from geode.agents import proposals as Q
-from tests.stores import plain_settings, write
-from tests.test_apply import draft, leftovers, open_journals, snapshot
+from tests.stores import plain_settings, snapshot, write
+from tests.test_apply import draft, leftovers, open_journals
 
 BOM = b"\xef\xbb\xbf"
 

@@ -14,8 +14,8 @@ from sqlalchemy import func, select
 from geode.agents import apply as A
 
 from geode.agents import proposals as Q
-from tests.stores import plain_settings, write
-from tests.test_apply import draft, snapshot, status_of
+from tests.stores import plain_settings, snapshot, write
+from tests.test_apply import draft, status_of
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
