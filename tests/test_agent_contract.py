@@ -58,7 +58,7 @@ def _a_crystal_and_a_note(base: Path) -> GeodeEnv:
 
 def _kubeconfig_hunted_three_times(env: GeodeEnv) -> None:
     """Three sessions in which the guard blocked a grep for kubeconfig: one group of lookups."""
-    env.engine  # the ledger rows go to the database, which must exist first
+    _ = env.engine  # the ledger rows go to the database, which must exist first
     L = Ledger(env.settings, env.root)
     for i in range(3):
         L.blocked(END - i * 3600, f"s{i}", "grep -rn kubeconfig {root}")
@@ -187,7 +187,7 @@ def failing_store(how: str, agent: str, base: Path) -> GeodeEnv:
     else:
         env.write("a.md", "# A\n")
     CASES[agent].ledger(env)
-    env.engine
+    _ = env.engine  # the records exist before the store is taken away
     if how == "missing":
         shutil.rmtree(env.root)
     return env

@@ -490,4 +490,3 @@ def test_retired_notes_and_notes_no_longer_in_force_are_not_marked(geode_env):
     r = run_agent(settings, engine, "r", "corrector")
     assert [p["paths"] for p in r.proposals] == [["live.md"]]
     assert r.examined["stale_checked"] == 1
-
