@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from geode.delivery.install import hook_command
+from tests.stores import write
 
 REPO = Path(__file__).resolve().parents[1]
 ESSENCE_OPEN = "<!-- crystal:essence -->"
@@ -101,13 +102,7 @@ class Geode:
         (self.home / "geode.toml").write_text(text)
 
     def write(self, rel: str, text: str | bytes) -> Path:
-        p = self.store / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(text, bytes):
-            p.write_bytes(text)
-        else:
-            p.write_text(text, encoding="utf-8")
-        return p
+        return write(self.store, rel, text, mode=None)  # the mode the umask gives, as an editor's
 
     def crystal(self, rel: str, essence: str | None, **kw) -> Path:
         return self.write(rel, crystal_text(essence, **kw))

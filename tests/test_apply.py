@@ -21,9 +21,8 @@ import pytest
 from sqlalchemy import select
 
 from geode.agents import apply as A
-from geode.agents import apply as A
 from geode.agents import proposals as Q
-from geode.delivery.config import Settings
+from tests.stores import plain_settings, snapshot, write
 
 RUNS_PER_POINT = 20
 CRASH_POINTS = ("write", "fsync", "chmod", "replace", "dir_fsync", "journal_mark")
@@ -32,31 +31,6 @@ CRASH_POINTS = ("write", "fsync", "chmod", "replace", "dir_fsync", "journal_mark
 # -- helpers shared with the other test_apply*/test_proposals* modules -----------------------
 def sha(data: bytes | None) -> str | None:
     return None if data is None else hashlib.sha256(data).hexdigest()
-
-
-def make_settings(home: Path, root: Path, url: str | None = None) -> Settings:
-    root.mkdir(parents=True, exist_ok=True)
-    return Settings(home=str(home), domains={"main": str(root)}, default_domain="main", database_url=url)
-
-
-def write(root: Path, rel: str, data: bytes, mode: int = 0o644) -> Path:
-    p = root / rel
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_bytes(data)
-    os.chmod(p, mode)
-    return p
-
-
-def snapshot(root: Path) -> dict[str, tuple[str, int]]:
-    """Every regular file under root: relative path -> (sha256, mode)."""
-    out = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in filenames:
-            p = Path(dirpath) / name
-            st = p.lstat()
-            if stat.S_ISREG(st.st_mode):
-                out[str(p.relative_to(root))] = (sha(p.read_bytes()), stat.S_IMODE(st.st_mode))
-    return out
 
 
 def leftovers(root: Path) -> list[str]:
@@ -104,7 +78,7 @@ def file_move(settings, engine, files: dict[str, bytes]) -> int:
 @pytest.fixture()
 def queue(tmp_path):
     """(settings, engine, root) on SQLite."""
-    s = make_settings(tmp_path / "home", tmp_path / "store")
+    s = plain_settings(tmp_path / "home", tmp_path / "store")
     engine = Q.open_queue(s)
     yield s, engine, Path(s.domains["main"])
     engine.dispose()
@@ -183,13 +157,13 @@ STEP_COUNTS = {"journal_intent": 1, "write": 2, "fsync": 2, "chmod": 2, "replace
 
 @pytest.mark.parametrize("step", CRASH_POINTS + ("journal_intent",))
 def test_crash_at_each_step_leaves_before_or_after_and_reconcile_settles_it(tmp_path, step):
-    s = make_settings(tmp_path / "home", tmp_path / "stores" / "s0")
+    s = plain_settings(tmp_path / "home", tmp_path / "stores" / "s0")
     engine = Q.open_queue(s)
     rng = random.Random(f"crash-{step}")
     runs = RUNS_PER_POINT if step != "journal_intent" else 5
     for run in range(runs):
         root = tmp_path / "stores" / f"s{run}"
-        s = make_settings(tmp_path / "home", root)
+        s = plain_settings(tmp_path / "home", root)
         files = move_store(root, rng)
         before = snapshot(root)
         pid = file_move(s, engine, files)
@@ -227,12 +201,12 @@ def test_crash_at_each_step_leaves_before_or_after_and_reconcile_settles_it(tmp_
 
 @pytest.mark.parametrize("step", CRASH_POINTS)
 def test_crash_during_undo_is_settled_too(tmp_path, step):
-    s = make_settings(tmp_path / "home", tmp_path / "stores" / "u0")
+    s = plain_settings(tmp_path / "home", tmp_path / "stores" / "u0")
     engine = Q.open_queue(s)
     rng = random.Random(f"undo-{step}")
     for run in range(5):
         root = tmp_path / "stores" / f"u{run}"
-        s = make_settings(tmp_path / "home", root)
+        s = plain_settings(tmp_path / "home", root)
         files = move_store(root, rng)
         before = snapshot(root)
         pid = file_move(s, engine, files)
@@ -265,7 +239,7 @@ class Faulty:
 
 
 def _count_calls(tmp_path, name: str) -> int:
-    s = make_settings(tmp_path / "count-home", tmp_path / "count-store")
+    s = plain_settings(tmp_path / "count-home", tmp_path / "count-store")
     engine = Q.open_queue(s)
     pid = file_move(s, engine, move_store(Path(s.domains["main"]), random.Random(0)))
     A.reconcile(s, engine)  # the reconcile inside approve must not count: it finds nothing to do
@@ -284,12 +258,12 @@ def _count_calls(tmp_path, name: str) -> int:
 def test_io_error_at_every_call_keeps_the_original_bytes(tmp_path, monkeypatch, name, sticky):
     k = _count_calls(tmp_path, name)
     assert k >= 2, f"os.{name} was called {k} times in one apply; the injection would test nothing"
-    s = make_settings(tmp_path / "home", tmp_path / "s0")
+    s = plain_settings(tmp_path / "home", tmp_path / "s0")
     engine = Q.open_queue(s)
     for n in range(1, k + 1):
         err = (errno.EIO, errno.ENOSPC)[n % 2]
         root = tmp_path / f"s{n}"
-        s = make_settings(tmp_path / "home", root)
+        s = plain_settings(tmp_path / "home", root)
         before = snapshot(root) if root.exists() else None
         files = move_store(root, random.Random(n))
         before = snapshot(root)

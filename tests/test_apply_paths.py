@@ -19,7 +19,8 @@ import pytest
 from geode.agents import apply as A
 from geode.agents import proposals as Q
 from geode.agents import safepath
-from tests.test_apply import draft, make_settings, snapshot, write
+from tests.stores import plain_settings, snapshot, write
+from tests.test_apply import draft
 
 
 def tree_state(path: Path) -> dict:
@@ -49,7 +50,7 @@ def world(tmp_path):
     os.symlink(outside / "secret.md", root / "link_file")
     os.symlink(root / "sub" / "real.md", root / "inner_link")
     os.symlink("../outside", root / "sub" / "rel_link")
-    s = make_settings(base / "home", root)
+    s = plain_settings(base / "home", root)
     engine = Q.open_queue(s)
     yield s, engine, base, root, [outside, evil]
     engine.dispose()

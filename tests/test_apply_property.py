@@ -16,7 +16,8 @@ from hypothesis import HealthCheck, assume, example, given, settings as hsetting
 from geode.agents import apply as A
 
 from geode.agents import proposals as Q
-from tests.test_apply import draft, leftovers, make_settings, open_journals, snapshot, write
+from tests.stores import plain_settings, snapshot, write
+from tests.test_apply import draft, leftovers, open_journals
 
 BOM = b"\xef\xbb\xbf"
 
@@ -55,7 +56,7 @@ names = st.text(
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory):
     base = tmp_path_factory.mktemp("prop")
-    s = make_settings(base / "home", base / "store0")
+    s = plain_settings(base / "home", base / "store0")
     engine = Q.open_queue(s)
     yield base, engine
     engine.dispose()
@@ -63,7 +64,7 @@ def shared(tmp_path_factory):
 
 def _fresh(base: Path):
     root = Path(tempfile.mkdtemp(dir=base, prefix="store-"))
-    return make_settings(base / "home", root), root
+    return plain_settings(base / "home", root), root
 
 
 @hsettings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,

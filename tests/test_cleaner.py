@@ -4,8 +4,6 @@ one truth (with the real embedding model), and its proposals applied and undone 
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 import uuid
 from pathlib import Path
 
@@ -13,7 +11,8 @@ import pytest
 
 from geode.agents import apply, proposals
 from geode.agents.upkeep import run_agent
-from tests.upkeep_helpers import ALL_STORES, FIXTURES, setup
+from tests.stores import GeodeEnv
+from tests.upkeep_helpers import ALL_STORES, expected_of, setup
 
 STORES = ALL_STORES + ["cleaner_truths"]
 
@@ -21,7 +20,7 @@ STORES = ALL_STORES + ["cleaner_truths"]
 def expected_cleaner(name: str) -> dict:
     """The Cleaner's counts, kept apart from the stores (a file inside a fixture is copied into
     the store the tests build, and other tests list every file of it)."""
-    return json.loads((FIXTURES / "cleaner_expected" / f"{name}.json").read_text(encoding="utf-8"))
+    return expected_of("cleaner", name)
 
 
 def snapshot(root: Path) -> dict[str, str]:
@@ -79,12 +78,9 @@ def _thousand(tmp_path, ledger_paths=()):
     the ledger, last_verified increasing with the index from 2024-01-01."""
     import datetime as dt
 
-    from geode.agents.contract import ensure_tables
-    from geode.delivery.config import load_settings
-    from geode.delivery.models import LedgerEvent, init_db
+    from geode.delivery.models import LedgerEvent
 
-    root = tmp_path / "store"
-    (root / "notes").mkdir(parents=True)
+    env = GeodeEnv(tmp_path)
     day0 = dt.date(2024, 1, 1)
     for i in range(1000):
         fm = [f"name: n{i:04d}", f"last_verified: {(day0 + dt.timedelta(days=i)).isoformat()}"]
@@ -93,13 +89,9 @@ def _thousand(tmp_path, ledger_paths=()):
         if 950 <= i < 970:
             fm.append(f"supersedes: [n{i - 920:04d}]")
         text = "---\n" + "\n".join(fm) + f"\n---\n# Note {i}\n\nFact number {i}.\n"
-        (root / "notes" / f"n{i:04d}.md").write_text(text, encoding="utf-8")
-    home = tmp_path / "home"
-    home.mkdir()
-    (home / "geode.toml").write_text('[cleaner]\ncap = 50\n[cleaner.caps]\n"notes" = 900\n', encoding="utf-8")
-    settings = load_settings(store=root, home=home, env={})
-    engine = init_db(settings)
-    ensure_tables(engine)
+        env.write(f"notes/n{i:04d}.md", text)
+    env.toml('[cleaner]\ncap = 50\n[cleaner.caps]\n"notes" = 900\n')
+    settings, engine, root = env
     domain = next(iter(settings.domains))
     rows = [dict(event_id=uuid.uuid4().hex, ts=1_790_000_000.0 + i, kind="delivered", domain=domain,
                  path=f"notes/n{i:04d}.md", crystal_id=f"{domain}:notes/n{i:04d}", action="bash", channel="act")
@@ -145,24 +137,13 @@ def test_a_folder_of_a_thousand_gets_the_archives_the_evidence_chooses(tmp_path)
     assert snapshot(root) == before
 
 
-def test_archiving_rewrites_links_by_path_and_the_librarian_finds_nothing_broken(tmp_path):
-    from geode.agents.contract import ensure_tables
-    from geode.delivery.config import load_settings
-    from geode.delivery.models import init_db
-
-    root = tmp_path / "store"
-    (root / "guide").mkdir(parents=True)
-    (root / "guide" / "old.md").write_text(
-        "---\nstatus: deprecated\n---\n# Old\n\nSee [the new one](new.md) and [home](../index.md).\n", encoding="utf-8")
-    (root / "guide" / "new.md").write_text("# New\n\nThe current way. Was [old](./old.md#old).\n", encoding="utf-8")
-    (root / "guide" / "third.md").write_text("# Third\n\n[[old]] still resolves by name.\n", encoding="utf-8")
-    (root / "index.md").write_text("# Index\n\n- [old](guide/old.md)\n- [new](guide/new.md)\n", encoding="utf-8")
-    home = tmp_path / "home"
-    home.mkdir()
-    (home / "geode.toml").write_text('[cleaner.caps]\n"guide" = 2\n', encoding="utf-8")
-    settings = load_settings(store=root, home=home, env={})
-    engine = init_db(settings)
-    ensure_tables(engine)
+def test_archiving_rewrites_links_by_path_and_the_librarian_finds_nothing_broken(geode_env):
+    settings, engine, root = geode_env.files({
+        "guide/old.md": "---\nstatus: deprecated\n---\n# Old\n\nSee [the new one](new.md) and [home](../index.md).\n",
+        "guide/new.md": "# New\n\nThe current way. Was [old](./old.md#old).\n",
+        "guide/third.md": "# Third\n\n[[old]] still resolves by name.\n",
+        "index.md": "# Index\n\n- [old](guide/old.md)\n- [new](guide/new.md)\n",
+    }, toml='[cleaner.caps]\n"guide" = 2\n')
     before = snapshot(root)
     report = run_agent(settings, engine, "r1", "cleaner")
     assert report.status == "ok", report.message
@@ -212,55 +193,6 @@ def test_two_versions_of_one_truth_applied_then_nothing_new_then_undone(tmp_path
     assert snapshot(root) == before
 
 
-def test_the_same_run_id_files_nothing_twice(tmp_path):
-    from geode.agents.contract import Context
-    from geode.cleaner.agent import Cleaner
-
-    settings, engine, root, _ = setup("cleaner_truths", tmp_path)
-    first = run_agent(settings, engine, "night-1", "cleaner")
-    n = len(proposals.list_proposals(engine, run_id="night-1"))
-    assert n == 4 == len(first.proposals)
-    second = run_agent(settings, engine, "night-1", "cleaner")
-    assert second.proposals == first.proposals
-    assert len(proposals.list_proposals(engine, run_id="night-1")) == n
-    # the same drafts filed again under the same run id are no-ops
-    report = Cleaner().examine(Context(settings, engine, "night-1"))
-    for prop in report.proposed:
-        prop.draft.evidence = [{"finding": 1}]
-        assert proposals.file_proposal(settings, engine, prop.draft) is None
-    assert len(proposals.list_proposals(engine, run_id="night-1")) == n
-
-
-def test_an_empty_store_fails_loudly(tmp_path):
-    settings, engine, root, _ = setup("clean", tmp_path)
-    for p in root.iterdir():
-        p.unlink()
-    (root / "notes.txt").write_text("not a note\n")
-    r = run_agent(settings, engine, "r", "cleaner")
-    assert r.status == "failed" and r.proposals == []
-    assert "no note files" in r.message and "cleaner examined no notes" in r.message
-
-
-def test_an_unreadable_store_fails_and_names_each_file(tmp_path):
-    settings, engine, root, _ = setup("plain_notes", tmp_path)
-    names = sorted(p.name for p in root.iterdir() if p.suffix == ".md")
-    for name in names:
-        (root / name).write_bytes(b"\xff\xfe binary \x00 not text")
-    r = run_agent(settings, engine, "r", "cleaner")
-    assert r.status == "failed"
-    assert "all 5 note files were unreadable" in r.message
-    assert sorted(f.path for f in r.findings if f.kind == "unreadable") == names
-
-
-def test_a_missing_store_folder_fails(tmp_path):
-    import shutil
-
-    settings, engine, root, _ = setup("clean", tmp_path)
-    shutil.rmtree(root)
-    r = run_agent(settings, engine, "r", "cleaner")
-    assert r.status == "failed" and "cannot read the store folder" in r.message
-
-
 def test_blocking_compares_far_fewer_pairs_than_all(tmp_path):
     """Templated notes (the flat store) share their boilerplate: it is dropped, and the MinHash
     blocking compares a handful of pairs of 499,500."""
@@ -286,26 +218,14 @@ def test_blocking_compares_far_fewer_pairs_than_all(tmp_path):
     assert sim.jaccard(df.distinctive(shs[10]), df.distinctive(shs[1000])) > 0.8
 
 
-def test_archive_proposals_per_run_are_limited_and_the_finding_says_so(tmp_path):
+def test_archive_proposals_per_run_are_limited_and_the_finding_says_so(geode_env):
     """A store far over its caps gets at most ``[cleaner] max_archives`` archive proposals a
     night (49,075 at 100,000 notes before the limit); the finding says how many follow."""
-    from geode.agents.contract import ensure_tables
-    from geode.agents.upkeep import run_agent
-    from geode.delivery.config import load_settings
-    from geode.delivery.models import init_db
-
-    root = tmp_path / "store"
     for d in range(3):
         for i in range(30):
-            p = root / f"f{d}" / f"n{i:02d}.md"
-            p.parent.mkdir(parents=True, exist_ok=True)
-            p.write_text(f"---\nname: f{d}-n{i:02d}\n---\nNote {d}-{i}.\n")
-    home = tmp_path / "home"
-    home.mkdir()
-    (home / "geode.toml").write_text("[cleaner]\ncap = 10\nmax_archives = 25\n")
-    settings = load_settings(store=root, home=home, env={})
-    engine = init_db(settings)
-    ensure_tables(engine)
+            geode_env.write(f"f{d}/n{i:02d}.md", f"---\nname: f{d}-n{i:02d}\n---\nNote {d}-{i}.\n")
+    geode_env.toml("[cleaner]\ncap = 10\nmax_archives = 25\n")
+    settings, engine, root = geode_env
     report = run_agent(settings, engine, "limit-run", "cleaner")
     archives = [p for p in report.proposals if p["kind"] == "archive"]
     assert len(archives) == 25  # 3 folders x 20 over cap = 60 wanted

@@ -3,21 +3,20 @@
 from __future__ import annotations
 
 import datetime
+import functools
 import os
 import sqlite3
 import subprocess
 import sys
 
 from geode.delivery import control, ledger, models
-from geode.delivery.config import Settings, load_settings
+from geode.delivery.config import load_settings
+from tests.stores import plain_settings
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SALT = "fixed-test-salt"
-
-
-def make_settings(home, **kw) -> Settings:
-    kw.setdefault("control_salt", SALT)
-    return Settings(home=str(home), domains={"main": str(home)}, default_domain="main", **kw)
+#: every control test pins the salt (a test may pin another)
+make_settings = functools.partial(plain_settings, control_salt=SALT)
 
 
 def ledger_conn(settings) -> sqlite3.Connection:
@@ -59,8 +58,8 @@ def test_assignment_is_the_same_in_another_process(tmp_path):
     here = [control.should_withhold(s, None, a, b)[0] for a, b in pairs]
     assert any(here) and not all(here)
     code = (
-        "import sys; from geode.delivery import control; from geode.delivery.config import Settings;"
-        f"s = Settings(home={str(tmp_path)!r}, domains={{}}, default_domain='main', control_salt={SALT!r});"
+        "import sys; from geode.delivery import control; from tests.stores import plain_settings;"
+        f"s = plain_settings({str(tmp_path)!r}, control_salt={SALT!r});"
         f"print(''.join('1' if control.should_withhold(s, None, f's{{i}}', f'main:c{{i}}')[0] else '0' for i in range(200)))"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True).stdout

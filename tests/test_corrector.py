@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import json
-import os
 import stat
 from pathlib import Path
 
@@ -23,34 +21,13 @@ from geode.agents.contract import Finding, load_findings, store_findings
 from geode.agents.upkeep import run_agent
 from geode.corrector.agent import MAX_LINES, Corrector
 from geode.corrector.edits import FileLines, changed_lines, check_edit, mask_link_targets, quote_value
-from tests.upkeep_helpers import ALL_STORES, FIXTURES, setup
+from tests.upkeep_helpers import ALL_STORES, FIXTURES, expected_of, setup
 
 BOM = b"\xef\xbb\xbf"
 
 
 def sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def make(tmp_path: Path, files: dict[str, bytes], toml: str = ""):
-    """A store of exactly ``files`` (bytes), records in a tmp GEODE_HOME."""
-    from geode.agents.contract import ensure_tables
-    from geode.delivery.config import load_settings
-    from geode.delivery.models import init_db
-
-    root = tmp_path / "store"
-    for rel, data in files.items():
-        p = root / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_bytes(data)
-    home = tmp_path / "home"
-    home.mkdir(exist_ok=True)
-    if toml:
-        (home / "geode.toml").write_text(toml, encoding="utf-8")
-    settings = load_settings(store=root, home=home, env={})
-    engine = init_db(settings)
-    ensure_tables(engine)
-    return settings, engine, root
 
 
 def after_bytes(engine, pid: int) -> bytes:
@@ -104,7 +81,7 @@ EXPECTED_DIR = FIXTURES / "corrector_expected"
 
 
 def expected_corrector(name: str) -> dict:
-    return json.loads((EXPECTED_DIR / f"{name}.json").read_text(encoding="utf-8"))
+    return expected_of("corrector", name)
 
 
 def fixture(name: str, tmp_path: Path):
@@ -186,9 +163,9 @@ def test_the_fixtures_counts_add_up_from_the_librarians_expected():
 
 
 # -- each repair, bytes before and after ------------------------------------------------------
-def test_unquoted_glob_is_quoted_keeping_bom_crlf_and_no_final_newline(tmp_path):
+def test_unquoted_glob_is_quoted_keeping_bom_crlf_and_no_final_newline(geode_env):
     before = BOM + b"---\r\ndescription: Python style\r\nglobs: **/*.py\r\nalwaysApply: false\r\n---\r\n# Style\r\nUse hints."
-    settings, engine, root = make(tmp_path, {"py.mdc": before, "other.mdc": b"---\nglobs: \"*.sql\"\n---\nSQL.\n"})
+    settings, engine, root = geode_env.files({"py.mdc": before, "other.mdc": b"---\nglobs: \"*.sql\"\n---\nSQL.\n"})
     run_agent(settings, engine, "r", "librarian")
     report = run_agent(settings, engine, "r", "corrector")
     assert report.status == "ok", report.message
@@ -203,9 +180,9 @@ def test_unquoted_glob_is_quoted_keeping_bom_crlf_and_no_final_newline(tmp_path)
     assert yaml.safe_load(want.decode("utf-8-sig").split("---")[1])["globs"] == "**/*.py"
 
 
-def test_a_glob_in_a_list_and_one_before_a_comment(tmp_path):
+def test_a_glob_in_a_list_and_one_before_a_comment(geode_env):
     before = b"---\ndescription: x\nglobs:\n  - **/*.py\n  - src/**\nname: &anchor   # trailing\nalwaysApply: false\n---\nBody\n"
-    settings, engine, root = make(tmp_path, {"r.mdc": before})
+    settings, engine, root = geode_env.files({"r.mdc": before})
     run_agent(settings, engine, "r", "librarian")
     report = run_agent(settings, engine, "r", "corrector")
     (p,) = report.proposals
@@ -215,7 +192,7 @@ def test_a_glob_in_a_list_and_one_before_a_comment(tmp_path):
     assert report.examined["fixes_proposed"] == 2 and report.examined["lines_changed"] == 2
 
 
-def test_crystal_match_with_a_leading_pipe_is_quoted_and_fires_the_same(tmp_path):
+def test_crystal_match_with_a_leading_pipe_is_quoted_and_fires_the_same(geode_env):
     """The crystal-memory form: no agent before it flags it, so the Corrector takes it from the
     parser's warning and records its own finding."""
     from geode.delivery.binding import parse_binding
@@ -224,7 +201,7 @@ def test_crystal_match_with_a_leading_pipe_is_quoted_and_fires_the_same(tmp_path
     before = (b"---\nname: tail\ncrystal:\n  deliver: act\n  on: bash\n  match: | tail, |tail, | head\n  who: all\n"
               b"---\n<!-- crystal:essence -->\nA pipe into tail hides the exit code.\n<!-- /crystal:essence -->\n\n"
               b"## Where this came from\nA red build shown green.\n")
-    settings, engine, root = make(tmp_path, {"tail.md": before})
+    settings, engine, root = geode_env.files({"tail.md": before})
     run_agent(settings, engine, "r", "librarian")
     report = run_agent(settings, engine, "r", "corrector")
     assert [(f.kind, f.path, f.line) for f in report.findings] == [("frontmatter-not-yaml", "tail.md", 6)]
@@ -238,11 +215,11 @@ def test_crystal_match_with_a_leading_pipe_is_quoted_and_fires_the_same(tmp_path
     assert a.essence == b.essence
 
 
-def test_stale_note_gets_review_due_after_last_verified_and_keeps_its_status(tmp_path):
+def test_stale_note_gets_review_due_after_last_verified_and_keeps_its_status(geode_env):
     before = (b"---\r\nname: db-host\r\ntype: fact\r\nstatus: stable\r\nlast_verified: 2020-01-01\r\n"
               b"tags: [db]\r\n---\r\n# DB host\r\nThe primary is db-1.\r\n")
     fresh = b"---\nname: fresh\ntype: fact\nlast_verified: 2999-01-01\n---\nFresh.\n"
-    settings, engine, root = make(tmp_path, {"db-host.md": before, "fresh.md": fresh})
+    settings, engine, root = geode_env.files({"db-host.md": before, "fresh.md": fresh})
     run_agent(settings, engine, "r", "librarian")
     report = run_agent(settings, engine, "r", "corrector")
     assert [(f.kind, f.path, f.line, f.target) for f in report.findings] == [
@@ -254,9 +231,9 @@ def test_stale_note_gets_review_due_after_last_verified_and_keeps_its_status(tmp
     approve_and_undo_exactly(settings, engine, root, p["id"])
 
 
-def test_review_due_follows_the_configured_freshness_duty_and_a_last_line_without_newline(tmp_path):
+def test_review_due_follows_the_configured_freshness_duty_and_a_last_line_without_newline(geode_env):
     before = b"---\nlast_verified: 2020-01-01\n---\nno final newline"
-    settings, engine, root = make(tmp_path, {"n.md": before}, toml="[delivery]\nfreshness_days = 30\n")
+    settings, engine, root = geode_env.files({"n.md": before}, toml="[delivery]\nfreshness_days = 30\n")
     days = settings.freshness_days
     assert days == 30
     report = run_agent(settings, engine, "r", "corrector")
@@ -267,7 +244,7 @@ def test_review_due_follows_the_configured_freshness_duty_and_a_last_line_withou
     assert after_bytes(engine, p["id"]) == b"---\nlast_verified: 2020-01-01\nreview_due: " + due + b"\n---\nno final newline"
 
 
-def test_a_renamed_notes_links_are_rewritten_from_the_move_history(tmp_path):
+def test_a_renamed_notes_links_are_rewritten_from_the_move_history(geode_env):
     """The Librarian stored the findings; with no pending proposal of its own on those lines
     (here: a person rejected them), the Corrector proposes the rewrites, byte for byte what the
     Librarian proposed, and only the link targets change."""
@@ -276,7 +253,7 @@ def test_a_renamed_notes_links_are_rewritten_from_the_move_history(tmp_path):
         "guide/start.md": b"# Start\r\nRead [deploy](../runbooks/deploy.md#steps) and [[runbooks/deploy]].\r\nDone.",
         "other.md": b"# Other\n[[guide/start]]\n",
     }
-    settings, engine, root = make(tmp_path, files)
+    settings, engine, root = geode_env.files(files)
     domain = settings.default_domain
     mv = proposals.file_proposal(settings, engine, proposals.ProposalDraft(
         "person", "move", domain, "rename", "renamed", [{"ledger_event": 1}],
@@ -300,14 +277,14 @@ def test_a_renamed_notes_links_are_rewritten_from_the_move_history(tmp_path):
     approve_and_undo_exactly(settings, engine, root, p["id"])
 
 
-def test_a_signposts_entries_for_moved_notes_are_updated(tmp_path):
+def test_a_signposts_entries_for_moved_notes_are_updated(geode_env):
     """Findings stored by an earlier agent (here written straight into the findings table)."""
     files = {
         "README.md": b"# Index\n\n- [Install](guide/install.md)\n- [Old](guide/old.md)\n- [Gone](guide/gone.md)\n",
         "guide/install.md": b"# Install\n",
         "guide/setup.md": b"# Setup\n",
     }
-    settings, engine, root = make(tmp_path, files)
+    settings, engine, root = geode_env.files(files)
     d = settings.default_domain
     stored = [Finding("signpost-stale", "README.md", 4, "guide/old.md", "moved", d, "guide/setup.md"),
               Finding("signpost-stale", "README.md", 5, "guide/gone.md", "missing", d, "")]
@@ -329,12 +306,12 @@ def test_the_same_rewrite_pending_from_the_librarian_is_not_proposed_again(tmp_p
     assert len(proposals.list_proposals(engine)) == 1
 
 
-def test_a_file_another_pending_proposal_changes_is_deferred_not_conflicted(tmp_path):
+def test_a_file_another_pending_proposal_changes_is_deferred_not_conflicted(geode_env):
     """A quote for a file whose links the Librarian rewrites: two proposals on the same bytes
     would conflict once one is applied, so the Corrector waits; after the Librarian's is
     approved, the next run proposes the quote."""
     before = b"---\nglobs: **/*.py\n---\n# Py\nSee [db](Db.mdc).\n"
-    settings, engine, root = make(tmp_path, {"py.mdc": before, "database.mdc": b"---\ndescription: db\n---\n# DB\n"})
+    settings, engine, root = geode_env.files({"py.mdc": before, "database.mdc": b"---\ndescription: db\n---\n# DB\n"})
     lib = run_agent(settings, engine, "n1", "librarian")
     (lp,) = lib.proposals
     report = run_agent(settings, engine, "n1", "corrector")
@@ -364,9 +341,9 @@ def _stored_links(settings, engine, n: int) -> None:
         Finding("broken-link", "hub.md", 2 + i, f"Old Name {i}", "gone", d, f"parts/new-name-{i}.md") for i in range(n)])
 
 
-def test_an_edit_over_the_bound_is_a_finding_for_a_person_not_a_proposal(tmp_path):
+def test_an_edit_over_the_bound_is_a_finding_for_a_person_not_a_proposal(geode_env):
     n = MAX_LINES + 1
-    settings, engine, root = make(tmp_path, {"hub.md": _many_links(n), **_targets(n)})
+    settings, engine, root = geode_env.files({"hub.md": _many_links(n), **_targets(n)})
     _stored_links(settings, engine, n)
     report = run_agent(settings, engine, "r", "corrector")
     assert report.status == "ok"
@@ -379,9 +356,9 @@ def test_an_edit_over_the_bound_is_a_finding_for_a_person_not_a_proposal(tmp_pat
     assert [x.kind for x in load_findings(engine, "r", "corrector")] == ["correction-over-bound"]
 
 
-def test_an_edit_at_the_bound_is_proposed(tmp_path):
+def test_an_edit_at_the_bound_is_proposed(geode_env):
     n = MAX_LINES
-    settings, engine, root = make(tmp_path, {"hub.md": _many_links(n), **_targets(n)})
+    settings, engine, root = geode_env.files({"hub.md": _many_links(n), **_targets(n)})
     _stored_links(settings, engine, n)
     report = run_agent(settings, engine, "r", "corrector")
     (p,) = report.proposals
@@ -390,9 +367,9 @@ def test_an_edit_at_the_bound_is_proposed(tmp_path):
     assert f"{n} of at most {MAX_LINES} lines change" in proposals.get(engine, p["id"])["rationale"]
 
 
-def test_a_frontmatter_value_that_is_not_one_line_is_left_for_a_person(tmp_path):
+def test_a_frontmatter_value_that_is_not_one_line_is_left_for_a_person(geode_env):
     before = b"---\nglobs: **/*.py\n  src/**/*.py\n---\nBody\n"  # a plain scalar continued on the next line
-    settings, engine, root = make(tmp_path, {"r.mdc": before})
+    settings, engine, root = geode_env.files({"r.mdc": before})
     run_agent(settings, engine, "r", "librarian")
     report = run_agent(settings, engine, "r", "corrector")
     assert report.proposals == []
@@ -417,7 +394,7 @@ def _essence_store(n: int) -> dict[str, bytes]:
     return files
 
 
-def test_a_store_full_of_essences_keeps_every_essence_word_for_word(tmp_path):
+def test_a_store_full_of_essences_keeps_every_essence_word_for_word(geode_env):
     """24 crystals with unquoted globs, `match: |` terms, stale facts and links to a renamed note
     in their essences; three nights of upkeep with every proposal approved. The essences read
     word for word as before; only link targets changed."""
@@ -425,7 +402,7 @@ def test_a_store_full_of_essences_keeps_every_essence_word_for_word(tmp_path):
 
     n = 24
     files = _essence_store(n)
-    settings, engine, root = make(tmp_path, files)
+    settings, engine, root = geode_env.files(files)
     originals = {p: parse_note(b.decode(), p) for p, b in files.items()}
     filed = 0
     for night in ("n1", "n2", "n3"):
@@ -481,40 +458,7 @@ def test_quote_value_and_file_lines_round_trip():
 
 
 # -- the rule: no green over nothing ---------------------------------------------------------------
-def test_an_empty_store_fails_loudly(tmp_path):
-    settings, engine, root = make(tmp_path, {"notes.txt": b"plain text, not a note\n"})
-    r = run_agent(settings, engine, "r", "corrector")
-    assert r.status == "failed"
-    assert "no note files" in r.message and "corrector examined no notes" in r.message
-    assert r.proposals == []
-
-
-def test_an_unreadable_store_fails_and_names_each_file(tmp_path):
-    settings, engine, root = make(tmp_path, {"a.md": b"\xff\xfe\x00 binary", "b.md": b"# B\n\xff bad utf-8\n"})
-    r = run_agent(settings, engine, "r", "corrector")
-    assert r.status == "failed" and "all 2 note files were unreadable" in r.message
-    assert sorted((f.kind, f.path, f.line) for f in r.findings) == [("unreadable", "a.md", 0), ("unreadable", "b.md", 2)]
-
-
-def test_a_missing_store_folder_fails(tmp_path):
-    import shutil
-
-    settings, engine, root = make(tmp_path, {"a.md": b"# A\n"})
-    shutil.rmtree(root)
-    r = run_agent(settings, engine, "r", "corrector")
-    assert r.status == "failed" and "cannot read the store folder" in r.message
-
-
 # -- reruns ----------------------------------------------------------------------------------------
-def test_a_rerun_of_the_same_run_files_nothing_twice(tmp_path):
-    settings, engine, root = fixture("cursor_rules", tmp_path)
-    run_agent(settings, engine, "same", "librarian")
-    a = run_agent(settings, engine, "same", "corrector")
-    b = run_agent(settings, engine, "same", "corrector")
-    assert len(a.proposals) == 2 and b.proposals == a.proposals and b.attempts == 1
-    assert len(corrector_props(engine, "same")) == 2
-
-
 def test_an_interrupted_attempt_is_finished_without_duplicates(tmp_path):
     """The first attempt filed its proposals and died before the report was written: the
     second attempt files none twice and lists the same ids."""
@@ -538,45 +482,11 @@ def test_an_interrupted_attempt_is_finished_without_duplicates(tmp_path):
     assert len(again.proposals) == 2
 
 
-def test_the_next_night_proposes_nothing_new(tmp_path):
-    files = {
-        "py.mdc": b"---\nglobs: **/*.py\n---\nPython.\n",
-        "fact.md": b"---\ntype: fact\nlast_verified: 2020-01-01\n---\nThe host is db-1.\n",
-    }
-    settings, engine, root = make(tmp_path, files)
-    run_agent(settings, engine, "n1", "librarian")
-    n1 = run_agent(settings, engine, "n1", "corrector")
-    assert sorted(p["paths"][0] for p in n1.proposals) == ["fact.md", "py.mdc"]
-    # not yet decided: the next night does not file them again
-    run_agent(settings, engine, "n2", "librarian")
-    n2 = run_agent(settings, engine, "n2", "corrector")
-    assert n2.proposals == [] and n2.examined["already_proposed"] == 2
-    for p in n1.proposals:
-        assert apply.approve(settings, engine, p["id"], "person")["ok"]
-    run_agent(settings, engine, "n3", "librarian")
-    n3 = run_agent(settings, engine, "n3", "corrector")
-    assert n3.proposals == []
-    # what remains is for a person: re-verify the fact
-    assert [(f.kind, f.path, f.target) for f in n3.findings] == [
-        ("stale", "fact.md", "last_verified"), ("awaiting-review", "fact.md", "review_due")]
-
-
-def test_retired_notes_and_notes_no_longer_in_force_are_not_marked(tmp_path):
-    settings, engine, root = make(tmp_path, {
+def test_retired_notes_and_notes_no_longer_in_force_are_not_marked(geode_env):
+    settings, engine, root = geode_env.files({
         "old.md": b"---\nstatus: archived\nlast_verified: 2001-01-01\n---\nOld.\n",
         "was.md": b"---\nvalid_to: 2002-01-01\nlast_verified: 2001-01-01\n---\nHeld in 2001.\n",
         "live.md": b"---\nlast_verified: 2001-01-01\n---\nLive.\n"})
     r = run_agent(settings, engine, "r", "corrector")
     assert [p["paths"] for p in r.proposals] == [["live.md"]]
     assert r.examined["stale_checked"] == 1
-
-
-def test_the_report_says_what_it_examined(tmp_path):
-    settings, engine, root = fixture("docs_tree", tmp_path)
-    run_agent(settings, engine, "r", "librarian")
-    rep = run_agent(settings, engine, "r", "corrector")
-    d = rep.as_dict()
-    assert d["examined"]["notes"] == 6 == d["store_notes"]
-    assert d["examined"]["findings_read"] == 5
-    assert d["examined"]["notes_touched"] == 0
-    assert os.path.isdir(root)

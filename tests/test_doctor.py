@@ -76,10 +76,10 @@ def test_doctor_reports_an_index_that_does_not_match_the_files(tmp_path):
     assert checks["index"]["ok"], checks["index"]
     import sqlite3
 
-    from geode.delivery.config import load_settings
     from geode.delivery.index import index_path
+    from tests.stores import GeodeEnv
 
-    path = index_path(load_settings(store=str(root), home=str(home)))
+    path = index_path(GeodeEnv(tmp_path, root=root, env=None).settings)  # as the doctor resolved it
     with sqlite3.connect(path) as c:
         assert c.execute("DELETE FROM files WHERE path LIKE '.cursor/%'").rowcount == 1
     rc, data, _ = doctor(root, home, "--skip-model")

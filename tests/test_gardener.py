@@ -15,14 +15,13 @@ from pathlib import Path
 import pytest
 
 from geode.agents import apply, proposals
-from geode.agents.contract import FAILED, NOTHING_TO_LEARN, OK, Context, ensure_tables
+from geode.agents.contract import NOTHING_TO_LEARN, OK, Context
 from geode.agents.upkeep import run_agent
 from geode.delivery import ledger
 from geode.delivery.binding import parse_binding
-from geode.delivery.config import load_settings
-from geode.delivery.models import init_db
 from geode.delivery.note import parse_note
 from geode.delivery.search_log import record_search, search_event
+from tests.stores import GeodeEnv
 
 DAY = 86400.0
 #: the newest ledger row of every test (2026-09-21); the window ends here
@@ -32,19 +31,9 @@ OLD = END - 90 * DAY  # store files are this old
 
 # -- helpers (imported by the other test_gardener modules) -----------------------------------
 def make_env(tmp_path: Path, files: dict[str, str | bytes], toml: str = ""):
-    root = tmp_path / "main"  # the domain is named after the folder: "main"
-    root.mkdir(parents=True, exist_ok=True)
-    for rel, text in files.items():
-        p = root / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_bytes(text if isinstance(text, bytes) else text.encode("utf-8"))
-    home = tmp_path / "home"
-    home.mkdir(exist_ok=True)
-    if toml:
-        (home / "geode.toml").write_text(toml, encoding="utf-8")
-    settings = load_settings(store=root, home=home, env={})
-    engine = init_db(settings)
-    ensure_tables(engine)
+    """(settings, engine, root) of a store of ``files``, dated before the window; the folder is
+    ``main``, so the domain is "main", the one the ledgers here name."""
+    settings, engine, root = GeodeEnv(tmp_path, root="main").files(files, toml)
     age_files(root)
     return settings, engine, root
 
@@ -187,28 +176,6 @@ def _ledger_ids(engine):
 
     with engine.connect() as conn:
         return [dict(r) for r in conn.execute(LedgerEvent.__table__.select()).mappings()]
-
-
-def test_stubs_apply_and_undo_byte_exactly_and_a_rerun_proposes_none_again(tmp_path):
-    settings, engine, root = make_env(tmp_path, {"a.md": "# A\n"})
-    L = Ledger(settings, root)
-    for i in range(3):
-        L.blocked(END - i * 3600, f"s{i}", "grep -rn kubeconfig {root}")
-    L.write()
-    before = snapshot(root)
-    first = run_agent(settings, engine, "n1", "gardener")
-    assert [p["kind"] for p in first.proposals] == ["new_note"]
-    again = run_agent(settings, engine, "n1", "gardener")  # the same run: the stored report
-    assert again.proposals == first.proposals
-    second = run_agent(settings, engine, "n2", "gardener")  # another night, the rows already cited
-    assert second.status == OK and second.proposals == []
-    pid = first.proposals[0]["id"]
-    assert apply.approve(settings, engine, pid, "tester")["ok"]
-    assert (root / "stubs/lookup-kubeconfig.md").exists()
-    third = run_agent(settings, engine, "n3", "gardener")
-    assert third.proposals == []
-    assert apply.undo(settings, engine, pid, "tester")["ok"]
-    assert snapshot(root) == before
 
 
 # -- never fired: widen or retire --------------------------------------------------------------
@@ -406,34 +373,13 @@ def test_salience_rises_and_falls_within_bounds_and_counts_each_delivery_once(tm
 
 
 # -- the window and nothing to learn --------------------------------------------------------------
-def test_an_empty_ledger_is_nothing_to_learn_never_green(tmp_path):
-    settings, engine, root = make_env(tmp_path, {"a.md": crystal("a", "alpha"), "b.md": "# B\n"})
-    report = run_agent(settings, engine, "r", "gardener")
-    assert report.status == NOTHING_TO_LEARN and report.status != OK
-    assert report.message.startswith("nothing to learn from yet")
-    assert (report.examined["notes"], report.examined["ledger_rows"], report.store_notes) == (2, 0, 2)
-    assert report.proposals == [] and report.findings == []
-
-
-def test_no_ledger_file_at_all_is_nothing_to_learn_and_creates_none(tmp_path):
+def test_no_ledger_file_at_all_is_nothing_to_learn_and_creates_none(geode_env):
     from geode.gardener.agent import Gardener
 
-    root = tmp_path / "store"
-    root.mkdir()
-    (root / "a.md").write_text("# A\n")
-    settings = load_settings(store=root, home=tmp_path / "home", env={})
+    settings = geode_env.files({"a.md": "# A\n"}).settings
     report = Gardener().examine(Context(settings, None, "adhoc"))
     assert report.status == NOTHING_TO_LEARN and report.examined["notes"] == 1
     assert not os.path.exists(settings.ledger_path)
-
-
-def test_an_empty_store_fails_loudly_even_with_a_ledger(tmp_path):
-    settings, engine, root = make_env(tmp_path, {})
-    L = Ledger(settings, root)
-    L.blocked(END, "s", "grep -rn x {root}")
-    L.write()
-    report = run_agent(settings, engine, "r", "gardener")
-    assert report.status == FAILED and "no note files" in report.message
 
 
 def test_rows_outside_the_window_are_not_examined(tmp_path):

@@ -4,18 +4,16 @@ proposals applied and undone byte-exactly, and a rerun that files nothing again.
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from geode.agents import apply, proposals
+from geode.agents import apply
 from geode.agents.upkeep import run_agent
 from tests.test_gardener import DAY, END, Ledger, after_bytes, age_files, binding_of, filed, snapshot
-from tests.upkeep_helpers import ALL_STORES, FIXTURES, setup
+from tests.upkeep_helpers import ALL_STORES, expected_of, setup
 
 
 def expected(name: str) -> dict:
-    return json.loads((FIXTURES / name / "EXPECTED_GARDENER.json").read_text(encoding="utf-8"))
+    return expected_of("gardener", name)
 
 
 def first_unbound(root) -> str:

@@ -17,13 +17,7 @@ import textwrap
 import pytest
 
 from geode.delivery import ledger, models
-from geode.delivery.config import Settings
-
-PG_ADMIN = "host=127.0.0.1 port=5432 user=postgres dbname=test"
-
-
-def make_settings(home, **kw) -> Settings:
-    return Settings(home=str(home), domains={"main": str(home)}, default_domain="main", **kw)
+from tests.stores import plain_settings
 
 
 def db_rows(settings) -> list[tuple]:
@@ -40,21 +34,6 @@ def spool_lines(settings) -> list[bytes]:
         return []
     with open(path, "rb") as fh:
         return fh.read().splitlines(keepends=True)
-
-
-@pytest.fixture()
-def pg_url():
-    """A freshly created PostgreSQL database, dropped afterwards. Fails if PostgreSQL is down."""
-    import psycopg
-
-    name = "geode_test_" + os.urandom(6).hex()
-    admin = psycopg.connect(PG_ADMIN, autocommit=True)  # raises (test error) when unreachable
-    admin.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield f"postgresql://postgres@127.0.0.1:5432/{name}"
-    finally:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.close()
 
 
 def test_columns_match_the_sqlmodel_table():
@@ -76,7 +55,7 @@ def test_new_event_fills_every_column_and_rejects_unknown_fields():
 
 
 def test_append_without_a_database_spools_and_creates_no_db_file(tmp_path):
-    s = make_settings(tmp_path)
+    s = plain_settings(tmp_path)
     evs = [ledger.new_event("delivered", session="s", crystal_id=f"main:{i}") for i in range(3)]
     assert ledger.append(s, evs) == "spool"
     assert not os.path.exists(s.ledger_path)
@@ -85,7 +64,7 @@ def test_append_without_a_database_spools_and_creates_no_db_file(tmp_path):
 
 
 def test_append_writes_to_the_database_once_it_exists(tmp_path):
-    s = make_settings(tmp_path)
+    s = plain_settings(tmp_path)
     models.init_db(s).dispose()
     ev = ledger.new_event("delivered", session="s", crystal_id="main:a")
     assert ledger.append(s, [ev]) == "db"
@@ -94,14 +73,14 @@ def test_append_writes_to_the_database_once_it_exists(tmp_path):
 
 
 def test_append_to_a_db_file_without_the_table_spools(tmp_path):
-    s = make_settings(tmp_path)
+    s = plain_settings(tmp_path)
     sqlite3.connect(s.ledger_path).close()  # an empty database file, no table yet
     assert ledger.append(s, [ledger.new_event("blocked", session="s")]) == "spool"
     assert len(spool_lines(s)) == 1
 
 
 def test_append_to_a_corrupt_db_file_spools(tmp_path):
-    s = make_settings(tmp_path)
+    s = plain_settings(tmp_path)
     with open(s.ledger_path, "wb") as fh:
         fh.write(b"this is not a database" * 100)
     assert ledger.append(s, [ledger.new_event("blocked", session="s")]) == "spool"
@@ -110,13 +89,13 @@ def test_append_to_a_corrupt_db_file_spools(tmp_path):
 
 def test_postgresql_ledger_always_spools_from_the_hook(tmp_path):
     # Port 9 on localhost: if the hook tried to connect, it would fail, not spool quietly.
-    s = make_settings(tmp_path, database_url="postgresql://nobody@127.0.0.1:9/none")
+    s = plain_settings(tmp_path, database_url="postgresql://nobody@127.0.0.1:9/none")
     assert ledger.append(s, [ledger.new_event("delivered", session="s")]) == "spool"
     assert len(spool_lines(s)) == 1
 
 
 def test_append_raises_only_when_database_and_spool_both_fail(tmp_path):
-    s = make_settings(tmp_path)
+    s = plain_settings(tmp_path)
     with open(os.path.join(str(tmp_path), "spool"), "w") as fh:
         fh.write("a file where the spool folder should be")
     with pytest.raises(OSError):
@@ -124,7 +103,7 @@ def test_append_raises_only_when_database_and_spool_both_fail(tmp_path):
 
 
 def test_oversized_detail_is_cut_to_one_parseable_line_under_4k(tmp_path):
-    s = make_settings(tmp_path)
+    s = plain_settings(tmp_path)
     ev = ledger.new_event("delivered", session="s", detail={"text": "é" * 20000}, path="p" * 9000)
     assert ledger.append(s, [ev]) == "spool"
     (line,) = spool_lines(s)
@@ -136,7 +115,7 @@ def test_oversized_detail_is_cut_to_one_parseable_line_under_4k(tmp_path):
 
 
 def test_drain_moves_spooled_events_into_the_database_once(tmp_path):
-    s = make_settings(tmp_path)
+    s = plain_settings(tmp_path)
     evs = [ledger.new_event("delivered", session="s", crystal_id=f"main:{i}") for i in range(50)]
     assert ledger.append(s, evs) == "spool"
     models.init_db(s, drain=False).dispose()
@@ -150,7 +129,7 @@ def test_drain_moves_spooled_events_into_the_database_once(tmp_path):
 
 
 def test_a_successful_db_write_drains_the_spool(tmp_path):
-    s = make_settings(tmp_path)
+    s = plain_settings(tmp_path)
     early = [ledger.new_event("delivered", session="s") for _ in range(5)]
     assert ledger.append(s, early) == "spool"
     models.init_db(s, drain=False).dispose()
@@ -161,7 +140,7 @@ def test_a_successful_db_write_drains_the_spool(tmp_path):
 
 
 def test_torn_and_malformed_lines_go_to_rejected_not_nowhere(tmp_path):
-    s = make_settings(tmp_path)
+    s = plain_settings(tmp_path)
     good = [ledger.new_event("delivered", session="s") for _ in range(3)]
     ledger.spool_append(s, good[:2])
     with open(ledger.spool_path(s), "ab") as fh:
@@ -182,7 +161,7 @@ def test_torn_and_malformed_lines_go_to_rejected_not_nowhere(tmp_path):
 
 
 def test_init_db_announces_rejected_lines_on_stderr(tmp_path, capsys):
-    s = make_settings(tmp_path)
+    s = plain_settings(tmp_path)
     os.makedirs(s.spool_dir)
     with open(ledger.spool_path(s), "wb") as fh:
         fh.write(b"garbage\n")
@@ -193,7 +172,7 @@ def test_init_db_announces_rejected_lines_on_stderr(tmp_path, capsys):
 
 def test_a_draining_file_left_by_a_crashed_drain_is_ingested_once(tmp_path):
     """The crash came after the commit and before the delete: half the rows are in already."""
-    s = make_settings(tmp_path)
+    s = plain_settings(tmp_path)
     engine = models.init_db(s)
     evs = [ledger.new_event("delivered", session="crash", crystal_id=f"main:{i}") for i in range(20)]
     models.insert_events(engine, evs[:10])
@@ -212,7 +191,7 @@ def test_a_draining_file_left_by_a_crashed_drain_is_ingested_once(tmp_path):
 
 
 def test_a_draining_file_held_by_a_live_drainer_is_left_alone(tmp_path):
-    s = make_settings(tmp_path)
+    s = plain_settings(tmp_path)
     models.init_db(s).dispose()
     os.makedirs(s.spool_dir, exist_ok=True)
     busy = os.path.join(s.spool_dir, "events.1.live.draining")
@@ -236,12 +215,12 @@ def test_a_draining_file_held_by_a_live_drainer_is_left_alone(tmp_path):
 
 
 def test_init_db_is_idempotent_and_records_the_plan_once(tmp_path):
-    s = make_settings(tmp_path, withhold_rate=0.1, stop_units=100, stop_date="2026-12-17")
+    s = plain_settings(tmp_path, withhold_rate=0.1, stop_units=100, stop_date="2026-12-17")
     models.init_db(s).dispose()
     first = models.read_plan(models.engine_for(s))
     assert first["rate"] == 0.1 and first["stop_units"] == 100 and first["stop_date"] == "2026-12-17"
     assert len(first["salt"]) == 32  # random when none is configured
-    later = make_settings(tmp_path, withhold_rate=0.5, stop_units=7, control_salt="chosen-later")
+    later = plain_settings(tmp_path, withhold_rate=0.5, stop_units=7, control_salt="chosen-later")
     engine = models.init_db(later)
     assert models.read_plan(engine) == first
     with engine.connect() as conn:
@@ -252,7 +231,7 @@ def test_init_db_is_idempotent_and_records_the_plan_once(tmp_path):
 
 def test_engine_transactions_begin_immediate(tmp_path):
     """A deferred BEGIN would take no lock until the first write; IMMEDIATE takes it at once."""
-    s = make_settings(tmp_path)
+    s = plain_settings(tmp_path)
     engine = models.init_db(s)
     other = sqlite3.connect(s.ledger_path, timeout=0, isolation_level=None)
     try:
@@ -268,7 +247,7 @@ def test_engine_transactions_begin_immediate(tmp_path):
 
 
 def test_postgresql_init_db_and_spool_drain(tmp_path, pg_url):
-    s = make_settings(tmp_path, database_url=pg_url, withhold_rate=0.2, stop_units=50)
+    s = plain_settings(tmp_path, database_url=pg_url, withhold_rate=0.2, stop_units=50)
     evs = [ledger.new_event("delivered", session="pg", crystal_id=f"main:{i}", detail={"i": i}) for i in range(30)]
     assert ledger.append(s, evs) == "spool"
     with open(ledger.spool_path(s), "ab") as fh:
@@ -299,7 +278,7 @@ def test_postgresql_init_db_and_spool_drain(tmp_path, pg_url):
 
 
 def test_init_db_survives_a_drain_that_fails_and_keeps_the_lines(tmp_path, capsys, monkeypatch):
-    s = make_settings(tmp_path)
+    s = plain_settings(tmp_path)
     evs = [ledger.new_event("delivered", session="s") for _ in range(4)]
     ledger.spool_append(s, evs)
 

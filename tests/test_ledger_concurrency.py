@@ -17,7 +17,7 @@ import time
 import pytest
 
 from geode.delivery import ledger, models
-from geode.delivery.config import Settings
+from tests.stores import plain_settings
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -26,10 +26,10 @@ WORKER = textwrap.dedent(
     """
     import json, os, sys, time
     from geode.delivery import ledger
-    from geode.delivery.config import Settings
+    from tests.stores import plain_settings
 
     home, go, wid, n = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-    s = Settings(home=home, domains={}, default_domain="main")
+    s = plain_settings(home)
     while not os.path.exists(go):
         time.sleep(0.001)
     where = {"db": 0, "spool": 0}
@@ -43,10 +43,6 @@ WORKER = textwrap.dedent(
     print(json.dumps({"w": wid, "where": where, "worst_ms": round(worst * 1000, 1)}))
     """
 )
-
-
-def _settings(home) -> Settings:
-    return Settings(home=str(home), domains={}, default_domain="main")
 
 
 def _env() -> dict:
@@ -87,7 +83,7 @@ def _ledger_pairs(path: str) -> list[tuple[int, int]]:
 def test_hook_ledger_concurrency_64_processes(tmp_path):
     """Row 1, scaled: 64 processes x 100 appends = 6,400 events, every one exactly once."""
     procs_n, per = 64, 100
-    s = _settings(tmp_path)
+    s = plain_settings(tmp_path)
     models.init_db(s).dispose()
     go = tmp_path / "go"
     procs = _start_workers(tmp_path, go, procs_n, per)
@@ -136,7 +132,7 @@ def test_hook_db_unavailable_spools_and_loses_nothing(tmp_path):
     every append must have met the lock: each returns "spool", nothing raises, every spool line
     parses, and after the release one drain brings all 400 into the ledger.
     """
-    s = _settings(tmp_path)
+    s = plain_settings(tmp_path)
     models.init_db(s).dispose()
     locked, release, go = tmp_path / "locked", tmp_path / "release", tmp_path / "go"
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, s.ledger_path, str(locked), str(release)],
@@ -169,9 +165,9 @@ SPOOLER = textwrap.dedent(
     """
     import json, os, sys
     from geode.delivery import ledger
-    from geode.delivery.config import Settings
+    from tests.stores import plain_settings
     home, wid, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-    s = Settings(home=home, domains={}, default_domain="main")
+    s = plain_settings(home)
     for i in range(n):
         ledger.spool_append(s, [ledger.new_event("blocked", session=f"w{wid}", detail=json.dumps({"w": wid, "i": i}))])
     """
@@ -181,9 +177,9 @@ DRAINER = textwrap.dedent(
     """
     import os, sys, time
     from geode.delivery import ledger
-    from geode.delivery.config import Settings
+    from tests.stores import plain_settings
     home, stop = sys.argv[1], sys.argv[2]
-    s = Settings(home=home, domains={}, default_domain="main")
+    s = plain_settings(home)
     total = 0
     while not os.path.exists(stop):
         total += ledger.drain_spool(s)
@@ -196,7 +192,7 @@ DRAINER = textwrap.dedent(
 def test_appenders_racing_drainers_lose_and_double_nothing(tmp_path):
     """Spool appends while two processes drain in a loop: the rename/flock protocol must not
     let a line land in a file that was already read, nor ingest a file twice."""
-    s = _settings(tmp_path)
+    s = plain_settings(tmp_path)
     models.init_db(s).dispose()
     stop = tmp_path / "stop"
     drainers = [subprocess.Popen([sys.executable, "-c", DRAINER, str(tmp_path), str(stop)], cwd=REPO,

@@ -91,15 +91,6 @@ def test_flat_store_link_order_is_detected_as_alias_first(tmp_path):
     assert len(plus) == 1 and plus[0].startswith("+Next: [[Next step|ops.")
 
 
-def test_rerun_of_the_same_run_id_files_nothing_twice(tmp_path):
-    settings, engine, root, _ = setup("obsidian_vault", tmp_path)
-    a = run_agent(settings, engine, "same", "librarian")
-    b = run_agent(settings, engine, "same", "librarian")
-    assert a.proposals and b.proposals == a.proposals
-    assert len(proposals.list_proposals(engine, run_id="same")) == len(a.proposals)
-    assert b.attempts == 1  # the finished report came back; nothing ran again
-
-
 def test_renamed_note_is_suggested_from_the_move_history(tmp_path):
     """A name that matches nothing loosely is still resolved when an applied move says where it went."""
     settings, engine, root, _ = setup("plain_notes", tmp_path)

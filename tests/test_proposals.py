@@ -14,14 +14,14 @@ from sqlalchemy import func, select
 from geode.agents import apply as A
 
 from geode.agents import proposals as Q
-from tests.test_apply import draft, make_settings, snapshot, status_of, write
-from tests.test_ledger import pg_url  # noqa: F401  (the fixture: a fresh PostgreSQL database)
+from tests.stores import plain_settings, snapshot, write
+from tests.test_apply import draft, status_of
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def queue(request, tmp_path):
     url = request.getfixturevalue("pg_url") if request.param == "postgresql" else None
-    s = make_settings(tmp_path / "home", tmp_path / "store", url)
+    s = plain_settings(tmp_path / "home", tmp_path / "store", database_url=url)
     engine = Q.open_queue(s)
     assert engine.dialect.name == request.param
     yield s, engine, Path(s.domains["main"])

@@ -13,7 +13,8 @@ import pytest
 
 from geode.agents import proposals as Q
 from geode.delivery.config import load_settings
-from tests.test_apply import _crash_in_child, draft, snapshot, write
+from tests.stores import snapshot, write
+from tests.test_apply import _crash_in_child, draft
 
 ROOT = Path(__file__).resolve().parent.parent
 

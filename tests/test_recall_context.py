@@ -10,13 +10,7 @@ import pytest
 from geode.delivery.config import load_settings
 from geode.recall.context import NotFound, build_context, read_note, recent_activity
 from geode.recall.recall_index import RecallIndex, dispose_engines
-
-
-def write(root, rel: str, text: str) -> None:
-    full = os.path.join(str(root), rel)
-    os.makedirs(os.path.dirname(full), exist_ok=True)
-    with open(full, "w", encoding="utf-8") as fh:
-        fh.write(text)
+from tests.stores import write
 
 
 @pytest.fixture

@@ -12,12 +12,12 @@ import secrets
 
 import pytest
 
-from geode.delivery.config import load_settings
 from geode.recall.context import build_context, read_note
 from geode.recall.embed import load_embedder
 from geode.recall.recall_index import RecallIndex, dispose_engines
 from geode.recall.search import search
 from geode.recall.vectors import embed_pending
+from tests.stores import GeodeEnv, write
 
 ADMIN = "postgresql://postgres@127.0.0.1:5432/test"
 
@@ -35,24 +35,12 @@ def pg_url():
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def write(root, rel: str, text: str) -> None:
-    full = os.path.join(str(root), rel)
-    os.makedirs(os.path.dirname(full), exist_ok=True)
-    with open(full, "w", encoding="utf-8") as fh:
-        fh.write(text)
-
-
 @pytest.fixture
 def pg_store(tmp_path, pg_url):
     """A store whose domain name is unique in the session database."""
-    root = tmp_path / f"pg{secrets.token_hex(4)}"
-    root.mkdir()
-    env = {"GEODE_HOME": str(tmp_path / "home"), "GEODE_DATABASE_URL": pg_url}
-
-    def settings():
-        return load_settings(store=str(root), home=str(tmp_path / "home"), env=env)
-
-    return settings, root
+    env = GeodeEnv(tmp_path, root=f"pg{secrets.token_hex(4)}",
+                   env={"GEODE_HOME": str(tmp_path / "home"), "GEODE_DATABASE_URL": pg_url})
+    return env.load_settings, env.root
 
 
 def test_hybrid_search_filters_and_time_on_postgresql(pg_store):

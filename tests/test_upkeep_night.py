@@ -132,12 +132,9 @@ def build_night_store(tmp_path: Path, toml: str = CLEANER_TOML):
     """The store with its problems, its records (the applied rename) and its ledger (two blocked
     lookups). Returns ``(settings, engine, root)``."""
     from geode.agents import apply, proposals
-    from geode.agents.contract import ensure_tables
     from geode.delivery import ledger
-    from geode.delivery.config import load_settings
-    from geode.delivery.models import init_db
+    from tests.stores import GeodeEnv
 
-    root = tmp_path / "ops"
     files = {
         "README.md": INDEX,
         "guide/start.md": START,
@@ -150,16 +147,7 @@ def build_night_store(tmp_path: Path, toml: str = CLEANER_TOML):
     }
     for i, text in enumerate(IDEAS, 1):
         files[f"inbox/idea-{i}.md"] = IDEA.format(i=i, text=text)
-    for rel, text in files.items():
-        p = root / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text, encoding="utf-8")
-    home = tmp_path / "home"
-    home.mkdir()
-    (home / "geode.toml").write_text(toml, encoding="utf-8")
-    settings = load_settings(store=root, home=home, env={})
-    engine = init_db(settings)
-    ensure_tables(engine)
+    settings, engine, root = GeodeEnv(tmp_path, root="ops").files(files, toml)
     proposals.ensure_tables(engine)
     domain = settings.default_domain
 

@@ -7,6 +7,8 @@ import shutil
 import sys
 from pathlib import Path
 
+from tests.stores import GeodeEnv
+
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 FOREIGN = ["obsidian_vault", "flat", "cursor_rules", "docs_tree", "mdbook_de", "skills", "plain_notes"]
 ALL_STORES = FOREIGN + ["clean"]
@@ -14,8 +16,24 @@ ALL_STORES = FOREIGN + ["clean"]
 BROKEN_KINDS = {"broken-link", "signpost-stale", "broken-anchor", "missing-path"}
 
 
+#: where each agent's hand-counted expectations for a fixture store are kept (outside the store
+#: folder for the Cleaner and the Corrector: a file inside a fixture is copied with it)
+EXPECTED_FILES = {
+    "librarian": "{name}/EXPECTED.json",
+    "cleaner": "cleaner_expected/{name}.json",
+    "gardener": "{name}/EXPECTED_GARDENER.json",
+    "corrector": "corrector_expected/{name}.json",
+}
+
+
+def expected_of(agent: str, name: str) -> dict:
+    """``agent``'s hand-counted expectations for fixture store ``name``."""
+    return json.loads((FIXTURES / EXPECTED_FILES[agent].format(name=name)).read_text(encoding="utf-8"))
+
+
 def expected(name: str) -> dict:
-    return json.loads((FIXTURES / name / "EXPECTED.json").read_text(encoding="utf-8"))
+    """The Librarian's (EXPECTED.json), the first written and the one most tests read."""
+    return expected_of("librarian", name)
 
 
 def make_store(name: str, dest: Path) -> tuple[Path, dict]:
@@ -34,18 +52,18 @@ def make_store(name: str, dest: Path) -> tuple[Path, dict]:
     return root, manifest
 
 
+def fixture_env(name: str, tmp_path: Path, toml: str = "") -> tuple[GeodeEnv, dict]:
+    """Fixture ``name`` as a store (``tmp_path/stores/name``) with its GEODE_HOME
+    (``tmp_path/home``, ``geode.toml`` from ``toml``); returns (the GeodeEnv, the manifest)."""
+    root, manifest = make_store(name, tmp_path / "stores")
+    env = GeodeEnv(tmp_path, root=root)
+    if toml:
+        env.toml(toml)
+    return env, manifest
+
+
 def setup(name: str, tmp_path: Path, toml: str = ""):
     """(settings, engine, root, manifest) for a fixture store, records in a tmp GEODE_HOME."""
-    from geode.agents.contract import ensure_tables
-    from geode.delivery.config import load_settings
-    from geode.delivery.models import init_db
-
-    root, manifest = make_store(name, tmp_path / "stores")
-    home = tmp_path / "home"
-    home.mkdir(exist_ok=True)
-    if toml:
-        (home / "geode.toml").write_text(toml, encoding="utf-8")
-    settings = load_settings(store=root, home=home, env={})
-    engine = init_db(settings)
-    ensure_tables(engine)
+    env, manifest = fixture_env(name, tmp_path, toml)
+    settings, engine, root = env
     return settings, engine, root, manifest
