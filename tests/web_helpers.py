@@ -135,6 +135,12 @@ def make_night(tmp_path: Path) -> Night:
     f5 = finding(NIGHT, "corrector", "stale-status", "notes/pipefail.md", 6, "", "draft for 200 days")
     n.findings = {"index": f1, "deploy": f2, "old-retry": f3, "dup-b": f4, "pipefail": f5}
 
+    # the earlier night first, as a real schedule files them
+    file("bind-git-add", "gardener", "edit", "Bind git-add-all to `git add .` too (found by a blocked lookup)",
+         [Q.edit_change(s, "main", "notes/git-add-all.md",
+                        NOTES["notes/git-add-all.md"].replace('match: "git add -A"', 'match: "git add -A, git add ."'))],
+         [{"ledger_event": n.ledger["blocked"]}], run=EARLIER)
+    time.sleep(0.01)
     file("fix-index", "librarian", "edit", "Repair the link to exit-code in index.md",
          [Q.edit_change(s, "main", "index.md", NOTES["index.md"].replace("[[exit-code-old]]", "[[exit-code]]"))],
          [{"finding": f1}])
@@ -148,22 +154,19 @@ def make_night(tmp_path: Path) -> Night:
          Q.archive_changes(s, "main", "notes/dup-b.md"), [{"finding": f4}])
     file("pipefail-stable", "corrector", "status", "Mark pipefail stable",
          [Q.status_change(s, "main", "notes/pipefail.md", "stable")], [{"finding": f5}])
-    file("bind-git-add", "gardener", "edit", "Bind git-add-all to `git add .` too (found by a blocked lookup)",
-         [Q.edit_change(s, "main", "notes/git-add-all.md",
-                        NOTES["notes/git-add-all.md"].replace('match: "git add -A"', 'match: "git add -A, git add ."'))],
-         [{"ledger_event": n.ledger["blocked"]}], run=EARLIER)
 
     for run, agent, examined, props in (
+            (EARLIER, "gardener", {"notes": 8, "ledger_events": 1}, ["bind-git-add"]),
             (NIGHT, "librarian", {"notes": 8, "links": 9}, ["fix-index", "fix-deploy"]),
             (NIGHT, "cleaner", {"notes": 8, "folders": 3}, ["archive-old-retry", "archive-dup-b"]),
             (NIGHT, "corrector", {"notes": 8, "findings": 5}, ["pipefail-stable"]),
-            (NIGHT, "gardener", {"notes": 8, "ledger_events": 2}, []),
-            (EARLIER, "gardener", {"notes": 8, "ledger_events": 1}, ["bind-git-add"])):
+            (NIGHT, "gardener", {"notes": 8, "ledger_events": 2}, [])):
         contract.begin_attempt(engine, run, agent, trigger="schedule")
         rep = contract.Report(agent=agent, status=contract.OK if props else contract.NOTHING_TO_LEARN,
                               examined=examined, run_id=run, store_notes=8,
                               proposals=[{"id": n.ids[k], "kind": "edit", "paths": []} for k in props])
         contract.finish_run(engine, rep)
+        time.sleep(0.01)
     engine.dispose()
     return n
 

@@ -29,7 +29,7 @@ CONTEXT = 3
 MAX_LINES = 20000
 #: Two lines are paired for word marks only when they are at least this similar.
 PAIR_RATIO = 0.3
-_TOKEN = re.compile(r"\w+|\s+|[^\w\s]", re.UNICODE)
+_TOKEN = re.compile(r"\w+(?:[-.']\w+)*|\s+|[^\w\s]", re.UNICODE)
 
 
 def _lines(data: bytes | None) -> list[str]:

@@ -221,7 +221,6 @@ async function graphSetup() {
           "target-arrow-shape": "triangle", "curve-style": "bezier", "label": "data(label)", "font-size": 9, "color": "#667" } },
         { selector: "edge[!typed]", style: { "line-style": "dashed" } },
       ],
-      wheelSensitivity: 0.3,
     });
     cy.on("tap", "node", (e) => { const href = e.target.data("href"); if (href && !e.target.data("anchor")) location.href = href; });
     box.dataset.nodes = String(cy.nodes().length);
