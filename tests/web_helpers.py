@@ -231,11 +231,14 @@ class Server:
 
 def request(server: Server, method: str, path: str, *, body=None, headers: dict | None = None,
             auth: bool = True, host: str | None = None) -> tuple[int, dict, bytes]:
-    """One raw HTTP request (``http.client``: every header, Host included, exactly as given)."""
+    """One raw HTTP request (``http.client``: every header, Host included, exactly as given;
+    ``host=""`` sends none)."""
     import http.client
 
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
-    hs = {"Host": host or f"127.0.0.1:{server.port}"}
+    hs = {"Host": f"127.0.0.1:{server.port}" if host is None else host}
+    if host == "":
+        del hs["Host"]  # no Host header at all
     if auth:
         hs["Authorization"] = f"Bearer {server.token}"
     hs.update(headers or {})
@@ -243,6 +246,7 @@ def request(server: Server, method: str, path: str, *, body=None, headers: dict 
     if body is not None:
         data = json.dumps(body).encode()
         hs.setdefault("Content-Type", "application/json")
+        hs["Content-Length"] = str(len(data))
     conn.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
     for k, v in hs.items():
         conn.putheader(k, v)
