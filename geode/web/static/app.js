@@ -127,7 +127,8 @@ function segs(line) {
 }
 
 function diffTable(f) {
-  const t = el("table", { class: "diff unified" });
+  const t = el("table", { class: "diff unified" },
+    el("colgroup", {}, el("col", { class: "c-no" }), el("col", { class: "c-no" }), el("col", {})));
   for (const h of f.hunks) {
     t.append(el("tr", { class: "hunk" }, el("td", { colspan: "3", text: h.header })));
     for (const ln of h.lines) {
