@@ -245,3 +245,47 @@ def test_an_install_ships_the_templates_and_assets(tmp_path):
     assert not missing, missing
     assert (web / "static/vendor/cytoscape.min.js").read_bytes() == (src / "static/vendor/cytoscape.min.js").read_bytes()
     assert (web / "app.py").is_file() and (web / "command.py").is_file()
+
+
+def test_the_queue_and_store_queries_on_postgresql(tmp_path):
+    """The page's own SQL (the night ordering subquery, path LIKE, GROUP BY counts, facets)
+    on PostgreSQL, the records' database at scale."""
+    import secrets
+
+    import psycopg
+
+    from geode.agents import proposals as Q
+    from geode.recall.recall_index import dispose_engines
+    from geode.web.queue import QueueFilter, bulk_decide, bulk_preview, choices, history, page_of
+    from geode.web.store import Store
+
+    admin = "postgresql://postgres@127.0.0.1:5432/test"
+    name = f"geode_web_{secrets.token_hex(6)}"
+    with psycopg.connect(admin, autocommit=True, connect_timeout=5) as conn:  # fails loudly when unreachable
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        n = make_night(tmp_path, f'\n[database]\nurl = "postgresql://postgres@127.0.0.1:5432/{name}"\n')
+        assert n.settings.database_url.endswith(name)
+        engine = Q.open_queue(n.settings)
+        assert engine.dialect.name == "postgresql"
+        d = page_of(engine, QueueFilter(), per_page=4)
+        assert [(g["night"], g["agent"], g["total"]) for g in d["groups"]] == [
+            ("night of 2026-03-14", "cleaner", 2), ("night of 2026-03-14", "corrector", 1),
+            ("night of 2026-03-14", "librarian", 2)]
+        assert [p["id"] for p in page_of(engine, QueueFilter(path="deploy"))["proposals"]] == [n.ids["fix-deploy"]]
+        assert page_of(engine, QueueFilter(path="_"))["total"] == 0
+        assert [c["value"] for c in choices(engine)["night"]] == [NIGHT, "night-2026-03-13"]
+        flt = QueueFilter(agent="cleaner")
+        pre = bulk_preview(n.settings, engine, "approve", flt)
+        assert bulk_decide(n.settings, engine, "approve", flt, pre["ids"], "pg")["ok"] == 2
+        assert (n.store / "archive/notes/dup-b.md").is_file() and not (n.store / "notes/dup-b.md").exists()
+        h = history(engine, per_page=2)
+        assert h["total"] == 8 and [a["who"] for a in h["actions"]] == ["pg", "pg"]
+        res = Store(n.settings, engine).search({"q": "pipeline", "mode": "text", "tag": "shell"})
+        assert sorted(r["title"] for r in res["results"]) == ["exit-code", "pipefail"]  # ranks differ by engine
+        assert {f["value"]: f["count"] for f in res["facets"]["tag"]} == {"shell": 2, "ci": 1}
+        engine.dispose()
+    finally:
+        dispose_engines()
+        with psycopg.connect(admin, autocommit=True, connect_timeout=5) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -75,8 +75,9 @@ def snapshot(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def make_night(tmp_path: Path) -> Night:
-    """GEODE_HOME and a store under ``tmp_path``, with two nights of known proposals."""
+def make_night(tmp_path: Path, toml_extra: str = "") -> Night:
+    """GEODE_HOME and a store under ``tmp_path``, with two nights of known proposals
+    (``toml_extra``: more of geode.toml, e.g. a ``[database]`` table)."""
     from geode.agents import contract
     from geode.agents import proposals as Q
     from geode.delivery import ledger
@@ -89,7 +90,7 @@ def make_night(tmp_path: Path) -> Night:
     for rel, text in NOTES.items():
         write(store, rel, text)
     (home / "geode.toml").write_text(
-        f'[domains]\nmain = {json.dumps(str(store))}\n\n[web]\nwho = "Ada Reviewer"\n', encoding="utf-8")
+        f'[domains]\nmain = {json.dumps(str(store))}\n\n[web]\nwho = "Ada Reviewer"\n{toml_extra}', encoding="utf-8")
     s = load_settings(home=home, env={})
     engine = Q.open_queue(s)
     contract.ensure_tables(engine)
