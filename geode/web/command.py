@@ -1,7 +1,8 @@
 """``geode web [--host 127.0.0.1] [--port PORT] [--no-open]``: serve the page.
 
-Registered by ``geode.cli.main`` (EXTENSIONS) like the other command modules; Starlette,
-uvicorn and Jinja2 are imported only when the command runs, so the rest of the CLI stays quick.
+Registered by ``geode.cli.main`` (EXTENSIONS) like the other command modules; this module
+imports nothing at load time (every ``geode`` command loads it), and Starlette, uvicorn and
+Jinja2 only when the command runs.
 
 It binds the socket first (so the printed URL names the port really bound, also for
 ``--port 0``), prints ``http://HOST:PORT/?token=TOKEN`` with a fresh random token on stdout,
@@ -12,9 +13,6 @@ between the network and the approval queue, over plain HTTP.
 
 from __future__ import annotations
 
-import errno
-import secrets
-import socket
 import sys
 
 DEFAULT_PORT = 8765
@@ -34,7 +32,11 @@ def register(sub, common) -> None:
     s.set_defaults(func=cmd_web)
 
 
-def _bind(host: str, port: int | None) -> socket.socket:
+def _bind(host: str, port: int | None):
+    """A listening socket on ``host``; without ``port``, 8765 or the next free one."""
+    import errno
+    import socket
+
     from geode.cli.common import CLIError
 
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -77,6 +79,8 @@ def cmd_web(args) -> int:
     settings = settings_of(args)
     sock = _bind(host, args.port)
     port = sock.getsockname()[1]
+    import secrets
+
     token = secrets.token_urlsafe(32)
     import uvicorn
 

@@ -14,7 +14,9 @@ Shape of one file (``file_diffs``)::
                 "lines": [{"t": " "|"-"|"+", "old": int|null, "new": int|null,
                            "seg": [[text, marked], ...], "noeol": bool}]}]}
 
-``marked`` is true for the words of a changed line that differ from its counterpart; a line
+``marked`` is true for the words of a changed line that differ from its counterpart (a word is a
+run of letters and digits, with ``-``, ``.`` or ``'`` inside it: ``exit-code-old`` is one word,
+as a note's name reads); a line
 with no counterpart (a pure insertion or deletion) has one unmarked segment: the whole line is
 the change.
 """
