@@ -14,7 +14,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PKG = ROOT / "geode"
 AGENTS = {"librarian", "cleaner", "gardener", "corrector"}
-ROOMS = ["delivery", "recall", "agents", *sorted(AGENTS), "scheduler", "cli"]
+ROOMS = ["delivery", "recall", "agents", *sorted(AGENTS), "scheduler", "cli", "web"]
 ALLOWED = {
     "delivery": set(),
     "recall": {"delivery"},
@@ -22,6 +22,9 @@ ALLOWED = {
     **{a: {"delivery", "recall", "agents"} for a in AGENTS},
     "scheduler": {"delivery", "recall", "agents", *AGENTS},
     "cli": {"delivery", "recall", "agents", *AGENTS, "scheduler"},
+    # the page, beside the command line: it reads the rooms' APIs and reuses the CLI's report
+    # helpers (doctor checks, search filters); the CLI reaches it only through EXTENSIONS
+    "web": {"delivery", "recall", "agents", *AGENTS, "scheduler", "cli"},
 }
 OLD_TOP_LEVEL = {"delivery", "agents", "librarian", "cleaner", "gardener", "corrector", "scheduler"}
 

@@ -423,7 +423,8 @@ def build_parser() -> argparse.ArgumentParser:
 #: Command modules of the other rooms' issues. Each has ``register(sub, common)`` and imports
 #: its heavy dependencies only inside the command functions.
 EXTENSIONS = ("geode.cli.recall_cmds", "geode.cli.upkeep_cmds",
-              "geode.cli.proposals_cmds",)
+              "geode.cli.proposals_cmds",
+              "geode.web.command",)
 
 
 def _register_extension(name: str, sub, common) -> None:

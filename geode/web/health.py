@@ -1,0 +1,64 @@
+"""Health as the page reads it: the last nights (each agent's status, what it examined, found
+and proposed), ``geode doctor``'s checks, the delivery statistics and the control arm's study.
+
+The reports are the CLI's own (``geode.cli.upkeep_cmds.doctor_checks``,
+``geode.delivery.stats.compute_stats``, ``geode.delivery.study.compute_study``), so the page and
+the terminal can never disagree. ``doctor`` runs every agent over the whole store and writes a
+probe row into the records to prove they take writes, so the page runs it on a POST (a button),
+never on a GET.
+"""
+
+from __future__ import annotations
+
+from geode.agents import contract
+from geode.web.queue import iso, night_label
+
+NIGHT_RUN_ROWS = 400
+
+
+def nights(engine, limit: int = 7) -> list[dict]:
+    """The last ``limit`` runs (nights or manual runs), newest first, each with its agents."""
+    contract.ensure_tables(engine)
+    runs = contract.list_runs(engine, limit=NIGHT_RUN_ROWS)
+    out: list[dict] = []
+    by_id: dict[str, dict] = {}
+    for r in runs:
+        n = by_id.get(r["run_id"])
+        if n is None:
+            if len(out) >= limit:
+                continue
+            n = by_id[r["run_id"]] = {"run_id": r["run_id"], "label": night_label(r["run_id"], r["started_at"]),
+                                      "started_at": iso(r["started_at"]), "agents": [], "status": "ok"}
+            out.append(n)
+        n["agents"].append({"agent": r["agent"], "status": r["status"], "message": r["message"],
+                            "examined": r["examined"], "findings": r["findings"], "proposals": r["proposals"],
+                            "attempts": r["attempts"], "trigger": r["trigger"],
+                            "started_at": iso(r["started_at"]), "finished_at": iso(r["finished_at"] or None)})
+        if r["status"] == contract.FAILED:
+            n["status"] = "failed"
+        elif r["status"] not in contract.FINAL_STATUSES and n["status"] != "failed":
+            n["status"] = "running"
+    for n in out:
+        n["agents"].sort(key=lambda a: a["agent"])
+    return out
+
+
+def stats(settings, engine, days: float | None = None) -> dict:
+    from geode.cli.main import registered_crystals
+    from geode.delivery.stats import compute_stats
+
+    ids, oversize = registered_crystals(settings)
+    return compute_stats(settings, engine, ids, oversize, days=days)
+
+
+def study(settings, engine) -> dict:
+    from geode.delivery.study import compute_study
+
+    return compute_study(settings, engine)
+
+
+def doctor(settings, skip_model: bool = True) -> dict:
+    from geode.cli.upkeep_cmds import doctor_checks
+
+    checks = doctor_checks(settings, skip_model=skip_model)
+    return {"ok": bool(checks) and all(c["ok"] for c in checks), "checks": checks, "skip_model": skip_model}

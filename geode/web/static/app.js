@@ -1,0 +1,270 @@
+// geode web: the little JavaScript the page needs. Every change goes through the JSON API
+// (POST with the CSRF token from the page's meta tag); every read of data the server did not
+// render goes through the same API. No framework, nothing from the network.
+"use strict";
+
+const CSRF = document.querySelector('meta[name="geode-csrf"]').content;
+
+async function api(method, url, body) {
+  const opts = { method, headers: { "Accept": "application/json" }, credentials: "same-origin" };
+  if (method !== "GET") {
+    opts.headers["Content-Type"] = "application/json";
+    opts.headers["X-Geode-CSRF"] = CSRF;
+    opts.body = JSON.stringify(body || {});
+  }
+  const r = await fetch(url, opts);
+  let data = null;
+  try { data = await r.json(); } catch (e) { data = { error: "the server answered " + r.status }; }
+  return { status: r.status, ok: r.ok, data };
+}
+
+function el(tag, attrs, ...kids) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "class") e.className = v;
+    else if (k === "text") e.textContent = v;
+    else e.setAttribute(k, v);
+  }
+  for (const k of kids) if (k != null) e.append(k);
+  return e;
+}
+
+// -- flash messages survive the reload that follows an action ------------------------------
+function flash(msg, kind) {
+  sessionStorage.setItem("geode-flash", JSON.stringify({ msg, kind: kind || "ok" }));
+}
+function showFlash() {
+  const raw = sessionStorage.getItem("geode-flash");
+  if (!raw) return;
+  sessionStorage.removeItem("geode-flash");
+  const { msg, kind } = JSON.parse(raw);
+  const box = document.getElementById("flash");
+  box.textContent = msg;
+  box.className = "flash " + kind;
+  box.hidden = false;
+}
+
+function describe(r) {
+  if (r.action === "refresh") return r.message;
+  return "#" + r.id + " " + r.action + ": " + (r.ok ? r.status : "NOT DONE (" + r.status + "): " + r.message);
+}
+
+// -- one proposal: approve, reject, undo, refresh -------------------------------------------
+async function decide(id, action, button) {
+  if (button) button.disabled = true;
+  const reasonBox = document.getElementById("reason");
+  const body = action === "reject" && reasonBox ? { reason: reasonBox.value } : {};
+  const { status, data } = await api("POST", `/api/proposals/${id}/${action}`, body);
+  if (data && data.error) flash(`#${id} ${action}: ${data.error}`, "bad");
+  else flash(describe(data), data.ok ? "ok" : "bad");
+  if (action === "refresh" && data && data.new_id && document.body.dataset.page === "proposal") {
+    location.href = `/proposals/${data.new_id}`;
+    return;
+  }
+  location.reload();
+  return status;
+}
+
+document.addEventListener("click", (ev) => {
+  const b = ev.target.closest("button.act");
+  if (b) { ev.preventDefault(); decide(b.dataset.id, b.dataset.action, b); }
+});
+
+// -- bulk by the current filter, after a preview --------------------------------------------
+function bulkSetup() {
+  const box = document.getElementById("bulk");
+  if (!box) return;
+  const filter = JSON.parse(box.dataset.filter || "{}");
+  const out = document.getElementById("bulk-preview");
+  box.querySelectorAll("button.bulk-go").forEach((b) => b.addEventListener("click", async () => {
+    const action = b.dataset.action;
+    const qs = new URLSearchParams(Object.assign({ action }, filter));
+    out.hidden = false;
+    out.textContent = "checking…";
+    const { data } = await api("GET", "/api/bulk?" + qs.toString());
+    renderPreview(out, action, filter, data);
+  }));
+}
+
+function renderPreview(out, action, filter, data) {
+  out.replaceChildren();
+  if (data.error) { out.append(el("p", { class: "error", text: data.error })); return; }
+  const tally = Object.entries(data.would || {}).map(([k, v]) => `${v} would ${k}`).join(", ");
+  out.append(el("p", { class: "count", text: `${action} ${data.count} proposal${data.count === 1 ? "" : "s"}` +
+    (tally && action !== "reject" ? ` (of those checked: ${tally})` : "") }));
+  const ul = el("ul", { class: "named" });
+  for (const p of data.named) {
+    ul.append(el("li", { "data-id": p.id },
+      el("a", { href: `/proposals/${p.id}`, text: `#${p.id}` }), " ",
+      el("span", { class: `badge st-${p.status}`, text: p.status }), " ",
+      el("span", { class: "kind", text: p.kind }), " ", p.title,
+      action !== "reject" ? el("span", { class: `would w-${p.would}`, text: ` → ${p.would}` }) : null));
+  }
+  if (data.count > data.named.length) ul.append(el("li", { class: "muted", text: `and ${data.count - data.named.length} more` }));
+  out.append(ul);
+  if (!data.count) { out.append(el("p", { class: "muted", text: "nothing to do" })); return; }
+  let reason = null;
+  if (action === "reject") { reason = el("input", { type: "text", placeholder: "reason (recorded)", id: "bulk-reason" }); out.append(reason); }
+  const go = el("button", { class: "bulk-confirm", text: `Confirm: ${action} these ${data.count}` });
+  const cancel = el("button", { class: "bulk-cancel", text: "Cancel" });
+  cancel.addEventListener("click", () => { out.hidden = true; out.replaceChildren(); });
+  go.addEventListener("click", async () => {
+    go.disabled = true;
+    const { status, data: r } = await api("POST", "/api/bulk", { action, filter, ids: data.ids, reason: reason ? reason.value : "" });
+    if (status === 409 && r.preview) { renderPreview(out, action, filter, r.preview); out.prepend(el("p", { class: "error", text: r.error })); return; }
+    if (r.error) { flash(`${action}: ${r.error}`, "bad"); }
+    else { flash(`${action}: ${r.ok} done` + (r.not_done ? `, ${r.not_done} not done (see History)` : ""), r.not_done ? "bad" : "ok"); }
+    location.reload();
+  });
+  out.append(go, " ", cancel);
+}
+
+// -- inline expansion in the queue: rationale, evidence, diff from the API ------------------
+function segs(line) {
+  const frag = document.createDocumentFragment();
+  for (const [text, marked] of line.seg) frag.append(marked ? el("mark", { text }) : document.createTextNode(text));
+  return frag;
+}
+
+function diffTable(f) {
+  const t = el("table", { class: "diff unified" },
+    el("colgroup", {}, el("col", { class: "c-no" }), el("col", { class: "c-no" }), el("col", {})));
+  for (const h of f.hunks) {
+    t.append(el("tr", { class: "hunk" }, el("td", { colspan: "3", text: h.header })));
+    for (const ln of h.lines) {
+      const cls = { "+": "add", "-": "del", " ": "ctx" }[ln.t];
+      t.append(el("tr", { class: "ln " + cls }, el("td", { class: "no", text: ln.old || "" }),
+        el("td", { class: "no", text: ln.new || "" }),
+        el("td", { class: "code" }, el("span", { class: "sign", text: ln.t }), segs(ln))));
+    }
+  }
+  return t;
+}
+
+async function expand(li, button) {
+  const box = li.querySelector(".inline");
+  if (!box.hidden) { box.hidden = true; button.textContent = "▸"; button.setAttribute("aria-expanded", "false"); return; }
+  button.textContent = "▾";
+  button.setAttribute("aria-expanded", "true");
+  box.hidden = false;
+  if (box.dataset.loaded) return;
+  box.textContent = "loading…";
+  const { data } = await api("GET", `/api/proposals/${li.dataset.id}`);
+  box.replaceChildren();
+  if (data.error) { box.append(el("p", { class: "error", text: data.error })); return; }
+  box.dataset.loaded = "1";
+  box.append(el("p", { class: `check check-${data.check.would}`, text: data.check.message }));
+  box.append(el("p", { class: "pre rationale", text: data.rationale }));
+  const ev = el("ul", { class: "evidence" });
+  for (const e of data.evidence_resolved) {
+    const row = e.row || {};
+    const what = e.missing ? `${e.type} ${e.id}: no longer recorded`
+      : e.type === "finding" ? `finding #${e.id} ${row.kind}: ${row.message}` : `ledger #${e.id} ${row.kind} ${row.ts} ${row.term || ""}`;
+    const li2 = el("li", {}, what + " ");
+    if (e.address) li2.append(el("a", { href: "/note?a=" + encodeURIComponent(e.address), text: row.path + (row.line ? ":" + row.line : "") }));
+    ev.append(li2);
+  }
+  box.append(ev);
+  for (const f of data.files) {
+    box.append(el("h4", { class: "dpath" }, el("span", { class: `op op-${f.op}`, text: f.op }), " ",
+      f.old_path ? el("code", { text: f.old_path + " → " }) : null, el("code", { text: f.path })));
+    if (f.binary) box.append(el("p", { class: "muted", text: "binary file: not shown" }));
+    else box.append(diffTable(f));
+  }
+}
+
+document.addEventListener("click", (ev) => {
+  const b = ev.target.closest("button.expand");
+  if (b) { ev.preventDefault(); expand(b.closest("li.proposal"), b); }
+});
+
+// -- the diff view switch (unified / side by side), remembered -----------------------------
+function viewSetup() {
+  const diffs = document.getElementById("diffs");
+  if (!diffs) return;
+  const set = (v) => {
+    diffs.className = "diffs view-" + v;
+    localStorage.setItem("geode-diff-view", v);
+    document.querySelectorAll(".view-btn").forEach((b) => b.classList.toggle("on", b.dataset.view === v));
+  };
+  document.querySelectorAll(".view-btn").forEach((b) => b.addEventListener("click", () => set(b.dataset.view)));
+  set(localStorage.getItem("geode-diff-view") || "split");
+}
+
+// -- the neighbourhood graph (Cytoscape.js, vendored) ----------------------------------------
+async function graphSetup() {
+  const box = document.getElementById("graph");
+  if (!box) return;
+  const depthSel = document.getElementById("graph-depth");
+  const draw = async () => {
+    const addr = box.dataset.address;
+    const { data } = await api("GET", `/api/context/${encodeURIComponent(addr)}?depth=${depthSel.value}`);
+    const info = document.getElementById("graph-info");
+    const list = document.getElementById("graph-list");
+    list.replaceChildren();
+    if (data.error) { info.textContent = data.error; return; }
+    info.textContent = `build_context: ${data.total} within ${data.depth} hop${data.depth === 1 ? "" : "s"}, top ${data.related.length}` + (data.capped ? " (path cap hit)" : "");
+    for (const r of data.related) {
+      list.append(el("li", {}, el("span", { class: "rel", text: (r.direction === "out" ? "→ " : "← ") + r.relation }), " ",
+        el("a", { href: "/note?a=" + encodeURIComponent(r.address), text: r.title }),
+        el("span", { class: "muted small", text: ` score ${r.score}, ${r.hops} hop${r.hops === 1 ? "" : "s"}` })));
+    }
+    if (typeof cytoscape !== "function") { info.textContent += " (the graph library did not load)"; return; }
+    const cy = cytoscape({
+      container: box,
+      elements: data.graph.nodes.concat(data.graph.edges),
+      layout: { name: data.graph.nodes.length > 2 ? "cose" : "grid", animate: false, randomize: false, padding: 30 },
+      style: [
+        { selector: "node", style: { "label": "data(label)", "font-size": 11, "text-valign": "bottom", "text-margin-y": 4,
+          "background-color": "#5b7db1", "width": 18, "height": 18, "color": "#223", "text-wrap": "ellipsis", "text-max-width": 160 } },
+        { selector: "node[?anchor]", style: { "background-color": "#d9822b", "width": 28, "height": 28, "font-weight": "bold" } },
+        { selector: "edge", style: { "width": 1.5, "line-color": "#9aa8bd", "target-arrow-color": "#9aa8bd",
+          "target-arrow-shape": "triangle", "curve-style": "bezier", "label": "data(label)", "font-size": 9, "color": "#667" } },
+        { selector: "edge[!typed]", style: { "line-style": "dashed" } },
+      ],
+    });
+    cy.on("tap", "node", (e) => { const href = e.target.data("href"); if (href && !e.target.data("anchor")) location.href = href; });
+    box.dataset.nodes = String(cy.nodes().length);
+    box.dataset.edges = String(cy.edges().length);
+    box.dataset.ready = "1";
+  };
+  depthSel.addEventListener("change", () => { box.dataset.ready = ""; draw(); });
+  draw();
+}
+
+// -- health: reports loaded after the page paints; doctor on a button -----------------------
+function healthSetup() {
+  document.querySelectorAll("pre.report[data-src]").forEach(async (pre) => {
+    const { data } = await api("GET", pre.dataset.src);
+    pre.textContent = data.error ? data.error : data.text;
+    pre.dataset.ready = "1";
+  });
+  const b = document.getElementById("run-doctor");
+  if (!b) return;
+  b.addEventListener("click", async () => {
+    const out = document.getElementById("doctor");
+    b.disabled = true;
+    out.textContent = "running every check…";
+    const { data } = await api("POST", "/api/doctor", { skip_model: true });
+    out.replaceChildren();
+    if (data.error) { out.append(el("p", { class: "error", text: data.error })); b.disabled = false; return; }
+    const t = el("table", { class: "list doctor" });
+    for (const c of data.checks) {
+      t.append(el("tr", { class: c.ok ? "ok" : "fail" }, el("td", { text: c.ok ? "ok" : "FAIL" }),
+        el("td", { text: c.name }), el("td", { text: c.message })));
+    }
+    out.append(t, el("p", { class: data.ok ? "ok" : "error",
+      text: data.ok ? "all parts can do their job on this store" : `${data.checks.filter((c) => !c.ok).length} check(s) failed` }));
+    out.dataset.ready = "1";
+    b.disabled = false;
+  });
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  showFlash();
+  bulkSetup();
+  viewSetup();
+  graphSetup();
+  healthSetup();
+  document.body.dataset.ready = "1";
+});
