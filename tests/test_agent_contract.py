@@ -218,13 +218,7 @@ def test_a_missing_store_folder_fails(agent, tmp_path):
     assert r.status == "failed" and "cannot read the store folder" in r.message
 
 
-FILES_WHEN_FAILED = pytest.mark.xfail(strict=True, reason=(
-    "the Gardener's run fails (no note it could examine) and still reports its blocked-lookups "
-    "finding and files the stub proposal from the ledger, even into a store folder that does not exist"))
-
-
-@pytest.mark.parametrize("agent", [pytest.param(a, marks=FILES_WHEN_FAILED) if a == "gardener" else a
-                                   for a in AGENTS])
+@pytest.mark.parametrize("agent", AGENTS)
 @pytest.mark.parametrize("how", ["empty", "unreadable", "missing"])
 def test_a_failed_run_files_no_proposal_and_finds_nothing_but_the_unreadable_files(agent, how, tmp_path):
     """What a run could not see it cannot judge: its only findings are the files it could not read."""

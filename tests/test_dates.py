@@ -23,7 +23,12 @@ from geode.delivery.lint import lint_note, lint_store
 from geode.delivery.note import parse_note
 from geode.recall.recall_index import RecallIndex, dispose_engines
 from geode.recall.search import FilterError, search
-from tests.test_corrector import make
+from tests.stores import GeodeEnv
+
+
+def make(tmp_path, files: dict[str, bytes]):
+    """(settings, engine, root) for a store of exactly ``files``, records in a tmp GEODE_HOME."""
+    return tuple(GeodeEnv(tmp_path).files(files))
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 D = dt.date(2024, 12, 31)

@@ -150,6 +150,15 @@ def run_agent(settings, engine, run_id: str, name: str, trigger: str = "manual",
         report.examined.setdefault("notes", 0)
     report.run_id, report.attempts, report.started_at = run_id, attempts, started
     apply_rule(report, census(settings))
+    if report.status == FAILED and report.proposed:
+        # What a run could not see it cannot judge: a failed run files nothing, and keeps only
+        # the findings about what it could not read (a person acts on those first).
+        held = len(report.proposed)
+        report.proposed = []
+        report.findings = [f for f in report.findings if f.kind == "unreadable"]
+        report.message = "; ".join(filter(None, [report.message, f"{held} proposal(s) not filed: the run failed"]))
+    elif report.status == FAILED:
+        report.findings = [f for f in report.findings if f.kind == "unreadable"]
     store_findings(engine, run_id, name, report.findings)
     report.proposals = []
     problems = []
