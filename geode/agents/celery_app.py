@@ -1,7 +1,9 @@
 """The Celery app: one thin task per agent, taking ids, idempotent by run id.
 
 Start a worker with ``geode worker`` (or ``celery -A geode.agents.celery_app worker``); the broker
-comes from ``[upkeep] broker_url`` in ``geode.toml`` or ``GEODE_BROKER_URL``. With no broker
+comes from ``GEODE_BROKER_URL`` or ``[upkeep] broker_url`` in ``geode.toml`` (``settings.upkeep``,
+resolved by ``geode.delivery.config.load_settings``; the module's ``app`` is configured from the
+environment when it is imported, and ``configure(settings)`` sets it for an entry point's settings). With no broker
 configured the tasks run in-process (``task_always_eager``): the embedded default needs no
 server.
 
@@ -28,9 +30,8 @@ from celery import Celery, chain
 from geode.agents.contract import MAX_ATTEMPTS
 from geode.delivery.config import ConfigError
 
-DEFAULT_VISIBILITY_TIMEOUT = 7200  # seconds; Redis's own default is 3600
+#: the hard limit when none is set: at most this, and at most half the visibility timeout
 DEFAULT_TIME_LIMIT = 1800
-DEFAULT_QUEUE = "geode-upkeep"
 AGENT_TASKS = ("librarian", "cleaner", "gardener", "corrector")
 
 
@@ -38,46 +39,22 @@ class CeleryConfigError(ConfigError, ValueError):
     """The ``[upkeep]`` broker settings cannot be used; the message says which and why."""
 
 
-def _upkeep_table(home: str | None) -> dict:
-    from geode.delivery.config import default_home, read_config_file
-
-    try:
-        data = read_config_file(home or default_home(dict(os.environ)))
-    except ConfigError:  # a broken geode.toml is reported by load_settings; the broker settings use defaults
-        return {}
-    up = data.get("upkeep") or {}
-    return up if isinstance(up, dict) else {}
-
-
-def broker_settings(home: str | None = None, env: dict | None = None) -> dict:
-    """The broker and limits from the environment and ``[upkeep]``, validated."""
-    env = dict(os.environ) if env is None else env
-    up = _upkeep_table(home or env.get("GEODE_HOME"))
-
-    def pick(key: str, env_key: str, default):
-        value = env.get(env_key)
-        if value not in (None, ""):
-            return value
-        return up.get(key, default)
-
-    broker = pick("broker_url", "GEODE_BROKER_URL", None) or None
-    try:
-        vt = int(pick("visibility_timeout", "GEODE_VISIBILITY_TIMEOUT", DEFAULT_VISIBILITY_TIMEOUT))
-        hard = int(pick("time_limit", "GEODE_TASK_TIME_LIMIT", min(DEFAULT_TIME_LIMIT, vt // 2)))
-        soft = int(pick("soft_time_limit", "GEODE_TASK_SOFT_TIME_LIMIT", max(1, hard - max(1, hard // 20))))
-    except (TypeError, ValueError) as exc:
-        raise CeleryConfigError(f"[upkeep] visibility_timeout and time limits must be whole seconds: {exc}") from exc
+def broker_settings(settings) -> dict:
+    """The broker and limits of ``settings.upkeep`` (environment, then ``[upkeep]``), validated."""
+    up = settings.upkeep
+    vt = up["visibility_timeout"]
+    hard = up["time_limit"] if up["time_limit"] is not None else min(DEFAULT_TIME_LIMIT, vt // 2)
+    soft = up["soft_time_limit"] if up["soft_time_limit"] is not None else max(1, hard - max(1, hard // 20))
     if not 0 < soft <= hard < vt:
         raise CeleryConfigError(
             f"[upkeep] limits must satisfy 0 < soft_time_limit ({soft}) <= time_limit ({hard}) "
             f"< visibility_timeout ({vt}): a task still running at the visibility timeout is given to a second worker")
-    return {"broker_url": broker, "visibility_timeout": vt, "time_limit": hard, "soft_time_limit": soft,
-            "queue": str(pick("queue", "GEODE_QUEUE", DEFAULT_QUEUE))}
+    return {"broker_url": up["broker_url"] or None, "visibility_timeout": vt, "time_limit": hard,
+            "soft_time_limit": soft, "queue": up["queue"]}
 
 
-def make_app(home: str | None = None, env: dict | None = None) -> Celery:
-    cfg = broker_settings(home, env)
-    app = Celery("geode")
+def _conf(settings) -> dict:
+    cfg = broker_settings(settings)
     conf = dict(
         task_acks_late=True,
         task_reject_on_worker_lost=True,
@@ -96,13 +73,33 @@ def make_app(home: str | None = None, env: dict | None = None) -> Celery:
     )
     if cfg["broker_url"]:
         conf["broker_url"] = cfg["broker_url"]
+        conf["task_always_eager"] = False
+        conf["task_eager_propagates"] = False
     else:
         conf["broker_url"] = "memory://"
         conf["task_always_eager"] = True
         conf["task_eager_propagates"] = True
-    app.conf.update(conf)
-    app.conf.geode = cfg
+    conf["geode"] = cfg
+    return conf
+
+
+def make_app(home: str | None = None, env: dict | None = None, settings=None) -> Celery:
+    """A Celery app for ``settings`` (or the settings of ``home`` and ``env``, read here)."""
+    if settings is None:
+        from geode.delivery.config import load_settings
+
+        settings = load_settings(home=home, env=env)
+    app = Celery("geode")
+    app.conf.update(_conf(settings))
     return app
+
+
+def configure(settings, celery_app: Celery | None = None) -> Celery:
+    """Point the app the tasks are registered on at ``settings`` (an entry point's flags win over
+    the environment the module was imported with). Call it before the app first connects."""
+    capp = celery_app or app
+    capp.conf.update(_conf(settings))
+    return capp
 
 
 app = make_app()

@@ -40,24 +40,10 @@ class UnknownAgent(NotFoundError, LookupError):
     """No agent by that name, or its module is not installed."""
 
 
-def upkeep_config(settings) -> dict:
-    """The ``[upkeep]`` table of ``geode.toml`` (empty when absent or for a one-off store)."""
-    from geode.delivery.config import ConfigError, read_config_file
-
-    try:
-        data = read_config_file(settings.home)
-    except ConfigError:  # a broken geode.toml is reported by load_settings; upkeep uses defaults
-        return {}
-    up = data.get("upkeep") or {}
-    return up if isinstance(up, dict) else {}
-
-
 def registry(settings=None) -> dict[str, str]:
     reg = dict(BUILTIN)
     if settings is not None:
-        extra = upkeep_config(settings).get("agents") or {}
-        if isinstance(extra, dict):
-            reg.update({str(k): str(v) for k, v in extra.items()})
+        reg.update(settings.upkeep["agents"])  # [upkeep] agents, checked by load_settings
     return reg
 
 

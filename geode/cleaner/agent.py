@@ -3,7 +3,7 @@
 Folders over their cap
     Every folder is found by reading the store (the folders of the notes ``ctx.load`` returns),
     never from a list. A folder holds the notes directly in it. Its cap is ``[cleaner] cap``
-    (default ``DEFAULT_CAP`` = 50) or ``[cleaner.caps] "path/to/folder" = N`` (``"."`` or ``""``
+    (default 50; every ``[cleaner]`` key and default is declared in ``geode.delivery.config.SCHEMA``) or ``[cleaner.caps] "path/to/folder" = N`` (``"."`` or ``""``
     is the store's root folder). A folder holding more than its cap gets a ``folder-over-cap``
     finding and one ``archive`` proposal per note, as many as bring it down to its cap, chosen
     from evidence in this order: retired status (deprecated, superseded, archived, legacy),
@@ -57,12 +57,11 @@ import hashlib
 import json
 
 from geode.agents.contract import Agent, Context, Finding, Proposed, Report, Skipped
+from geode.delivery.config import default
 from geode.delivery.crystal import ESSENCE_CLOSE, ESSENCE_OPEN, RETIRED_STATUSES
 from geode.delivery.dates import DateError, ValidityWindow, optional_date
 from geode.delivery.frontmatter_edit import FrontmatterEditError, set_key
 
-DEFAULT_CAP = 50
-DEFAULT_ARCHIVE_DIR = "archive"
 TEXT_MIN = 0.50
 EMBED_MIN = 0.95
 #: ledger kinds that mean a note was used
@@ -70,24 +69,10 @@ USE_KINDS = ("delivered", "read")
 #: link syntaxes whose target text names a path (they break when a note moves)
 PATH_SYNTAXES = ("markdown", "reference", "path")
 
-#: archive proposals per run, all folders together ([cleaner] max_archives)
-DEFAULT_MAX_ARCHIVES = 1000
 EXAMINED_KEYS = ("notes", "unreadable", "folders", "folders_capped", "folders_over_cap", "ledger_rows",
                  "notes_used", "stable_notes", "supersedes_edges", "subject_pairs", "notes_shingled",
                  "notes_too_short", "pairs_compared", "pairs_text_similar", "pairs_embedded", "notes_embedded",
                  "vectors_reused")
-
-
-def cleaner_config(settings) -> dict:
-    """``[cleaner]`` of ``geode.toml``: ``cap``, ``caps`` (folder -> cap), ``archive_dir``."""
-    from geode.delivery.config import ConfigError, read_config_file
-
-    try:
-        data = read_config_file(settings.home)
-    except ConfigError:  # a broken geode.toml is reported by load_settings; the Cleaner uses defaults
-        data = {}
-    cfg = data.get("cleaner") or {}
-    return cfg if isinstance(cfg, dict) else {}
 
 
 def _folder_key(folder: str) -> str:
@@ -143,19 +128,12 @@ class Cleaner(Agent):
         report = Report(agent=self.name)
         for key in EXAMINED_KEYS:
             report.examined.setdefault(key, 0)
-        cfg = cleaner_config(ctx.settings)
-        try:
-            self.cap = int(cfg.get("cap", DEFAULT_CAP))
-        except (TypeError, ValueError):
-            self.cap = DEFAULT_CAP
-            report.message = f"[cleaner] cap {cfg.get('cap')!r} is not a number; using {DEFAULT_CAP}"
-        caps = cfg.get("caps") or {}
-        self.caps = {_folder_key(k): int(v) for k, v in caps.items()} if isinstance(caps, dict) else {}
-        self.archive_dir = _folder_key(cfg.get("archive_dir") or DEFAULT_ARCHIVE_DIR) or DEFAULT_ARCHIVE_DIR
-        try:  # a queue of 49,000 archives in one night is not a queue a person works through
-            self.max_archives = int(cfg.get("max_archives", DEFAULT_MAX_ARCHIVES))
-        except (TypeError, ValueError):
-            self.max_archives = DEFAULT_MAX_ARCHIVES
+        cfg = ctx.settings.cleaner  # [cleaner], checked and filled with defaults by load_settings
+        self.cap = cfg["cap"]
+        self.caps = {_folder_key(k): v for k, v in cfg["caps"].items()}
+        self.archive_dir = _folder_key(cfg["archive_dir"]) or _folder_key(default("cleaner", "archive_dir"))
+        # max_archives: a queue of 49,000 archives in one night is not a queue a person works through
+        self.max_archives = cfg["max_archives"]
         self.archives_made = 0
         self.ctx = ctx
         usage, ledger_note = self._usage(ctx.engine, report)

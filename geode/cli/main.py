@@ -114,8 +114,8 @@ def cmd_hooks(args) -> int:
             if args.action == "uninstall":
                 results.append(inst.uninstall(agent, **kw))
                 continue
-            kw.update(geode_home=os.environ.get("GEODE_HOME") or args.home,
-                      store=args.store if args.store else None)
+            # settings.home: --home, then GEODE_HOME, then ~/.geode (the flag wins, as everywhere)
+            kw.update(geode_home=settings.home, store=args.store if args.store else None)
             if args.print:
                 results.append(inst.plan(agent, **kw))
             else:

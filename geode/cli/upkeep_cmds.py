@@ -132,7 +132,8 @@ def cmd_upkeep(args) -> int:
         if n not in have:
             raise CLIError(f"agent {n!r} is not installed yet")
     run_id = args.run_id or upkeep.new_run_id()
-    from geode.agents.celery_app import app, enqueue_upkeep
+    app = _celery(settings)
+    from geode.agents.celery_app import enqueue_upkeep
 
     if app.conf.task_always_eager or args.in_process:
         reports = upkeep.run_upkeep(settings, engine, run_id, names, trigger="manual")
@@ -158,12 +159,28 @@ def cmd_upkeep(args) -> int:
 
 
 # -- worker and scheduler --------------------------------------------------------------------
-def cmd_worker(args) -> int:
-    settings = _settings(args)
+def _celery(settings):
+    """The Celery app the tasks are registered on, pointed at this command's settings.
+
+    ``GEODE_HOME``/``GEODE_STORE`` are set first so that the module, when this import is its
+    first, reads the same home (``--home`` wins over the environment) and a worker's children
+    inherit it."""
     os.environ["GEODE_HOME"] = settings.home
     if settings.one_off_store:
         os.environ["GEODE_STORE"] = settings.domains[settings.default_domain]
-    from geode.agents.celery_app import app
+    from geode.cli.common import CLIError
+
+    try:
+        from geode.agents.celery_app import configure
+
+        return configure(settings)
+    except ValueError as exc:  # CeleryConfigError: limits that would hand a running task to a second worker
+        raise CLIError(str(exc)) from exc
+
+
+def cmd_worker(args) -> int:
+    settings = _settings(args)
+    app = _celery(settings)
     from geode.cli.common import CLIError
 
     if app.conf.task_always_eager:
@@ -178,6 +195,7 @@ def cmd_worker(args) -> int:
 
 def cmd_scheduler(args) -> int:
     settings = _settings(args)
+    _celery(settings)  # the nightly job enqueues through it
     from geode.scheduler import nightly
 
     try:
@@ -325,9 +343,9 @@ def doctor_checks(settings, skip_model: bool = False) -> list[dict]:
         add("index", False, {}, f"the binding index cannot be read or built: {type(exc).__name__}: {exc}")
 
     try:
-        from geode.agents.celery_app import app, ping
+        from geode.agents.celery_app import make_app, ping
 
-        ok, msg = ping(app)
+        ok, msg = ping(make_app(settings=settings))
         add("broker", ok, {}, msg)
     except GeodeError as exc:  # CeleryConfigError, raised when the app is configured at import
         add("broker", False, {}, f"the Celery configuration is unusable: {exc}")

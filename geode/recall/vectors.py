@@ -70,9 +70,8 @@ def vector_id(domain: str, path: str) -> str:
 
 
 def chroma_url(settings) -> str | None:
-    from geode.recall.recall_index import recall_config
-
-    return os.environ.get("GEODE_CHROMA_URL") or recall_config(settings).get("chroma_url") or None
+    """``GEODE_CHROMA_URL``, then ``[recall] chroma_url`` (resolved by load_settings); None: on disk."""
+    return settings.recall["chroma_url"] or None
 
 
 def current_folder(settings) -> str | None:

@@ -26,8 +26,6 @@ from geode.delivery.config import ConfigError
 from geode.delivery.errors import GeodeError
 
 JOB_ID = "geode-nightly-upkeep"
-DEFAULT_AT = "03:00"
-DEFAULT_GRACE_HOURS = 24.0
 EXIT_LOCKED = 3
 
 
@@ -43,10 +41,9 @@ class ScheduleError(ConfigError, ValueError):
 
 # -- configuration ---------------------------------------------------------------------------
 def schedule_config(settings) -> dict:
-    from geode.agents.upkeep import upkeep_config
-
-    up = upkeep_config(settings)
-    at = str(os.environ.get("GEODE_UPKEEP_AT") or up.get("at") or DEFAULT_AT)
+    """When the night runs: ``settings.upkeep`` (``GEODE_UPKEEP_AT``, then ``[upkeep] at``, then 03:00)."""
+    up = settings.upkeep
+    at = up["at"]
     parts = at.split(":")
     try:
         if len(parts) not in (2, 3):
@@ -57,10 +54,7 @@ def schedule_config(settings) -> dict:
             raise ValueError
     except ValueError:
         raise ScheduleError(f'[upkeep] at = {at!r}: expected "HH:MM" (local time), e.g. "03:00"') from None
-    try:
-        grace_h = float(up.get("misfire_grace_hours", DEFAULT_GRACE_HOURS))
-    except (TypeError, ValueError):
-        raise ScheduleError("[upkeep] misfire_grace_hours must be a number of hours") from None
+    grace_h = up["misfire_grace_hours"]
     if grace_h < 1:
         raise ScheduleError(f"[upkeep] misfire_grace_hours = {grace_h}: a grace under an hour drops nights; "
                             "use hours (24 by default)")

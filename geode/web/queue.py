@@ -45,17 +45,12 @@ def who_of(settings, override: str | None = None) -> str:
     """Who decides: ``--who``, else ``[web] who`` in geode.toml, else the OS user."""
     if override:
         return override
-    try:
-        from geode.delivery.config import read_config_file
-
-        name = (read_config_file(settings.home).get("web") or {}).get("who")
-    except Exception:  # a broken geode.toml is load_settings' to report
-        name = None
+    name = settings.web["who"]  # [web] who, checked by load_settings
     if isinstance(name, str) and name.strip():
         return name.strip()
     try:
         return getpass.getuser()
-    except Exception:
+    except (OSError, KeyError, ImportError):  # no user name in the environment or the password database
         return os.environ.get("USER") or "unknown"
 
 
