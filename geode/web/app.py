@@ -40,10 +40,10 @@ STATIC = HERE / "static"
 
 def _version() -> str:
     try:
-        from importlib.metadata import version
+        from importlib.metadata import PackageNotFoundError, version
 
         return version("geode")
-    except Exception:
+    except PackageNotFoundError:  # a checkout that was never installed
         return "dev"
 
 

@@ -94,11 +94,11 @@ def cmd_web(args) -> int:
               "the token is all that guards the approval queue", file=sys.stderr)
     print(f"geode web: serving {', '.join(settings.domains)} on {url}", flush=True)
     if not args.no_open:
-        try:
-            import webbrowser
+        import webbrowser
 
+        try:
             webbrowser.open(url)
-        except Exception as exc:  # no browser here: the printed URL is enough
+        except (OSError, webbrowser.Error) as exc:  # no browser here: the printed URL is enough
             print(f"geode web: could not open a browser ({exc}); open the URL above", file=sys.stderr)
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
                             server_header=False, date_header=False)

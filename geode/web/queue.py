@@ -20,6 +20,7 @@ from sqlalchemy import exists, func, select
 
 from geode.agents import apply as A
 from geode.agents import contract, proposals as Q, safepath
+from geode.delivery.errors import GeodeError
 from geode.delivery.models import LedgerEvent
 from geode.web import diffview
 
@@ -32,7 +33,7 @@ BULK_STATUSES = {"approve": ("pending",), "reject": Q.REJECTABLE, "undo": ("appl
 PREVIEW_NAMED = 500
 
 
-class QueueError(ValueError):
+class QueueError(GeodeError, ValueError):
     """A request the queue cannot serve; ``status`` is the HTTP status to answer with."""
 
     def __init__(self, message: str, status: int = 400, extra: dict | None = None):

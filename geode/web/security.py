@@ -28,7 +28,7 @@ import hmac
 import ipaddress
 import json
 import socket
-from http.cookies import SimpleCookie
+from http.cookies import CookieError, SimpleCookie
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
@@ -128,7 +128,7 @@ class Guard:
             jar = SimpleCookie()
             try:
                 jar.load(headers["cookie"])
-            except Exception:
+            except CookieError:  # a malformed Cookie header: as if none were sent
                 jar = SimpleCookie()
             if self.cookie in jar:
                 cookie_token = jar[self.cookie].value

@@ -14,6 +14,7 @@ import threading
 
 from sqlalchemy import func, select
 
+from geode.delivery.errors import GeodeError
 from geode.recall import context as ctx
 from geode.recall import search as S
 from geode.recall.recall_index import RecallIndex, notes_t, parse_address, tags_t
@@ -24,7 +25,7 @@ FACET_TAGS = 40
 DELIVERY_ROWS = 20
 
 
-class StoreError(ValueError):
+class StoreError(GeodeError, ValueError):
     def __init__(self, message: str, status: int = 400):
         super().__init__(message)
         self.status = status
