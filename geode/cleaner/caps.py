@@ -1,0 +1,188 @@
+"""The Cleaner's folders over their cap, and the archive proposals that bring them down.
+
+Every folder is found by reading the store (the folders of the notes ``ctx.load`` returns),
+never from a list. A folder holds the notes directly in it. Its cap is ``[cleaner] cap``
+(default 50; every ``[cleaner]`` key and default is declared in ``geode.delivery.config.SCHEMA``)
+or ``[cleaner.caps] "path/to/folder" = N`` (``"."`` or ``""`` is the store's root folder). A
+folder holding more than its cap gets a ``folder-over-cap`` finding and one ``archive`` proposal
+per note, as many as bring it down to its cap, chosen from evidence in this order: retired
+status (deprecated, superseded, archived, legacy), named in another live note's ``supersedes``,
+never delivered or read in the ledger, oldest ``last_verified`` (none is oldest), least recently
+used, path. Signposts (README, index) are never chosen. An archive moves the note to
+``<archive_dir>/<same path>`` (``[cleaner] archive_dir``, default ``archive``) with ``status:
+archived``, rewrites its own relative links for the new place and, in the same proposal, the
+links of other notes that name it by path (wikilinks by name keep resolving). Undo restores
+every byte. The archive folder is not capped. A note whose proposal would touch a file another
+proposal of this run touches is passed over (applying one would make the other a conflict); the
+next candidate is taken. ``[cleaner] max_archives`` bounds the archives of one run.
+
+Apart from the run (``geode.cleaner.agent``) because it is the one check that moves files and
+rewrites other notes' links; it is a mixin of ``Cleaner`` and reads the per-domain state
+``Cleaner`` sets (``notes``, ``domain``, ``links``, ``used``, ``cap``, ``caps``, ``archive_dir``,
+``resolve``, ``_archived``, ``_bytes``, ``_free``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+
+from geode.agents.contract import Finding, Proposed, Report, Skipped
+from geode.agents.links import is_signpost
+from geode.cleaner.notes import date_of, proposal_key, supersedes_targets
+from geode.delivery.crystal import RETIRED_STATUSES
+
+#: link syntaxes whose target text names a path (they break when a note moves)
+PATH_SYNTAXES = ("markdown", "reference", "path")
+
+
+class FolderCaps:
+    """``Cleaner._caps``: findings and archive proposals for folders over their cap."""
+
+    def _caps(self, folders: dict[str, list[str]], report: Report) -> None:
+        ex = report.examined
+        incoming = None
+        for folder in sorted(folders):
+            if self._archived(folder + "/x"):
+                continue  # the archive grows by design
+            ex["folders_capped"] += 1
+            cap = self.caps.get(folder, self.cap)
+            members = folders[folder]
+            if len(members) <= cap:
+                continue
+            ex["folders_over_cap"] += 1
+            need = len(members) - cap
+            shown = folder or "."
+            f = Finding("folder-over-cap", shown, 0, shown,
+                        f"{shown} holds {len(members)} notes, over its cap of {cap}: {need} to archive", self.domain)
+            report.findings.append(f)
+            if incoming is None:
+                incoming = self._incoming()
+            ranked = sorted((p for p in members if not is_signpost(self.notes[p])), key=self._archive_rank)
+            chosen = 0
+            passed = 0
+            limited = False
+            for p in ranked:
+                if chosen >= need:
+                    break
+                if self.archives_made >= self.max_archives:
+                    limited = True
+                    break
+                if self._archive_proposal(report, p, incoming.get(p, {}), f):
+                    chosen += 1
+                    self.archives_made += 1
+                else:
+                    passed += 1
+            if limited:
+                f.message += (f"; {chosen} archive proposals this run: the run reached its limit of "
+                              f"{self.max_archives} ([cleaner] max_archives); the rest follow on later nights")
+            elif chosen < need:
+                f.message += (f"; only {chosen} archive proposals could be made this run ({passed} candidates touch "
+                              f"files other proposals of this run touch, "
+                              f"{len(members) - len(ranked)} are signposts)")
+
+    def _archive_rank(self, path: str) -> tuple:
+        n = self.notes[path]
+        uses, last, _ = self.used.get(path, (0, 0.0, 0))
+        superseded = any(r == path for r in self._superseded_targets())
+        return (0 if n.status in RETIRED_STATUSES else 1, 0 if superseded else 1, 0 if not uses else 1,
+                date_of(n, "last_verified") or _dt.date.min, last, path)
+
+    def _superseded_targets(self) -> set[str]:
+        if getattr(self, "_sup_cache", None) is None or self._sup_cache[0] is not self.notes:
+            out = set()
+            for n in self.notes.values():
+                if n.status in RETIRED_STATUSES:
+                    continue
+                for t in supersedes_targets(n.frontmatter.get("supersedes")):
+                    r = self.resolve(t)
+                    if r and r != n.path:
+                        out.add(r)
+            self._sup_cache = (self.notes, out)
+        return self._sup_cache[1]
+
+    def _incoming(self) -> dict[str, dict[str, list]]:
+        """``{target path: {linking note: [(ref, resolved)]}}`` for links that name a note by path."""
+        out: dict[str, dict[str, list]] = {}
+        links = self.links
+        for n in self.notes.values():
+            for ref in links.refs(n):
+                path_named = ref.syntax in PATH_SYNTAXES or (ref.syntax in ("wiki", "relation") and "/" in ref.target)
+                if not path_named:
+                    continue
+                res = links.resolve(n, ref)
+                if res.status in ("ok", "broken-anchor") and res.path in self.notes and res.path != n.path:
+                    out.setdefault(res.path, {}).setdefault(n.path, []).append(ref)
+        return out
+
+    def _archive_proposal(self, report, path: str, incoming: dict[str, list], f: Finding) -> bool:
+        from geode.agents.links import rewrite_line
+        from geode.agents.proposals import ProposalDraft, ProposalError, move_changes, set_frontmatter_status
+
+        new_path = f"{self.archive_dir}/{path}"
+        if not self._free(path, *incoming) or new_path in self.links.files:
+            return False
+        data = self._bytes(path)
+        if data is None:
+            return False
+        note = self.notes[path]
+        links = self.links
+        # its own links that name a path, rewritten for the new place
+        text = data.decode("utf-8")
+        lines = text.split("\n")
+        moved = dataclasses.replace(note, path=new_path)
+        own = 0
+        for ref in links.refs(note):
+            if ref.syntax not in ("markdown", "reference"):
+                continue
+            res = links.resolve(note, ref)
+            if res.status not in ("ok", "broken-anchor") or not res.path:
+                continue
+            new_text = links.new_target_text(moved, ref, res.path)
+            i = ref.line - 1
+            if new_text and 0 <= i < len(lines):
+                new = rewrite_line(lines[i], ref, new_text)
+                if new is not None and new != lines[i]:
+                    lines[i] = new
+                    own += 1
+        try:
+            content = set_frontmatter_status("\n".join(lines).encode("utf-8"), "archived", path)
+        except ProposalError as exc:
+            report.skipped.append(Skipped(path, 0, "status", f"not archived: {exc}", self.domain))
+            return False
+        rewrites = {}
+        for src, refs in sorted(incoming.items()):
+            sdata = self._bytes(src)
+            if sdata is None:
+                return False
+            slines = sdata.decode("utf-8").split("\n")
+            for ref in refs:
+                new_text = links.new_target_text(self.notes[src], ref, new_path)
+                i = ref.line - 1
+                if not new_text or not 0 <= i < len(slines):
+                    return False
+                new = rewrite_line(slines[i], ref, new_text)
+                if new is None:
+                    return False
+                slines[i] = new
+            rewrites[src] = "\n".join(slines).encode("utf-8")
+        try:
+            changes = move_changes(self.ctx.settings, self.domain, path, new_path, content=content, rewrites=rewrites)
+        except ProposalError:
+            return False
+        self.touched.update((path, new_path, *incoming))
+        uses, last, last_id = self.used.get(path, (0, 0.0, 0))
+        why = [f"status {note.status}" if note.status in RETIRED_STATUSES else "",
+               "superseded by a live note" if path in self._superseded_targets() else "",
+               f"used {uses} time(s) in the ledger" if uses else "never delivered or read in the ledger",
+               f"last_verified {date_of(note, 'last_verified').isoformat()}"
+               if date_of(note, "last_verified") else "no last_verified"]
+        draft = ProposalDraft(
+            agent=self.name, kind="archive", domain=self.domain, title=f"Archive {path}",
+            rationale=(f"{f.message.split(':')[0]}. Chosen by evidence: " + ", ".join(w for w in why if w) + "."
+                       + (f" Rewrites {sum(len(r) for r in incoming.values())} link(s) in {len(incoming)} note(s)"
+                          f" that name it by path." if incoming else "")
+                       + (f" Its own {own} relative link(s) are rewritten for the new place." if own else "")),
+            evidence=[], changes=changes, run_id=self.ctx.run_id or "adhoc", key=proposal_key(f"archive:{self.domain}:{path}"))
+        report.proposed.append(Proposed(draft, [f], [last_id] if uses else []))
+        return True
