@@ -128,7 +128,7 @@ def prepare(n: int, rows: int, workdir: str) -> dict:
     settings = load_settings(store=root, home=Path(workdir) / "home", env={})
     engine = init_db(settings)
     ensure_tables(engine)
-    from geode.agents.proposals import ensure_tables as queue_tables
+    from geode.agents.queue_tables import ensure_tables as queue_tables
 
     queue_tables(engine)
     engine.dispose()

@@ -22,6 +22,8 @@ from sqlalchemy import select
 
 from geode.agents import apply as A
 from geode.agents import proposals as Q
+from geode.agents import changes as CH
+from geode.agents import queue_tables
 from tests.stores import plain_settings, snapshot, write
 
 RUNS_PER_POINT = 20
@@ -45,7 +47,7 @@ def draft(kind: str, changes, key: str | None = None, agent: str = "librarian", 
 
 
 def open_journals(engine) -> list:
-    J = Q.ProposalJournal.__table__
+    J = queue_tables.ProposalJournal.__table__
     with engine.connect() as conn:
         return conn.execute(select(J.c.id).where(J.c.state == "open")).all()
 
@@ -68,7 +70,7 @@ def move_store(root: Path, rng: random.Random) -> dict[str, bytes]:
 
 
 def file_move(settings, engine, files: dict[str, bytes]) -> int:
-    changes = Q.move_changes(settings, "main", "notes/old name.md", "moved/new name.md",
+    changes = CH.move_changes(settings, "main", "notes/old name.md", "moved/new name.md",
                              rewrites={"index.md": files["index.md"].replace(b"[[old name]]", b"[[new name]]") + b"!"})
     pid = Q.file_proposal(settings, engine, draft("move", changes))
     assert pid is not None
@@ -106,7 +108,7 @@ def test_apply_then_undo_restores_bytes_and_modes(queue):
 
 def test_new_file_gets_the_requested_mode_and_undo_removes_it(queue):
     s, engine, root = queue
-    pid = Q.file_proposal(s, engine, draft("new_note", [Q.new_note_change(s, "main", "stubs/x.md", "stub\n", 0o640)]))
+    pid = Q.file_proposal(s, engine, draft("new_note", [CH.new_note_change(s, "main", "stubs/x.md", "stub\n", 0o640)]))
     assert A.approve(s, engine, pid, "a")["ok"]
     assert stat.S_IMODE((root / "stubs/x.md").stat().st_mode) == 0o640
     assert A.undo(s, engine, pid, "a")["ok"]
@@ -116,7 +118,7 @@ def test_new_file_gets_the_requested_mode_and_undo_removes_it(queue):
 def test_existing_file_keeps_its_mode_when_the_proposal_names_none(queue):
     s, engine, root = queue
     write(root, "a.md", b"old\n", 0o600)
-    pid = Q.file_proposal(s, engine, draft("edit", [Q.edit_change(s, "main", "a.md", b"new\n")]))
+    pid = Q.file_proposal(s, engine, draft("edit", [CH.edit_change(s, "main", "a.md", b"new\n")]))
     os.chmod(root / "a.md", 0o640)  # the mode is not content: no conflict, and it is kept
     assert A.approve(s, engine, pid, "a")["ok"]
     assert stat.S_IMODE((root / "a.md").stat().st_mode) == 0o640
@@ -324,7 +326,7 @@ def test_edits_between_proposal_and_apply_are_refused(queue):
     for i in range(200):
         rel = f"n{i}.md"
         write(root, rel, rng.randbytes(rng.randint(0, 200)))
-        pid = Q.file_proposal(s, engine, draft("edit", [Q.edit_change(s, "main", rel, b"agent's version\n")]))
+        pid = Q.file_proposal(s, engine, draft("edit", [CH.edit_change(s, "main", rel, b"agent's version\n")]))
         how = EDITS[i % len(EDITS)]
         external = _external_edit(root / rel, rng, how)
         mtime = (root / rel).stat().st_mtime_ns
@@ -362,7 +364,7 @@ def test_edit_after_the_first_check_is_caught_by_the_check_before_replace(queue,
 def test_conflict_at_filing_time(queue):
     s, engine, root = queue
     write(root, "a.md", b"one\n")
-    change = Q.edit_change(s, "main", "a.md", b"two\n")
+    change = CH.edit_change(s, "main", "a.md", b"two\n")
     (root / "a.md").write_bytes(b"uno\n")
     with pytest.raises(Q.Conflict) as info:
         Q.file_proposal(s, engine, draft("edit", [change]))
@@ -373,7 +375,7 @@ def test_conflict_at_filing_time(queue):
 def test_reapproving_a_conflict_succeeds_once_the_file_is_back(queue):
     s, engine, root = queue
     write(root, "a.md", b"one\n")
-    pid = Q.file_proposal(s, engine, draft("edit", [Q.edit_change(s, "main", "a.md", b"two\n")]))
+    pid = Q.file_proposal(s, engine, draft("edit", [CH.edit_change(s, "main", "a.md", b"two\n")]))
     (root / "a.md").write_bytes(b"uno\n")
     assert A.approve(s, engine, pid, "t")["status"] == "conflict"
     (root / "a.md").write_bytes(b"one\n")
@@ -407,7 +409,7 @@ def test_undo_after_a_later_edit_is_refused(queue, how):
 def test_undo_refused_for_a_proposal_that_is_not_applied(queue):
     s, engine, root = queue
     write(root, "a.md", b"x\n")
-    pid = Q.file_proposal(s, engine, draft("edit", [Q.edit_change(s, "main", "a.md", b"y\n")]))
+    pid = Q.file_proposal(s, engine, draft("edit", [CH.edit_change(s, "main", "a.md", b"y\n")]))
     r = A.undo(s, engine, pid, "t")
     assert not r["ok"] and r["status"] == "pending"
     assert (root / "a.md").read_bytes() == b"x\n"

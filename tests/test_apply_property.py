@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, assume, example, given, settings as hsetting
 from geode.agents import apply as A
 
 from geode.agents import proposals as Q
+from geode.agents import changes as CH
 from tests.stores import plain_settings, snapshot, write
 from tests.test_apply import draft, leftovers, open_journals
 
@@ -94,14 +95,14 @@ def test_apply_undo_is_byte_exact(shared, kind, content, new, name, other, mode,
     if kind == "rewrite":
         if new == content:
             new = new + b"\n"
-        changes = [Q.edit_change(s, "main", rel, new)]
+        changes = [CH.edit_change(s, "main", rel, new)]
         kind_name = "edit"
     elif kind == "move":
-        changes = Q.move_changes(s, "main", rel, f"moved/{name} (renamed).md",
+        changes = CH.move_changes(s, "main", rel, f"moved/{name} (renamed).md",
                                  rewrites={other_rel: b"see [[" + name.encode() + b" (renamed)]]\n"})
         kind_name = "move"
     else:
-        changes = Q.archive_changes(s, "main", rel, rewrites={other_rel: new})
+        changes = CH.archive_changes(s, "main", rel, rewrites={other_rel: new})
         kind_name = "archive"
     pid = Q.file_proposal(s, engine, draft(kind_name, changes, run_id="prop", key=uuid.uuid4().hex))
     assert pid is not None
@@ -144,10 +145,10 @@ def test_set_status_changes_only_the_status(data, bom, crlf, fm):
     nl = b"\r\n" if crlf else b"\n"
     head = (b"---" + nl + b"name: x" + nl + b"status: stable" + nl + b"---" + nl) if fm else b""
     doc = (BOM if bom else b"") + head + data
-    out = Q.set_frontmatter_status(doc, "archived")
+    out = CH.set_frontmatter_status(doc, "archived")
     assert out.startswith(BOM) == bom
     assert out.endswith(data)  # the body is untouched, byte for byte
     assert b"status: archived" in out
     if fm:
         assert out == doc.replace(b"status: stable", b"status: archived", 1)
-    assert Q.set_frontmatter_status(out, "archived") == out  # setting it again changes nothing
+    assert CH.set_frontmatter_status(out, "archived") == out  # setting it again changes nothing

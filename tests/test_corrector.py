@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from geode.agents import apply, proposals
+from geode.agents import apply, proposals, queue_tables
+from geode.agents import changes as CH
 from geode.agents.contract import Finding, load_findings, store_findings
 from geode.agents.upkeep import run_agent
 from geode.corrector.agent import MAX_LINES, Corrector
@@ -34,7 +35,7 @@ def after_bytes(engine, pid: int) -> bytes:
     from sqlalchemy import select
 
     with engine.connect() as conn:
-        (data,) = conn.execute(select(proposals.C.c.after).where(proposals.C.c.proposal_id == pid)).one()
+        (data,) = conn.execute(select(queue_tables.C.c.after).where(queue_tables.C.c.proposal_id == pid)).one()
     return bytes(data)
 
 
@@ -257,7 +258,7 @@ def test_a_renamed_notes_links_are_rewritten_from_the_move_history(geode_env):
     domain = settings.default_domain
     mv = proposals.file_proposal(settings, engine, proposals.ProposalDraft(
         "person", "move", domain, "rename", "renamed", [{"ledger_event": 1}],
-        proposals.move_changes(settings, domain, "runbooks/deploy.md", "runbooks/deploy-checklist.md"), "m", "k"))
+        CH.move_changes(settings, domain, "runbooks/deploy.md", "runbooks/deploy-checklist.md"), "m", "k"))
     assert apply.approve(settings, engine, mv, "person")["ok"]
     (root / "runbooks/deploy-checklist.md").write_bytes(b"---\nname: deploy-checklist\n---\n# Deploy\n## Steps\nShip.\n")
     lib = run_agent(settings, engine, "r", "librarian")

@@ -13,6 +13,7 @@ import hashlib
 import pytest
 
 from geode.agents import apply, proposals
+from geode.agents import changes as CH
 from geode.agents.upkeep import run_agent
 from tests.upkeep_helpers import ALL_STORES, BROKEN_KINDS, FOREIGN, expected, setup
 
@@ -95,7 +96,7 @@ def test_renamed_note_is_suggested_from_the_move_history(tmp_path):
     """A name that matches nothing loosely is still resolved when an applied move says where it went."""
     settings, engine, root, _ = setup("plain_notes", tmp_path)
     domain = settings.default_domain
-    changes = proposals.move_changes(settings, domain, "todo.md", "lists/shopping-and-reading.md")
+    changes = CH.move_changes(settings, domain, "todo.md", "lists/shopping-and-reading.md")
     pid = proposals.file_proposal(settings, engine, proposals.ProposalDraft(
         "tester", "move", domain, "move todo", "a person moved it", [{"ledger_event": 1}], changes, "m", "k"))
     assert apply.approve(settings, engine, pid, "tester")["ok"]

@@ -78,7 +78,7 @@ def model_tables():
     """Every record table as the models define it (importing each room's module registers it)."""
     from sqlmodel import SQLModel
 
-    from geode.agents import contract, proposals  # noqa: F401  (registers the queue's tables)
+    from geode.agents import contract, queue_tables  # noqa: F401  (registers the queue's tables)
     from geode.scheduler import nightly
 
     contract.tables()
@@ -101,7 +101,7 @@ def fill(engine, settings) -> None:
     """Rows in every record table, with the values most likely to be bent by a careless copy:
     bytes that are not UTF-8, empty bytes and NULL, floats with all their digits, non-ASCII."""
     from geode.agents import contract
-    from geode.agents.proposals import A, C, J, P
+    from geode.agents.queue_tables import A, C, J, P
     from geode.scheduler.nightly import night_table
 
     events = [ledger.new_event("delivered", session=f"s{i}", crystal_id=f"main:n{i}", path=f"n{i}.md",
@@ -301,10 +301,10 @@ def test_init_db_brings_a_fresh_database_to_head_and_records_the_plan(new_settin
         assert version_rows(engine) == [migrations.HEAD]
         assert models.read_plan(engine) is not None
         # the rooms' ensure_tables are the same upgrade: nothing left for them to do
-        from geode.agents import contract, proposals
+        from geode.agents import contract, queue_tables
 
         contract.ensure_tables(engine)
-        proposals.ensure_tables(engine)
+        queue_tables.ensure_tables(engine)
         assert version_rows(engine) == [migrations.HEAD]
     finally:
         engine.dispose()

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from geode.agents import proposals as Q
+from geode.agents import changes as CH
 from geode.delivery.config import load_settings
 from tests.stores import snapshot, write
 from tests.test_apply import _crash_in_child, draft
@@ -45,10 +46,10 @@ def home(tmp_path):
     write(store, "index.md", b"- [[old]]\n")
     write(store, "b.md", b"b\n")
     ids = {
-        "move": Q.file_proposal(s, engine, draft("move", Q.move_changes(
+        "move": Q.file_proposal(s, engine, draft("move", CH.move_changes(
             s, "main", "notes/old.md", "notes/new.md", rewrites={"index.md": b"- [[new]]\n"}))),
-        "edit": Q.file_proposal(s, engine, draft("edit", [Q.edit_change(s, "main", "b.md", b"B\n")], agent="corrector")),
-        "status": Q.file_proposal(s, engine, draft("status", [Q.status_change(s, "main", "b.md", "stable")])),
+        "edit": Q.file_proposal(s, engine, draft("edit", [CH.edit_change(s, "main", "b.md", b"B\n")], agent="corrector")),
+        "status": Q.file_proposal(s, engine, draft("status", [CH.status_change(s, "main", "b.md", "stable")])),
     }
     engine.dispose()
     return home, store, s, ids

@@ -131,7 +131,8 @@ CLEANER_TOML = '[cleaner.caps]\n"inbox" = 3\n'
 def build_night_store(tmp_path: Path, toml: str = CLEANER_TOML):
     """The store with its problems, its records (the applied rename) and its ledger (two blocked
     lookups). Returns ``(settings, engine, root)``."""
-    from geode.agents import apply, proposals
+    from geode.agents import apply, proposals, queue_tables
+    from geode.agents import changes as CH
     from geode.delivery import ledger
     from tests.stores import GeodeEnv
 
@@ -148,13 +149,13 @@ def build_night_store(tmp_path: Path, toml: str = CLEANER_TOML):
     for i, text in enumerate(IDEAS, 1):
         files[f"inbox/idea-{i}.md"] = IDEA.format(i=i, text=text)
     settings, engine, root = GeodeEnv(tmp_path, root="ops").files(files, toml)
-    proposals.ensure_tables(engine)
+    queue_tables.ensure_tables(engine)
     domain = settings.default_domain
 
     # the rename, done through the queue by a person (no link rewrites: that is what broke them)
     draft = proposals.ProposalDraft(
         "person", "move", domain, "Rename deploy to deploy-checklist", "a clearer name", [{"ledger_event": 1}],
-        proposals.move_changes(settings, domain, "runbooks/deploy.md", "runbooks/deploy-checklist.md"),
+        CH.move_changes(settings, domain, "runbooks/deploy.md", "runbooks/deploy-checklist.md"),
         "before-the-night", "rename-deploy")
     pid = proposals.file_proposal(settings, engine, draft)
     assert apply.approve(settings, engine, pid, "person")["ok"]

@@ -80,6 +80,7 @@ def make_night(tmp_path: Path, toml_extra: str = "") -> Night:
     (``toml_extra``: more of geode.toml, e.g. a ``[database]`` table)."""
     from geode.agents import contract
     from geode.agents import proposals as Q
+    from geode.agents import changes as CH
     from geode.delivery import ledger
     from geode.delivery.config import load_settings
     from geode.delivery.models import insert_events
@@ -138,23 +139,23 @@ def make_night(tmp_path: Path, toml_extra: str = "") -> Night:
 
     # the earlier night first, as a real schedule files them
     file("bind-git-add", "gardener", "edit", "Bind git-add-all to `git add .` too (found by a blocked lookup)",
-         [Q.edit_change(s, "main", "notes/git-add-all.md",
+         [CH.edit_change(s, "main", "notes/git-add-all.md",
                         NOTES["notes/git-add-all.md"].replace('match: "git add -A"', 'match: "git add -A, git add ."'))],
          [{"ledger_event": n.ledger["blocked"]}], run=EARLIER)
     time.sleep(0.01)
     file("fix-index", "librarian", "edit", "Repair the link to exit-code in index.md",
-         [Q.edit_change(s, "main", "index.md", NOTES["index.md"].replace("[[exit-code-old]]", "[[exit-code]]"))],
+         [CH.edit_change(s, "main", "index.md", NOTES["index.md"].replace("[[exit-code-old]]", "[[exit-code]]"))],
          [{"finding": f1}])
     file("fix-deploy", "librarian", "edit", "Repair the path to the pipe note in the deploy runbook",
-         [Q.edit_change(s, "main", "runbooks/deploy.md",
+         [CH.edit_change(s, "main", "runbooks/deploy.md",
                         NOTES["runbooks/deploy.md"].replace("exit-code-old.md", "exit-code.md"))],
          [{"finding": f2}])
     file("archive-old-retry", "cleaner", "archive", "Archive old-retry (deprecated)",
-         Q.archive_changes(s, "main", "notes/old-retry.md"), [{"finding": f3}])
+         CH.archive_changes(s, "main", "notes/old-retry.md"), [{"finding": f3}])
     file("archive-dup-b", "cleaner", "archive", "Archive dup-b (a duplicate of pipefail)",
-         Q.archive_changes(s, "main", "notes/dup-b.md"), [{"finding": f4}])
+         CH.archive_changes(s, "main", "notes/dup-b.md"), [{"finding": f4}])
     file("pipefail-stable", "corrector", "status", "Mark pipefail stable",
-         [Q.status_change(s, "main", "notes/pipefail.md", "stable")], [{"finding": f5}])
+         [CH.status_change(s, "main", "notes/pipefail.md", "stable")], [{"finding": f5}])
 
     for run, agent, examined, props in (
             (EARLIER, "gardener", {"notes": 8, "ledger_events": 1}, ["bind-git-add"]),

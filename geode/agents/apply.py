@@ -43,7 +43,7 @@ from contextlib import contextmanager
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from geode.agents import proposals, safepath
+from geode.agents import proposals, queue_tables, safepath
 from geode.agents.proposals import ProposalError, record, result, sha256
 from geode.delivery.errors import StoreError
 
@@ -245,7 +245,7 @@ def execute(settings, engine, proposal_id: int, who: str, op: str) -> dict:
 
 
 def _execute(settings, engine, proposal_id: int, who: str, op: str) -> dict:
-    P, C, _A, J = proposals.TABLES
+    P, C, _A, J = queue_tables.TABLES
     action = "approve" if op == "apply" else "undo"
     reconcile(settings, engine, who)  # an interrupted operation is settled first
     with engine.connect() as conn:
@@ -345,7 +345,7 @@ def _execute(settings, engine, proposal_id: int, who: str, op: str) -> dict:
 
 def _abort(settings, engine, row, op, jid, plan, started, content, exc, who, files) -> dict:
     """Put back, in reverse order, the files already replaced; record why."""
-    P, _C, _A, J = proposals.TABLES
+    P, _C, _A, J = queue_tables.TABLES
     action = "approve" if op == "apply" else "undo"
     prior = row["status"]
     if isinstance(exc, FileConflict):
@@ -392,14 +392,14 @@ def approve(settings, engine, proposal_id: int, who: str) -> dict:
     """Apply a proposal (atomically, after re-checking every file's sha256). The result:
     ``{id, action: "approve", ok, status, message, files: [{path, op}]}``; a conflict sets the
     status ``conflict``; an I/O error leaves it as it was (``pending``) with ``ok`` false."""
-    proposals.ensure_tables(engine)
+    queue_tables.ensure_tables(engine)
     return execute(settings, engine, proposal_id, who, "apply")
 
 
 def undo(settings, engine, proposal_id: int, who: str) -> dict:
     """Restore the exact bytes and mode every file had before the apply; refused (status stays
     ``applied``) when any file changed after the apply."""
-    proposals.ensure_tables(engine)
+    queue_tables.ensure_tables(engine)
     return execute(settings, engine, proposal_id, who, "undo")
 
 
@@ -421,8 +421,8 @@ def reconcile(settings, engine, who: str = "reconcile") -> list[dict]:
     ``{id, journal, op, outcome: finished | rolled_back | error, status, message,
     files: [{path, found: before | after | other | unsafe}]}`` (``found``: the file's state
     when reconcile looked, relative to the proposal)."""
-    proposals.ensure_tables(engine)
-    _P, _C, _A, J = proposals.TABLES
+    queue_tables.ensure_tables(engine)
+    _P, _C, _A, J = queue_tables.TABLES
     reports = []
     with queue_lock(settings.home):
         with engine.connect() as conn:
@@ -433,7 +433,7 @@ def reconcile(settings, engine, who: str = "reconcile") -> list[dict]:
 
 
 def _reconcile_one(settings, engine, j: dict, who: str) -> dict:
-    P, _C, _A, J = proposals.TABLES
+    P, _C, _A, J = queue_tables.TABLES
     op, jid = j["op"], j["id"]
     plan = json.loads(j["plan"])
     with engine.connect() as conn:

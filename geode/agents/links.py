@@ -559,7 +559,7 @@ def move_history(engine) -> dict[str, dict[str, str]]:
     try:
         from sqlalchemy import select
 
-        from geode.agents import proposals as q
+        from geode.agents import queue_tables as q
     except ImportError:  # the queue is not installed: no history, never an error
         return {}
     q.ensure_tables(engine)

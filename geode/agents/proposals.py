@@ -12,6 +12,9 @@ SQLite by default, PostgreSQL by URL):
 - ``proposal_action``: who did what, when (filed, approve, reject, undo, reconcile).
 - ``proposal_journal``: the intent journal of apply and undo (see ``geode/agents/apply.py``, which also holds approve, undo and reconcile).
 
+The tables are defined in ``geode.agents.queue_tables``; the ``FileChange`` lists an agent files
+are built by ``geode.agents.changes``.
+
 Statuses: ``pending`` (filed, waiting), ``applied``, ``rejected``, ``undone``, ``conflict``
 (a file changed since the proposal was made; approving again re-checks), ``failed`` (a path
 became unusable, e.g. a folder was replaced by a symlink).
@@ -28,14 +31,11 @@ import re
 import time
 from dataclasses import dataclass
 
-from sqlalchemy import (Column, Float, ForeignKey, Index, Integer, LargeBinary, String, Text,
-                        UniqueConstraint, select)
-from sqlalchemy.exc import IntegrityError, SQLAlchemyError
-from sqlmodel import Field, SQLModel
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 
 from geode.agents import safepath
-from geode.delivery import migrations
-from geode.delivery.frontmatter_edit import FrontmatterEditError, set_key
+from geode.agents.queue_tables import A, C, P, ensure_tables
 from geode.delivery.errors import GeodeError
 
 KINDS = ("edit", "move", "archive", "status", "new_note")
@@ -43,7 +43,6 @@ STATUSES = ("pending", "applied", "rejected", "undone", "conflict", "failed")
 #: Statuses from which ``approve`` applies (it re-checks every hash first).
 APPROVABLE = ("pending", "undone", "conflict", "failed")
 REJECTABLE = ("pending", "undone", "conflict", "failed")
-DEFAULT_ARCHIVE_DIR = "archive"
 
 
 class ProposalError(GeodeError, ValueError):
@@ -58,93 +57,7 @@ class Conflict(ProposalError):
         self.paths = paths
 
 
-# -- tables -------------------------------------------------------------------------------
-class Proposal(SQLModel, table=True):
-    __tablename__ = "proposal"
-    __table_args__ = (
-        UniqueConstraint("run_id", "key", name="uq_proposal_run_key"),
-        Index("ix_proposal_status", "status"),
-        Index("ix_proposal_agent_kind", "agent", "kind"),
-    )
-
-    id: int | None = Field(default=None, sa_column=Column(Integer, primary_key=True, autoincrement=True))
-    run_id: str = Field(sa_column=Column(String(255), nullable=False))
-    key: str = Field(sa_column=Column(String(255), nullable=False))
-    agent: str = Field(sa_column=Column(String(80), nullable=False))
-    kind: str = Field(sa_column=Column(String(20), nullable=False))
-    domain: str = Field(sa_column=Column(Text, nullable=False))
-    title: str = Field(sa_column=Column(Text, nullable=False))
-    rationale: str = Field(sa_column=Column(Text, nullable=False))
-    evidence: str = Field(sa_column=Column(Text, nullable=False))  # JSON list
-    status: str = Field(sa_column=Column(String(20), nullable=False))
-    message: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
-    created_at: float = Field(sa_column=Column(Float, nullable=False))
-    updated_at: float = Field(sa_column=Column(Float, nullable=False))
-    #: The open journal entry while an apply or undo is in flight (or was cut short by a crash).
-    journal_id: int | None = Field(default=None, sa_column=Column(Integer, nullable=True))
-
-
-class ProposalChange(SQLModel, table=True):
-    __tablename__ = "proposal_change"
-    __table_args__ = (Index("ix_proposal_change_proposal", "proposal_id", "seq"),)
-
-    id: int | None = Field(default=None, sa_column=Column(Integer, primary_key=True, autoincrement=True))
-    proposal_id: int = Field(sa_column=Column(Integer, ForeignKey("proposal.id"), nullable=False))
-    seq: int = Field(sa_column=Column(Integer, nullable=False))
-    path: str = Field(sa_column=Column(Text, nullable=False))
-    before_sha: str | None = Field(default=None, sa_column=Column(String(64), nullable=True))
-    after_sha: str | None = Field(default=None, sa_column=Column(String(64), nullable=True))
-    before: bytes | None = Field(default=None, sa_column=Column(LargeBinary, nullable=True))
-    after: bytes | None = Field(default=None, sa_column=Column(LargeBinary, nullable=True))
-    mode: int | None = Field(default=None, sa_column=Column(Integer, nullable=True))
-    before_mode: int | None = Field(default=None, sa_column=Column(Integer, nullable=True))
-
-
-class ProposalAction(SQLModel, table=True):
-    __tablename__ = "proposal_action"
-    __table_args__ = (Index("ix_proposal_action_proposal", "proposal_id"),)
-
-    id: int | None = Field(default=None, sa_column=Column(Integer, primary_key=True, autoincrement=True))
-    proposal_id: int = Field(sa_column=Column(Integer, ForeignKey("proposal.id"), nullable=False))
-    action: str = Field(sa_column=Column(String(20), nullable=False))
-    outcome: str = Field(sa_column=Column(String(20), nullable=False))
-    who: str = Field(sa_column=Column(Text, nullable=False))
-    at: float = Field(sa_column=Column(Float, nullable=False))
-    detail: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
-
-
-class ProposalJournal(SQLModel, table=True):
-    """The intent journal: written (committed) before the first file is touched, marked when the
-    last one is done. ``plan`` is a JSON list of ``{seq, path, from_sha, to_sha, from_mode,
-    to_mode, tmp}``; ``direction`` turns to ``back`` when an apply aborts and rolls back."""
-
-    __tablename__ = "proposal_journal"
-    __table_args__ = (Index("ix_proposal_journal_state", "state"),)
-
-    id: int | None = Field(default=None, sa_column=Column(Integer, primary_key=True, autoincrement=True))
-    proposal_id: int = Field(sa_column=Column(Integer, ForeignKey("proposal.id"), nullable=False))
-    op: str = Field(sa_column=Column(String(10), nullable=False))  # apply | undo
-    direction: str = Field(sa_column=Column(String(10), nullable=False))  # forward | back
-    state: str = Field(sa_column=Column(String(12), nullable=False))  # open | done | rolled_back
-    prior_status: str = Field(sa_column=Column(String(20), nullable=False))
-    who: str = Field(sa_column=Column(Text, nullable=False))
-    pid: int = Field(sa_column=Column(Integer, nullable=False))
-    host: str = Field(sa_column=Column(Text, nullable=False))
-    started_at: float = Field(sa_column=Column(Float, nullable=False))
-    finished_at: float | None = Field(default=None, sa_column=Column(Float, nullable=True))
-    plan: str = Field(sa_column=Column(Text, nullable=False))
-
-
-TABLES = [Proposal.__table__, ProposalChange.__table__, ProposalAction.__table__, ProposalJournal.__table__]
-P, C, A, J = TABLES
-
-
-def ensure_tables(engine) -> None:
-    """The queue's tables at the current schema: the records migrations, upgraded to head if
-    behind (nothing after the first call with this engine)."""
-    migrations.upgrade_to_head(engine)
-
-
+# -- the engine -----------------------------------------------------------------------------
 def open_queue(settings):
     """The records engine (``geode.delivery.models.init_db``) with the queue's tables present."""
     from geode.delivery import models
@@ -193,83 +106,6 @@ def domain_root(settings, domain: str) -> str:
         return settings.domains[domain]
     except KeyError:
         raise ProposalError(f"unknown domain {domain!r}; configured: {', '.join(settings.domains) or 'none'}") from None
-
-
-def current(settings, domain: str, path: str) -> tuple[bytes, int] | None:
-    """``(bytes, mode)`` of a file of the domain now, None when absent (``UnsafePath`` if refused)."""
-    return safepath.read(domain_root(settings, domain), path)
-
-
-def _as_bytes(data) -> bytes:
-    return data.encode("utf-8") if isinstance(data, str) else bytes(data)
-
-
-def edit_change(settings, domain: str, path: str, after) -> FileChange:
-    """A change of an existing file to ``after`` (bytes or text), hashed as it is now."""
-    cur = current(settings, domain, path)
-    if cur is None:
-        raise ProposalError(f"{path}: no such file in domain {domain!r}")
-    return FileChange(path, sha256(cur[0]), _as_bytes(after))
-
-
-def new_note_change(settings, domain: str, path: str, text, mode: int | None = None) -> FileChange:
-    if current(settings, domain, path) is not None:
-        raise ProposalError(f"{path}: already exists in domain {domain!r}")
-    return FileChange(path, None, _as_bytes(text), mode)
-
-
-def move_changes(settings, domain: str, src: str, dst: str, *, content=None,
-                 rewrites: dict | None = None) -> list[FileChange]:
-    """A move of ``src`` to ``dst`` (same bytes and mode unless ``content`` is given), plus the
-    link rewrites in other files (``{path: new bytes}``): one proposal, several changes.
-    Order: the new file first, the rewrites, the removal of the source last."""
-    cur = current(settings, domain, src)
-    if cur is None:
-        raise ProposalError(f"{src}: no such file in domain {domain!r}")
-    if current(settings, domain, dst) is not None:
-        raise ProposalError(f"{dst}: already exists in domain {domain!r}")
-    data, mode = cur
-    changes = [FileChange(dst, None, data if content is None else _as_bytes(content), mode)]
-    for path, after in (rewrites or {}).items():
-        if path in (src, dst):
-            raise ProposalError(f"{path}: a rewrite may not touch the moved file itself")
-        changes.append(edit_change(settings, domain, path, after))
-    changes.append(FileChange(src, sha256(data), None))
-    return changes
-
-
-def archive_changes(settings, domain: str, path: str, *, archive_dir: str = DEFAULT_ARCHIVE_DIR,
-                    rewrites: dict | None = None) -> list[FileChange]:
-    """A move of ``path`` into the archive folder (same relative path under it) with
-    frontmatter ``status: archived``."""
-    cur = current(settings, domain, path)
-    if cur is None:
-        raise ProposalError(f"{path}: no such file in domain {domain!r}")
-    archive_dir = archive_dir.strip("/")
-    if path == archive_dir or path.startswith(archive_dir + "/"):
-        raise ProposalError(f"{path}: already in the archive folder {archive_dir}/")
-    return move_changes(settings, domain, path, f"{archive_dir}/{path}",
-                        content=set_frontmatter_status(cur[0], "archived", path), rewrites=rewrites)
-
-
-def status_change(settings, domain: str, path: str, status: str) -> FileChange:
-    cur = current(settings, domain, path)
-    if cur is None:
-        raise ProposalError(f"{path}: no such file in domain {domain!r}")
-    return FileChange(path, sha256(cur[0]), set_frontmatter_status(cur[0], status, path))
-
-
-def set_frontmatter_status(data: bytes, status: str, path: str = "") -> bytes:
-    """``data`` with the top-level frontmatter key ``status`` set, by the one frontmatter editor
-    (``geode.delivery.frontmatter_edit``): its whole old value replaced, every other byte (BOM,
-    line endings, the body, invalid UTF-8 in the body) as it was; a file with no frontmatter
-    gets one. ``ProposalError`` (naming ``path``) when that cannot be done safely."""
-    if not re.fullmatch(r"[A-Za-z0-9_.-]+", status):
-        raise ProposalError(f"status {status!r}: letters, digits, '_', '.', '-' only")
-    try:
-        return set_key(data, "status", status, path=path)
-    except FrontmatterEditError as exc:
-        raise ProposalError(str(exc)) from None
 
 
 # -- filing -------------------------------------------------------------------------------

@@ -164,7 +164,7 @@ class Cleaner(Contradictions, NearDuplicates, FolderCaps, Agent):
         return (date_of(n, "valid_from") or _dt.date.min, date_of(n, "last_verified") or _dt.date.min, n.path)
 
     def _bytes(self, path: str) -> bytes | None:
-        from geode.agents.proposals import current
+        from geode.agents.changes import current
 
         cur = current(self.ctx.settings, self.domain, path)
         if cur is None:
@@ -185,7 +185,8 @@ class Cleaner(Contradictions, NearDuplicates, FolderCaps, Agent):
 
     def _status_proposal(self, report, path: str, status: str, key: str, title: str, why: str,
                          findings: list[Finding]) -> None:
-        from geode.agents.proposals import FileChange, ProposalDraft, ProposalError, set_frontmatter_status
+        from geode.agents.changes import set_frontmatter_status
+        from geode.agents.proposals import FileChange, ProposalDraft, ProposalError
 
         if not self._free(path):
             return

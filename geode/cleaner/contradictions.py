@@ -113,7 +113,8 @@ class Contradictions:
 
     def _loop_proposal(self, report, note, drop: list[str], set_status: bool, others: list[str],
                        f: Finding) -> None:
-        from geode.agents.proposals import FileChange, ProposalDraft, ProposalError, set_frontmatter_status
+        from geode.agents.changes import set_frontmatter_status
+        from geode.agents.proposals import FileChange, ProposalDraft, ProposalError
 
         if not self._free(note.path, *others):
             return

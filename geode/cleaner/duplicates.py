@@ -158,7 +158,8 @@ class NearDuplicates:
             return {}
 
     def _merge_proposal(self, report, a: str, b: str, j: float, c: float, f: Finding) -> None:
-        from geode.agents.proposals import FileChange, ProposalDraft, ProposalError, set_frontmatter_status
+        from geode.agents.changes import set_frontmatter_status
+        from geode.agents.proposals import FileChange, ProposalDraft, ProposalError
 
         na, nb = self.notes[a], self.notes[b]
         folder = folder_of(a)

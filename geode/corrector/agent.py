@@ -297,7 +297,7 @@ class Corrector(Agent):
         try:
             from sqlalchemy import select
 
-            from geode.agents import proposals as q
+            from geode.agents import queue_tables as q
         except ImportError:
             return {}
         q.ensure_tables(ctx.engine)

@@ -172,7 +172,7 @@ class Gardener(Agent):
 
         if not inspect(engine).has_table("proposal"):
             return out
-        from geode.agents.proposals import C, P
+        from geode.agents.queue_tables import C, P
 
         q = (select(P.c.key, P.c.status, P.c.evidence, P.c.domain, C.c.path)
              .select_from(P.join(C, C.c.proposal_id == P.c.id)).where(P.c.agent == self.name))
@@ -210,7 +210,8 @@ class Gardener(Agent):
 
     # -- rule 1: blocked lookups become stubs ---------------------------------------------
     def _stubs(self, ctx: Context, s, report: Report) -> None:
-        from geode.agents.proposals import ProposalDraft, ProposalError, new_note_change
+        from geode.agents.changes import new_note_change
+        from geode.agents.proposals import ProposalDraft, ProposalError
         from geode.agents.safepath import UnsafePath
 
         parent = list(range(len(s.blocked)))
@@ -306,7 +307,8 @@ class Gardener(Agent):
 
     # -- rule 2: never fired: widen or retire -----------------------------------------------
     def _never_fired(self, ctx: Context, s, report: Report) -> None:
-        from geode.agents.proposals import FileChange, ProposalDraft, ProposalError, sha256, status_change
+        from geode.agents.changes import status_change
+        from geode.agents.proposals import FileChange, ProposalDraft, ProposalError, sha256
         from geode.agents.safepath import UnsafePath
 
         ex = report.examined
