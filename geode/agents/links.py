@@ -25,6 +25,10 @@ Rules, each chosen for a kind of store:
 - A bare path is checked against the note's folder, the store root and the project root (the
   nearest folder above the store holding ``.git``). When none of them holds even its first
   folder, it names something outside what the store can see: skipped, with that reason.
+
+What a note's own text holds (``Ref``, the prose references, the anchors) is read by
+``geode.agents.note_refs``; following a move (the move history, one line rewritten) is
+``geode.agents.relink``. This module resolves references against one store.
 """
 
 from __future__ import annotations
@@ -36,8 +40,9 @@ import unicodedata
 from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
+from geode.agents.note_refs import Ref, note_anchors, prose_refs, slug
 from geode.delivery.crystal import NOTE_SUFFIXES
-from geode.delivery.note import Note, prose_lines
+from geode.delivery.note import Note
 from geode.delivery.store import SKIP_DIRS, StoreLoad
 
 HTML_SUFFIXES = (".html", ".htm")
@@ -46,34 +51,6 @@ _FILE_EXTS = frozenset({"png", "jpg", "jpeg", "gif", "svg", "webp", "bmp", "pdf"
                         "m4a", "mov", "csv", "xlsx", "docx", "pptx", "zip", "canvas", "excalidraw", "txt", "json"})
 SIGNPOST_STEMS = frozenset({"readme", "index", "_index", "summary", "moc", "contents", "toc", "home"})
 
-_URL_RE = re.compile(r"(?:[a-zA-Z][a-zA-Z0-9+.-]*://|www\.)[^\s)>\]]*")
-_MDLINK_SPAN_RE = re.compile(r"!?\[[^\]\n]*\]\([^)\n]*\)")
-_WIKI_SPAN_RE = re.compile(r"!?\[\[[^\]\n]+\]\]")
-_REFDEF_LINE_RE = re.compile(r"^\s{0,3}\[[^\]]+\]:\s*\S+")
-_ANGLE_RE = re.compile(r"<[^>\n]*>")
-_REFUSE_RE = re.compile(r"(?<![\]\\!])\[([^\[\]\n]+)\]\[([^\[\]\n]*)\](?!\()")
-_REFDEF_RE = re.compile(r"^\s{0,3}\[([^\]]+)\]:")
-_CODE_SPAN_RE = re.compile(r"`([^`\n]*)`")
-_PATH_RE = re.compile(
-    r"(?<![\w/.:~$%-])@?((?:\.{1,2}/)*[\w][\w.+-]*(?:/[\w.+-]+)*\.[A-Za-z][A-Za-z0-9]{0,7})(?![\w/])")
-_HEADING_ID_RE = re.compile(r"\s*\{#([^}\s]+)[^}]*\}\s*$")
-_HTML_ID_RE = re.compile(r"<a\s[^>]*(?:id|name)\s*=\s*[\"']([^\"']+)[\"']", re.I)
-_BLOCK_ID_RE = re.compile(r"\s\^([A-Za-z0-9-]+)\s*$", re.M)
-
-
-@dataclass(frozen=True)
-class Ref:
-    """One reference out of a note. ``syntax``: relation | wiki | markdown | reference | path |
-    refuse (a reference-style use ``[text][label]``)."""
-
-    line: int
-    syntax: str
-    target: str
-    anchor: str = ""
-    alias: str = ""
-    relation: str = "links_to"
-    raw: str = ""  # the target text as written (for rewrites)
-
 
 @dataclass
 class Resolution:
@@ -81,14 +58,6 @@ class Resolution:
     path: str = ""  # the note or file it resolves to, relative to the root
     reason: str = ""
     suggestion: str = ""  # the path of the one good target, when there is one
-
-
-def slug(text: str) -> str:
-    """GitHub's and mdBook's heading id: lower case, punctuation dropped, spaces to hyphens."""
-    t = unicodedata.normalize("NFC", text.strip().lower())
-    t = re.sub(r"[`*_~]{1,3}(?=\S)|(?<=\S)[`*_~]{1,3}", lambda m: "_" if m.group(0) == "_" else "", t)
-    t = re.sub(r"[^\w\- ]", "", t)
-    return t.replace(" ", "-")
 
 
 def loose(text: str) -> str:
@@ -211,37 +180,7 @@ class StoreLinks:
                 out.append(Ref(lk.line, lk.kind, target, anchor, alias, lk.relation, target))
             else:
                 out.append(Ref(lk.line, lk.kind, lk.target, lk.anchor, lk.alias, lk.relation, lk.target))
-        out.extend(self._prose_refs(note))
-        return out
-
-    def _prose_refs(self, note: Note) -> list[Ref]:
-        """Bare paths and undefined reference-style labels, outside fenced code."""
-        out: list[Ref] = []
-        defined = set()
-        lines = note.body.split("\n")
-        for raw in lines:
-            m = _REFDEF_RE.match(raw)
-            if m:
-                defined.add(m.group(1).strip().casefold())
-        for lineno, line in prose_lines(note.body, note.body_line):
-            if _REFDEF_LINE_RE.match(line):
-                continue
-            text = _URL_RE.sub(" ", line)
-            text = _MDLINK_SPAN_RE.sub(" ", text)
-            text = _WIKI_SPAN_RE.sub(" ", text)
-            text = _ANGLE_RE.sub(" ", text)
-            prose = _CODE_SPAN_RE.sub(" ", text)
-            for rm in _REFUSE_RE.finditer(prose):
-                label = (rm.group(2) or rm.group(1)).strip()
-                if label.casefold() not in defined and label not in (" ", "x", "X"):
-                    out.append(Ref(lineno, "refuse", label, raw=label))
-            scan = _CODE_SPAN_RE.sub(lambda mm: " " + mm.group(1) + " ", text)
-            for pm in _PATH_RE.finditer(scan):
-                tok = pm.group(1).rstrip(".")
-                if "/" not in tok and not tok.lower().endswith(NOTE_SUFFIXES):
-                    continue
-                anchor = ""
-                out.append(Ref(lineno, "path", tok, anchor, raw=tok))
+        out.extend(prose_refs(note))
         return out
 
     # -- resolution ------------------------------------------------------------------
@@ -292,26 +231,11 @@ class StoreLinks:
         if len(folded) == 1:
             return folded[0]
         return ""
-
     def anchors_of(self, path: str) -> set[str]:
         if path in self._anchor_cache:
             return self._anchor_cache[path]
         note = self.notes.get(path)
-        out: set[str] = set()
-        if note is not None:
-            counts: dict[str, int] = {}
-            for _line, _lvl, text in note.headings:
-                m = _HEADING_ID_RE.search(text)
-                if m:
-                    out.add(m.group(1).casefold())
-                    text = text[: m.start()]
-                s = slug(text)
-                n = counts.get(s, 0)
-                counts[s] = n + 1
-                out.add(s if n == 0 else f"{s}-{n}")
-                out.add(text.strip().casefold())
-            out.update(a.casefold() for a in _HTML_ID_RE.findall(note.text))
-            out.update("^" + b.casefold() for b in _BLOCK_ID_RE.findall(note.text))
+        out = note_anchors(note) if note is not None else set()
         self._anchor_cache[path] = out
         return out
 
@@ -505,78 +429,3 @@ def line_spans(text: str) -> list[tuple[int, int]]:
         pos += len(part) + 1
     return spans
 
-
-def rewrite_line(line: str, ref: Ref, new_text: str) -> str | None:
-    """``line`` with ``ref``'s target replaced by ``new_text``; None when it cannot be found."""
-    old = ref.raw or ref.target
-    if ref.syntax in ("wiki", "relation"):
-        pat = re.compile(r"(\[\[)([^\]\n]+)(\]\])")
-        for m in pat.finditer(line):
-            inner = m.group(2)
-            parts = inner.split("|")
-            for i, part in enumerate(parts):
-                head = part.split("#", 1)[0]
-                if head.strip() == old.strip():
-                    rest = part[len(head):]
-                    lead = head[: len(head) - len(head.lstrip())]
-                    trail = head[len(head.rstrip()):]
-                    parts[i] = lead + new_text + trail + rest
-                    new_inner = "|".join(parts)
-                    return line[: m.start(2)] + new_inner + line[m.end(2):]
-        return None
-    if ref.syntax == "markdown":
-        for m in re.finditer(r"\]\(\s*<?([^)\s>]+)", line):
-            target = m.group(1)
-            head = target.split("#", 1)[0]
-            if head == old or unquote(head) == unquote(old):
-                return line[: m.start(1)] + new_text + target[len(head):] + line[m.end(1):]
-        return None
-    if ref.syntax == "reference":
-        m = re.match(r"^(\s{0,3}\[[^\]]+\]:\s*<?)(\S+?)(>?(?:\s+.*)?)$", line)
-        if m:
-            head = m.group(2).split("#", 1)[0]
-            if head == old or unquote(head) == unquote(old):
-                return line[: m.start(2)] + new_text + m.group(2)[len(head):] + line[m.end(2):]
-        return None
-    if ref.syntax == "path":
-        idx = line.find(old)
-        while idx >= 0:
-            before = line[idx - 1] if idx > 0 else " "
-            after = line[idx + len(old)] if idx + len(old) < len(line) else " "
-            if not (before.isalnum() or before in "/.-_") and not (after.isalnum() or after in "/_-"):
-                return line[:idx] + new_text + line[idx + len(old):]
-            idx = line.find(old, idx + 1)
-        return None
-    return None
-
-
-def move_history(engine) -> dict[str, dict[str, str]]:
-    """``{domain: {old path: new path}}`` from the applied move and archive proposals of the
-    queue (empty when there is no queue yet). The Librarian and the Corrector suggest a renamed
-    note's new place from it."""
-    if engine is None:
-        return {}
-    try:
-        from sqlalchemy import select
-
-        from geode.agents import queue_tables as q
-    except ImportError:  # the queue is not installed: no history, never an error
-        return {}
-    q.ensure_tables(engine)
-    out: dict[str, dict[str, str]] = {}
-    stmt = (select(q.P.c.id, q.P.c.domain, q.C.c.path, q.C.c.before_sha, q.C.c.after_sha)
-            .join(q.C, q.C.c.proposal_id == q.P.c.id)
-            .where(q.P.c.status == "applied", q.P.c.kind.in_(("move", "archive")))
-            .order_by(q.P.c.updated_at, q.P.c.id, q.C.c.seq))
-    per: dict[int, dict] = {}
-    with engine.connect() as conn:
-        for pid, domain, path, before_sha, after_sha in conn.execute(stmt):
-            p = per.setdefault(pid, {"domain": domain, "src": None, "dst": None})
-            if before_sha is None:
-                p["dst"] = path
-            elif after_sha is None:
-                p["src"] = path
-    for p in per.values():
-        if p["src"] and p["dst"]:
-            out.setdefault(p["domain"], {})[p["src"]] = p["dst"]
-    return out

@@ -116,9 +116,9 @@ class FolderCaps:
         return out
 
     def _archive_proposal(self, report, path: str, incoming: dict[str, list], f: Finding) -> bool:
-        from geode.agents.links import rewrite_line
         from geode.agents.changes import move_changes, set_frontmatter_status
         from geode.agents.proposals import ProposalDraft, ProposalError
+        from geode.agents.relink import rewrite_line
 
         new_path = f"{self.archive_dir}/{path}"
         if not self._free(path, *incoming) or new_path in self.links.files:

@@ -116,7 +116,7 @@ class Corrector(Agent):
             from sqlalchemy.exc import SQLAlchemyError
 
             try:
-                from geode.agents.links import move_history
+                from geode.agents.relink import move_history
 
                 moves = move_history(ctx.engine)
             except SQLAlchemyError as exc:  # the queue unreadable: say so, work from the suggestions stored
@@ -225,7 +225,7 @@ class Corrector(Agent):
                 # keep what the reader saw: [[Old]] -> [[New|Old]] ([[Old|New]] where the alias comes first)
                 new_text = (f"{ref.target}|{new_text}" if links.wiki_order == "alias|target"
                             else f"{new_text}|{ref.target}")
-            from geode.agents.links import rewrite_line
+            from geode.agents.relink import rewrite_line
 
             def apply(content: str, ref=ref, new_text=new_text):
                 return rewrite_line(content, ref, new_text)

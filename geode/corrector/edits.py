@@ -12,7 +12,7 @@ The two mechanical line edits:
   ``match: "| tail, |tail"``, ``- **/*.py`` (a list item) -> ``- "**/*.py"``; a trailing
   `` # comment`` stays outside the quotes. The value's meaning does not change, only how it is
   written (a key's value changed is the frontmatter editor's, below).
-- a line with one link target rewritten (``geode.agents.links.rewrite_line`` does the finding).
+- a line with one link target rewritten (``geode.agents.relink.rewrite_line`` does the finding).
 
 A frontmatter key set or added (``review_due`` after ``last_verified``) is not a line edit: the
 Corrector asks the one frontmatter editor, ``geode.delivery.frontmatter_edit.set_key``.
