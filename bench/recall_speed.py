@@ -64,7 +64,8 @@ def synthetic_vectors(settings, model_id: str, dim: int, seed: int = 3) -> dict:
     import numpy as np
     from sqlalchemy import select, text
 
-    from geode.recall.recall_index import RecallIndex, notes_t
+    from geode.recall.index_tables import notes_t
+    from geode.recall.recall_index import RecallIndex
     from geode.recall.vectors import VectorStore, WriterLock, vector_id
 
     idx = RecallIndex(settings)
@@ -95,7 +96,9 @@ def run_size(n: int, a) -> dict:
     from geode.delivery.config import load_settings
     from geode.recall.embed import get_embedder
     from geode.delivery.prompt_recall import text_search
-    from geode.recall.recall_index import RecallIndex, dispose_engines, passage_text_of
+    from geode.recall.index_tables import dispose_engines
+    from geode.recall.note_rows import passage_text_of
+    from geode.recall.recall_index import RecallIndex
     from geode.recall.search import search
 
     manifest = generate_store(n, 7, 1)

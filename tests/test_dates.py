@@ -21,7 +21,8 @@ from geode.delivery.dates import (DateError, ValidityWindow, argparse_date, date
                                   optional_date, parse_date)
 from geode.delivery.lint import lint_note, lint_store
 from geode.delivery.note import parse_note
-from geode.recall.recall_index import RecallIndex, dispose_engines
+from geode.recall.index_tables import dispose_engines
+from geode.recall.recall_index import RecallIndex
 from geode.recall.search import FilterError, search
 from tests.stores import GeodeEnv
 

@@ -319,7 +319,8 @@ def test_search_when_the_chroma_server_goes_away_is_not_no_vectors_yet(home, tmp
     "no vectors for this model yet". A real Chroma server, then killed."""
     from geode.delivery.config import load_settings
     from geode.recall.embed import load_embedder
-    from geode.recall.recall_index import RecallIndex, dispose_engines
+    from geode.recall.index_tables import dispose_engines
+    from geode.recall.recall_index import RecallIndex
     from geode.recall.search import search
     from geode.recall.vectors import VectorStore, VectorsUnavailable, embed_pending
 

@@ -13,7 +13,7 @@ import pytest
 from geode.recall.embed import load_embedder
 from geode.delivery.install import hook_command
 from geode.delivery.prompt_recall import socket_path
-from geode.recall.recall_index import dispose_engines
+from geode.recall.index_tables import dispose_engines
 from geode import cli
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

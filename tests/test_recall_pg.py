@@ -14,7 +14,8 @@ import pytest
 
 from geode.recall.context import build_context, read_note
 from geode.recall.embed import load_embedder
-from geode.recall.recall_index import RecallIndex, dispose_engines
+from geode.recall.index_tables import dispose_engines
+from geode.recall.recall_index import RecallIndex
 from geode.recall.search import search
 from geode.recall.vectors import embed_pending
 from tests.stores import GeodeEnv, write

@@ -255,7 +255,7 @@ def test_the_queue_and_store_queries_on_postgresql(tmp_path):
     import psycopg
 
     from geode.agents import proposals as Q
-    from geode.recall.recall_index import dispose_engines
+    from geode.recall.index_tables import dispose_engines
     from geode.web.queue import QueueFilter, bulk_decide, bulk_preview, choices, history, page_of
     from geode.web.store import Store
 

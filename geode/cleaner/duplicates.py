@@ -96,7 +96,7 @@ class NearDuplicates:
             self._merge_proposal(report, a, b, j, c, f)
 
     def _vectors(self, paths: list[str], report: Report) -> dict | None:
-        from geode.recall.recall_index import passage_text
+        from geode.recall.note_rows import passage_text
 
         notes = self.notes
         passages = {}

@@ -336,7 +336,8 @@ def recall_status(settings) -> dict:
     """Notes, embedded and pending, model and device, index age against the files, what is out of sync."""
     from geode.recall import vectors
     from geode.recall.embed import get_embedder, model_spec
-    from geode.recall.recall_index import RecallIndex, notes_t
+    from geode.recall.index_tables import notes_t
+    from geode.recall.recall_index import RecallIndex
     from geode.delivery.store import iter_note_paths
     from sqlalchemy import select
 

@@ -33,7 +33,8 @@ from sqlalchemy import func, or_, select
 
 from geode.delivery.dates import DateError, parse_date
 from geode.delivery.errors import NotFoundError
-from geode.recall.recall_index import RecallIndex, address, links_t, notes_t, obs_t, parse_address
+from geode.recall.index_tables import links_t, notes_t, obs_t
+from geode.recall.recall_index import RecallIndex, address, parse_address
 
 TYPED_WEIGHT = 1.0
 PROSE_WEIGHT = 0.5

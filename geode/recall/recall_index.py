@@ -26,114 +26,27 @@ changed (``full=True`` re-reads every file, keeping the embedding state of uncha
 folders whose mtime moved (new, removed and renamed files, and editors that save by rename). An
 in-place edit that keeps the folder's mtime is seen by the next ``refresh()`` (``geode reindex``,
 ``geode serve``'s periodic pass).
+
+The tables and engines are in ``geode.recall.index_tables``; a note's rows are computed by
+``geode.recall.note_rows``.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-import hashlib
 import json
 import os
 import time
 
-from sqlalchemy import (BigInteger, Column, Float, Index, Integer, MetaData, String, Table, Text,
-                        create_engine, delete, insert, select, text, update)
+from sqlalchemy import delete, insert, select, text, update
 
-from geode.delivery.crystal import ESSENCE_CLOSE, ESSENCE_OPEN, RETIRED_STATUSES
-from geode.delivery.dates import DateError, ValidityWindow, optional_date
-from geode.delivery.store import SKIP_DIRS, iter_note_paths, read_note_file
+from geode.delivery.crystal import RETIRED_STATUSES
+from geode.delivery.store import iter_note_paths, read_note_file
+from geode.recall.index_tables import (CHILD_TABLES, dirs_t, engines, ensure_schema, fm_t, links_t, meta_t, notes_t,
+                                       obs_t, tags_t)
+from geode.recall.folders import folder_mtimes
+from geode.recall.note_rows import note_rows
 
-FTS_WEIGHTS = (8.0, 5.0, 3.0, 1.0)  # title, tags, description, body
-SCHEMA_VERSION = "1"
 BATCH = 200
-
-metadata = MetaData()
-
-notes_t = Table(
-    "recall_note", metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("domain", Text, nullable=False),
-    Column("root", Text, nullable=False),
-    Column("path", Text, nullable=False),
-    Column("permalink", Text, nullable=False),
-    Column("name", Text, nullable=False, default=""),
-    Column("title", Text, nullable=False, default=""),
-    Column("type", Text, nullable=False, default=""),
-    Column("status", Text, nullable=False, default=""),
-    Column("description", Text, nullable=False, default=""),
-    Column("salience", Float, nullable=True),
-    Column("tags", Text, nullable=False, default="[]"),
-    Column("frontmatter", Text, nullable=False, default="{}"),
-    Column("body", Text, nullable=False, default=""),
-    Column("body_line", Integer, nullable=False, default=1),
-    Column("content_hash", String(64), nullable=False),
-    Column("mtime_ns", BigInteger, nullable=False, default=0),
-    Column("size", BigInteger, nullable=False, default=0),
-    Column("recorded", String(32), nullable=False, default=""),
-    Column("valid_from", String(32), nullable=True),
-    Column("valid_to", String(32), nullable=True),
-    Column("embed_text_hash", String(64), nullable=False, default=""),
-    Column("embed_model", Text, nullable=True),
-    Column("embed_hash", String(64), nullable=True),
-    Column("indexed_at", Float, nullable=False, default=0.0),
-    Index("ux_recall_note_domain_path", "domain", "path", unique=True),
-    Index("ix_recall_note_permalink", "domain", "permalink"),
-    Index("ix_recall_note_mtime", "mtime_ns"),
-    # covers the pending count (search says how many notes wait for a vector) without the table
-    Index("ix_recall_note_embed", "domain", "embed_model", "embed_hash", "embed_text_hash"),
-)
-
-fm_t = Table(
-    "recall_fm", metadata,
-    Column("note_id", Integer, nullable=False),
-    Column("key", Text, nullable=False),
-    Column("val", Text, nullable=False),  # lower-cased text of the value (each element of a list)
-    Column("num", Float, nullable=True),  # the value as a number, when it is one
-    Index("ix_recall_fm_key_val", "key", "val"),
-    Index("ix_recall_fm_note", "note_id"),
-)
-
-tags_t = Table(
-    "recall_tag", metadata,
-    Column("note_id", Integer, nullable=False),
-    Column("tag", Text, nullable=False),
-    Index("ix_recall_tag_tag", "tag"),
-    Index("ix_recall_tag_note", "note_id"),
-)
-
-links_t = Table(
-    "recall_link", metadata,
-    Column("note_id", Integer, nullable=False),
-    Column("line", Integer, nullable=False),
-    Column("kind", String(16), nullable=False),  # relation | wiki | markdown | reference | frontmatter
-    Column("relation", Text, nullable=False),  # the typed relation, or links_to for prose
-    Column("target", Text, nullable=False),
-    Index("ix_recall_link_note", "note_id"),
-)
-
-obs_t = Table(
-    "recall_obs", metadata,
-    Column("note_id", Integer, nullable=False),
-    Column("line", Integer, nullable=False),
-    Column("category", Text, nullable=False, default=""),
-    Column("text", Text, nullable=False),
-    Index("ix_recall_obs_note", "note_id"),
-)
-
-dirs_t = Table(
-    "recall_dir", metadata,
-    Column("domain", Text, primary_key=True),
-    Column("dir", Text, primary_key=True),
-    Column("mtime_ns", BigInteger, nullable=False),
-)
-
-meta_t = Table(
-    "recall_meta", metadata,
-    Column("k", String(64), primary_key=True),
-    Column("v", Text, nullable=False),
-)
-
-CHILD_TABLES = (fm_t, tags_t, links_t, obs_t)
 
 
 # -- addresses ----------------------------------------------------------------------------
@@ -157,160 +70,6 @@ def parse_address(addr: str, settings) -> tuple[str, str]:
         if perm.endswith(suf):
             perm = perm[: -len(suf)]
     return domain, perm
-
-
-# -- engines ------------------------------------------------------------------------------
-_ENGINES: dict = {}
-
-
-def engines(settings):
-    """(writer, reader) engines. On SQLite the writer begins with BEGIN IMMEDIATE (the records'
-    engine); the reader begins deferred, so a search never waits for the write lock."""
-    from geode.delivery.models import engine_for
-
-    key = settings.db_url
-    if key in _ENGINES:
-        return _ENGINES[key]
-    w = engine_for(settings)
-    if w.dialect.name == "sqlite":
-        from sqlalchemy import event
-
-        r = create_engine(str(w.url), connect_args={"timeout": 10.0})
-
-        @event.listens_for(r, "connect")
-        def _on_connect(dbapi_conn, _rec):
-            dbapi_conn.execute("PRAGMA busy_timeout = 10000")
-    else:
-        r = w
-    _ENGINES[key] = (w, r)
-    return w, r
-
-
-def dispose_engines() -> None:
-    for w, r in _ENGINES.values():
-        w.dispose()
-        if r is not w:
-            r.dispose()
-    _ENGINES.clear()
-
-
-def ensure_schema(engine) -> None:
-    with engine.begin() as conn:
-        metadata.create_all(conn)
-        for table in metadata.tables.values():  # indexes added after a table was first created
-            for ix in table.indexes:
-                ix.create(conn, checkfirst=True)
-        if conn.dialect.name == "sqlite":
-            conn.exec_driver_sql(
-                "CREATE VIRTUAL TABLE IF NOT EXISTS recall_fts USING fts5("
-                "title, tags, description, body, tokenize = 'unicode61 remove_diacritics 2')")
-        else:
-            conn.exec_driver_sql("ALTER TABLE recall_note ADD COLUMN IF NOT EXISTS tsv tsvector")
-            conn.exec_driver_sql("CREATE INDEX IF NOT EXISTS ix_recall_note_tsv ON recall_note USING GIN (tsv)")
-
-
-# -- note -> rows ---------------------------------------------------------------------------
-def strip_markers(body: str) -> str:
-    return body.replace(ESSENCE_OPEN, "").replace(ESSENCE_CLOSE, "")
-
-
-def _iso(day) -> str | None:
-    return day.isoformat() if day is not None else None
-
-
-def recorded_day(fm: dict) -> str | None:
-    """``YYYY-MM-DD`` of the first of ``recorded``/``created``/``date`` that reads as a date
-    (``geode.delivery.dates``); None when none does (the caller falls back to the file's mtime).
-    Stored normalised, so the SQL comparisons of ``after`` are comparisons of days."""
-    for key in ("recorded", "created", "date"):
-        try:
-            day = optional_date(fm.get(key), key)
-        except DateError:
-            continue  # the lint says so (date-not-iso)
-        if day is not None:
-            return day.isoformat()
-    return None
-
-
-def passage_text(title: str, description: str, tags: list[str], body: str) -> str:
-    """What is embedded for a note: title, description, tags and the body (cut by the embedder)."""
-    head = "\n".join(x for x in (title, description, " ".join(tags)) if x)
-    body = " ".join(strip_markers(body).split())
-    return f"{head}\n{body}" if head else body
-
-
-def _flatten(key: str, value, out: list) -> None:
-    if isinstance(value, dict):
-        for k, v in value.items():
-            _flatten(f"{key}.{k}", v, out)
-        return
-    items = value if isinstance(value, list) else [value]
-    for v in items:
-        if v is None or isinstance(v, (dict, list)):
-            continue
-        num = None
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
-            num = float(v)
-        else:
-            try:
-                num = float(str(v)) if str(v).strip() not in ("", "nan", "inf", "-inf") else None
-            except ValueError:
-                num = None
-        sval = ("true" if v else "false") if isinstance(v, bool) else str(v)
-        out.append((key, sval.lower(), num))
-
-
-def note_rows(note, domain: str, root: str, mtime_ns: int, size: int) -> dict:
-    """The note row and its child rows, from a parsed ``Note``."""
-    fm = note.frontmatter
-    tags_raw = fm.get("tags") or []
-    tags = [str(t).strip().lstrip("#") for t in (tags_raw if isinstance(tags_raw, list) else str(tags_raw).split(","))]
-    tags = [t for t in tags if t]
-    desc = str(fm.get("description") or "")
-    title = note.title
-    body = strip_markers(note.body)
-    try:
-        sal = float(fm["salience"]) if fm.get("salience") not in (None, "") else None
-        if sal is not None:
-            sal = min(1.0, max(0.0, sal))
-    except (TypeError, ValueError):
-        sal = None
-    recorded = recorded_day(fm)
-    # valid_to is the last day a note holds (inclusive); a bound that is not a date is unbounded,
-    # as in every other room (the lint reports it as date-not-iso)
-    window = ValidityWindow.from_frontmatter(fm)
-    if not recorded:
-        recorded = dt.datetime.fromtimestamp(mtime_ns / 1e9, dt.timezone.utc).date().isoformat()
-    row = {
-        "domain": domain, "root": root, "path": note.path, "permalink": note.permalink,
-        "name": note.name, "title": title, "type": str(fm.get("type") or "").lower(),
-        "status": note.status, "description": desc, "salience": sal,
-        "tags": json.dumps(tags, ensure_ascii=False),
-        "frontmatter": json.dumps(fm, ensure_ascii=False, default=str),
-        "body": body, "body_line": note.body_line,
-        "content_hash": hashlib.sha256(note.text.encode("utf-8")).hexdigest(),
-        "mtime_ns": int(mtime_ns), "size": int(size), "recorded": recorded,
-        "valid_from": _iso(window.valid_from), "valid_to": _iso(window.valid_to),
-        "embed_text_hash": hashlib.sha256(passage_text(title, desc, tags, body).encode("utf-8")).hexdigest(),
-        "indexed_at": time.time(),
-    }
-    fm_rows: list = []
-    for k, v in fm.items():
-        _flatten(str(k), v, fm_rows)
-    links = [(lk.line, lk.kind, lk.relation, lk.target) for lk in note.links if lk.target]
-    # frontmatter relations (supersedes: [name]) are typed edges too
-    for key in ("supersedes", "superseded_by", "relates_to", "depends_on", "part_of"):
-        val = fm.get(key)
-        if val in (None, ""):
-            continue
-        for t in (val if isinstance(val, list) else [val]):
-            t = str(t).strip()
-            if t.startswith("[[") and t.endswith("]]"):
-                t = t[2:-2]
-            if t:
-                links.append((note.line_of(key), "frontmatter", key, t))
-    obs = [(o.line, o.category, o.text) for o in note.observations]
-    return {"row": row, "fm": fm_rows, "tags": sorted({t.lower() for t in tags}), "links": links, "obs": obs}
 
 
 # -- the index ------------------------------------------------------------------------------
@@ -428,7 +187,7 @@ class RecallIndex:
         if only_dirs is None:
             if os.path.isdir(root):
                 paths = list(iter_note_paths(root, load))
-                dir_mtimes = _dir_mtimes(root)
+                dir_mtimes = folder_mtimes(root)
         else:
             for d in only_dirs:
                 full_d = os.path.join(root, d) if d else root
@@ -538,7 +297,7 @@ class RecallIndex:
                     changed.add(d)
             for d in list(changed):
                 base = os.path.join(root, d) if d else root
-                for sub, _m in _dir_mtimes(base, recurse_known=kd, prefix=d).items():
+                for sub, _m in folder_mtimes(base, recurse_known=kd, prefix=d).items():
                     if sub not in kd:
                         changed.add(sub)
             if changed or vanished:
@@ -629,62 +388,3 @@ def is_retired(status: str) -> bool:
 
 def _dir_of(rel: str) -> str:
     return rel.rsplit("/", 1)[0] if "/" in rel else ""
-
-
-def _dir_mtimes(root: str, recurse_known: dict | None = None, prefix: str = "") -> dict[str, int]:
-    """Every folder under ``root`` (relative, "" for the root) and its mtime; the store's walk rules.
-    With ``recurse_known``, folders already known are not descended into (their own mtime says
-    whether they changed); names are relative to the store when ``prefix`` is the root's path."""
-    if recurse_known is not None:
-        out_k: dict[str, int] = {}
-        try:
-            it = os.scandir(root)
-        except OSError:
-            return out_k
-        with it:
-            for e in it:
-                if e.name in SKIP_DIRS:
-                    continue
-                try:
-                    if not e.is_dir(follow_symlinks=False):
-                        continue
-                except OSError:
-                    continue
-                sub = f"{prefix}/{e.name}" if prefix else e.name
-                if sub in recurse_known:
-                    continue
-                out_k[sub] = 0
-                for k, v in _dir_mtimes(e.path).items():
-                    out_k[f"{sub}/{k}" if k else sub] = v
-        return out_k
-    out: dict[str, int] = {}
-    try:
-        out[""] = os.stat(root).st_mtime_ns
-    except OSError:
-        return out
-    stack = [""]
-    while stack:
-        rel = stack.pop()
-        full = os.path.join(root, rel) if rel else root
-        try:
-            it = os.scandir(full)
-        except OSError:
-            continue
-        with it:
-            for e in it:
-                if e.name in SKIP_DIRS:
-                    continue
-                try:
-                    if e.is_dir(follow_symlinks=False):
-                        sub = f"{rel}/{e.name}" if rel else e.name
-                        out[sub] = e.stat(follow_symlinks=False).st_mtime_ns
-                        stack.append(sub)
-                except OSError:
-                    continue
-    return out
-
-
-def passage_text_of(row) -> str:
-    """``passage_text`` of an index row (``pending()`` rows and note rows alike)."""
-    get = row.get if isinstance(row, dict) else (lambda k: getattr(row, k))
-    return passage_text(get("title") or "", get("description") or "", json.loads(get("tags") or "[]"), get("body") or "")

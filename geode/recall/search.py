@@ -66,8 +66,8 @@ from geode.delivery.dates import DateError, iso
 from geode.delivery.errors import UsageError
 from geode.delivery.prompt_recall import fts5_query, query_terms
 from geode.delivery.config import default
-from geode.recall.recall_index import (FTS_WEIGHTS, RecallIndex, address, fm_t, is_retired, links_t, notes_t,
-                                   tags_t)
+from geode.recall.index_tables import FTS_WEIGHTS, fm_t, links_t, notes_t, tags_t
+from geode.recall.recall_index import RecallIndex, address, is_retired
 
 #: the defaults of ``[recall] salience_weight`` and ``retired_weight`` (declared in config.SCHEMA)
 SALIENCE_WEIGHT = default("recall", "salience_weight")

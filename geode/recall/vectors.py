@@ -298,7 +298,7 @@ def embed_pending(settings, limit: int | None = None, progress=None, embedder=No
     """Embed the notes whose vector is missing or stale, as the one writer. What the worker (and
     ``geode reindex``) calls. Returns counts; ``{"locked": True}`` when another writer holds the lock."""
     from geode.recall.embed import get_embedder
-    from geode.recall.recall_index import passage_text_of
+    from geode.recall.note_rows import passage_text_of
     from geode.recall.recall_index import RecallIndex
 
     lock = WriterLock(settings)
@@ -330,7 +330,8 @@ def embed_pending(settings, limit: int | None = None, progress=None, embedder=No
 def prune(settings, embedder=None) -> int:
     """Delete vectors whose note is gone from the index (writer only). Returns how many."""
     from geode.recall.embed import get_embedder
-    from geode.recall.recall_index import RecallIndex, notes_t
+    from geode.recall.index_tables import notes_t
+    from geode.recall.recall_index import RecallIndex
     from sqlalchemy import select
 
     lock = WriterLock(settings)
@@ -356,7 +357,7 @@ def rebuild(settings, progress=None, embedder=None, wait_s: float = 600.0) -> di
     The live folder keeps answering until the switch; an interrupted rebuild leaves an orphan
     folder (removed by the next rebuild) and the previous index in use."""
     from geode.recall.embed import get_embedder
-    from geode.recall.recall_index import passage_text_of
+    from geode.recall.note_rows import passage_text_of
     from geode.recall.recall_index import RecallIndex
 
     lock = WriterLock(settings)

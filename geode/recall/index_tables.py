@@ -1,0 +1,153 @@
+"""The recall index's tables (``recall_*``: notes, frontmatter values, tags, links,
+observations, folder mtimes, meta), the SQL side of full text (FTS5 on SQLite, a ``tsvector``
+on PostgreSQL) and the writer/reader engines.
+
+Apart from ``geode.recall.recall_index`` (refreshing from the files) because search, context,
+vectors and the page read these tables without refreshing anything. Being derived, they are not
+migrated: ``ensure_schema`` keeps ``create_all`` and a changed layout is rebuilt
+(``geode reindex --wipe``).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import BigInteger, Column, Float, Index, Integer, MetaData, String, Table, Text, create_engine
+
+FTS_WEIGHTS = (8.0, 5.0, 3.0, 1.0)  # title, tags, description, body
+
+metadata = MetaData()
+
+notes_t = Table(
+    "recall_note", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("domain", Text, nullable=False),
+    Column("root", Text, nullable=False),
+    Column("path", Text, nullable=False),
+    Column("permalink", Text, nullable=False),
+    Column("name", Text, nullable=False, default=""),
+    Column("title", Text, nullable=False, default=""),
+    Column("type", Text, nullable=False, default=""),
+    Column("status", Text, nullable=False, default=""),
+    Column("description", Text, nullable=False, default=""),
+    Column("salience", Float, nullable=True),
+    Column("tags", Text, nullable=False, default="[]"),
+    Column("frontmatter", Text, nullable=False, default="{}"),
+    Column("body", Text, nullable=False, default=""),
+    Column("body_line", Integer, nullable=False, default=1),
+    Column("content_hash", String(64), nullable=False),
+    Column("mtime_ns", BigInteger, nullable=False, default=0),
+    Column("size", BigInteger, nullable=False, default=0),
+    Column("recorded", String(32), nullable=False, default=""),
+    Column("valid_from", String(32), nullable=True),
+    Column("valid_to", String(32), nullable=True),
+    Column("embed_text_hash", String(64), nullable=False, default=""),
+    Column("embed_model", Text, nullable=True),
+    Column("embed_hash", String(64), nullable=True),
+    Column("indexed_at", Float, nullable=False, default=0.0),
+    Index("ux_recall_note_domain_path", "domain", "path", unique=True),
+    Index("ix_recall_note_permalink", "domain", "permalink"),
+    Index("ix_recall_note_mtime", "mtime_ns"),
+    # covers the pending count (search says how many notes wait for a vector) without the table
+    Index("ix_recall_note_embed", "domain", "embed_model", "embed_hash", "embed_text_hash"),
+)
+
+fm_t = Table(
+    "recall_fm", metadata,
+    Column("note_id", Integer, nullable=False),
+    Column("key", Text, nullable=False),
+    Column("val", Text, nullable=False),  # lower-cased text of the value (each element of a list)
+    Column("num", Float, nullable=True),  # the value as a number, when it is one
+    Index("ix_recall_fm_key_val", "key", "val"),
+    Index("ix_recall_fm_note", "note_id"),
+)
+
+tags_t = Table(
+    "recall_tag", metadata,
+    Column("note_id", Integer, nullable=False),
+    Column("tag", Text, nullable=False),
+    Index("ix_recall_tag_tag", "tag"),
+    Index("ix_recall_tag_note", "note_id"),
+)
+
+links_t = Table(
+    "recall_link", metadata,
+    Column("note_id", Integer, nullable=False),
+    Column("line", Integer, nullable=False),
+    Column("kind", String(16), nullable=False),  # relation | wiki | markdown | reference | frontmatter
+    Column("relation", Text, nullable=False),  # the typed relation, or links_to for prose
+    Column("target", Text, nullable=False),
+    Index("ix_recall_link_note", "note_id"),
+)
+
+obs_t = Table(
+    "recall_obs", metadata,
+    Column("note_id", Integer, nullable=False),
+    Column("line", Integer, nullable=False),
+    Column("category", Text, nullable=False, default=""),
+    Column("text", Text, nullable=False),
+    Index("ix_recall_obs_note", "note_id"),
+)
+
+dirs_t = Table(
+    "recall_dir", metadata,
+    Column("domain", Text, primary_key=True),
+    Column("dir", Text, primary_key=True),
+    Column("mtime_ns", BigInteger, nullable=False),
+)
+
+meta_t = Table(
+    "recall_meta", metadata,
+    Column("k", String(64), primary_key=True),
+    Column("v", Text, nullable=False),
+)
+
+CHILD_TABLES = (fm_t, tags_t, links_t, obs_t)
+
+
+# -- engines ------------------------------------------------------------------------------
+_ENGINES: dict = {}
+
+
+def engines(settings):
+    """(writer, reader) engines. On SQLite the writer begins with BEGIN IMMEDIATE (the records'
+    engine); the reader begins deferred, so a search never waits for the write lock."""
+    from geode.delivery.models import engine_for
+
+    key = settings.db_url
+    if key in _ENGINES:
+        return _ENGINES[key]
+    w = engine_for(settings)
+    if w.dialect.name == "sqlite":
+        from sqlalchemy import event
+
+        r = create_engine(str(w.url), connect_args={"timeout": 10.0})
+
+        @event.listens_for(r, "connect")
+        def _on_connect(dbapi_conn, _rec):
+            dbapi_conn.execute("PRAGMA busy_timeout = 10000")
+    else:
+        r = w
+    _ENGINES[key] = (w, r)
+    return w, r
+
+
+def dispose_engines() -> None:
+    for w, r in _ENGINES.values():
+        w.dispose()
+        if r is not w:
+            r.dispose()
+    _ENGINES.clear()
+
+
+def ensure_schema(engine) -> None:
+    with engine.begin() as conn:
+        metadata.create_all(conn)
+        for table in metadata.tables.values():  # indexes added after a table was first created
+            for ix in table.indexes:
+                ix.create(conn, checkfirst=True)
+        if conn.dialect.name == "sqlite":
+            conn.exec_driver_sql(
+                "CREATE VIRTUAL TABLE IF NOT EXISTS recall_fts USING fts5("
+                "title, tags, description, body, tokenize = 'unicode61 remove_diacritics 2')")
+        else:
+            conn.exec_driver_sql("ALTER TABLE recall_note ADD COLUMN IF NOT EXISTS tsv tsvector")
+            conn.exec_driver_sql("CREATE INDEX IF NOT EXISTS ix_recall_note_tsv ON recall_note USING GIN (tsv)")
