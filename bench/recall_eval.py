@@ -89,10 +89,10 @@ def distractors(n: int, seed: int = 11) -> dict[str, str]:
 
 def shared_words(question: str, note_text: str) -> list[str]:
     from geode.delivery.prompt_recall import query_terms
-    from geode.recall.search import _fold
+    from geode.recall.hits import fold
 
-    words = set(query_terms(_fold(note_text), limit=10_000))
-    return [t for t in query_terms(_fold(question)) if any(w.startswith(t) or t.startswith(w) for w in words if len(w) > 2)]
+    words = set(query_terms(fold(note_text), limit=10_000))
+    return [t for t in query_terms(fold(question)) if any(w.startswith(t) or t.startswith(w) for w in words if len(w) > 2)]
 
 
 def main(argv=None) -> int:

@@ -23,7 +23,8 @@ from geode.delivery.lint import lint_note, lint_store
 from geode.delivery.note import parse_note
 from geode.recall.index_tables import dispose_engines
 from geode.recall.recall_index import RecallIndex
-from geode.recall.search import FilterError, search
+from geode.recall.filters import FilterError
+from geode.recall.search import search
 from tests.stores import GeodeEnv
 
 

@@ -144,7 +144,7 @@ def test_categories_keep_the_bases_callers_catch_and_carry_exit_codes():
     from geode.cli.common import CLIError
     from geode.delivery.config import ConfigError
     from geode.recall.context import NotFound
-    from geode.recall.search import FilterError
+    from geode.recall.filters import FilterError
     from geode.scheduler.nightly import EXIT_LOCKED, ScheduleError, SchedulerLocked
 
     assert issubclass(FilterError, ValueError) and issubclass(FilterError, UsageError) and FilterError("x").exit_code == 2

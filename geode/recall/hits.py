@@ -1,0 +1,101 @@
+"""What each search hit carries beside its score: a snippet (a window around the best match)
+and the file line of the observation it is in, and the ``supersedes`` chain followed both ways.
+
+Apart from ``geode.recall.search`` (ranking) because it is computed only for the hits that are
+returned, after ranking, and ``fold`` (the word folding FTS5 applies) is shared with the
+coverage of the lexical side and the bench.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+
+from geode.recall.index_tables import links_t, notes_t
+from geode.recall.recall_index import RecallIndex, address
+
+
+def fold(s: str) -> str:
+    """Lower-case without diacritics, as FTS5's ``remove_diacritics`` sees words."""
+    import unicodedata
+
+    s = s.lower()
+    if s.isascii():
+        return s
+    return "".join(ch for ch in unicodedata.normalize("NFKD", s) if not unicodedata.combining(ch))
+
+
+def snippet_and_line(row: dict, observations: list, terms: list[str], width: int = 200) -> tuple[str, int | None]:
+    """A window around the best match, and the observation's file line when it is in one."""
+    fterms = [fold(t) for t in terms]
+
+    def hits(s: str) -> int:
+        f = fold(s)
+        return sum(1 for t in fterms if t in f)
+
+    best_obs = max(observations, key=lambda o: hits(o[2]), default=None) if fterms else None
+    lines = row["body"].split("\n")
+    best_i, best_n = -1, 0
+    for i, line in enumerate(lines):
+        n = hits(line) if fterms else 0
+        if n > best_n:
+            best_i, best_n = i, n
+    if best_obs is not None and hits(best_obs[2]) > 0 and hits(best_obs[2]) >= best_n:
+        return _window(best_obs[2], fterms, width), int(best_obs[0])
+    if best_i >= 0:
+        return _window(lines[best_i], fterms, width), None
+    base = row.get("description") or " ".join(row["body"].split())
+    return _window(base, [], width), None
+
+
+def _window(s: str, fterms: list[str], width: int) -> str:
+    s = " ".join(s.split())
+    if len(s) <= width:
+        return s
+    f = fold(s)
+    pos = min((f.find(t) for t in fterms if f.find(t) >= 0), default=0)
+    start = max(0, pos - width // 3)
+    out = s[start:start + width]
+    return ("…" if start > 0 else "") + out + ("…" if start + width < len(s) else "")
+
+
+# -- supersedes chain -------------------------------------------------------------------------------
+def supersedes_chain(idx: RecallIndex, row: dict, max_steps: int = 10) -> tuple[list[str], list[str]]:
+    """(what this note supersedes, transitively; what supersedes it, transitively) as addresses."""
+    from geode.recall.context import resolve_target
+
+    older, newer = [], []
+    seen = {row["id"]}
+    cur = [row]
+    for _ in range(max_steps):
+        nxt = []
+        for r in cur:
+            with idx.reader.connect() as conn:
+                targets = conn.execute(select(links_t.c.target).where(links_t.c.note_id == r["id"],
+                                                                      links_t.c.relation == "supersedes")).scalars().all()
+            for t in targets:
+                hit = resolve_target(idx, r, t)
+                if hit and hit["id"] not in seen:
+                    seen.add(hit["id"])
+                    older.append(address(hit["domain"], hit["permalink"]))
+                    nxt.append(hit)
+        if not nxt:
+            break
+        cur = nxt
+    cur = [row]
+    for _ in range(max_steps):
+        nxt = []
+        for r in cur:
+            names = {r["name"], r["permalink"], r["title"], r["path"], r["path"].rsplit(".", 1)[0]}
+            with idx.reader.connect() as conn:
+                rows = conn.execute(select(notes_t).join(links_t, links_t.c.note_id == notes_t.c.id).where(
+                    links_t.c.relation == "supersedes", links_t.c.target.in_(sorted(names)))).mappings().all()
+            for h in rows:
+                h = dict(h)
+                if h["id"] not in seen:
+                    seen.add(h["id"])
+                    newer.append(address(h["domain"], h["permalink"]))
+                    nxt.append(h)
+        if not nxt:
+            break
+        cur = nxt
+    return older, newer
