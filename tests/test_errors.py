@@ -57,11 +57,11 @@ ALLOWED = {
         "plugin", "importing an agent module named in [upkeep] agents may raise anything"),
     ("geode/cli/upkeep_cmds.py", "doctor_checks"): (
         "plugin", "the doctor runs every configured agent; one that raises fails its check with the reason"),
-    ("geode/cli/recall_cmds.py", "serve"): (
+    ("geode/cli/serve_cmds.py", "serve"): (
         "entry", "serve loop: a failing warm-up search is reported and the server still starts"),
-    ("geode/cli/recall_cmds.py", "serve.Handler.handle"): (
+    ("geode/cli/serve_cmds.py", "serve.Handler.handle"): (
         "entry", "serve loop: a bad request is answered with its error and never takes the server down"),
-    ("geode/cli/recall_cmds.py", "serve.background"): (
+    ("geode/cli/serve_cmds.py", "serve.background"): (
         "entry", "serve loop: a failed background pass is reported and the next one retries"),
 }
 BROAD_NAMES = {"Exception", "BaseException"}

@@ -27,8 +27,12 @@ class CLIError(GeodeError):
         return self.exit_code
 
 
-def print_json(obj) -> None:
-    print(json.dumps(obj, indent=2, ensure_ascii=False, default=str))
+def print_json(obj, compact: bool = False) -> None:
+    """``obj`` as JSON on stdout: indented, or on one line with ``compact`` (a stream of objects)."""
+    if compact:
+        print(json.dumps(obj, ensure_ascii=False, default=str, separators=(",", ":")))
+    else:
+        print(json.dumps(obj, indent=2, ensure_ascii=False, default=str))
 
 
 def settings_of(args) -> Settings:

@@ -1,0 +1,197 @@
+"""``geode reindex`` and ``geode status``: building the binding and recall indexes from the
+files, and what the recall index holds against them (notes, vectors, model, device, what is
+out of sync). Each takes ``--json``.
+
+Apart from ``geode.cli.recall_cmds`` (search, context, read, recent: reading the index) because
+these build and inspect the index itself; ``recall_cmds.register`` registers them. Heavy imports
+happen inside the command functions.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from geode.cli.common import print_json, settings_of
+
+
+class Progress:
+    """A progress bar on stderr (redrawn in place on a terminal, every 10% otherwise)."""
+
+    def __init__(self, label: str, quiet: bool = False):
+        self.label = label
+        self.quiet = quiet
+        self.tty = sys.stderr.isatty()
+        self.last = -1
+        self.t0 = time.perf_counter()
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.quiet or total <= 0:
+            return
+        pct = int(100 * done / total)
+        if not self.tty and pct // 10 == self.last // 10 and done != total:
+            return
+        if self.tty and pct == self.last and done != total:
+            return
+        if done >= total and self.last == 100 and getattr(self, "_ended", False):
+            return  # the end was drawn already
+        self._ended = done >= total
+        self.last = pct
+        bar = "#" * (pct // 4) + "-" * (25 - pct // 4)
+        rate = done / max(time.perf_counter() - self.t0, 1e-9)
+        msg = f"{self.label:<10} [{bar}] {done}/{total} ({rate:.0f}/s)"
+        if self.tty:
+            sys.stderr.write("\r" + msg + ("\n" if done >= total else ""))
+        else:
+            sys.stderr.write(msg + "\n")
+        sys.stderr.flush()
+
+
+# -- reindex ----------------------------------------------------------------------------------
+def cmd_reindex(args) -> int:
+    from geode.recall import vectors
+    from geode.delivery.index import Index
+    from geode.recall.recall_index import RecallIndex
+
+    settings = settings_of(args)
+    out: dict = {}
+    t = time.perf_counter()
+    idx_b = Index(settings, busy_ms=10000)
+    try:
+        counts = idx_b.build()
+        counts.update(idx_b.counts())
+        counts["seconds"] = round(time.perf_counter() - t, 3)
+    finally:
+        idx_b.close()
+    out["bindings"] = counts
+    quiet = args.json and not sys.stderr.isatty()
+    idx = RecallIndex(settings)
+    t = time.perf_counter()
+    rc = idx.refresh(full=args.full or args.wipe, progress=Progress("text", quiet), force=args.wipe)
+    problems = rc.pop("problems")
+    rc["problems"] = len(problems)
+    out["recall"] = rc
+    if args.no_wait:
+        started = vectors.spawn_background_embedder(settings)
+        from geode.recall.embed import model_spec
+
+        out["vectors"] = {"left_to_worker": True, "background_started": started, "model_spec": model_spec(settings)}
+    elif args.wipe:
+        out["vectors"] = vectors.rebuild(settings, progress=Progress("vectors", quiet))
+    else:
+        r = vectors.embed_pending(settings, progress=Progress("vectors", quiet), wait_s=600.0)
+        if args.full and not r.get("locked"):
+            r["pruned"] = vectors.prune(settings)
+        out["vectors"] = r
+    if args.json:
+        print_json(out)
+        return 0
+    b, r, v = out["bindings"], out["recall"], out["vectors"]
+    print(f"binding index: {b['crystals']} crystals in {b['files']} note files ({b['seconds']} s)")
+    print(f"recall index:  {r['files']} files, {r['added']} added, {r['changed']} changed, {r['removed']} removed, "
+          f"{r['unchanged']} unchanged, {r['problems']} skipped ({r['seconds']} s)")
+    if v.get("left_to_worker"):
+        print("vectors:       left to the background embedder (--no-wait)")
+    elif v.get("locked"):
+        print("vectors:       another process holds the writer lock; it embeds what is pending")
+    else:
+        print(f"vectors:       {v['embedded']} embedded with {v.get('model')} ({v.get('seconds')} s)")
+    return 0
+
+
+# -- status ------------------------------------------------------------------------------------
+def recall_status(settings) -> dict:
+    """Notes, embedded and pending, model and device, index age against the files, what is out of sync."""
+    from geode.delivery.prompt_recall import socket_path
+    from geode.recall import vectors
+    from geode.recall.embed import get_embedder, model_spec
+    from geode.recall.index_tables import notes_t
+    from geode.recall.recall_index import RecallIndex
+    from geode.delivery.store import iter_note_paths
+    from sqlalchemy import select
+
+    idx = RecallIndex(settings)
+    emb = get_embedder(settings)
+    counts = idx.counts(emb.model_id)
+    refreshed = idx.meta("refreshed_at")
+    with idx.reader.connect() as conn:
+        known = {(d, p): (m, s) for d, p, m, s in conn.execute(select(
+            notes_t.c.domain, notes_t.c.path, notes_t.c.mtime_ns, notes_t.c.size)).all()}
+    new, changed, seen = [], [], set()
+    newest_file = 0
+    for domain, root in settings.domain_roots():
+        if not os.path.isdir(root):
+            continue
+        for rel in iter_note_paths(root):
+            try:
+                st = os.stat(os.path.join(root, rel))
+            except OSError:
+                continue
+            newest_file = max(newest_file, st.st_mtime_ns)
+            k = (domain, rel)
+            seen.add(k)
+            if k not in known:
+                new.append(f"{domain}:{rel}")
+            elif known[k] != (st.st_mtime_ns, st.st_size):
+                changed.append(f"{domain}:{rel}")
+    removed = [f"{d}:{p}" for (d, p) in known if d in settings.domains and (d, p) not in seen]
+    vs = vectors.VectorStore(settings, emb.model_id, emb.dim)
+    vcount = vs.count()
+    now = time.time()
+    age = round(now - float(refreshed), 1) if refreshed else None
+    behind = round(max(0.0, newest_file / 1e9 - float(refreshed)), 1) if refreshed and newest_file else None
+    out_of_sync = {"files_not_indexed": len(new), "files_changed": len(changed), "indexed_files_gone": len(removed),
+                   "examples": (new + changed + removed)[:10], "notes_pending_vectors": counts["pending"],
+                   "vectors_in_chroma": vcount, "vectors_expected": counts["embedded"],
+                   "other_models": {m: n for m, n in counts["by_model"].items() if m != emb.model_id}}
+    in_sync = not (new or changed or removed or counts["pending"]) and (vcount == counts["embedded"] or vs.remote)
+    return {
+        "notes": counts["notes"], "embedded": counts["embedded"], "pending": counts["pending"],
+        "model": emb.model_id, "model_spec": model_spec(settings), "dim": emb.dim, "device": emb.device,
+        "index": {"database": idx.dialect, "refreshed_at": refreshed and time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(float(refreshed))),
+                  "age_s": age, "newest_file_after_refresh_s": behind},
+        "vectors": {"location": vectors.chroma_url(settings) or vs.folder, "count": vcount,
+                    "writer_active": vectors.writer_active(settings)},
+        "serve": os.path.exists(socket_path(settings.home)),
+        "out_of_sync": out_of_sync, "in_sync": in_sync,
+    }
+
+
+def cmd_status(args) -> int:
+    settings = settings_of(args)
+    st = recall_status(settings)
+    if args.json:
+        print_json(st)
+        return 0
+    print(f"notes      {st['notes']} ({st['embedded']} embedded, {st['pending']} pending)")
+    print(f"model      {st['model']} ({st['dim']} dimensions) on {st['device']}")
+    ix = st["index"]
+    print(f"index      {ix['database']}, refreshed {ix['refreshed_at'] or 'never'}"
+          + (f" ({ix['age_s']} s ago)" if ix["age_s"] is not None else ""))
+    print(f"vectors    {st['vectors']['count']} in {st['vectors']['location']}"
+          + (" (a writer is embedding now)" if st["vectors"]["writer_active"] else ""))
+    o = st["out_of_sync"]
+    if st["in_sync"]:
+        print("in sync    the index matches the files and every note has its vector")
+    else:
+        print(f"out of sync: {o['files_not_indexed']} new, {o['files_changed']} changed, {o['indexed_files_gone']} gone "
+              f"files; {o['notes_pending_vectors']} notes wait for a vector; Chroma holds {o['vectors_in_chroma']} "
+              f"of {o['vectors_expected']} expected")
+        for e in o["examples"]:
+            print(f"  {e}")
+        print("  run `geode reindex` to catch up")
+    return 0
+
+
+def register(sub, common) -> None:
+    """Called by ``geode.cli.recall_cmds.register`` (the module ``geode.cli.main`` loads)."""
+    s = sub.add_parser("reindex", parents=[common], help="rebuild the binding and recall indexes from the files")
+    g = s.add_mutually_exclusive_group()
+    g.add_argument("--full", action="store_true", help="re-read every file; keep embeddings of unchanged text")
+    g.add_argument("--wipe", action="store_true", help="rebuild from nothing into a new location, switch when complete")
+    s.add_argument("--no-wait", action="store_true", help="leave the vectors to the background embedder")
+    s.set_defaults(func=cmd_reindex)
+
+    s = sub.add_parser("status", parents=[common], help="the recall index: notes, vectors, model, device, what is out of sync")
+    s.set_defaults(func=cmd_status)

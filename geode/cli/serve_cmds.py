@@ -1,0 +1,139 @@
+"""``geode serve``: keep the model and Chroma warm, answer search requests on a local UNIX socket
+(the hook's prompt-time recall and ``geode search`` ask it first), and refresh the index and
+embed pending notes in the background.
+
+Apart from ``geode.cli.recall_cmds`` because it is a long-running process with its own loop and
+its own error edges (``tests/test_errors.py`` names them); ``recall_cmds.register`` registers
+it. Heavy imports happen inside the functions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+from geode.cli.common import print_json, settings_of
+
+
+def _socket_path(settings) -> str:
+    from geode.delivery.prompt_recall import socket_path
+
+    return socket_path(settings.home)
+
+
+def serve(settings, interval_s: float = 5.0, full_every_s: float = 120.0, ready=None, stop_event=None) -> None:
+    """Keep the model and Chroma warm and answer search requests on a UNIX socket; refresh the text
+    index and embed pending notes in the background (as the one writer while the lock is free)."""
+    import logging
+    import socketserver
+    import threading
+
+    from geode.delivery.errors import GeodeError
+    from geode.recall import vectors
+    from geode.recall.recall_index import RecallIndex
+    from geode.recall.search import search, semantic_for
+
+    path = _socket_path(settings)
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    semantic_for(settings)  # load the model and open Chroma now, not on the first prompt
+    try:  # one search warms the SQL side too (statement caches, FTS pages)
+        search(settings, "warm up", limit=1, refresh=True, chain=False)
+    except Exception as exc:  # noqa: BLE001 - serve loop entry: reported, the server still starts
+        print(f"geode serve: warm-up search failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+    lock = threading.Lock()
+    stop = stop_event or threading.Event()
+
+    class Handler(socketserver.StreamRequestHandler):
+        def handle(self):
+            try:
+                line = self.rfile.readline(1_000_000)
+                req = json.loads(line or b"{}")
+                if req.get("op") == "ping":
+                    reply = {"ok": True, "pid": os.getpid()}
+                else:
+                    with lock:
+                        res = search(settings, str(req.get("q") or ""), limit=int(req.get("limit") or 10),
+                                     domain=req.get("domain"), type=req.get("type"), status=req.get("status"),
+                                     tags=req.get("tags"), where=req.get("where"), after=req.get("after"),
+                                     as_of=req.get("as_of"), mode=req.get("mode") or "hybrid",
+                                     blend=req.get("blend") or "score", refresh=bool(req.get("refresh")),
+                                     chain=not req.get("prompt"))
+                    reply = dict(res, domains=[list(x) for x in sorted(settings.domains.items())])
+            except Exception as exc:  # serve loop entry: a bad request gets its error, never takes the server down
+                reply = {"error": str(exc)}
+                if not isinstance(exc, (GeodeError, ValueError)):  # not the request's fault: keep the traceback
+                    logging.getLogger(__name__).exception("geode serve: request failed")
+            self.wfile.write(json.dumps(reply, ensure_ascii=False, default=str).encode("utf-8") + b"\n")
+
+    class Server(socketserver.ThreadingUnixStreamServer):
+        daemon_threads = True
+
+    server = Server(path, Handler)
+    os.chmod(path, 0o600)
+
+    def background():
+        # Searches are not held up by this thread: SQLite (WAL) and PostgreSQL let readers run
+        # while it writes, and the model has its own lock. The first full pass waits a period.
+        idx = RecallIndex(settings)
+        last_full = time.time()
+        while not stop.is_set():
+            try:
+                if time.time() - last_full > full_every_s:
+                    idx.refresh()
+                    last_full = time.time()
+                else:
+                    idx.quick_refresh()
+                vectors.embed_pending(settings, limit=256)
+            except Exception as exc:  # noqa: BLE001 - serve loop entry: reported; the next pass retries
+                print(f"geode serve: background pass failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+            stop.wait(interval_s)
+
+    t = threading.Thread(target=background, daemon=True)
+    t.start()
+    if ready is not None:
+        ready()
+    try:
+        th = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
+        th.start()
+        while not stop.is_set():
+            stop.wait(0.5)
+    finally:
+        server.shutdown()
+        server.server_close()
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
+def cmd_serve(args) -> int:
+    import signal
+    import threading
+
+    settings = settings_of(args)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+
+    def ready():
+        msg = {"socket": _socket_path(settings), "pid": os.getpid()}
+        if args.json:
+            print_json(msg, compact=True)
+        else:
+            print(f"geode serve: listening on {msg['socket']} (pid {msg['pid']})")
+        sys.stdout.flush()
+
+    serve(settings, interval_s=args.interval, ready=ready, stop_event=stop)
+    return 0
+
+
+def register(sub, common) -> None:
+    """Called by ``geode.cli.recall_cmds.register`` (the module ``geode.cli.main`` loads)."""
+    s = sub.add_parser("serve", parents=[common], help="keep the model warm; answer searches on a local socket")
+    s.add_argument("--interval", type=float, default=5.0, help="seconds between background refresh/embed passes")
+    s.set_defaults(func=cmd_serve)
