@@ -18,7 +18,8 @@ import pytest
 
 from geode.agents import apply, proposals, queue_tables
 from geode.agents import changes as CH
-from geode.agents.contract import Finding, load_findings, store_findings
+from geode.agents.contract import Finding, load_findings
+from geode.agents.recording import store_findings
 from geode.agents.upkeep import run_agent
 from geode.corrector.agent import MAX_LINES, Corrector
 from geode.corrector.edits import FileLines, changed_lines, check_edit, mask_link_targets, quote_value
@@ -463,7 +464,7 @@ def test_quote_value_and_file_lines_round_trip():
 def test_an_interrupted_attempt_is_finished_without_duplicates(tmp_path):
     """The first attempt filed its proposals and died before the report was written: the
     second attempt files none twice and lists the same ids."""
-    from geode.agents.contract import begin_attempt
+    from geode.agents.recording import begin_attempt
 
     settings, engine, root = fixture("cursor_rules", tmp_path)
     run_agent(settings, engine, "cut", "librarian")

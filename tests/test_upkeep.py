@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from geode.agents.contract import Finding, begin_attempt, ensure_tables, get_report, list_runs, store_findings
+from geode.agents.contract import Finding, ensure_tables, get_report, list_runs
+from geode.agents.recording import begin_attempt, store_findings
 from geode.agents.upkeep import run_agent
 from tests.upkeep_helpers import expected, setup
 

@@ -2,7 +2,7 @@
 
 The night is filed through the queue's own API (``file_proposal`` with ``FileChange`` built by
 ``edit_change``/``archive_changes``/``status_change``), its findings through the agents'
-contract (``store_findings``), its ledger rows through the ledger's insert, its upkeep reports
+recording (``store_findings``), its ledger rows through the ledger's insert, its upkeep reports
 through ``begin_attempt``/``finish_run``: the same tables and code paths a real night writes,
 with contents chosen so the tests know every id, path and byte.
 """
@@ -78,7 +78,7 @@ def snapshot(root: Path) -> dict[str, bytes]:
 def make_night(tmp_path: Path, toml_extra: str = "") -> Night:
     """GEODE_HOME and a store under ``tmp_path``, with two nights of known proposals
     (``toml_extra``: more of geode.toml, e.g. a ``[database]`` table)."""
-    from geode.agents import contract
+    from geode.agents import contract, recording
     from geode.agents import proposals as Q
     from geode.agents import changes as CH
     from geode.delivery import ledger
@@ -115,7 +115,7 @@ def make_night(tmp_path: Path, toml_extra: str = "") -> Night:
 
     def finding(run: str, agent: str, kind: str, path: str, line: int, target: str, message: str, suggestion=""):
         f = contract.Finding(kind, path, line, target, message, "main", suggestion)
-        contract.store_findings(engine, run, agent, [f] + [x for x in _kept.get((run, agent), [])])
+        recording.store_findings(engine, run, agent, [f] + [x for x in _kept.get((run, agent), [])])
         _kept.setdefault((run, agent), []).append(f)
         return f.id
 
@@ -163,11 +163,11 @@ def make_night(tmp_path: Path, toml_extra: str = "") -> Night:
             (NIGHT, "cleaner", {"notes": 8, "folders": 3}, ["archive-old-retry", "archive-dup-b"]),
             (NIGHT, "corrector", {"notes": 8, "findings": 5}, ["pipefail-stable"]),
             (NIGHT, "gardener", {"notes": 8, "ledger_events": 2}, [])):
-        contract.begin_attempt(engine, run, agent, trigger="schedule")
+        recording.begin_attempt(engine, run, agent, trigger="schedule")
         rep = contract.Report(agent=agent, status=contract.OK if props else contract.NOTHING_TO_LEARN,
                               examined=examined, run_id=run, store_notes=8,
                               proposals=[{"id": n.ids[k], "kind": "edit", "paths": []} for k in props])
-        contract.finish_run(engine, rep)
+        recording.finish_run(engine, rep)
         time.sleep(0.01)
     engine.dispose()
     return n

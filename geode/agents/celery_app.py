@@ -27,7 +27,7 @@ import os
 
 from celery import Celery, chain
 
-from geode.agents.contract import MAX_ATTEMPTS
+from geode.agents.recording import MAX_ATTEMPTS
 from geode.delivery.config import ConfigError
 
 #: the hard limit when none is set: at most this, and at most half the visibility timeout

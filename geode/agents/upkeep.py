@@ -22,8 +22,9 @@ import logging
 import time
 import uuid
 
-from geode.agents.contract import (FAILED, MAX_ATTEMPTS, Agent, Context, Report, apply_rule, begin_attempt, census,
-                             ensure_tables, finish_run, load_findings, store_findings)
+from geode.agents.contract import (FAILED, Agent, Context, Report, apply_rule, census, ensure_tables,
+                                   load_findings)
+from geode.agents.recording import MAX_ATTEMPTS, begin_attempt, finish_run, store_findings
 from geode.delivery.errors import GeodeError, NotFoundError
 
 #: the agents in the order they run
