@@ -1,7 +1,7 @@
 """Applying proposals: crash points, I/O errors, concurrent edits, undo after a later edit
 (RELIABILITY rows 6, 7, 8, 11), on real files and a real SQLite queue.
 
-Crashes are real: a forked child applies with ``geode.agents.apply._after_step`` replaced by one
+Crashes are real: a forked child applies with ``geode.agents.atomic_put.after_step`` replaced by one
 that calls ``os._exit`` after the chosen step; the parent then reconciles as the next start
 would. I/O errors are injected by replacing ``os.fsync``, ``os.replace``, ``os.write``,
 ``os.fchmod`` and ``os.open`` with versions that raise EIO or ENOSPC at the Nth call.
@@ -21,6 +21,7 @@ import pytest
 from sqlalchemy import select
 
 from geode.agents import apply as A
+from geode.agents import atomic_put
 from geode.agents import proposals as Q
 from geode.agents import changes as CH
 from geode.agents import queue_tables
@@ -142,7 +143,7 @@ def _crash_in_child(settings, pid: int, op: str, step: str, nth: int) -> int:
                     if seen["n"] == nth:
                         os._exit(77)
 
-            A._after_step = hook
+            atomic_put.after_step = hook
             (A.approve if op == "apply" else A.undo)(settings, engine, pid, "crash-test")
             code = 0
         finally:
@@ -351,7 +352,7 @@ def test_edit_after_the_first_check_is_caught_by_the_check_before_replace(queue,
         if step == "chmod" and path == "index.md" and not edited:
             edited["data"] = _external_edit(root / "index.md", random.Random(4), "same-size-same-mtime")
 
-    monkeypatch.setattr(A, "_after_step", hook)
+    monkeypatch.setattr(atomic_put, "after_step", hook)
     r = A.approve(s, engine, pid, "t")
     assert not r["ok"] and r["status"] == "conflict" and "index.md" in r["message"], r
     assert (root / "index.md").read_bytes() == edited["data"]  # the external write survived

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from geode.agents import apply as A
+from geode.agents import atomic_put
 from geode.agents import proposals as Q
 from geode.agents import changes as CH
 from geode.agents import safepath
@@ -212,7 +213,7 @@ def test_symlink_swapped_in_during_an_apply_writes_nothing_outside(world, monkey
             os.symlink(base / "outside", root / "sub")
             swapped.append(path)
 
-    monkeypatch.setattr(A, "_after_step", hook)
+    monkeypatch.setattr(atomic_put, "after_step", hook)
     r = A.approve(s, engine, pid, "t")
     assert swapped and not r["ok"], r
     assert {str(d): tree_state(d) for d in outside_dirs} == before_outside

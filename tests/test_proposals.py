@@ -12,6 +12,7 @@ import pytest
 from sqlalchemy import func, select
 
 from geode.agents import apply as A
+from geode.agents import atomic_put
 
 from geode.agents import proposals as Q
 from geode.agents import changes as CH
@@ -204,13 +205,13 @@ def test_apply_undo_and_reconcile_on_this_database(queue):
         if step == "fsync":
             raise Crash()
 
-    A_after = A._after_step
-    A._after_step = hook
+    A_after = atomic_put.after_step
+    atomic_put.after_step = hook
     try:
         with pytest.raises(Crash):
             A.approve(s, engine, pid, "t")
     finally:
-        A._after_step = A_after
+        atomic_put.after_step = A_after
     assert (root / "a.md").read_bytes() == b"old\n"
     reports = A.reconcile(s, engine)
     assert [(r["id"], r["outcome"], r["files"]) for r in reports] == [(pid, "finished", [{"path": "a.md", "found": "before"}])]

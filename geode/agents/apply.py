@@ -1,10 +1,8 @@
 """Applying and undoing proposals: atomic per file, consistent per proposal, recoverable.
 
-Per file (``put``): a temporary file in the target's own folder (``.geode-<journal>-<seq>.tmp``,
-created 0600 with ``O_EXCL | O_NOFOLLOW``), every byte written, ``fsync``, the mode set with
-``fchmod``, the target's sha256 checked again, ``os.replace``, ``fsync`` of the folder. A
-removal (the source of a move) is a checked ``unlink`` and a folder ``fsync``. Every step is
-made relative to a folder descriptor opened without following symlinks (``geode.agents.safepath``).
+Per file (``geode.agents.atomic_put.put``): a temporary file in the target's own folder, every
+byte written and ``fsync``-ed, the target's sha256 checked again, ``os.replace``, ``fsync`` of
+the folder; a removal is a checked ``unlink``.
 
 Per proposal, through the intent journal (``proposal_journal``):
 
@@ -33,7 +31,6 @@ does not cooperate can still change the file, and that write is lost. The window
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import json
 import os
@@ -43,25 +40,9 @@ from contextlib import contextmanager
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from geode.agents import proposals, queue_tables, safepath
+from geode.agents import atomic_put, proposals, queue_tables, safepath
+from geode.agents.atomic_put import FileConflict, default_mode, file_state, put, remove_tmp
 from geode.agents.proposals import ProposalError, record, result, sha256
-from geode.delivery.errors import StoreError
-
-#: The steps after which a crash is injected in the tests, in the order they happen.
-STEPS = ("journal_intent", "write", "fsync", "chmod", "replace", "dir_fsync", "journal_mark")
-
-
-def _after_step(step: str, path: str) -> None:
-    """Called after each step; the crash tests replace it with one that calls ``os._exit``."""
-
-
-class FileConflict(StoreError):
-    """A file's sha256 is not the one expected immediately before replacing it."""
-
-    def __init__(self, path: str, expected: str | None, found: str | None):
-        super().__init__(f"{path}: changed meanwhile (sha256 {(found or 'absent')[:12]}, "
-                         f"expected {(expected or 'absent')[:12]})")
-        self.path = path
 
 
 def _log_unrecorded(proposal_id: int, action: str, exc: BaseException) -> None:
@@ -96,118 +77,6 @@ def queue_lock(home: str):
             if entry[1] == 0:
                 del _locks[path]
                 os.close(entry[0])
-
-
-# -- one file -------------------------------------------------------------------------------
-_umask: int | None = None
-
-
-def default_mode() -> int:
-    """0o666 less the process umask: the mode a new file would get from ``open``."""
-    global _umask
-    if _umask is None:
-        try:
-            with open("/proc/self/status", encoding="ascii") as fh:
-                for line in fh:
-                    if line.startswith("Umask:"):
-                        _umask = int(line.split()[1], 8)
-                        break
-        except OSError:
-            pass
-        if _umask is None:
-            _umask = os.umask(0o022)
-            os.umask(_umask)
-    return 0o666 & ~_umask
-
-
-def _check(dirfd: int, leaf: str, rel: str, expect_sha: str | None) -> None:
-    cur = safepath.read_at(dirfd, leaf, rel)
-    found = sha256(cur[0]) if cur is not None else None
-    if found != expect_sha:
-        raise FileConflict(rel, expect_sha, found)
-
-
-def _unlink_quiet(name: str, dirfd: int) -> None:
-    try:
-        os.unlink(name, dir_fd=dirfd)
-    except FileNotFoundError:
-        pass
-
-
-def put(root: str, rel: str, data: bytes | None, mode: int | None, expect_sha: str | None, tmp: str) -> None:
-    """Make ``rel`` hold ``data`` with ``mode`` (None data: remove it), atomically, provided
-    its sha256 is ``expect_sha`` immediately before (``FileConflict`` otherwise)."""
-    try:
-        dirfd, leaf = safepath.open_parent(root, rel, create=data is not None)
-    except FileNotFoundError:
-        if data is None and expect_sha is None:
-            return  # removing what is not there, and expected not to be
-        raise FileConflict(rel, expect_sha, None) from None
-    try:
-        if data is None:
-            _check(dirfd, leaf, rel, expect_sha)
-            if expect_sha is None:
-                return
-            os.unlink(leaf, dir_fd=dirfd)
-            _after_step("replace", rel)
-            os.fsync(dirfd)
-            _after_step("dir_fsync", rel)
-            return
-        _unlink_quiet(tmp, dirfd)  # a leftover of a crash of this same journal entry
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
-                     dir_fd=dirfd)
-        try:
-            try:
-                view = memoryview(data)
-                while view:
-                    n = os.write(fd, view)
-                    if n <= 0:  # pragma: no cover - write(2) returns >0 or raises
-                        raise OSError(errno.EIO, "short write")
-                    view = view[n:]
-                _after_step("write", rel)
-                os.fsync(fd)
-                _after_step("fsync", rel)
-                os.fchmod(fd, mode if mode is not None else default_mode())
-                _after_step("chmod", rel)
-            finally:
-                os.close(fd)
-            _check(dirfd, leaf, rel, expect_sha)  # again, immediately before the replace
-            os.replace(tmp, leaf, src_dir_fd=dirfd, dst_dir_fd=dirfd)
-        except BaseException:  # clean up, then re-raise: nothing is caught here
-            try:
-                _unlink_quiet(tmp, dirfd)
-            except OSError:
-                pass  # reconcile removes it by name
-            raise
-        _after_step("replace", rel)
-        os.fsync(dirfd)
-        _after_step("dir_fsync", rel)
-    finally:
-        os.close(dirfd)
-
-
-def _remove_tmp(root: str, rel: str, tmp: str) -> None:
-    try:
-        dirfd, _leaf = safepath.open_parent(root, rel)
-    except (FileNotFoundError, safepath.UnsafePath):
-        return
-    try:
-        _unlink_quiet(tmp, dirfd)
-    finally:
-        os.close(dirfd)
-
-
-def _state(root: str, rel: str, from_sha: str | None, to_sha: str | None) -> str:
-    try:
-        cur = safepath.read(root, rel)
-    except safepath.UnsafePath:
-        return "unsafe"
-    found = sha256(cur[0]) if cur is not None else None
-    if found == to_sha:
-        return "to"
-    if found == from_sha:
-        return "from"
-    return "other"
 
 
 # -- one proposal ----------------------------------------------------------------------------
@@ -322,7 +191,7 @@ def _execute(settings, engine, proposal_id: int, who: str, op: str) -> dict:
             for e in plan:
                 conn.execute(C.update().where(C.c.proposal_id == proposal_id, C.c.seq == e["seq"]).values(
                     before_mode=e["from_mode"]))
-    _after_step("journal_intent", "")
+    atomic_put.after_step("journal_intent", "")
 
     content = _content(changes, op)
     started: list[dict] = []
@@ -339,7 +208,7 @@ def _execute(settings, engine, proposal_id: int, who: str, op: str) -> dict:
         conn.execute(P.update().where(P.c.id == proposal_id).values(
             status=new_status, journal_id=None, message="", updated_at=proposals._now()))
         record(conn, proposal_id, action, new_status, who, {"journal": jid})
-    _after_step("journal_mark", "")
+    atomic_put.after_step("journal_mark", "")
     return result(proposal_id, action, True, new_status, new_status, files)
 
 
@@ -363,11 +232,11 @@ def _abort(settings, engine, row, op, jid, plan, started, content, exc, who, fil
             conn.execute(J.update().where(J.c.id == jid).values(direction="back"))
         done = []
         for e in reversed(started):
-            if _state(root, e["path"], e["from_sha"], e["to_sha"]) == "to":
+            if file_state(root, e["path"], e["from_sha"], e["to_sha"]) == "to":
                 put(root, e["path"], content[e["seq"]][0], e["from_mode"], e["to_sha"], e["tmp"])
                 done.append(e)
         for e in plan:
-            _remove_tmp(root, e["path"], e["tmp"])
+            remove_tmp(root, e["path"], e["tmp"])
         with engine.begin() as conn:
             conn.execute(J.update().where(J.c.id == jid).values(state="rolled_back", finished_at=proposals._now()))
             conn.execute(P.update().where(P.c.id == row["id"]).values(
@@ -449,8 +318,8 @@ def _reconcile_one(settings, engine, j: dict, who: str) -> dict:
     try:
         states = []
         for e in plan:
-            _remove_tmp(root, e["path"], e["tmp"])
-            states.append(_state(root, e["path"], e["from_sha"], e["to_sha"]))
+            remove_tmp(root, e["path"], e["tmp"])
+            states.append(file_state(root, e["path"], e["from_sha"], e["to_sha"]))
         report["files"] = [{"path": e["path"], "found": names.get(s, s)} for e, s in zip(plan, states)]
         others = [e["path"] for e, s in zip(plan, states) if s not in ("from", "to")]
         if j["direction"] == "forward" and not others:
@@ -472,7 +341,7 @@ def _reconcile_one(settings, engine, j: dict, who: str) -> dict:
             message = f"{op} interrupted; rolled back by reconcile" + (
                 f"; changed by someone else meanwhile: {', '.join(others)}" if others else "")
         for e in plan:
-            _remove_tmp(root, e["path"], e["tmp"])
+            remove_tmp(root, e["path"], e["tmp"])
     except (FileConflict, safepath.UnsafePath, OSError) as exc:
         report["message"] = f"could not settle it now ({exc}); left for a later start"
         try:
