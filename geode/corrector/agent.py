@@ -33,6 +33,9 @@ have been shown. Every byte outside the changed lines is kept (BOM, CRLF, no fin
 
 A file that another pending proposal will change is left alone this run (skipped, with the
 proposal's id): two proposals computed against the same bytes conflict once one is applied.
+
+The fix for each finding is chosen in ``geode.corrector.fixes``; this module holds the run, the
+pending proposals it must not collide with, and one file's bounded edit and proposal.
 """
 
 from __future__ import annotations
@@ -40,54 +43,25 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import os
-from dataclasses import dataclass, field
 
 from geode.agents.contract import Agent, Context, Finding, Proposed, Report, Skipped
-from geode.delivery.dates import DateError, ValidityWindow, optional_date
+from geode.corrector.edits import FileLines, changed_lines, check_edit, line_map, unified
+from geode.corrector.fixes import AWAITING_REVIEW, Fix, Fixes
 from geode.delivery.frontmatter_edit import FrontmatterEditError, set_key
-from geode.corrector.edits import FileLines, changed_lines, check_edit, line_map, quote_value, unified
 
 #: the stored finding kinds the Corrector acts on
 LINK_KINDS = ("broken-link", "signpost-stale")
 YAML_KINDS = ("frontmatter-not-yaml",)
 STALE_KINDS = ("stale",)
 ACTED_ON = LINK_KINDS + YAML_KINDS + STALE_KINDS
-#: frontmatter read leniently that strict YAML rejects, repaired by quoting the value
-QUOTABLE = ("unquoted-special", "reserved-indicator", "lenient-block-indicator")
 #: the finding kinds the Corrector itself stores
 OVER_BOUND = "correction-over-bound"
 NOT_MECHANICAL = "correction-not-mechanical"
-AWAITING_REVIEW = "awaiting-review"
 OWN_KINDS = (OVER_BOUND, NOT_MECHANICAL, AWAITING_REVIEW)
-REVIEW_KEY = "review_due"
 MAX_LINES = 5
-RETIRED = ("deprecated", "superseded", "archived", "legacy")
 
 
-@dataclass
-class Fix:
-    """One change: to one line (``apply(content) -> new content``, None: cannot), or to one
-    frontmatter key (``set_key``: ``(key, value, after)`` for the one frontmatter editor,
-    ``geode.delivery.frontmatter_edit``; ``line`` is then the line it changes or follows)."""
-
-    kind: str  # link | quote | review
-    line: int
-    finding: Finding
-    describe: str
-    apply: object = None
-    set_key: tuple | None = None
-    added: dict = field(default_factory=dict)  # frontmatter keys this fix adds
-
-
-def _date(value, field: str) -> _dt.date | None:
-    """``geode.delivery.dates``' reading; None when absent or not a date (the lint says so)."""
-    try:
-        return optional_date(value, field)
-    except DateError:
-        return None
-
-
-class Corrector(Agent):
+class Corrector(Fixes, Agent):
     name = "corrector"
     #: the day freshness is judged on (None: the day it runs)
     today: _dt.date | None = None
@@ -193,100 +167,6 @@ class Corrector(Agent):
         pending = self._pending(ctx, domain, sorted(fixes))
         for path in sorted(fixes):
             self._propose(ctx, domain, load.root, notes[path], fixes[path], pending.get(path, []), report)
-
-    # -- the fixes ---------------------------------------------------------------------------
-    def _link_fix(self, links, note, f: Finding, report: Report) -> Fix | None:
-        ex = report.examined
-        if note is None:
-            report.skipped.append(Skipped(f.path, f.line, f.target, "the note is no longer in the store", f.domain))
-            return None
-        cache = self._refs_cache
-        if note.path not in cache:
-            cache[note.path] = links.refs(note)
-        for ref in cache[note.path]:
-            shown = ref.target + (f"#{ref.anchor}" if ref.anchor else "")
-            if ref.line != f.line or shown != f.target:
-                continue
-            res = links.resolve(note, ref)
-            if res.status == "ok":
-                report.skipped.append(Skipped(f.path, f.line, f.target, "the link resolves now", f.domain))
-                return None
-            sugg = f.suggestion or res.suggestion
-            if not sugg or sugg not in links.notes:
-                ex["no_good_target"] += 1
-                return None
-            new_text = links.new_target_text(note, ref, sugg)
-            if not new_text:
-                ex["no_good_target"] += 1
-                report.skipped.append(Skipped(f.path, f.line, f.target, f"no safe way to write a link to {sugg} "
-                                              "in this syntax", f.domain))
-                return None
-            if ref.syntax in ("wiki", "relation") and not ref.alias and not ref.anchor and new_text != ref.target:
-                # keep what the reader saw: [[Old]] -> [[New|Old]] ([[Old|New]] where the alias comes first)
-                new_text = (f"{ref.target}|{new_text}" if links.wiki_order == "alias|target"
-                            else f"{new_text}|{ref.target}")
-            from geode.agents.relink import rewrite_line
-
-            def apply(content: str, ref=ref, new_text=new_text):
-                return rewrite_line(content, ref, new_text)
-
-            ex["findings_acted_on"] += 1
-            return Fix("link", f.line, f, f"line {f.line}: {f.target} -> {sugg}", apply)
-        report.skipped.append(Skipped(f.path, f.line, f.target, "the link is no longer on that line", f.domain))
-        return None
-
-    def _quote_fix(self, note, f: Finding, report: Report) -> Fix | None:
-        if note is None:
-            report.skipped.append(Skipped(f.path, f.line, f.target, "the note is no longer in the store", f.domain))
-            return None
-        codes = [code for line, code, _m in note.fm_warnings if line == f.line]
-        if not codes:
-            report.skipped.append(Skipped(f.path, f.line, f.target, "the frontmatter reads cleanly now", f.domain))
-            return None
-        report.examined["findings_acted_on"] += 1
-        if not any(c in QUOTABLE for c in codes):
-            return Fix("quote", f.line, f, f"line {f.line}: no mechanical repair for {', '.join(codes)}",
-                       lambda content: None)
-        return Fix("quote", f.line, f, f"line {f.line}: quote the value", quote_value)
-
-    def _review_fix(self, ctx: Context, domain: str, note, stored: Finding | None, report: Report) -> Fix | None:
-        from geode.delivery.lint import lint_note
-
-        fm = note.frontmatter
-        if "last_verified" not in fm or note.status in RETIRED:
-            return None
-        today = self.today or _dt.date.today()
-        if ValidityWindow.from_frontmatter(fm).closed_before(today):
-            return None  # its last day (valid_to, inclusive) is past: it records what held, no live state
-        report.examined["stale_checked"] += 1
-        days = int(getattr(ctx.settings, "freshness_days", 90) or 90)
-        lv = _date(fm.get("last_verified"), "last_verified")
-        f = stored
-        if f is None:
-            problems = [p for p in lint_note(note, ctx.settings, domain, today) if p.code == "stale"]
-            if not problems:
-                return None
-            f = Finding("stale", note.path, problems[0].line, "last_verified", problems[0].message, domain)
-            report.findings.append(f)
-        if lv is None:
-            return None
-        due = lv + _dt.timedelta(days=days)
-        marked = _date(fm.get(REVIEW_KEY), REVIEW_KEY) if REVIEW_KEY in fm else None
-        if marked is not None and marked >= due:
-            report.examined["awaiting_review"] += 1
-            report.findings.append(Finding(
-                AWAITING_REVIEW, note.path, note.line_of(REVIEW_KEY), REVIEW_KEY,
-                f"marked for re-verification ({REVIEW_KEY}: {marked.isoformat()}); a person must check that it "
-                f"still holds and update last_verified", domain, severity="info"))
-            return None
-        report.examined["findings_acted_on"] += 1
-        describe = (f"last_verified {lv.isoformat()} is past its {days}-day freshness duty: "
-                    f"{REVIEW_KEY}: {due.isoformat()}")
-        # an older mark (re-verified once, stale again) is moved forward; a new one goes right
-        # after last_verified
-        line = note.line_of(REVIEW_KEY) if REVIEW_KEY in fm else note.line_of("last_verified")
-        return Fix("review", line, f, describe, set_key=(REVIEW_KEY, due.isoformat(), "last_verified"),
-                   added={REVIEW_KEY: due.isoformat()})
 
     # -- the queue -------------------------------------------------------------------------
     def _pending(self, ctx: Context, domain: str, paths: list[str]) -> dict[str, list[dict]]:

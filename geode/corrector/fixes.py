@@ -1,0 +1,143 @@
+"""The Corrector's fixes: for each stored finding it acts on, the one change that repairs it, or
+nothing (skipped, with the reason): a link rewritten to the note's new place, a frontmatter
+value quoted, a ``review_due`` mark for a note past its freshness duty.
+
+Apart from the run (``geode.corrector.agent``), which applies the fixes of one file to a copy,
+checks the bounds and files the proposal: these decide *what* to change, one finding at a time.
+``Fixes`` is a mixin of ``Corrector`` and reads its ``today`` and the run's link cache.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import dataclass, field
+
+from geode.agents.contract import Context, Finding, Report, Skipped
+from geode.corrector.edits import quote_value
+from geode.delivery.crystal import RETIRED_STATUSES
+from geode.delivery.dates import DateError, ValidityWindow, optional_date
+
+#: frontmatter read leniently that strict YAML rejects, repaired by quoting the value
+QUOTABLE = ("unquoted-special", "reserved-indicator", "lenient-block-indicator")
+AWAITING_REVIEW = "awaiting-review"
+REVIEW_KEY = "review_due"
+
+
+@dataclass
+class Fix:
+    """One change: to one line (``apply(content) -> new content``, None: cannot), or to one
+    frontmatter key (``set_key``: ``(key, value, after)`` for the one frontmatter editor,
+    ``geode.delivery.frontmatter_edit``; ``line`` is then the line it changes or follows)."""
+
+    kind: str  # link | quote | review
+    line: int
+    finding: Finding
+    describe: str
+    apply: object = None
+    set_key: tuple | None = None
+    added: dict = field(default_factory=dict)  # frontmatter keys this fix adds
+
+
+def _date(value, field: str) -> _dt.date | None:
+    """``geode.delivery.dates``' reading; None when absent or not a date (the lint says so)."""
+    try:
+        return optional_date(value, field)
+    except DateError:
+        return None
+
+
+class Fixes:
+    """``Corrector._link_fix``, ``_quote_fix`` and ``_review_fix``: one ``Fix`` per finding, or None."""
+
+    def _link_fix(self, links, note, f: Finding, report: Report) -> Fix | None:
+        ex = report.examined
+        if note is None:
+            report.skipped.append(Skipped(f.path, f.line, f.target, "the note is no longer in the store", f.domain))
+            return None
+        cache = self._refs_cache
+        if note.path not in cache:
+            cache[note.path] = links.refs(note)
+        for ref in cache[note.path]:
+            shown = ref.target + (f"#{ref.anchor}" if ref.anchor else "")
+            if ref.line != f.line or shown != f.target:
+                continue
+            res = links.resolve(note, ref)
+            if res.status == "ok":
+                report.skipped.append(Skipped(f.path, f.line, f.target, "the link resolves now", f.domain))
+                return None
+            sugg = f.suggestion or res.suggestion
+            if not sugg or sugg not in links.notes:
+                ex["no_good_target"] += 1
+                return None
+            new_text = links.new_target_text(note, ref, sugg)
+            if not new_text:
+                ex["no_good_target"] += 1
+                report.skipped.append(Skipped(f.path, f.line, f.target, f"no safe way to write a link to {sugg} "
+                                              "in this syntax", f.domain))
+                return None
+            if ref.syntax in ("wiki", "relation") and not ref.alias and not ref.anchor and new_text != ref.target:
+                # keep what the reader saw: [[Old]] -> [[New|Old]] ([[Old|New]] where the alias comes first)
+                new_text = (f"{ref.target}|{new_text}" if links.wiki_order == "alias|target"
+                            else f"{new_text}|{ref.target}")
+            from geode.agents.relink import rewrite_line
+
+            def apply(content: str, ref=ref, new_text=new_text):
+                return rewrite_line(content, ref, new_text)
+
+            ex["findings_acted_on"] += 1
+            return Fix("link", f.line, f, f"line {f.line}: {f.target} -> {sugg}", apply)
+        report.skipped.append(Skipped(f.path, f.line, f.target, "the link is no longer on that line", f.domain))
+        return None
+
+    def _quote_fix(self, note, f: Finding, report: Report) -> Fix | None:
+        if note is None:
+            report.skipped.append(Skipped(f.path, f.line, f.target, "the note is no longer in the store", f.domain))
+            return None
+        codes = [code for line, code, _m in note.fm_warnings if line == f.line]
+        if not codes:
+            report.skipped.append(Skipped(f.path, f.line, f.target, "the frontmatter reads cleanly now", f.domain))
+            return None
+        report.examined["findings_acted_on"] += 1
+        if not any(c in QUOTABLE for c in codes):
+            return Fix("quote", f.line, f, f"line {f.line}: no mechanical repair for {', '.join(codes)}",
+                       lambda content: None)
+        return Fix("quote", f.line, f, f"line {f.line}: quote the value", quote_value)
+
+    def _review_fix(self, ctx: Context, domain: str, note, stored: Finding | None, report: Report) -> Fix | None:
+        from geode.delivery.lint import lint_note
+
+        fm = note.frontmatter
+        if "last_verified" not in fm or note.status in RETIRED_STATUSES:
+            return None
+        today = self.today or _dt.date.today()
+        if ValidityWindow.from_frontmatter(fm).closed_before(today):
+            return None  # its last day (valid_to, inclusive) is past: it records what held, no live state
+        report.examined["stale_checked"] += 1
+        days = int(getattr(ctx.settings, "freshness_days", 90) or 90)
+        lv = _date(fm.get("last_verified"), "last_verified")
+        f = stored
+        if f is None:
+            problems = [p for p in lint_note(note, ctx.settings, domain, today) if p.code == "stale"]
+            if not problems:
+                return None
+            f = Finding("stale", note.path, problems[0].line, "last_verified", problems[0].message, domain)
+            report.findings.append(f)
+        if lv is None:
+            return None
+        due = lv + _dt.timedelta(days=days)
+        marked = _date(fm.get(REVIEW_KEY), REVIEW_KEY) if REVIEW_KEY in fm else None
+        if marked is not None and marked >= due:
+            report.examined["awaiting_review"] += 1
+            report.findings.append(Finding(
+                AWAITING_REVIEW, note.path, note.line_of(REVIEW_KEY), REVIEW_KEY,
+                f"marked for re-verification ({REVIEW_KEY}: {marked.isoformat()}); a person must check that it "
+                f"still holds and update last_verified", domain, severity="info"))
+            return None
+        report.examined["findings_acted_on"] += 1
+        describe = (f"last_verified {lv.isoformat()} is past its {days}-day freshness duty: "
+                    f"{REVIEW_KEY}: {due.isoformat()}")
+        # an older mark (re-verified once, stale again) is moved forward; a new one goes right
+        # after last_verified
+        line = note.line_of(REVIEW_KEY) if REVIEW_KEY in fm else note.line_of("last_verified")
+        return Fix("review", line, f, describe, set_key=(REVIEW_KEY, due.isoformat(), "last_verified"),
+                   added={REVIEW_KEY: due.isoformat()})
