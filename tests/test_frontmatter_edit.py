@@ -14,7 +14,8 @@ from hypothesis import HealthCheck, assume, example, given, settings as hsetting
 
 from geode.delivery.crystal import split_frontmatter
 from geode.delivery.frontmatter import FrontmatterError, parse_frontmatter
-from geode.delivery.frontmatter_edit import FrontmatterEditError, Quoted, remove_key, set_key, value_form
+from geode.delivery.frontmatter_edit import FrontmatterEditError, remove_key, set_key, value_form
+from geode.delivery.frontmatter_values import Quoted
 from geode.delivery.note import parse_note
 
 BOM = b"\xef\xbb\xbf"

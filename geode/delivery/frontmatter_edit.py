@@ -31,20 +31,23 @@ What an edit does:
 
 Setting a key to the value it already has returns the bytes unchanged. Keys are given as
 mapping paths (``status``, ``crystal.match``); list positions are not addressed.
+
+Where a key's value lies and how it was written is read by ``geode.delivery.frontmatter_lines``;
+values are compared and written by ``geode.delivery.frontmatter_values``.
 """
 
 from __future__ import annotations
 
 import copy
-import datetime as _dt
-from decimal import Decimal
 
-from geode.delivery.errors import GeodeError, StoreError
+from geode.delivery.errors import StoreError
 from geode.delivery.frontmatter import FrontmatterError, parse_frontmatter
+from geode.delivery.frontmatter_lines import Form, extent, form_of, indent_of, key_split, trailing_comment
+from geode.delivery.frontmatter_values import (MISSING, Unwritable, get_path, key_text, normal, prepare, render, same,
+                                               same_mapping)
 
 _BOM = b"\xef\xbb\xbf"
 _LENIENT = ("lenient-block-indicator", "unquoted-special", "reserved-indicator")
-_MISSING = object()
 
 
 class FrontmatterEditError(StoreError, ValueError):
@@ -57,10 +60,6 @@ class FrontmatterEditError(StoreError, ValueError):
         self.message = message
         where = (path or "<note>") + (f":{line}" if line else "")
         super().__init__(f"{where}: frontmatter key {key!r}: {message}")
-
-
-class Quoted(str):
-    """A string to be written double-quoted whatever its content (``match: "| tail, x"``)."""
 
 
 # -- splitting, as geode.delivery.crystal.split_frontmatter does, on bytes ---------------------------
@@ -123,314 +122,6 @@ def _parse(split: _Split, path: str, key: str):
         raise FrontmatterEditError(path, key, "the frontmatter is nested too deeply", 2) from None
 
 
-# -- values: comparing, normalising ---------------------------------------------------------------
-def _same(a, b) -> bool:
-    """Equality that tells ``true`` from ``1`` and ``"1"`` from ``1`` (an int and a float of the
-    same number are the same: ``salience: 1`` is ``1.0``)."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return type(a) is type(b) and a == b
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        return a == b
-    if isinstance(a, dict) and isinstance(b, dict):
-        return _same_mapping(a, b)
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
-    if isinstance(a, str) and isinstance(b, str):
-        return str(a) == str(b)
-    return type(a) is type(b) and a == b
-
-
-def _same_mapping(a: dict, b: dict) -> bool:
-    """Same keys with the same values; key ORDER is not compared (an added key goes last)."""
-    return set(a) == set(b) and all(_same(a[k], b[k]) for k in a)
-
-
-def _prepare(value):
-    """``value`` as it is written: dates as ``YYYY-MM-DD`` text, tuples as lists, ``Quoted`` kept."""
-    if isinstance(value, Quoted):
-        return value
-    if isinstance(value, (_dt.date, _dt.datetime)):
-        return value.isoformat()
-    if isinstance(value, (list, tuple)):
-        return [_prepare(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _prepare(v) for k, v in value.items()}
-    return value
-
-
-def _normal(value):
-    """What the parser gives back for ``value``: dates as ``YYYY-MM-DD`` text, tuples as lists."""
-    if isinstance(value, Quoted):
-        return str(value)
-    if isinstance(value, _dt.datetime):
-        return value.isoformat()
-    if isinstance(value, _dt.date):
-        return value.isoformat()
-    if isinstance(value, (list, tuple)):
-        return [_normal(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _normal(v) for k, v in value.items()}
-    return value
-
-
-def _get(data, parts: list[str]):
-    cur = data
-    for p in parts:
-        if not isinstance(cur, dict) or p not in cur:
-            return _MISSING
-        cur = cur[p]
-    return cur
-
-
-# -- reading one key's lines ----------------------------------------------------------------------
-def _indent(line: str) -> int:
-    return len(line) - len(line.lstrip(" "))
-
-
-def _key_split(line: str) -> tuple[str, str]:
-    """``(indentation + key + ':', the rest of the line)`` of a ``key: value`` line."""
-    ind = _indent(line)
-    content = line[ind:]
-    if content[:1] in ("'", '"'):
-        colon = content.find(content[0], 1) + 1
-    else:
-        idx = content.find(": ")
-        colon = idx if idx >= 0 else len(content.rstrip()) - 1
-    return line[: ind + colon + 1], line[ind + colon + 1:]
-
-
-def _extent(lines: list[str], k: int) -> int:
-    """Index after the last line that belongs to the value of the key on line ``k``: deeper
-    lines, and ``- `` items at the key's own indentation under a key with no inline value.
-    Blank and comment lines count only between lines that belong."""
-    ind = _indent(lines[k])
-    rest = _key_split(lines[k])[1].strip()
-    items_here = rest == "" or rest.startswith("#")
-    end = k + 1
-    j = k + 1
-    while j < len(lines):
-        s = lines[j].strip()
-        if not s or s.startswith("#"):
-            j += 1
-            continue
-        li = _indent(lines[j])
-        if li > ind or (items_here and li == ind and (s.startswith("- ") or s == "-")):
-            end = j = j + 1
-            continue
-        break
-    return end
-
-
-def _quoted_end(s: str) -> int:
-    q = s[0]
-    j = 1
-    while j < len(s):
-        if q == "'" and s[j] == "'":
-            if s[j + 1: j + 2] == "'":
-                j += 2
-                continue
-            return j + 1
-        if q == '"' and s[j] == "\\":
-            j += 2
-            continue
-        if q == '"' and s[j] == '"':
-            return j + 1
-        j += 1
-    return -1
-
-
-def _flow_end(s: str) -> int:
-    depth = 0
-    j = 0
-    while j < len(s):
-        ch = s[j]
-        if ch in "'\"":
-            e = _quoted_end(s[j:])
-            if e < 0:
-                return -1
-            j += e
-            continue
-        if ch in "[{":
-            depth += 1
-        elif ch in "]}":
-            depth -= 1
-            if depth == 0:
-                return j + 1
-        j += 1
-    return -1
-
-
-def _comment(rest: str) -> str:
-    """The comment after a value on the key's line, with the spaces before it ('' when none)."""
-    s = rest.lstrip(" ")
-    if not s:
-        return ""
-    if s.startswith("#"):
-        return rest  # no inline value: the line ends in a comment
-    if s[0] in "'\"":
-        end = _quoted_end(s)
-    elif s[0] in "[{":
-        end = _flow_end(s)
-    else:
-        indicator = s.split(" #", 1)[0].strip()
-        if s[0] in "|>" and len(indicator) <= 3 and all(ch in "|>-+0123456789" for ch in indicator):
-            end = len(indicator)
-        else:
-            idx = s.find(" #")
-            end = len(s[:idx].rstrip()) if idx >= 0 else -1
-    if end < 0:
-        return ""
-    tail = s[end:]
-    return tail if tail.lstrip(" ").startswith("#") else ""
-
-
-class _Form:
-    """How the old value was written: ``kind`` plain | lenient | single | double | flow | flowmap |
-    block-scalar | block-list | block-map | empty | none; ``indent`` of block items or keys."""
-
-    __slots__ = ("kind", "indent")
-
-    def __init__(self, kind: str = "none", indent: int = 0):
-        self.kind = kind
-        self.indent = indent
-
-
-def _form(lines: list[str], k: int, end: int, lenient: bool) -> _Form:
-    s = _key_split(lines[k])[1].strip()
-    if s == "" or s.startswith("#"):
-        for j in range(k + 1, end):
-            t = lines[j].strip()
-            if not t or t.startswith("#"):
-                continue
-            return _Form("block-list" if t.startswith("- ") or t == "-" else "block-map", _indent(lines[j]))
-        return _Form("empty")
-    if lenient:
-        return _Form("lenient")
-    return _Form({"'": "single", '"': "double", "[": "flow", "{": "flowmap", "|": "block-scalar",
-                  ">": "block-scalar"}.get(s[0], "plain"))
-
-
-# -- writing values -------------------------------------------------------------------------------
-class _Unwritable(GeodeError):
-    pass
-
-
-def _reads(text: str, value, flow: bool, lenient: bool) -> bool:
-    """Whether ``text`` (a scalar as written) reads back as ``value`` with this parser."""
-    try:
-        parsed = parse_frontmatter(f"k: [{text}]" if flow else f"k: {text}", 2)
-    except FrontmatterError:
-        return False
-    got = parsed.data.get("k", _MISSING)
-    if flow:
-        got = got[0] if isinstance(got, list) and len(got) == 1 else _MISSING
-    return _same(got, value) and (lenient or not parsed.warnings)
-
-
-#: never written plain: line breaks of YAML 1.1 and control characters (portable readers choke)
-_NOT_PLAIN = frozenset([chr(c) for c in range(32)] + ["\x7f", "\x85", "\u2028", "\u2029", "\ufeff"])
-
-
-def _plain_candidate(s: str, flow: bool, lenient: bool = False) -> bool:
-    """Whether ``s`` may be tried plain: what portable YAML reads as plain text too (a leading
-    indicator such as ``|`` or ``*`` only where the old value was written so: ``lenient``)."""
-    if not s or s != s.strip() or any(ch in _NOT_PLAIN for ch in s) or s[0] in "#'\"[{" or " #" in s:
-        return False
-    if s[0] in "|>*&!%@`" and not (lenient and not flow):
-        return False
-    if ": " in s or s.endswith(":") or s.startswith(("- ", "? ")) or s in ("-", "?"):
-        return False
-    return not (flow and any(ch in s for ch in ",[]{}"))
-
-
-def _double(s: str) -> str:
-    out = []
-    for ch in s:
-        if ch == "\\":
-            out.append("\\\\")
-        elif ch == '"':
-            out.append('\\"')
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ch == "\0":
-            out.append("\\0")
-        elif ord(ch) < 32 or ord(ch) == 127:
-            raise _Unwritable(f"the value holds control character {ch!r}, which this format cannot write")
-        else:
-            out.append(ch)
-    return '"' + "".join(out) + '"'
-
-
-def _scalar(value, kind: str, flow: bool) -> str:
-    if value is None:
-        return "null" if flow else ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        if value != value or value in (float("inf"), float("-inf")):
-            raise _Unwritable(f"{value!r} cannot be written as a number this format reads")
-        text = repr(value)
-        if "e" in text or "E" in text:
-            text = format(Decimal(text), "f")
-            if "." not in text:
-                text += ".0"
-        if not _reads(text, value, flow, False):
-            raise _Unwritable(f"{value!r} does not read back as written")
-        return text
-    if not isinstance(value, str):
-        raise _Unwritable(f"a {type(value).__name__} is not a frontmatter value")
-    if not isinstance(value, Quoted):
-        if kind == "single" and "\n" not in value:
-            text = "'" + value.replace("'", "''") + "'"
-            if _reads(text, value, flow, False):
-                return text
-        lenient = kind == "lenient"
-        if kind != "double" and _plain_candidate(value, flow, lenient) and _reads(value, value, flow, lenient):
-            return value
-    text = _double(value)
-    if not _reads(text, str(value), flow, False):
-        raise _Unwritable(f"{value!r} does not read back as written")
-    return text
-
-
-def _key_text(key: str) -> str:
-    return key if _plain_candidate(key, True) and ":" not in key and key.strip() == key else _double(key)
-
-
-def _flow(value) -> str:
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_flow(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{_key_text(str(k))}: {_flow(v)}" for k, v in value.items()) + "}"
-    return _scalar(value, "none", True)
-
-
-def _render(value, form: _Form, indent: int) -> tuple[str, list[str]]:
-    """``(inline text after 'key: ', block lines)`` for a key at ``indent``."""
-    if isinstance(value, (list, tuple)):
-        if form.kind == "block-list" and value:  # (an item with no text would open a nested block)
-            return "", [" " * form.indent + "- " + (_flow(v) if v is None or isinstance(v, (list, tuple, dict))
-                                                     else _scalar(v, "none", False)) for v in value]
-        return _flow(value), []
-    if isinstance(value, dict):
-        if not value:
-            return "{}", []
-        if form.kind == "flowmap":
-            return _flow(value), []
-        child = form.indent if form.kind == "block-map" else indent + 2
-        out = []
-        for k, v in value.items():
-            inline, block = _render(v, _Form(), child)
-            out.append(" " * child + _key_text(str(k)) + ":" + (" " + inline if inline else ""))
-            out.extend(block)
-        return "", out
-    return _scalar(value, form.kind, False), []
-
-
 # -- the editor -----------------------------------------------------------------------------------
 class _Doc:
     def __init__(self, data: bytes, path: str, key: str):
@@ -466,10 +157,10 @@ class _Doc:
         parts = self.key.split(".")
         if not all(parts):
             raise self.fail("not a key path (an empty part)")
-        value = _prepare(value)
-        want = _normal(value)
-        old = _get(self.fm, parts)
-        if old is not _MISSING and _same(old, want):
+        value = prepare(value)
+        want = normal(value)
+        old = get_path(self.fm, parts)
+        if old is not MISSING and same(old, want):
             return self.data
         # the deepest part that exists
         m = 0
@@ -488,11 +179,11 @@ class _Doc:
     def replace(self, parts: list[str], value, want) -> bytes:
         sp = self.split
         k = self.index(parts)
-        end = _extent(sp.lines, k)
-        head, rest = _key_split(sp.lines[k])
-        form = _form(sp.lines, k, end, self.lenient(k))
-        inline, block = self._render(value, form, _indent(sp.lines[k]), k)
-        comment = _comment(rest)
+        end = extent(sp.lines, k)
+        head, rest = key_split(sp.lines[k])
+        form = form_of(sp.lines, k, end, self.lenient(k))
+        inline, block = self._render(value, form, indent_of(sp.lines[k]), k)
+        comment = trailing_comment(rest)
         first = head + (" " + inline if inline else "") + comment
         ending = sp.ends[k]
         lines = sp.lines[:k] + [first] + block + sp.lines[end:]
@@ -503,53 +194,53 @@ class _Doc:
         sp = self.split
         if parent:
             pk = self.index(parent)
-            pend = _extent(sp.lines, pk)
-            pform = _form(sp.lines, pk, pend, False)
+            pend = extent(sp.lines, pk)
+            pform = form_of(sp.lines, pk, pend, False)
             if pform.kind != "block-map":  # a flow mapping (or an empty one): written again whole
-                merged = dict(_get(self.fm, parent))
+                merged = dict(get_path(self.fm, parent))
                 merged[name] = value
                 return self.replace(parent, merged, want)
             indent, at = pform.indent, pend
         else:
-            indent = min((_indent(ln) for ln in sp.lines if ln.strip() and not ln.strip().startswith("#")),
+            indent = min((indent_of(ln) for ln in sp.lines if ln.strip() and not ln.strip().startswith("#")),
                          default=0)
             at = len(sp.lines)
         if after is not None:
             sibling = [*parent, after]
-            if _get(self.fm, sibling) is not _MISSING:
-                at = _extent(sp.lines, self.index(sibling))
-        inline, block = self._render(value, _Form(), indent, None)
-        new = [" " * indent + _key_text(name) + ":" + (" " + inline if inline else "")] + block
+            if get_path(self.fm, sibling) is not MISSING:
+                at = extent(sp.lines, self.index(sibling))
+        inline, block = self._render(value, Form(), indent, None)
+        new = [" " * indent + key_text(name) + ":" + (" " + inline if inline else "")] + block
         ending = sp.ends[at - 1] if at > 0 else self.nl()
         lines = sp.lines[:at] + new + sp.lines[at:]
         ends = sp.ends[:at] + [ending] * len(new) + sp.ends[at:]
         return self.check(lines, ends, want)
 
-    def _render(self, value, form: _Form, indent: int, k: int | None):
+    def _render(self, value, form: Form, indent: int, k: int | None):
         try:
-            return _render(value, form, indent)
-        except _Unwritable as exc:
+            return render(value, form, indent)
+        except Unwritable as exc:
             raise self.fail(str(exc), k + 2 if k is not None else 0) from None
 
     # -- remove ---------------------------------------------------------------------------------
     def remove(self) -> bytes:
         parts = self.key.split(".")
-        if _get(self.fm, parts) is _MISSING:
+        if get_path(self.fm, parts) is MISSING:
             return self.data
-        parent = _get(self.fm, parts[:-1]) if len(parts) > 1 else self.fm
+        parent = get_path(self.fm, parts[:-1]) if len(parts) > 1 else self.fm
         if len(parts) > 1 and len(parent) == 1:  # its mapping would be left empty: it becomes {}
-            return self.replace(parts[:-1], {}, _MISSING)
+            return self.replace(parts[:-1], {}, MISSING)
         sp = self.split
         k = self.index(parts)
-        end = _extent(sp.lines, k)
-        return self.check(sp.lines[:k] + sp.lines[end:], sp.ends[:k] + sp.ends[end:], _MISSING)
+        end = extent(sp.lines, k)
+        return self.check(sp.lines[:k] + sp.lines[end:], sp.ends[:k] + sp.ends[end:], MISSING)
 
     # -- the proof ------------------------------------------------------------------------------
     def check(self, lines: list[str], ends: list[str], want) -> bytes:
         out = self.split.join(lines, ends, self.nl().encode())
         parts = self.key.split(".")
         expected = copy.deepcopy(self.fm)
-        if want is _MISSING:
+        if want is MISSING:
             node = expected
             for p in parts[:-1]:
                 node = node[p]
@@ -571,9 +262,9 @@ class _Doc:
         body = self.split.tail if self.split.has_fm else b"---" + self.nl().encode() + self.split.tail
         if again.tail != body:
             raise self.fail("the edit would change the body")
-        if not _same_mapping(parsed.data, expected):
+        if not same_mapping(parsed.data, expected):
             changed = sorted(k for k in set(expected) | set(parsed.data)
-                             if not _same(expected.get(k, _MISSING), parsed.data.get(k, _MISSING)))
+                             if not same(expected.get(k, MISSING), parsed.data.get(k, MISSING)))
             raise self.fail("the edit would not read back as meant; it would change "
                             + ", ".join(changed or [self.key]))
         return out
@@ -605,7 +296,7 @@ def value_form(data: bytes, key: str, *, path: str = "") -> str:
     ``block-scalar``, ``block-list``, ``block-map``, ``empty``; ``absent`` when there is none."""
     doc = _Doc(data, path, key)
     parts = key.split(".")
-    if _get(doc.fm, parts) is _MISSING:
+    if get_path(doc.fm, parts) is MISSING:
         return "absent"
     k = doc.index(parts)
-    return _form(doc.split.lines, k, _extent(doc.split.lines, k), doc.lenient(k)).kind
+    return form_of(doc.split.lines, k, extent(doc.split.lines, k), doc.lenient(k)).kind

@@ -17,10 +17,10 @@ import re
 from geode.delivery.binding import parse_binding
 from geode.delivery.frontmatter_edit import (
     FrontmatterEditError,
-    Quoted,
     set_key,
     value_form,
 )
+from geode.delivery.frontmatter_values import Quoted
 from geode.delivery.crystal import NoteError
 from geode.delivery.note import parse_note
 
