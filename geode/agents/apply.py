@@ -31,7 +31,6 @@ does not cooperate can still change the file, and that write is lost. The window
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import socket
@@ -43,6 +42,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from geode.agents import atomic_put, proposals, queue_tables, safepath
 from geode.agents.atomic_put import FileConflict, default_mode, file_state, put, remove_tmp
 from geode.agents.proposals import ProposalError, record, result, sha256
+from geode.delivery.locks import FileLock
 
 
 def _log_unrecorded(proposal_id: int, action: str, exc: BaseException) -> None:
@@ -60,15 +60,15 @@ _tlock = threading.RLock()
 
 @contextmanager
 def queue_lock(home: str):
-    """Exclusive across processes (``flock``), re-entrant within one."""
+    """Exclusive across processes (an ``flock``, ``geode.delivery.locks``, waited for as long as
+    it takes), re-entrant within one."""
     path = os.path.join(os.path.abspath(home), "locks", "queue.lock")
     with _tlock:
         entry = _locks.get(path)
         if entry is None or entry[2] != os.getpid():
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            entry = _locks[path] = [fd, 0, os.getpid()]
+            lock = FileLock(path, mode=0o600)
+            lock.acquire(None)
+            entry = _locks[path] = [lock, 0, os.getpid()]
         entry[1] += 1
         try:
             yield
@@ -76,7 +76,7 @@ def queue_lock(home: str):
             entry[1] -= 1
             if entry[1] == 0:
                 del _locks[path]
-                os.close(entry[0])
+                entry[0].release()
 
 
 # -- one proposal ----------------------------------------------------------------------------

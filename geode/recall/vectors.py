@@ -25,6 +25,7 @@ import sys
 import time
 
 from geode.delivery.errors import ServiceUnavailable
+from geode.delivery.locks import FileLock
 
 POINTER = "chroma.current"
 LOCK = "chroma.lock"
@@ -103,46 +104,14 @@ def switch_to(settings, folder: str) -> str | None:
     return old if old and os.path.abspath(old) != os.path.abspath(folder) else None
 
 
-class WriterLock:
-    """The one-writer rule: an exclusive ``flock`` on ``index/chroma.lock``."""
+class WriterLock(FileLock):
+    """The one-writer rule: an exclusive ``flock`` on ``index/chroma.lock``
+    (``geode.delivery.locks``), the writer's pid in it. ``acquire(wait_s)`` tries every 0.1 s
+    for up to ``wait_s`` seconds (0: once)."""
 
     def __init__(self, settings):
         os.makedirs(settings.index_dir, exist_ok=True)
-        self.path = os.path.join(settings.index_dir, LOCK)
-        self.fd: int | None = None
-
-    def acquire(self, wait_s: float = 0.0) -> bool:
-        import fcntl
-
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        deadline = time.monotonic() + wait_s
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    os.close(fd)
-                    return False
-                time.sleep(0.1)
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
-        self.fd = fd
-        return True
-
-    def release(self) -> None:
-        if self.fd is not None:
-            import fcntl
-
-            fcntl.flock(self.fd, fcntl.LOCK_UN)
-            os.close(self.fd)
-            self.fd = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.release()
+        super().__init__(os.path.join(settings.index_dir, LOCK), record_pid=True, poll=0.1)
 
 
 def writer_active(settings) -> bool:

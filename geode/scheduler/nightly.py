@@ -18,12 +18,12 @@ Why each setting (RELIABILITY.md, rows 15 and 16):
 from __future__ import annotations
 
 import datetime as dt
-import fcntl
 import os
 import time
 
 from geode.delivery.config import ConfigError
 from geode.delivery.errors import GeodeError
+from geode.delivery.locks import FileLock
 
 JOB_ID = "geode-nightly-upkeep"
 EXIT_LOCKED = 3
@@ -75,33 +75,21 @@ def run_id_for(due: dt.datetime, seconds: bool = False) -> str:
 
 # -- the lock -----------------------------------------------------------------------------------
 class Lock:
+    """One scheduler per store: an exclusive ``flock`` on the lock file (``geode.delivery.locks``),
+    the holder's pid in it; a second scheduler is refused at once, naming that pid."""
+
     def __init__(self, path: str):
         self.path = path
-        self.fd: int | None = None
+        self.lock = FileLock(path, record_pid=True)
 
     def acquire(self) -> "Lock":
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            try:
-                holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip()
-            except OSError:
-                holder = "?"
-            os.close(fd)
-            raise SchedulerLocked(f"another scheduler (pid {holder or '?'}) holds {self.path}; "
-                                  "one scheduler per store") from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
-        self.fd = fd
+        if not self.lock.acquire(0):
+            raise SchedulerLocked(f"another scheduler (pid {self.lock.holder() or '?'}) holds {self.path}; "
+                                  "one scheduler per store")
         return self
 
     def release(self) -> None:
-        if self.fd is not None:
-            fcntl.flock(self.fd, fcntl.LOCK_UN)
-            os.close(self.fd)
-            self.fd = None
+        self.lock.release()
 
 
 def lock_path(settings) -> str:
