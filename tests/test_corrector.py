@@ -454,9 +454,8 @@ def test_quote_value_and_file_lines_round_trip():
     for text in ["", "a", "a\n", "a\r\nb", "\ufeff---\r\nx: 1\r\n---\r\n", "x\n\n\ny"]:
         assert FileLines(text).text() == text
     fl = FileLines("a\r\nb")
-    fl.insert_after(2, "c")
-    fl.insert_after(1, "z")
-    assert fl.text() == "a\r\nz\r\nb\r\nc"
+    fl.set(2, "c")
+    assert (fl.get(1), fl.get(2), fl.get(3), fl.text()) == ("a", "c", None, "a\r\nc")
 
 
 # -- the rule: no green over nothing ---------------------------------------------------------------

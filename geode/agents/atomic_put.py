@@ -20,12 +20,10 @@ from geode.agents import safepath
 from geode.agents.proposals import sha256
 from geode.delivery.errors import StoreError
 
-#: The steps after which a crash is injected in the tests, in the order they happen.
-STEPS = ("journal_intent", "write", "fsync", "chmod", "replace", "dir_fsync", "journal_mark")
-
-
 def after_step(step: str, path: str) -> None:
-    """Called after each step; the crash tests replace it with one that calls ``os._exit``."""
+    """Called after each step, in this order: ``journal_intent`` (``apply``), ``write``,
+    ``fsync``, ``chmod``, ``replace``, ``dir_fsync`` (here, per file), ``journal_mark``
+    (``apply``); the crash tests replace it with one that calls ``os._exit``."""
 
 
 class FileConflict(StoreError):

@@ -418,14 +418,3 @@ class StoreLinks:
         if ref.syntax in ("markdown", "reference") and (" " in rel) and "%20" in raw:
             rel = quote(rel, safe="/#.-_~")
         return rel
-
-
-def line_spans(text: str) -> list[tuple[int, int]]:
-    """(start, end) offsets of each line of ``text`` (end excludes the newline)."""
-    spans = []
-    pos = 0
-    for part in text.split("\n"):
-        spans.append((pos, pos + len(part)))
-        pos += len(part) + 1
-    return spans
-

@@ -47,7 +47,6 @@ def _open(args):
 
 
 def cmd_list(args) -> int:
-    from geode.agents import apply as A
     from geode.agents import proposals as Q
     from geode.cli.common import print_json as _print_json
 
@@ -67,7 +66,6 @@ def cmd_list(args) -> int:
 
 
 def cmd_show(args) -> int:
-    from geode.agents import apply as A
     from geode.agents import proposals as Q
     from geode.cli.common import CLIError, print_json as _print_json
 
@@ -137,7 +135,6 @@ def cmd_approve(args) -> int:
 
 
 def cmd_reject(args) -> int:
-    from geode.agents import apply as A
     from geode.agents import proposals as Q
     from geode.cli.common import CLIError
 

@@ -46,18 +46,16 @@ import os
 
 from geode.agents.contract import Agent, Context, Finding, Proposed, Report, Skipped
 from geode.corrector.edits import FileLines, changed_lines, check_edit, line_map, unified
-from geode.corrector.fixes import AWAITING_REVIEW, Fix, Fixes
+from geode.corrector.fixes import Fix, Fixes
 from geode.delivery.frontmatter_edit import FrontmatterEditError, set_key
 
 #: the stored finding kinds the Corrector acts on
 LINK_KINDS = ("broken-link", "signpost-stale")
 YAML_KINDS = ("frontmatter-not-yaml",)
 STALE_KINDS = ("stale",)
-ACTED_ON = LINK_KINDS + YAML_KINDS + STALE_KINDS
-#: the finding kinds the Corrector itself stores
+#: the finding kinds the Corrector itself stores (and ``geode.corrector.fixes.AWAITING_REVIEW``)
 OVER_BOUND = "correction-over-bound"
 NOT_MECHANICAL = "correction-not-mechanical"
-OWN_KINDS = (OVER_BOUND, NOT_MECHANICAL, AWAITING_REVIEW)
 MAX_LINES = 5
 
 

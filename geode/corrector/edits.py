@@ -48,7 +48,6 @@ class FileLines:
             self.lines.append(content)
             self.endings.append(ending)
         # a text ending in a newline has a last, empty "line" with no ending: text() round-trips
-        self.inserts: dict[int, list[str]] = {}  # 0-based index -> new lines inserted after it
 
     def __len__(self) -> int:
         return len(self.lines)
@@ -62,21 +61,8 @@ class FileLines:
     def set(self, lineno: int, content: str) -> None:
         self.lines[lineno - 1] = content
 
-    def insert_after(self, lineno: int, content: str) -> None:
-        self.inserts.setdefault(lineno - 1, []).append(content)
-
     def text(self) -> str:
-        default_nl = "\r\n" if "\r\n" in self.endings else "\n"
-        out = []
-        for i, (content, ending) in enumerate(zip(self.lines, self.endings)):
-            out.append(content)
-            for extra in self.inserts.get(i, ()):
-                # a new line takes the ending of the line it follows (the file's own when that
-                # line is the last and has none, which it keeps: still no final newline)
-                out.append(ending or default_nl)
-                out.append(extra)
-            out.append(ending)
-        return "".join(out)
+        return "".join(content + ending for content, ending in zip(self.lines, self.endings))
 
 
 def changed_lines(before: str, after: str) -> int:

@@ -162,7 +162,6 @@ class _Parser:
             self.out.lines[path] = self.lineno(key_line)
             self.i += 1
             result[key] = self.value(rest, indent, path, key_line)
-        return result
 
     def value(self, rest: str, indent: int, path: str, key_line: int):
         if rest == "" or rest.startswith("#"):

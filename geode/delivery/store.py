@@ -23,7 +23,6 @@ class StoreLoad:
     notes: list[Note] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     files_seen: int = 0  # note-suffixed files found, loaded or not
-    other_files: int = 0  # files without a note suffix
     folders: int = 0
 
     @property
@@ -73,8 +72,6 @@ def iter_note_paths(root: Path, load: StoreLoad | None = None):
         for name in sorted(filenames):
             if is_note_file(name):
                 yield os.path.relpath(os.path.join(dirpath, name), root).replace(os.sep, "/")
-            elif load is not None:
-                load.other_files += 1
 
 
 def load_store(root: str | os.PathLike, domain: str = "", max_bytes: int = DEFAULT_MAX_BYTES) -> StoreLoad:

