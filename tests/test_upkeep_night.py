@@ -180,7 +180,7 @@ NIGHT_1 = {
     ("corrector", "edit", ("crystals/tail.md",)),
     ("corrector", "edit", ("facts/db-host.md",)),
 }
-#: the Cleaner and the Gardener (issue 5), checked against their code: see the module docstring
+#: the Cleaner's and the Gardener's, checked against their code: see the module docstring
 NIGHT_1_CLEANER = {
     ("cleaner", "archive", ("archive/inbox/idea-1.md", "inbox/idea-1.md")),
     ("cleaner", "archive", ("archive/inbox/idea-2.md", "inbox/idea-2.md")),
@@ -321,12 +321,8 @@ def test_one_night_end_to_end_then_the_next_finds_nothing_new(night):
     from geode.agents.upkeep import ORDER, available
 
     installed, missing = available(night.settings)
-    assert installed[0] == "librarian" and installed[-1] == "corrector" and "librarian" in installed
-    want = set(NIGHT_1)
-    if "cleaner" in installed:
-        want |= NIGHT_1_CLEANER
-    if "gardener" in installed:
-        want |= NIGHT_1_GARDENER
+    assert (installed, missing) == (list(ORDER), [])  # all four agents, in their order
+    want = NIGHT_1 | NIGHT_1_CLEANER | NIGHT_1_GARDENER
 
     night.start_workers(2)
     first = night.fire_night()
@@ -379,11 +375,8 @@ def test_one_night_end_to_end_then_the_next_finds_nothing_new(night):
     assert left.get("librarian", {}).keys() <= {"orphan", "never-fires"}
     for kind, paths in left.get("librarian", {}).items():
         if kind == "orphan":  # the ideas nobody links to, left in the inbox, and the merge to write
-            assert paths == ({"inbox/idea-3.md", "inbox/idea-4.md", "inbox/idea-5.md",
-                              "notes/retry-policy-again.merge.md"} if "cleaner" in installed
-                             else {f"inbox/idea-{i}.md" for i in range(1, 6)})
+            assert paths == {"inbox/idea-3.md", "inbox/idea-4.md", "inbox/idea-5.md",
+                             "notes/retry-policy-again.merge.md"}
         if kind == "never-fires":  # the Gardener's stub: its essence is a person's to write
             assert paths == {"stubs/lookup-kubeconfig.md"}
     assert not left.get("cleaner") and not left.get("gardener")
-    if missing:
-        pytest.fail(f"not installed yet: {', '.join(missing)} (issue 5); the night ran without them")

@@ -64,12 +64,10 @@ def move_history(engine) -> dict[str, dict[str, str]]:
     note's new place from it."""
     if engine is None:
         return {}
-    try:
-        from sqlalchemy import select
+    from sqlalchemy import select
 
-        from geode.agents import queue_tables as q
-    except ImportError:  # the queue is not installed: no history, never an error
-        return {}
+    from geode.agents import queue_tables as q
+
     q.ensure_tables(engine)
     out: dict[str, dict[str, str]] = {}
     stmt = (select(q.P.c.id, q.P.c.domain, q.C.c.path, q.C.c.before_sha, q.C.c.after_sha)

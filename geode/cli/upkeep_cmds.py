@@ -130,7 +130,7 @@ def cmd_upkeep(args) -> int:
         if n not in upkeep.registry(settings):
             raise CLIError(f"no agent named {n!r}; known: {', '.join(upkeep.order(settings))}", 2)
         if n not in have:
-            raise CLIError(f"agent {n!r} is not installed yet")
+            raise CLIError(f"agent {n!r} is not installed (its module cannot be imported)")
     run_id = args.run_id or upkeep.new_run_id()
     app = _celery(settings)
     from geode.agents.celery_app import enqueue_upkeep
@@ -154,7 +154,7 @@ def cmd_upkeep(args) -> int:
         for r in out["runs"]:
             print(_render(r))
         if out["not_installed"]:
-            print(f"(not installed yet: {', '.join(out['not_installed'])})")
+            print(f"(not installed, their module cannot be imported: {', '.join(out['not_installed'])})")
     return EXIT_FAILED if any(r.status == contract.FAILED for r in reports) else EXIT_OK
 
 
@@ -323,7 +323,7 @@ def doctor_checks(settings, skip_model: bool = False) -> list[dict]:
     if not have:
         add("agents", False, {}, "no maintenance agent is installed")
     elif missing:
-        add("agents", True, {"installed": len(have)}, f"installed: {', '.join(have)}; not built yet: {', '.join(missing)}")
+        add("agents", True, {"installed": len(have)}, f"installed: {', '.join(have)}; cannot be imported: {', '.join(missing)}")
 
     try:
         from geode.delivery.index import Index

@@ -172,12 +172,10 @@ class Corrector(Fixes, Agent):
         the lines each one changes: ``{path: [{id, agent, map, sha, removes}]}``."""
         if ctx.engine is None or not paths:
             return {}
-        try:
-            from sqlalchemy import select
+        from sqlalchemy import select
 
-            from geode.agents import queue_tables as q
-        except ImportError:
-            return {}
+        from geode.agents import queue_tables as q
+
         q.ensure_tables(ctx.engine)
         out: dict[str, list[dict]] = {}
         with ctx.engine.connect() as conn:
@@ -297,12 +295,8 @@ class Corrector(Fixes, Agent):
                                            f"{why}: " + "; ".join(fx.describe for fx in done) + ". For a person. "
                                            "The edit would be:\n" + diff, domain))
             return
-        try:
-            from geode.agents.proposals import FileChange, ProposalDraft
-        except ImportError:
-            report.message = "; ".join(filter(None, [report.message,
-                                                     "the approval queue is not installed: no proposals filed"]))
-            return
+        from geode.agents.proposals import FileChange, ProposalDraft
+
         kinds = []
         for label, kind in (("rewrite {} link(s)", "link"), ("quote {} frontmatter value(s)", "quote"),
                             ("mark for re-verification", "review")):

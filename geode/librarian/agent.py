@@ -166,12 +166,8 @@ class Librarian(Agent):
             return
         import os
 
-        try:
-            from geode.agents.proposals import FileChange, ProposalDraft
-        except ImportError:
-            report.message = "; ".join(filter(None, [report.message,
-                                                     "the approval queue is not installed: no proposals filed"]))
-            return
+        from geode.agents.proposals import FileChange, ProposalDraft
+
         root = load.root
         for path, items in sorted(rewrites.items()):
             full = os.path.join(root, path)
