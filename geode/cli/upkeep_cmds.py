@@ -6,22 +6,13 @@ rest of the CLI stays quick. JSON shapes are documented in docs/UPKEEP.md.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
 
+from geode.cli.common import print_json, settings_of
+
 EXIT_OK, EXIT_FAILED = 0, 1
-
-
-def _print_json(obj) -> None:
-    print(json.dumps(obj, indent=2, ensure_ascii=False, default=str))
-
-
-def _settings(args):
-    from geode.cli.common import settings_of as cli_settings
-
-    return cli_settings(args)
 
 
 def _engine(settings):
@@ -97,7 +88,7 @@ def _wait_for(engine, run_id: str, names: list[str], timeout: float) -> list:
 
 
 def cmd_upkeep(args) -> int:
-    settings = _settings(args)
+    settings = settings_of(args)
     engine = _engine(settings)
     from geode.agents import contract, upkeep
     from geode.cli.common import CLIError
@@ -107,13 +98,13 @@ def cmd_upkeep(args) -> int:
             runs = [r for r in contract.list_runs(engine, limit=100000) if r["run_id"] == args.run_id]
             reports = [contract.get_report(engine, args.run_id, r["agent"]) for r in runs]
             if args.json:
-                _print_json({"runs": [r.as_dict() for r in reports if r]})
+                print_json({"runs": [r.as_dict() for r in reports if r]})
             else:
                 print("\n".join(_render(r.as_dict()) for r in reports if r) or f"no run {args.run_id}")
             return EXIT_OK
         runs = contract.list_runs(engine, limit=args.limit)
         if args.json:
-            _print_json({"reports": runs})
+            print_json({"reports": runs})
         else:
             if not runs:
                 print("no upkeep reports kept yet")
@@ -148,7 +139,7 @@ def cmd_upkeep(args) -> int:
     out = {"run_id": run_id, "runs": [r.as_dict() for r in reports], "not_installed": [m for m in missing
                                                                                        if not args.agent]}
     if args.json:
-        _print_json(out)
+        print_json(out)
     else:
         print(f"upkeep run {run_id}")
         for r in out["runs"]:
@@ -179,7 +170,7 @@ def _celery(settings):
 
 
 def cmd_worker(args) -> int:
-    settings = _settings(args)
+    settings = settings_of(args)
     app = _celery(settings)
     from geode.cli.common import CLIError
 
@@ -194,7 +185,7 @@ def cmd_worker(args) -> int:
 
 
 def cmd_scheduler(args) -> int:
-    settings = _settings(args)
+    settings = settings_of(args)
     _celery(settings)  # the nightly job enqueues through it
     from geode.scheduler import nightly
 
@@ -369,11 +360,11 @@ def doctor_checks(settings, skip_model: bool = False) -> list[dict]:
 
 
 def cmd_doctor(args) -> int:
-    settings = _settings(args)
+    settings = settings_of(args)
     checks = doctor_checks(settings, skip_model=args.skip_model)
     ok = bool(checks) and all(c["ok"] for c in checks)
     if args.json:
-        _print_json({"ok": ok, "checks": checks})
+        print_json({"ok": ok, "checks": checks})
     else:
         for c in checks:
             print(f"{'ok  ' if c['ok'] else 'FAIL'}  {c['name']:<18} {c['message']}")
