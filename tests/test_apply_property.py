@@ -95,14 +95,21 @@ def test_apply_undo_is_byte_exact(shared, kind, content, new, name, other, mode,
     if kind == "rewrite":
         if new == content:
             new = new + b"\n"
-        changes = [CH.edit_change(s, "main", rel, new)]
+        changes = [Q.edit_change(s, "main", rel, new)]
         kind_name = "edit"
     elif kind == "move":
         changes = CH.move_changes(s, "main", rel, f"moved/{name} (renamed).md",
                                  rewrites={other_rel: b"see [[" + name.encode() + b" (renamed)]]\n"})
         kind_name = "move"
     else:
-        changes = CH.archive_changes(s, "main", rel, rewrites={other_rel: new})
+        try:
+            changes = CH.archive_changes(s, "main", rel, rewrites={other_rel: new})
+        except Q.ProposalError as exc:
+            # content whose first line is ``---`` and that never closes it (``---`` alone, as
+            # crlf, no-final-newline or binary content can be) is refused by the frontmatter
+            # editor, rightly: no archive proposal is made of it
+            assert "never closed" in str(exc), exc
+            assume(False)
         kind_name = "archive"
     pid = Q.file_proposal(s, engine, draft(kind_name, changes, run_id="prop", key=uuid.uuid4().hex))
     assert pid is not None
