@@ -39,7 +39,7 @@ def counts(engine) -> dict[str, int]:
 def test_filing_is_idempotent_by_run_and_key(queue):
     s, engine, root = queue
     write(root, "a.md", b"old\n")
-    d = draft("edit", [CH.edit_change(s, "main", "a.md", b"new\n")], key="fix-a", run_id="run-7")
+    d = draft("edit", [Q.edit_change(s, "main", "a.md", b"new\n")], key="fix-a", run_id="run-7")
     pid = Q.file_proposal(s, engine, d)
     assert isinstance(pid, int)
     assert Q.file_proposal(s, engine, d) is None
@@ -68,7 +68,7 @@ def _file_in_child(settings, d) -> int:
 def test_concurrent_filing_of_the_same_key_files_once(queue):
     s, engine, root = queue
     write(root, "a.md", b"old\n")
-    d = draft("edit", [CH.edit_change(s, "main", "a.md", b"new\n")], key="k", run_id="race")
+    d = draft("edit", [Q.edit_change(s, "main", "a.md", b"new\n")], key="k", run_id="race")
     engine.dispose()  # no connection crosses the fork
     children = [_file_in_child(s, d) for _ in range(8)]
     codes = sorted(os.waitstatus_to_exitcode(os.waitpid(c, 0)[1]) for c in children)
@@ -80,7 +80,7 @@ def test_concurrent_filing_of_the_same_key_files_once(queue):
 def test_a_draft_is_validated(queue):
     s, engine, root = queue
     write(root, "a.md", b"old\n")
-    ok = CH.edit_change(s, "main", "a.md", b"new\n")
+    ok = Q.edit_change(s, "main", "a.md", b"new\n")
     bad = [
         (draft("rename", [ok]), "kind"),
         (draft("edit", []), "at least one"),
@@ -108,7 +108,7 @@ def test_filters_and_decisions_are_recorded_with_who_and_when(queue):
     for name in ("a", "b", "c"):
         write(root, f"{name}.md", f"---\nname: {name}\n---\nbody\n".encode())
     t0 = time.time()
-    e = Q.file_proposal(s, engine, draft("edit", [CH.edit_change(s, "main", "a.md", b"A\n")], agent="corrector"))
+    e = Q.file_proposal(s, engine, draft("edit", [Q.edit_change(s, "main", "a.md", b"A\n")], agent="corrector"))
     st = Q.file_proposal(s, engine, draft("status", [CH.status_change(s, "main", "b.md", "deprecated")]))
     ar = Q.file_proposal(s, engine, draft("archive", CH.archive_changes(s, "main", "c.md"), agent="cleaner"))
     assert [p["id"] for p in Q.list_proposals(engine)] == [e, st, ar]
@@ -163,8 +163,8 @@ def test_diff_marks_a_missing_final_newline_and_binary_files(queue):
     s, engine, root = queue
     write(root, "a.md", b"one\ntwo")
     write(root, "b.bin", b"\x00\x01")
-    p1 = Q.file_proposal(s, engine, draft("edit", [CH.edit_change(s, "main", "a.md", b"one\nthree\n")]))
-    p2 = Q.file_proposal(s, engine, draft("edit", [CH.edit_change(s, "main", "b.bin", b"\x00\x02")]))
+    p1 = Q.file_proposal(s, engine, draft("edit", [Q.edit_change(s, "main", "a.md", b"one\nthree\n")]))
+    p2 = Q.file_proposal(s, engine, draft("edit", [Q.edit_change(s, "main", "b.bin", b"\x00\x02")]))
     assert "-two\n\\ No newline at end of file\n+three\n" in Q.diff(engine, p1)
     assert "Binary files a/b.bin and b/b.bin differ" in Q.diff(engine, p2)
 
@@ -173,7 +173,7 @@ def test_bulk_approve_dry_run_changes_nothing(queue):
     s, engine, root = queue
     for i in range(4):
         write(root, f"n{i}.md", b"x\n")
-    ids = [Q.file_proposal(s, engine, draft("edit", [CH.edit_change(s, "main", f"n{i}.md", b"y%d\n" % i)],
+    ids = [Q.file_proposal(s, engine, draft("edit", [Q.edit_change(s, "main", f"n{i}.md", b"y%d\n" % i)],
                                             agent="librarian" if i < 3 else "cleaner")) for i in range(4)]
     (root / "n1.md").write_bytes(b"edited by a person\n")  # this one would conflict
     files_before, rows_before = snapshot(root), counts(engine)
@@ -196,7 +196,7 @@ def test_apply_undo_and_reconcile_on_this_database(queue):
 
     s, engine, root = queue
     write(root, "a.md", b"old\n", 0o600)
-    pid = Q.file_proposal(s, engine, draft("edit", [CH.edit_change(s, "main", "a.md", b"new\n")]))
+    pid = Q.file_proposal(s, engine, draft("edit", [Q.edit_change(s, "main", "a.md", b"new\n")]))
 
     class Crash(BaseException):
         pass

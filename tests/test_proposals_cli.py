@@ -48,7 +48,7 @@ def home(tmp_path):
     ids = {
         "move": Q.file_proposal(s, engine, draft("move", CH.move_changes(
             s, "main", "notes/old.md", "notes/new.md", rewrites={"index.md": b"- [[new]]\n"}))),
-        "edit": Q.file_proposal(s, engine, draft("edit", [CH.edit_change(s, "main", "b.md", b"B\n")], agent="corrector")),
+        "edit": Q.file_proposal(s, engine, draft("edit", [Q.edit_change(s, "main", "b.md", b"B\n")], agent="corrector")),
         "status": Q.file_proposal(s, engine, draft("status", [CH.status_change(s, "main", "b.md", "stable")])),
     }
     engine.dispose()

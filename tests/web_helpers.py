@@ -139,15 +139,15 @@ def make_night(tmp_path: Path, toml_extra: str = "") -> Night:
 
     # the earlier night first, as a real schedule files them
     file("bind-git-add", "gardener", "edit", "Bind git-add-all to `git add .` too (found by a blocked lookup)",
-         [CH.edit_change(s, "main", "notes/git-add-all.md",
+         [Q.edit_change(s, "main", "notes/git-add-all.md",
                         NOTES["notes/git-add-all.md"].replace('match: "git add -A"', 'match: "git add -A, git add ."'))],
          [{"ledger_event": n.ledger["blocked"]}], run=EARLIER)
     time.sleep(0.01)
     file("fix-index", "librarian", "edit", "Repair the link to exit-code in index.md",
-         [CH.edit_change(s, "main", "index.md", NOTES["index.md"].replace("[[exit-code-old]]", "[[exit-code]]"))],
+         [Q.edit_change(s, "main", "index.md", NOTES["index.md"].replace("[[exit-code-old]]", "[[exit-code]]"))],
          [{"finding": f1}])
     file("fix-deploy", "librarian", "edit", "Repair the path to the pipe note in the deploy runbook",
-         [CH.edit_change(s, "main", "runbooks/deploy.md",
+         [Q.edit_change(s, "main", "runbooks/deploy.md",
                         NOTES["runbooks/deploy.md"].replace("exit-code-old.md", "exit-code.md"))],
          [{"finding": f2}])
     file("archive-old-retry", "cleaner", "archive", "Archive old-retry (deprecated)",

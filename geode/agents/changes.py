@@ -1,44 +1,28 @@
-"""The draft builders: the ``FileChange`` list of a proposal, made from a domain's files as they
-are now (their sha256 read here, so a file that changes before approval is a conflict, never an
-overwrite): ``edit_change``, ``new_note_change``, ``move_changes``, ``archive_changes``,
+"""The draft builders the agents use: the ``FileChange`` list of a proposal, made from a
+domain's files as they are now (their sha256 read here, so a file that changes before approval
+is a conflict, never an overwrite): ``new_note_change``, ``move_changes``, ``archive_changes``,
 ``status_change``, and ``set_frontmatter_status``, the status edit by the one frontmatter editor.
 
 Apart from ``geode.agents.proposals`` (the queue: filing, reading, rejecting) because these are
-what an agent calls before it files, and the queue never calls them.
+what an agent calls before it files, and the queue never calls them. The queue keeps
+``current`` (a domain's file as it is now) and ``edit_change`` (one file changed), which callers
+outside the agents (the MCP server's ``write_note``) use to file an edit.
 """
 
 from __future__ import annotations
 
 import re
 
-from geode.agents import safepath
-from geode.agents.proposals import FileChange, ProposalError, domain_root, sha256
+from geode.agents.proposals import FileChange, ProposalError, as_bytes, current, edit_change, sha256
 from geode.delivery.frontmatter_edit import FrontmatterEditError, set_key
 
 DEFAULT_ARCHIVE_DIR = "archive"
 
 
-def current(settings, domain: str, path: str) -> tuple[bytes, int] | None:
-    """``(bytes, mode)`` of a file of the domain now, None when absent (``UnsafePath`` if refused)."""
-    return safepath.read(domain_root(settings, domain), path)
-
-
-def _as_bytes(data) -> bytes:
-    return data.encode("utf-8") if isinstance(data, str) else bytes(data)
-
-
-def edit_change(settings, domain: str, path: str, after) -> FileChange:
-    """A change of an existing file to ``after`` (bytes or text), hashed as it is now."""
-    cur = current(settings, domain, path)
-    if cur is None:
-        raise ProposalError(f"{path}: no such file in domain {domain!r}")
-    return FileChange(path, sha256(cur[0]), _as_bytes(after))
-
-
 def new_note_change(settings, domain: str, path: str, text, mode: int | None = None) -> FileChange:
     if current(settings, domain, path) is not None:
         raise ProposalError(f"{path}: already exists in domain {domain!r}")
-    return FileChange(path, None, _as_bytes(text), mode)
+    return FileChange(path, None, as_bytes(text), mode)
 
 
 def move_changes(settings, domain: str, src: str, dst: str, *, content=None,
@@ -52,7 +36,7 @@ def move_changes(settings, domain: str, src: str, dst: str, *, content=None,
     if current(settings, domain, dst) is not None:
         raise ProposalError(f"{dst}: already exists in domain {domain!r}")
     data, mode = cur
-    changes = [FileChange(dst, None, data if content is None else _as_bytes(content), mode)]
+    changes = [FileChange(dst, None, data if content is None else as_bytes(content), mode)]
     for path, after in (rewrites or {}).items():
         if path in (src, dst):
             raise ProposalError(f"{path}: a rewrite may not touch the moved file itself")

@@ -108,6 +108,23 @@ def domain_root(settings, domain: str) -> str:
         raise ProposalError(f"unknown domain {domain!r}; configured: {', '.join(settings.domains) or 'none'}") from None
 
 
+def current(settings, domain: str, path: str) -> tuple[bytes, int] | None:
+    """``(bytes, mode)`` of a file of the domain now, None when absent (``UnsafePath`` if refused)."""
+    return safepath.read(domain_root(settings, domain), path)
+
+
+def as_bytes(data) -> bytes:
+    return data.encode("utf-8") if isinstance(data, str) else bytes(data)
+
+
+def edit_change(settings, domain: str, path: str, after) -> FileChange:
+    """A change of an existing file to ``after`` (bytes or text), hashed as it is now."""
+    cur = current(settings, domain, path)
+    if cur is None:
+        raise ProposalError(f"{path}: no such file in domain {domain!r}")
+    return FileChange(path, sha256(cur[0]), as_bytes(after))
+
+
 # -- filing -------------------------------------------------------------------------------
 def _now() -> float:
     return time.time()

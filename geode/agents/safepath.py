@@ -123,6 +123,19 @@ def _component_error(rel, parts, i, fd, exc: OSError) -> Exception:
     return exc
 
 
+def leaf_stat(dirfd: int, leaf: str, rel: str = "") -> os.stat_result | None:
+    """The leaf's own stat (never followed), None when absent; refuses symlinks and non-files."""
+    try:
+        st = os.stat(leaf, dir_fd=dirfd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(st.st_mode):
+        raise UnsafePath(rel or leaf, "is a symlink")
+    if not stat.S_ISREG(st.st_mode):
+        raise UnsafePath(rel or leaf, "is not a regular file")
+    return st
+
+
 def read_at(dirfd: int, leaf: str, rel: str = "") -> tuple[bytes, int] | None:
     """``(bytes, mode)`` of a regular file in ``dirfd``, None when absent. Never follows a
     symlink, never blocks on a FIFO."""
