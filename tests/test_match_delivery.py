@@ -124,3 +124,19 @@ def test_an_edit_with_the_same_size_and_mtime_is_still_delivered_fresh(tmp_path)
     assert os.stat(p).st_size == st.st_size
     res = _act(g, "git push", session="s2")
     assert "omega text" in res["text"] and "alpha text" not in res["text"]
+
+
+def test_the_stop_template_suggests_terms_that_pass_lint(tmp_path):
+    from geode.delivery.match import term_problems
+
+    g = Geode(tmp_path)
+    g.init_db()
+    for cmd in ["ls", "ls -la", "cd app", "git commit -m 'a'", "git commit -m 'b'", "git commit -am c",
+                "npm test", "npm test", "false", "pytest tests/test_x.py -x"]:
+        assert g.bash(cmd, session="st").rc == 0
+    reason = g.run("Stop", session="st", stop_hook_active=False, last_assistant_message="Done.").json["reason"]
+    line = next(ln for ln in reason.splitlines() if ln.strip().startswith("match:"))
+    terms = [t.strip() for t in line.split(":", 1)[1].strip().strip('"').split(",")]
+    assert terms == ["git commit", "npm test", "pytest"], terms
+    for t in terms:
+        assert [p for p in term_problems(t, "bash") if p[1] != "info"] == [], t

@@ -47,6 +47,7 @@ class Delivery:
         self.events: list[dict] = []
         self._ledger_conn = None
         self._plan = None
+        self._ts: float | None = None  # one time for every row of one action: lint counts actions by it
 
     # -- the control arm -------------------------------------------------------
     def _withhold(self, crystal_id: str) -> tuple[bool, str]:
@@ -136,6 +137,8 @@ class Delivery:
     def _event(self, kind: str, item: Item | None, action: str, channel: str, chars: int = 0,
                truncated: bool = False, detail: str = "") -> None:
         fields = {"session": self.session, "action": action, "channel": channel, "agent": self.agent}
+        if self._ts is not None:
+            fields["ts"] = self._ts
         if item is not None:
             fields.update(domain=item.domain, crystal_id=item.crystal_id, path=item.path,
                           content_hash=item.content_hash, term=item.term)
@@ -146,6 +149,7 @@ class Delivery:
         """Crystals bound to ``actions`` (e.g. ``("bash", "commit")``) whose terms occur in ``text``."""
         result = empty_result()
         label = label or actions[0]
+        self._ts = time.time()
         prepared = _match.prepare(actions, text)
         idx = self.idx
         found: dict[str, tuple] = {}
@@ -178,6 +182,7 @@ class Delivery:
         self._record(result, delivered, skipped, label, "act", f"budget {self.settings.budget}")
         result["text"] = text_out
         self._session_updates(delivered, skipped)
+        self._ts = None
         return result
 
     # -- shared by the channels ---------------------------------------------------------

@@ -543,3 +543,92 @@ def specificity(length: int, carriers: int) -> float:
     c = max(1, int(carriers))
     doublings = c.bit_length() - 1
     return float(length) - doublings
+
+
+# -- what lint says about a term (lean: the Stop hook's template uses it too) -----------------
+
+#: shell words so common that, alone, they fire on a large share of all commands
+COMMON_SHELL_WORDS = frozenset({
+    "ls", "cd", "cat", "echo", "git", "npm", "rm", "cp", "mv", "grep", "find", "make", "python", "python3",
+    "node", "sudo", "bash", "sh", "pip", "test", "run", "mkdir", "touch", "pwd", "head", "tail", "less",
+    "sed", "awk", "xargs", "sort", "wc", "env", "export", "source", "set", "true", "false", "exit", "read",
+    "which", "uv", "yarn", "pnpm", "npx", "go", "cargo", "docker",
+})
+_PROBE_AFTER = ("/x", ".x", "=x", " x")
+_PROBE_BEFORE = ("/", "=", "x ")
+
+
+def _glued(term: str) -> str:
+    """The term with the spaces around its shell operators removed (``| tail`` -> ``|tail``)."""
+    out = []
+    for i, ch in enumerate(term):
+        if ch == " " and ((i > 0 and term[i - 1] in "|&;<>") or (i + 1 < len(term) and term[i + 1] in "|&;<>")):
+            continue
+        out.append(ch)
+    return "".join(out)
+
+
+def meaning_changes(term: str, action: str) -> tuple[list[str], list[str]]:
+    """(texts the substring rule fired on and this rule does not, texts it fires on now that the
+    substring rule did not) among probes around the term: the term followed by ``/x``, ``.x``,
+    ``=x``, preceded by ``/``, ``=``, spaced or glued around its operators, without its quotes.
+    A letter or digit continuing the term is left out: that change is the same for every term
+    (README, "Migrating from substring matching")."""
+    t = term.lower().strip()
+    if t.startswith(SUBSTRING_MARK) or not t:
+        return [], []
+    probes = [t + x for x in _PROBE_AFTER] + [x + t for x in _PROBE_BEFORE]
+    if action in BASH_KINDS:
+        spaced = " ".join(x.text for x in split_shell(t, lenient=True)[0])
+        probes += [spaced, _glued(t), t.replace('"', "").replace("'", "")]
+    narrowed, widened = [], []
+    acts = (action,)
+    for probe in dict.fromkeys(p for p in probes if p):
+        old = t in probe
+        try:
+            new = term_matches(t, acts, probe)
+        except Exception:  # a probe the splitter rejects is no evidence either way
+            continue
+        if old and not new:
+            narrowed.append(probe)
+        elif new and not old:
+            widened.append(probe)
+    return narrowed, widened
+
+
+def term_problems(term: str, action: str) -> list[tuple[str, str, str]]:
+    """(code, severity, message) for one term bound to one action: too broad, never matching,
+    or meaning something else than under the substring rule."""
+    t = term.lower().strip()
+    out: list[tuple[str, str, str]] = []
+    body = t[len(SUBSTRING_MARK):].strip() if t.startswith(SUBSTRING_MARK) else t
+    if not body:
+        return [("match-never", "warning", f"term {term!r} is empty after {SUBSTRING_MARK!r}; it never matches")]
+    if len(body) == 2:
+        out.append(("match-too-broad", "warning",
+                    f"term {body!r} is two characters; it fires on too many actions (make it longer)"))
+    if action in BASH_KINDS and not t.startswith(SUBSTRING_MARK):
+        words = split_shell(t, lenient=True)[0]
+        if not words:
+            out.append(("match-never", "warning",
+                        f"term {term!r} holds no shell word (a comment or empty quotes); it never matches a command"))
+            return out
+        if not term_matches(t, (action,), t):
+            out.append(("match-never", "warning", f"term {term!r} does not even match a command that is exactly "
+                        "itself under token matching; it never fires (write it as a command, or use 'substring:')"))
+            return out
+        if len(words) == 1 and words[0].text in COMMON_SHELL_WORDS:
+            out.append(("match-too-broad", "warning",
+                        f"term {term!r} is a common shell word; alone it fires on a large share of all commands "
+                        f"(add context: '{words[0].text} <what you mean>')"))
+    narrowed, widened = meaning_changes(t, action)
+    if narrowed or widened:
+        parts = []
+        if narrowed:
+            parts.append("no longer fires on " + ", ".join(repr(p) for p in narrowed[:3]))
+        if widened:
+            parts.append("now also fires on " + ", ".join(repr(p) for p in widened[:3]))
+        out.append(("match-meaning-changed", "info",
+                    f"term {term!r} {' and '.join(parts)} (token-aware matching; "
+                    f"write '{SUBSTRING_MARK}{t}' for the old substring rule)"))
+    return out
