@@ -1,6 +1,6 @@
 """Precision and recall of crystal firing on the labelled set, through the real engine.
 
-Every (action, term) of ``tests/fixtures/matching/cases.txt`` becomes one crystal of a fresh
+Every (action, term) of ``tests/fixtures/matching_cases.txt`` becomes one crystal of a fresh
 store (``on: ACTION``, ``match:`` that one term, a one-line essence); every case's text is then
 handed to ``Delivery.act`` exactly as the hook hands a tool call over, and the term "fired" when
 its crystal was delivered, skipped for budget, withheld or suppressed (it matched). The same

@@ -1,11 +1,11 @@
-"""The labelled matching set (``tests/fixtures/matching/cases.txt``): a reader shared by the
+"""The labelled matching set (``tests/fixtures/matching_cases.txt``): a reader shared by the
 tests and ``bench/match_eval.py``. The file's header documents its format and sources."""
 
 from __future__ import annotations
 
 import os
 
-CASES_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "matching", "cases.txt")
+CASES_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "matching_cases.txt")
 ACTIONS = ("bash", "commit", "write", "edit", "read")
 NEWLINE = "\u23ce"  # ⏎ in the file stands for a newline
 
