@@ -621,14 +621,11 @@ def term_problems(term: str, action: str) -> list[tuple[str, str, str]]:
             out.append(("match-too-broad", "warning",
                         f"term {term!r} is a common shell word; alone it fires on a large share of all commands "
                         f"(add context: '{words[0].text} <what you mean>')"))
-    narrowed, widened = meaning_changes(t, action)
-    if narrowed or widened:
-        parts = []
-        if narrowed:
-            parts.append("no longer fires on " + ", ".join(repr(p) for p in narrowed[:3]))
-        if widened:
-            parts.append("now also fires on " + ", ".join(repr(p) for p in widened[:3]))
+    # only what a store written for the substring rule loses: the spellings it gains (`|tail`
+    # for `| tail`) are the same command, and two terms that became one are a duplicate warning
+    narrowed, _widened = meaning_changes(t, action)
+    if narrowed:
         out.append(("match-meaning-changed", "info",
-                    f"term {term!r} {' and '.join(parts)} (token-aware matching; "
-                    f"write '{SUBSTRING_MARK}{t}' for the old substring rule)"))
+                    f"term {term!r} no longer fires on " + ", ".join(repr(p) for p in narrowed[:3])
+                    + f" (token-aware matching; write '{SUBSTRING_MARK}{t}' for the old substring rule)"))
     return out
