@@ -199,13 +199,17 @@ class Delivery:
         return keep
 
     def _record(self, result: dict, delivered, skipped, action: str, channel: str, limit: str) -> None:
-        """One ledger row and one result entry per delivered and per skipped crystal."""
+        """One ledger row and one result entry per delivered and per skipped crystal; a crystal
+        skipped again while it is still pending from an earlier action of the session is listed
+        but not recorded again (a common command matching 300 crystals would otherwise write 300
+        rows per call, every call, saying the same thing)."""
         for it, block, truncated in delivered:
             result["delivered"].append(_entry(it, len(block), truncated))
             self._event("delivered", it, action, channel, len(block), truncated)
         for it in skipped:
             result["skipped"].append(_entry(it, reason=limit))
-            self._event("skipped_budget", it, action, channel, detail=limit)
+            if not it.carried:
+                self._event("skipped_budget", it, action, channel, detail=limit)
 
     def _session_updates(self, delivered, skipped) -> None:
         try:
@@ -216,8 +220,9 @@ class Delivery:
                 cut = [it.abs_path for it, _b, t in delivered if t]
                 if cut:
                     self.idx.sess_put(self.session, "offered", cut)
-            if skipped:
-                self.idx.sess_put(self.session, "pending", [it.crystal_id for it in skipped])
+            fresh = [it.crystal_id for it in skipped if not it.carried]
+            if fresh:
+                self.idx.sess_put(self.session, "pending", fresh)
         except Exception:
             pass  # session state is best effort; the ledger rows are what count
 

@@ -688,11 +688,25 @@ class Index:
                             [(session, kind, it) for it in items]))
 
 
+_VIEWS: dict[tuple[str, str], list[tuple[str, str]]] = {}
+
+
 def _views(term: str, action: str) -> list[tuple[str, str]]:
     """The strings the prefilter checks for one term bound to one action, with their view:
     ``n`` (its key form, against the action's normalised text), ``s`` (a ``substring:`` term,
     against the raw text) and ``f`` (the term as written, against the raw text, when that
-    differs from the key form: for a command that cannot be split, and for data)."""
+    differs from the key form: for a command that cannot be split, and for data). Cached: a
+    store's terms repeat (a build of 100,000 crystals splits each distinct term once)."""
+    kind = "bash" if action in _match.BASH_KINDS else action
+    hit = _VIEWS.get((term, kind))
+    if hit is None:
+        if len(_VIEWS) > 200_000:
+            _VIEWS.clear()
+        hit = _VIEWS[(term, kind)] = _compute_views(term, action)
+    return hit
+
+
+def _compute_views(term: str, action: str) -> list[tuple[str, str]]:
     t = _match.compile_term(term, action)
     if t.mode == "substring":
         return [("s", t.key)] if t.key else []
