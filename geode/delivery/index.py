@@ -324,7 +324,8 @@ class Index:
                                   [(t,) for t in uniq])
         else:
             self.conn.executemany("UPDATE termfreq SET n = n - 1 WHERE term = ?", [(t,) for t in uniq])
-            self.conn.execute("DELETE FROM termfreq WHERE n <= 0")
+            # by key, not a scan: the table holds every distinct term of the store
+            self.conn.executemany("DELETE FROM termfreq WHERE term = ? AND n <= 0", [(t,) for t in uniq])
 
     # -- term keys ---------------------------------------------------------------
     # A term is found through one of its 4-character pieces: any piece works (if the term is
