@@ -41,6 +41,9 @@ def _date(value) -> _dt.date | None:
         return None
 
 
+_TERM_CACHE: dict[tuple[str, str], list] = {}
+
+
 def _term_checks(b, line: int, add, term_shares: dict | None) -> None:
     """Every match term: too broad, never matching, changed by token matching, a duplicate of
     another term of the crystal, or selecting crystals on too many of the ledger's actions."""
@@ -52,7 +55,12 @@ def _term_checks(b, line: int, add, term_shares: dict | None) -> None:
     for term in b.terms:
         term_never = True
         for action in b.on:
-            probs = _match.term_problems(term, action)
+            kind = "bash" if action in _match.BASH_KINDS else action
+            probs = _TERM_CACHE.get((term, kind))
+            if probs is None:  # a store's terms repeat; the probes cost a few splits each
+                if len(_TERM_CACHE) > 100_000:
+                    _TERM_CACHE.clear()
+                probs = _TERM_CACHE[(term, kind)] = _match.term_problems(term, action)
             if not any(code == "match-never" for code, _s, _m in probs):
                 term_never = False
             for code, severity, message in probs:

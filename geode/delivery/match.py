@@ -575,8 +575,8 @@ def meaning_changes(term: str, action: str) -> tuple[list[str], list[str]]:
     A letter or digit continuing the term is left out: that change is the same for every term
     (README, "Migrating from substring matching")."""
     t = term.lower().strip()
-    if t.startswith(SUBSTRING_MARK) or not t:
-        return [], []
+    if t.startswith(SUBSTRING_MARK) or not t or action not in BASH_KINDS:
+        return [], []  # the word rule differs from a substring only by a letter or digit at an edge
     probes = [t + x for x in _PROBE_AFTER] + [x + t for x in _PROBE_BEFORE]
     if action in BASH_KINDS:
         spaced = " ".join(x.text for x in split_shell(t, lenient=True)[0])
