@@ -231,9 +231,9 @@ def _shlex(cmd: str) -> list[str]:
 def _comparable(cmd: str) -> bool:
     """Constructs where shlex is not a shell: comments, here-documents, backticks, backslashes
     before letters (kept here for Windows paths) or inside double quotes before `$`."""
-    if any(x in cmd for x in ("#", "`", "<<", "\\")) and "<<<" not in cmd:
+    if "<<" in cmd.replace("<<<", ""):
         return False
-    return "\\" not in cmd and "#" not in cmd and "`" not in cmd
+    return not any(x in cmd for x in ("#", "`", "\\"))
 
 
 def test_splitter_agrees_with_shlex_on_the_labelled_commands():
@@ -241,15 +241,13 @@ def test_splitter_agrees_with_shlex_on_the_labelled_commands():
     for c in CASES:
         if c.action not in ("bash", "commit") or not _comparable(c.text):
             continue
-        if "<<" in c.text.replace("<<<", ""):
-            continue
         try:
             mine = _mine(c.text)
         except ShellParseError:
             continue
         assert mine == _shlex(c.text), c
         checked += 1
-    assert checked >= 200, checked
+    assert checked >= 300, checked
 
 
 _WORD = st.text(alphabet="abcxyz019._-/=:@,+%~*", min_size=1, max_size=6)
