@@ -192,8 +192,8 @@ def split_shell(cmd: str, lenient: bool = False) -> tuple[list[Tok], list[str], 
             i += 2
             continue
         if ch in _OP_START:
-            # a word made only of digits right before < or > is a file descriptor: `2>&1` is
-            # 2, >&, 1 (as shlex splits it)
+            # digits right before < or > stay a word of their own: `2>&1` is 2, >&, 1, as shlex
+            # splits it (so `> /dev/null` matches `2>/dev/null` too)
             end_word()
             op = _read_op(cmd, i)
             i += len(op)
@@ -213,9 +213,7 @@ def split_shell(cmd: str, lenient: bool = False) -> tuple[list[Tok], list[str], 
         cur.append(ch)
         in_word = True
         i += 1
-    end_word()
-    if heredocs:  # a here-document with no newline after its line: nothing follows it
-        pass
+    end_word()  # (a here-document opened on the last line has no body: nothing follows it)
     while toks and toks[-1].op and toks[-1].text == "\n":
         toks.pop()
     return toks, data, open_end
