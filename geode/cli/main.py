@@ -216,22 +216,51 @@ def cmd_deliver(args) -> int:
 
 
 # -- reports ------------------------------------------------------------------------------
+def _term_shares(settings):
+    """What share of the ledger's actions each term selected crystals on; None when the
+    ledger cannot be read (lint then says so and checks everything else)."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from geode.delivery.lint import ledger_term_shares
+
+    if settings.uses_sqlite_ledger and not os.path.exists(settings.ledger_path):
+        return {}
+    try:
+        engine = engine_of(settings)
+        try:
+            with engine.connect() as conn:
+                return ledger_term_shares(conn)
+        finally:
+            engine.dispose()
+    except (GeodeError, SQLAlchemyError, OSError) as exc:  # the other checks do not depend on the ledger
+        print(f"geode lint: the ledger could not be read ({type(exc).__name__}: {exc}); "
+              "terms were not checked against it", file=sys.stderr)
+        return None
+
+
 def cmd_lint(args) -> int:
     from geode.delivery.lint import lint_store
 
     settings = settings_of(args)
-    r = lint_store(settings)
+    shares = _term_shares(settings)
+    r = lint_store(settings, term_shares=shares)
+    r["examined"]["ledger_terms"] = len(shares) if shares is not None else None
     if args.json:
         print_json({"problems": r["problems"], "examined": r["examined"]})
     else:
+        changed = 0
         for p in r["problems"]:
             if p["severity"] == "info" and not args.verbose:
+                changed += p["code"] == "match-meaning-changed"
                 continue
             dom = f"{p['domain']}:" if len(settings.domains) > 1 and p.get("domain") else ""
             print(f"{dom}{p['path']}:{p['line']}: {p['severity']}: {p['message']} [{p['code']}]")
         ex = r["examined"]
         print(f"examined {ex['notes']} notes ({ex['crystals']} crystals) in {ex['files']} files across "
               f"{ex['domains']} domain(s); {r['errors']} errors, {r['warnings']} warnings")
+        if changed:
+            print(f"{changed} match term(s) mean something else under token-aware matching than under the old "
+                  "substring rule: `geode lint --verbose` lists each (README, 'Migrating from substring matching')")
     return EXIT_PROBLEMS if r["errors"] else EXIT_OK
 
 
