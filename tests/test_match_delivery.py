@@ -140,3 +140,30 @@ def test_the_stop_template_suggests_terms_that_pass_lint(tmp_path):
     assert terms == ["git commit", "npm test", "pytest"], terms
     for t in terms:
         assert [p for p in term_problems(t, "bash") if p[1] != "info"] == [], t
+
+
+def test_the_control_arm_decides_only_for_crystals_that_would_be_delivered(tmp_path):
+    """A common command matching many crystals: the control arm is asked only about those that
+    fit the budget (a crystal that would not have been delivered was never exposed, so it is
+    no unit of the study), a withheld one frees its room for the next, and nothing skipped for
+    the budget is ever recorded as withheld."""
+    g = Geode(tmp_path, config="[delivery]\nbudget = 1200\n")
+    for i in range(60):  # each block is about 450 characters: two fit the budget
+        g.crystal(f"c{i:02}.md", f"note {i} " + "x" * 400, name=f"c{i:02}", match='"npm test"')
+    settings = g.settings(withhold="0.5")
+    res = _act(g, "npm test", session="sess-control", settings=settings)
+    delivered = [e["name"] for e in res["delivered"]]
+    withheld = [e["name"] for e in res["withheld"]]
+    skipped = [e["name"] for e in res["skipped"]]
+    assert len(delivered) == 2, res["text"][:300]
+    assert withheld, "with half the units withheld, the first crystals asked include withheld ones"
+    assert len(delivered) + len(withheld) + len(skipped) == 60
+    assert not set(withheld) & set(skipped)
+    # asked in packing order and only until the budget was full: far fewer than 60 decisions
+    assert len(withheld) < 20, withheld
+    from geode.delivery import control
+
+    plan = control.load_plan(settings, None)
+    for e in res["withheld"] + res["delivered"]:  # each decision is the unit's fixed assignment
+        in_withheld_arm = control.assignment(plan["salt"], "sess-control", e["crystal_id"]) < 0.5
+        assert in_withheld_arm == (e in res["withheld"]), e

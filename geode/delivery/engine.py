@@ -178,8 +178,8 @@ class Delivery:
                 else:
                     keep.append(it)
             items = keep
-        items = self._control_arm(items, label, "act", result)
-        delivered, skipped, text_out = pack(items, self.settings.budget, label, load=self._load)
+        delivered, skipped, text_out = pack(items, self.settings.budget, label, load=self._load,
+                                            admit=self._admitter(label, "act", result))
         self._record(result, delivered, skipped, label, "act", f"budget {self.settings.budget}")
         result["text"] = text_out
         self._session_updates(delivered, skipped)
@@ -187,6 +187,19 @@ class Delivery:
         return result
 
     # -- shared by the channels ---------------------------------------------------------
+    def _admitter(self, action: str, channel: str, result: dict):
+        """``pack``'s ``admit``: the control arm's decision for an item that would be delivered
+        now; a withheld one is recorded and listed in ``result``."""
+
+        def admit(it: Item) -> bool:
+            withhold, why = self._withhold(it.crystal_id)
+            if withhold:
+                result["withheld"].append(_entry(it, reason=why))
+                self._event("withheld", it, action, channel, detail=why)
+            return not withhold
+
+        return admit
+
     def _control_arm(self, items: list[Item], action: str, channel: str, result: dict) -> list[Item]:
         """Withhold the control arm's units (recorded, and listed in ``result``); the rest go on."""
         keep = []
@@ -277,8 +290,8 @@ class Delivery:
             it = self._fresh_item(row, term or "every prompt", False, None, None)
             if it is not None:
                 items.append(it)
-        items = self._control_arm(items, "prompt", "inject", result)
-        delivered, skipped, text_out = pack(items, self.settings.inject_budget, "prompt", load=self._load)
+        delivered, skipped, text_out = pack(items, self.settings.inject_budget, "prompt", load=self._load,
+                                            admit=self._admitter("prompt", "inject", result))
         self._record(result, delivered, skipped, "prompt", "inject", f"inject budget {self.settings.inject_budget}")
         result["text"] = text_out
         return result

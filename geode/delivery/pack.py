@@ -94,12 +94,19 @@ def cut_block(item: Item, action: str, room: int) -> str | None:
     return head + shown + CUT_MARK.format(shown=len(shown), total=total, path=item.abs_path) + "\n"
 
 
-def pack(items: list[Item], budget: int, action: str, load=None) -> tuple[list[tuple[Item, str, bool]], list[Item], str]:
+def pack(items: list[Item], budget: int, action: str, load=None,
+         admit=None) -> tuple[list[tuple[Item, str, bool]], list[Item], str]:
     """Returns (delivered as (item, block, truncated), skipped, the whole text).
 
     ``load(item) -> essence | None`` reads an item given without its essence, and is called
     only for items that fit (or are cut); an item it returns None for is dropped: its file no
-    longer delivers it."""
+    longer delivers it.
+
+    ``admit(item) -> bool`` is asked, in packing order, only for an item that fits what is
+    left of the budget: False drops it without using any budget (the control arm withholds
+    it). Why here and not before packing: a crystal that would not have been delivered was
+    never exposed, so it is no unit of the study, and a command matching 300 crystals asks
+    about the few that fit, not about 300."""
     if not items:
         return [], [], ""
     head = header(action)
@@ -114,6 +121,8 @@ def pack(items: list[Item], budget: int, action: str, load=None) -> tuple[list[t
         if used + _block_len(it, action) > budget:
             skipped.append(it)
             continue
+        if admit is not None and not admit(it):
+            continue
         if not _loaded(it, load):
             continue
         block = render(it, action)  # the file may have changed since indexing: measure again
@@ -127,6 +136,8 @@ def pack(items: list[Item], budget: int, action: str, load=None) -> tuple[list[t
     for it in oversize:
         if budget - used < MIN_CUT:
             skipped.append(it)
+            continue
+        if admit is not None and not admit(it):
             continue
         if not _loaded(it, load):
             continue
