@@ -715,6 +715,13 @@ class Recall:
 
         settings = self.settings
         engine = proposals.open_queue(settings)
+        run_id = f"mcp:{self.session}"[:255]
+        key = f"write_note:{domain}:{path}:{hashlib.sha256(data).hexdigest()[:16]}"[:255]
+        P = proposals.P  # noqa: N806
+        with engine.connect() as conn:  # the same change asked for again in this session: the same proposal
+            known = conn.execute(select(P.c.id).where(P.c.run_id == run_id, P.c.key == key)).scalar()
+        if known is not None:
+            return int(known), False
         ev = ledger.new_event(WRITE_KIND, session=self.session, domain=domain, crystal_id=f"{domain}:{path}",
                               path=path, action="write", channel="mcp",
                               detail={"title": title, "sha256": hashlib.sha256(data).hexdigest(), "via": "mcp"})
@@ -722,8 +729,6 @@ class Recall:
         t = models.LedgerEvent.__table__
         with engine.connect() as conn:
             eid = conn.execute(select(t.c.id).where(t.c.event_id == ev["event_id"])).scalar_one()
-        run_id = f"mcp:{self.session}"[:255]
-        key = f"write_note:{domain}:{path}:{hashlib.sha256(data).hexdigest()[:16]}"[:255]
         try:
             change = proposals.edit_change(settings, domain, path, data)
             draft = proposals.ProposalDraft(
@@ -736,7 +741,6 @@ class Recall:
             raise ToolInputError(f"{path}: the change could not be filed: {exc}") from None
         if pid is not None:
             return pid, True
-        P = proposals.P  # noqa: N806
         with engine.connect() as conn:
             return int(conn.execute(select(P.c.id).where(P.c.run_id == run_id, P.c.key == key)).scalar_one()), False
 

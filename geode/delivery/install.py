@@ -804,10 +804,13 @@ def _toml_edit(path: Path, entry: dict[str, Any] | None) -> tuple[str, str | Non
         return text, stripped, cur, st
     sep = "" if not stripped.strip() else ("\n" if stripped.endswith("\n") else "\n\n")
     new = (stripped if stripped.strip() else "") + sep + _toml_block(entry)
-    parsed = _toml_parse(new, path)
+    try:
+        parsed: dict[str, Any] | None = _toml_parse(new, path)
+    except InstallError:
+        parsed = None  # e.g. an inline mcp_servers table cannot take a [mcp_servers.geode] header
     expect = json.loads(json.dumps(rest, default=str))
     expect.setdefault("mcp_servers", {})[MCP_NAME] = entry
-    if not _same(parsed, expect):
+    if parsed is None or not _same(parsed, expect):
         raise InstallError(f"{path}: adding [mcp_servers.{MCP_NAME}] would change other settings (is mcp_servers "
                            "an inline table?); add it by hand:\n" + _toml_block(entry))
     return text, new, cur, st
