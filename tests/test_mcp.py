@@ -309,6 +309,7 @@ def test_bad_inputs_come_back_as_tool_errors_and_the_server_keeps_answering(inde
             "period": ("recent_activity", {"period": "lately"}),
             "empty": ("search", {}),
             "folder": ("write_note", {"title": "Escape", "folder": "../../outside", "body": "x"}),
+            "absolute": ("write_note", {"title": "Escape", "folder": "/tmp", "body": "x"}),
             "lint": ("write_note", {"title": "Bound without essence", "body": "x",
                                     "crystal": {"on": "bash", "match": "npm test"}}),
             "fm": ("write_note", {"title": "Bad key", "body": "x", "frontmatter": {"bad key": 1}}),
@@ -331,6 +332,7 @@ def test_bad_inputs_come_back_as_tool_errors_and_the_server_keeps_answering(inde
     assert "period 'lately'" in error(r["period"])
     assert "give a query" in error(r["empty"])
     assert "folder '../../outside'" in error(r["folder"])
+    assert "folder '/tmp': give a folder relative to the domain's root" in error(r["absolute"])
     assert not (indexed_home.parent / "outside").exists()
     assert "no-essence" in error(r["lint"]) and "pass essence" in error(r["lint"])
     assert "frontmatter key 'bad key'" in error(r["fm"])

@@ -38,6 +38,7 @@ serves, while the client runs its handshake; the first tool call waits for it
 """
 
 import datetime as dt
+import decimal
 import difflib
 import hashlib
 import json
@@ -354,8 +355,13 @@ _SPECIAL = {"true", "false", "null", "~", "yes", "no", "on", "off"}
 def _yaml_scalar(v) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
-    if isinstance(v, (int, float)):
+    if isinstance(v, int):
         return repr(v)
+    if isinstance(v, float):
+        if v != v or v in (float("inf"), float("-inf")):
+            raise ToolInputError(f"frontmatter: {v!r} is not a number a note can hold")
+        s = format(decimal.Decimal(repr(v)), "f")  # no exponent: the frontmatter reader takes plain decimals
+        return s if "." in s else s + ".0"
     s = str(v)
     plain = _PLAIN.fullmatch(s) and s.strip() == s and s.lower() not in _SPECIAL and " #" not in s
     if plain:
@@ -363,7 +369,24 @@ def _yaml_scalar(v) -> str:
             float(s)
         except ValueError:
             return s
-    return json.dumps(s, ensure_ascii=False)  # a JSON string is a YAML double-quoted scalar
+    return _double_quoted(s)
+
+
+#: The escapes geode's frontmatter reader decodes in a double-quoted scalar (``\\n``, ``\\t``,
+#: ``\\"``, ``\\\\``); any other control character cannot be written so that it reads back.
+_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t"}
+
+
+def _double_quoted(s: str) -> str:
+    out = []
+    for ch in s:
+        if ch in _ESCAPES:
+            out.append(_ESCAPES[ch])
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F or ch in "\x85\u2028\u2029":
+            raise ToolInputError(f"frontmatter: a value holds the control character {ch!r}; remove it")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
 
 
 def yaml_lines(data: dict, indent: int = 0, depth: int = 0) -> list[str]:
@@ -378,8 +401,8 @@ def yaml_lines(data: dict, indent: int = 0, depth: int = 0) -> list[str]:
         if val is None:
             continue
         if isinstance(val, dict):
-            out.append(f"{pad}{key}:")
-            out.extend(yaml_lines(val, indent + 1, depth + 1))
+            inner = yaml_lines(val, indent + 1, depth + 1)
+            out.extend([f"{pad}{key}:", *inner] if inner else [f"{pad}{key}: {{}}"])
         elif isinstance(val, (list, tuple)):
             if any(isinstance(x, (dict, list, tuple)) or x is None for x in val):
                 raise ToolInputError(f"frontmatter {key}: a list holds text, numbers or true/false only")
@@ -403,7 +426,10 @@ def _normal(v):
 def _safe_folder(folder: str) -> str:
     from geode.agents import safepath
 
-    f = (folder or "").strip().strip("/")
+    f = (folder or "").strip()
+    if f.startswith(("/", "~")):
+        raise ToolInputError(f"folder {folder!r}: give a folder relative to the domain's root, e.g. ops/ci")
+    f = f.strip("/")
     if not f:
         return ""
     try:
