@@ -41,12 +41,11 @@ import datetime as dt
 import decimal
 import difflib
 import hashlib
-import json
+import math
 import os
 import re
 import sys
 import threading
-import time
 import unicodedata
 from typing import Annotated, Any, Literal
 
@@ -358,7 +357,7 @@ def _yaml_scalar(v) -> str:
     if isinstance(v, int):
         return repr(v)
     if isinstance(v, float):
-        if v != v or v in (float("inf"), float("-inf")):
+        if not math.isfinite(v):
             raise ToolInputError(f"frontmatter: {v!r} is not a number a note can hold")
         s = format(decimal.Decimal(repr(v)), "f")  # no exponent: the frontmatter reader takes plain decimals
         return s if "." in s else s + ".0"
@@ -467,6 +466,16 @@ class Recall:
         self.lock = threading.Lock()
         self.warm_error: str | None = None
         self._warm_thread: threading.Thread | None = None
+        self._index = None
+
+    def index(self):
+        """One recall index for the server's life (call with the lock held): opening one per call
+        re-checks the schema every time, milliseconds a warm call should not pay."""
+        if self._index is None:
+            from geode.recall.recall_index import RecallIndex
+
+            self._index = RecallIndex(self.settings)
+        return self._index
 
     # -- warm-up ---------------------------------------------------------------------------
     def start_warm(self) -> None:
@@ -480,7 +489,7 @@ class Recall:
                 from geode.recall.search import search, semantic_for
 
                 semantic_for(self.settings)
-                search(self.settings, "warm up", limit=1, refresh=True, chain=False)
+                search(self.settings, "warm up", limit=1, refresh=True, chain=False, index=self.index())
             except Exception as exc:  # the tools still answer (and say what fails)
                 self.warm_error = f"{type(exc).__name__}: {exc}"
                 print(f"geode mcp: warm-up failed: {self.warm_error}", file=sys.stderr)
@@ -504,7 +513,7 @@ class Recall:
         try:
             with self.lock:
                 res = search(self.settings, q, limit=int(limit), mode=mode, refresh=True,
-                             background=self.background, **kw)
+                             background=self.background, index=self.index(), **kw)
         except FilterError as exc:
             raise ToolInputError(f"filter: {exc}") from None
         if q and res.get("results"):
@@ -528,7 +537,8 @@ class Recall:
 
         try:
             with self.lock:
-                return build_context(self.settings, address, depth=int(depth), max_related=int(max_related))
+                return build_context(self.settings, address, depth=int(depth), max_related=int(max_related),
+                                     index=self.index())
         except NotFound as exc:
             raise ToolInputError(self._not_found(address, str(exc))) from None
         except ValueError as exc:
@@ -539,7 +549,7 @@ class Recall:
 
         try:
             with self.lock:
-                res = read_note(self.settings, address)
+                res = read_note(self.settings, address, index=self.index())
         except NotFound as exc:
             raise ToolInputError(self._not_found(address, str(exc))) from None
         except OSError as exc:
@@ -565,7 +575,8 @@ class Recall:
                 raise ToolInputError(f"unknown domain {unknown[0]!r}; configured: {', '.join(self.settings.domains)}")
         try:
             with self.lock:
-                return recent_activity(self.settings, period or "week", domain=doms, limit=int(limit))
+                return recent_activity(self.settings, period or "week", domain=doms, limit=int(limit),
+                                       index=self.index())
         except ValueError as exc:
             raise ToolInputError(str(exc)) from None
 
@@ -586,7 +597,7 @@ class Recall:
         search of its words. Candidates are chosen in SQL, so the cost does not grow with the store."""
         from sqlalchemy import func, or_, select
 
-        from geode.recall.recall_index import RecallIndex, address as addr_of, notes_t, parse_address
+        from geode.recall.recall_index import address as addr_of, notes_t, parse_address
 
         settings = self.settings
         domain, perm = parse_address(address, settings)
@@ -611,7 +622,7 @@ class Recall:
                 .limit(2000))
         rows = []
         with self.lock:
-            idx = RecallIndex(settings)
+            idx = self.index()
             with idx.reader.connect() as conn:
                 for q in queries:
                     rows.extend(conn.execute(q).all())
@@ -631,7 +642,7 @@ class Recall:
 
                 with self.lock:
                     res = search(settings, " ".join(words), limit=n, mode="text", domain=doms, refresh=False,
-                                 chain=False)
+                                 chain=False, index=self.index())
                 for h in res["results"]:
                     if (h["address"], h["title"]) not in out:
                         out.append((h["address"], h["title"]))
@@ -702,11 +713,9 @@ class Recall:
             except safepath.UnsafePath as exc:
                 raise ToolInputError(f"folder {folder!r}: {exc.reason}") from None
             if created:
-                with self.lock:  # findable by text at once: the next search refreshes this folder
-                    from geode.recall.recall_index import RecallIndex
-
+                with self.lock:  # findable by text at once (the next search refreshes this folder too)
                     try:
-                        RecallIndex(settings).quick_refresh()
+                        self.index().quick_refresh()
                     except Exception:
                         pass
                 note2 = parse_note(text, rel)
@@ -734,13 +743,13 @@ class Recall:
         from sqlalchemy import func, select
 
         from geode.agents import proposals
-        from geode.recall.recall_index import RecallIndex, notes_t
+        from geode.recall.recall_index import notes_t
 
         if proposals.current(self.settings, domain, rel) is not None:
             return rel
         c = notes_t.c
         with self.lock:
-            idx = RecallIndex(self.settings)
+            idx = self.index()
             idx.quick_refresh()
             with idx.reader.connect() as conn:
                 rows = conn.execute(select(c.path).where(c.domain == domain, func.lower(c.title) == title.lower())
@@ -762,7 +771,7 @@ class Recall:
         engine = proposals.open_queue(settings)
         run_id = f"mcp:{self.session}"[:255]
         key = f"write_note:{domain}:{path}:{hashlib.sha256(data).hexdigest()[:16]}"[:255]
-        P = proposals.P  # noqa: N806
+        P = proposals.P
         with engine.connect() as conn:  # the same change asked for again in this session: the same proposal
             known = conn.execute(select(P.c.id).where(P.c.run_id == run_id, P.c.key == key)).scalar()
         if known is not None:
@@ -928,7 +937,7 @@ def build_server(settings, recall: Recall | None = None, warm: bool = False):
     def search(
         query: Annotated[str, Field(description="the question in plain words, any language")] = "",
         domain: Annotated[str | list[str] | None, Field(description=f"only these domains ({domains})")] = None,
-        type: Annotated[str | list[str] | None, Field(description="only notes of these types (any of them)")] = None,  # noqa: A002
+        type: Annotated[str | list[str] | None, Field(description="only notes of these types (any of them)")] = None,
         tag: Annotated[str | list[str] | None, Field(description="notes carrying every one of these tags")] = None,
         status: Annotated[str | list[str] | None, Field(description='only these statuses, e.g. "stable"')] = None,
         where: Annotated[str | list[str] | dict[str, Any] | None,
