@@ -29,8 +29,12 @@ def cmd_mcp(args) -> int:
                          ensure_ascii=False))
         return 0
     recall = ms.Recall(settings, background=not args.no_background)
-    server = ms.build_server(settings, recall, warm=not args.no_warm)
+    # stdio: the warm-up starts once the transport holds stdin/stdout (the server's lifespan);
+    # HTTP has no stdout to protect and serves many sessions, so it warms up once, now.
+    server = ms.build_server(settings, recall, warm=not args.no_warm and args.http is None)
     if args.http is not None:
+        if not args.no_warm:
+            recall.start_warm()
         def ready():
             print(f"geode mcp: http://{'[::1]' if args.host == '::1' else '127.0.0.1'}:{args.http}/mcp "
                   f"(token: ${ms.TOKEN_ENV} or {ms.token_path(settings)})", file=sys.stderr, flush=True)
