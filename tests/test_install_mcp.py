@@ -2,7 +2,7 @@
 everything the user has, refusing what it cannot edit safely, and ``uninstall`` removes only the
 entry it added. Every test works in a tmp project and a tmp home (``home_dir``), never ``~``.
 
-The probe is real: one test runs the server's ``--check`` through ``geode/cli/mcpmain.py`` in an
+The probe is real: one test runs the server's ``--check`` through ``geode/mcp/main.py`` in an
 agent-like environment (no virtual environment on PATH, no PYTHONPATH).
 """
 
@@ -63,10 +63,10 @@ def entry_of(kw: dict) -> dict:
 
 
 # -- the entry ---------------------------------------------------------------------------------
-def test_entry_is_the_absolute_interpreter_and_mcpmain_with_env_only_when_needed(tmp_path: Path) -> None:
+def test_entry_is_the_absolute_interpreter_and_the_entry_script_with_env_only_when_needed(tmp_path: Path) -> None:
     e = inst.mcp_entry()
     assert e["command"] == os.path.abspath(sys.executable)
-    assert e["args"] == [str(ROOT / "geode" / "cli" / "mcpmain.py")] and Path(e["args"][0]).is_file()
+    assert e["args"] == [str(ROOT / "geode" / "mcp" / "main.py")] and Path(e["args"][0]).is_file()
     assert "env" not in e and inst.is_owned_mcp_entry(e)
     e2 = inst.mcp_entry(home=tmp_path / "h", store=tmp_path / "s")
     assert e2["env"] == {"GEODE_HOME": str((tmp_path / "h").resolve()), "GEODE_STORE": str((tmp_path / "s").resolve())}
@@ -183,7 +183,7 @@ def test_codex_config_toml_gets_one_table_appended_and_uninstall_gives_the_bytes
 def test_codex_stale_entry_in_the_middle_is_replaced_and_what_follows_it_kept(home_dir: Path, kw: dict) -> None:
     path = home_dir / ".codex" / "config.toml"
     path.parent.mkdir()
-    old = ("[mcp_servers.geode]\ncommand = \"/old/python\"\nargs = [\"/old/geode/cli/mcpmain.py\"]\n\n"
+    old = ("[mcp_servers.geode]\ncommand = \"/old/python\"\nargs = [\"/old/geode/mcp/main.py\"]\n\n"
            "[mcp_servers.geode.env]\nGEODE_HOME = \"/old\"\n\n[tui]\nanimations = false\n")
     path.write_text(old)
     r = inst.install_mcp("codex", **kw)
@@ -235,7 +235,7 @@ def test_hooks_install_registers_the_server_for_both_agents_and_print_writes_not
     common = ("--agent", "all", "--project", str(project), "--home-dir", str(home_dir))
     plan = json.loads(geode("hooks", "install", *common, "--print", "--json", home=home).stdout)
     assert [p["mcp"]["path"] for p in plan] == [str(project / ".mcp.json"), str(home_dir / ".codex" / "config.toml")]
-    assert plan[0]["mcp"]["entry"]["args"] == [str(ROOT / "geode" / "cli" / "mcpmain.py")]
+    assert plan[0]["mcp"]["entry"]["args"] == [str(ROOT / "geode" / "mcp" / "main.py")]
     assert plan[0]["mcp"]["entry"]["env"] == {"GEODE_HOME": str(home.resolve())}
     assert "[mcp_servers.geode]" in plan[1]["mcp"]["text"]
     assert not (project / ".mcp.json").exists() and not (home_dir / ".codex").exists()

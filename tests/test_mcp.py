@@ -1,5 +1,5 @@
 """``geode mcp`` as an agent meets it: the server started as a subprocess (through
-``geode/cli/mcpmain.py``, the command ``geode hooks install`` registers) and spoken to with the
+``geode/mcp/main.py``, the command ``geode hooks install`` registers) and spoken to with the
 official SDK's own client over stdio; one test over streamable HTTP on loopback.
 
 The store is real: notes in a temp GEODE_HOME with two configured domains, indexed with the real
@@ -29,7 +29,7 @@ from geode.recall.recall_index import RecallIndex, dispose_engines
 from geode.recall.vectors import embed_pending
 
 ROOT = Path(__file__).resolve().parent.parent
-MCPMAIN = ROOT / "geode" / "cli" / "mcpmain.py"
+MCPMAIN = ROOT / "geode" / "mcp" / "main.py"
 SESSION = "mcp-test-session"
 TOOLS = {"search", "build_context", "read_note", "recent_activity", "write_note"}
 ABOUT = "How the payment service runs: retries, card providers, refunds."
@@ -93,7 +93,7 @@ def indexed_home(tmp_path_factory, model):
 
 
 def session(home: Path, fn, mode: str = "auto", args: tuple[str, ...] = ()):
-    """Start ``geode mcp`` through mcpmain.py (no PYTHONPATH: the script finds its package) and
+    """Start ``geode mcp`` through geode/mcp/main.py (no PYTHONPATH: the script finds its package) and
     run ``fn(client)`` on an SDK client connected over stdio."""
     from mcp import Client, StdioServerParameters
 
@@ -325,7 +325,7 @@ def test_bad_inputs_come_back_as_tool_errors_and_the_server_keeps_answering(inde
     assert "unknown domain 'nowhere'" in error(r["domain_addr"])
     assert "where 'no operator here'" in error(r["where"]) and "key=value" in error(r["where"])
     assert "unknown operator $near" in error(r["where_json"])
-    assert "as_of 'last tuesday': expected a date YYYY-MM-DD" in error(r["date"])
+    assert "as_of 'last tuesday': not a date (YYYY-MM-DD)" in error(r["date"])
     assert "unknown domain 'nope'; configured: payments, office" in error(r["domain"])
     assert "less than or equal to 50" in error(r["limit"])
     assert "less than or equal to 3" in error(r["depth"])

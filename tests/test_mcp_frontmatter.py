@@ -1,4 +1,4 @@
-"""``write_note`` writes frontmatter with its own small emitter (``geode.cli.mcp_server.yaml_lines``):
+"""``write_note`` writes frontmatter with its own small emitter (``geode.mcp.server.yaml_lines``):
 a differential test against geode's own reader (``geode.delivery.note.parse_note``), which every
 room uses. Whatever the emitter writes must read back as the values it was given, or the emitter
 must refuse the value with a message (a control character no escape of the reader can carry)."""
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from geode.cli.mcp_server import ToolInputError, _normal, slugify, yaml_lines
+from geode.mcp.server import ToolInputError, _normal, slugify, yaml_lines
 from geode.delivery.note import parse_note
 
 keys = st.from_regex(r"[A-Za-z_][A-Za-z0-9_-]{0,12}", fullmatch=True)

@@ -480,7 +480,7 @@ def build_parser() -> argparse.ArgumentParser:
 #: its heavy dependencies only inside the command functions.
 EXTENSIONS = ("geode.cli.recall_cmds", "geode.cli.upkeep_cmds",
               "geode.cli.proposals_cmds",
-              "geode.web.command", "geode.cli.mcp_cmds",)
+              "geode.web.command", "geode.mcp.command",)
 
 
 def _register_extension(name: str, sub, common) -> None:

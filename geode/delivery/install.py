@@ -551,7 +551,7 @@ def uninstall(
 #   ``.codex/config.toml`` of a trusted project. Codex passes only a short allow-list of the
 #   environment to a server, so what the server needs (GEODE_HOME) goes into ``env``.
 #
-# What is ours: the entry named ``geode`` whose first argument is a ``geode/cli/mcpmain.py``.
+# What is ours: the entry named ``geode`` whose first argument is a ``geode/mcp/main.py``.
 # A ``geode`` entry the user wrote is never replaced or removed.
 
 MCP_NAME = "geode"
@@ -564,28 +564,28 @@ CLAUDE_MCP_NOTICE = (
 )
 
 
-def default_mcpmain() -> Path:
-    """The server's entry script, in the installed package (``geode/cli/mcpmain.py``)."""
-    return Path(os.path.abspath(Path(__file__).parent.parent / "cli" / "mcpmain.py"))
+def default_mcp_script() -> Path:
+    """The server's entry script, in the installed package (``geode/mcp/main.py``)."""
+    return Path(os.path.abspath(Path(__file__).parent.parent / "mcp" / "main.py"))
 
 
 def mcp_entry(
     python: str | None = None,
     *,
-    mcpmain: str | os.PathLike[str] | None = None,
+    script: str | os.PathLike[str] | None = None,
     home: str | os.PathLike[str] | None = None,
     store: str | os.PathLike[str] | None = None,
 ) -> dict[str, Any]:
     """How an agent starts geode's MCP server: ``{"command", "args"[, "env"]}``.
 
-    The absolute interpreter running the installer and the absolute ``mcpmain.py`` (never
+    The absolute interpreter running the installer and the absolute ``geode/mcp/main.py`` (never
     ``geode`` found on a PATH the agent may not have); ``GEODE_HOME``/``GEODE_STORE`` in ``env``
     only for a non-default home or a one-off store, as in :func:`hook_command`.
     """
     interp = python if python is not None else sys.executable
     if not interp or not os.path.isabs(interp):
         raise InstallError(f"the server's interpreter must be an absolute path, got {interp!r}")
-    entry_script = Path(os.path.abspath(mcpmain if mcpmain is not None else default_mcpmain()))
+    entry_script = Path(os.path.abspath(script if script is not None else default_mcp_script()))
     env: dict[str, str] = {}
     if home is not None:
         home_path = Path(home).expanduser().resolve()
@@ -606,13 +606,13 @@ def _agent_entry(agent: str, entry: dict[str, Any]) -> dict[str, Any]:
 
 
 def is_owned_mcp_entry(entry: object) -> bool:
-    """True for a server entry geode wrote (its first argument is a ``geode/cli/mcpmain.py``)."""
+    """True for a server entry geode wrote (its first argument is a ``geode/mcp/main.py``)."""
     if not isinstance(entry, dict):
         return False
     args = entry.get("args")
     if not isinstance(args, list) or not args or not isinstance(args[0], str):
         return False
-    return args[0].replace("\\", "/").endswith("/geode/cli/mcpmain.py")
+    return args[0].replace("\\", "/").endswith("/geode/mcp/main.py")
 
 
 def mcp_config_path(
@@ -827,14 +827,14 @@ def plan_mcp(
     home_dir: str | os.PathLike[str] | None = None,
     local: bool = False,
     python: str | None = None,
-    mcpmain: str | os.PathLike[str] | None = None,
+    script: str | os.PathLike[str] | None = None,
     geode_home: str | os.PathLike[str] | None = None,
     store: str | os.PathLike[str] | None = None,
     **_ignored: Any,
 ) -> dict[str, Any]:
     """What :func:`install_mcp` would write, for ``--print [--json]``; reads and writes nothing."""
     path, keys = mcp_config_path(agent, scope, project=project, home_dir=home_dir, local=local)
-    want = _agent_entry(agent, mcp_entry(python, mcpmain=mcpmain, home=geode_home, store=store))
+    want = _agent_entry(agent, mcp_entry(python, script=script, home=geode_home, store=store))
     if agent == "claude":
         text = json.dumps({"mcpServers": {MCP_NAME: want}}, indent=2, ensure_ascii=False)
     else:
@@ -851,7 +851,7 @@ def install_mcp(
     home_dir: str | os.PathLike[str] | None = None,
     local: bool = False,
     python: str | None = None,
-    mcpmain: str | os.PathLike[str] | None = None,
+    script: str | os.PathLike[str] | None = None,
     geode_home: str | os.PathLike[str] | None = None,
     store: str | os.PathLike[str] | None = None,
     verify: bool = True,
@@ -865,7 +865,7 @@ def install_mcp(
     ``"notice"`` for Claude Code's project scope).
     """
     path, keys = mcp_config_path(agent, scope, project=project, home_dir=home_dir, local=local)
-    entry = mcp_entry(python, mcpmain=mcpmain, home=geode_home, store=store)
+    entry = mcp_entry(python, script=script, home=geode_home, store=store)
     want = _agent_entry(agent, entry)
     if agent == "claude":
         loaded = _load(path)

@@ -83,5 +83,5 @@ def record_read(settings, domain: str, path: str, address: str = "", session: st
     """Append one ``read`` row; never raises (the note is returned whatever the ledger does)."""
     try:
         ledger.append(settings, [read_event(domain, path, address, session, via)])
-    except Exception:
+    except (OSError, ValueError):  # what ``ledger.append`` raises when the database and the spool both fail
         pass

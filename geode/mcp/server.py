@@ -37,14 +37,13 @@ serves, while the client runs its handshake; the first tool call waits for it
 (``bench/mcp_speed.py`` measures start-up and call latency).
 """
 
-import datetime as dt
 import decimal
 import difflib
 import hashlib
+import logging
 import math
 import os
 import re
-import sys
 import threading
 import unicodedata
 from typing import Annotated, Any, Literal
@@ -52,6 +51,10 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field
 
 from geode.delivery.config import ConfigError, read_config_file
+from geode.delivery.errors import GeodeError, UsageError
+from geode.web.security import Guard as PageGuard
+
+log = logging.getLogger("geode.mcp")
 
 SERVER_NAME = "geode"
 #: ``read_note`` returns at most this many characters of a note's file (a note is short; a
@@ -84,8 +87,9 @@ When to use which tool:
 """
 
 
-class ToolInputError(ValueError):
-    """Bad input to a tool; the message tells the agent what to change."""
+class ToolInputError(UsageError, ValueError):
+    """Bad input to a tool; the message tells the agent what to change (a tool error, never a
+    crashed server; ``geode mcp --host`` raises it too, a usage error with status 2)."""
 
 
 # -- domains -----------------------------------------------------------------------------------
@@ -301,12 +305,14 @@ def _strs(value, name: str) -> list[str] | None:
 
 
 def _check_date(name: str, value: str | None) -> str | None:
-    if value is None or value == "":
-        return None
+    """A date argument as ``YYYY-MM-DD`` (geode's one reading of dates, ``geode.delivery.dates``)."""
+    from geode.delivery.dates import DateError, optional_date
+
     try:
-        return dt.date.fromisoformat(str(value).strip()[:10]).isoformat()
-    except ValueError:
-        raise ToolInputError(f"{name} {value!r}: expected a date YYYY-MM-DD") from None
+        day = optional_date(value, name)
+    except DateError as exc:
+        raise ToolInputError(str(exc)) from None
+    return day.isoformat() if day is not None else None
 
 
 def parse_where_input(where) -> dict | None:
@@ -485,14 +491,16 @@ class Recall:
 
     def _warm(self) -> None:
         with self.lock:
+            from sqlalchemy.exc import SQLAlchemyError
+
             try:
                 from geode.recall.search import search, semantic_for
 
                 semantic_for(self.settings)
                 search(self.settings, "warm up", limit=1, refresh=True, chain=False, index=self.index())
-            except Exception as exc:  # the tools still answer (and say what fails)
+            except (GeodeError, SQLAlchemyError, OSError) as exc:  # the tools still answer, and say what fails
                 self.warm_error = f"{type(exc).__name__}: {exc}"
-                print(f"geode mcp: warm-up failed: {self.warm_error}", file=sys.stderr)
+                log.warning("warm-up failed: %s", self.warm_error)
 
     # -- search ------------------------------------------------------------------------------
     def search(self, query: str = "", domain=None, type=None, tag=None, status=None, where=None,
@@ -596,6 +604,7 @@ class Recall:
         folder and the notes whose permalink or title holds one of its words, then by a text
         search of its words. Candidates are chosen in SQL, so the cost does not grow with the store."""
         from sqlalchemy import func, or_, select
+        from sqlalchemy.exc import SQLAlchemyError
 
         from geode.recall.recall_index import address as addr_of, notes_t, parse_address
 
@@ -646,7 +655,7 @@ class Recall:
                 for h in res["results"]:
                     if (h["address"], h["title"]) not in out:
                         out.append((h["address"], h["title"]))
-            except Exception:
+            except (GeodeError, SQLAlchemyError, OSError):
                 pass  # the suggestions are a help, never a second error
         return out[:n]
 
@@ -713,11 +722,13 @@ class Recall:
             except safepath.UnsafePath as exc:
                 raise ToolInputError(f"folder {folder!r}: {exc.reason}") from None
             if created:
+                from sqlalchemy.exc import SQLAlchemyError
+
                 with self.lock:  # findable by text at once (the next search refreshes this folder too)
                     try:
                         self.index().quick_refresh()
-                    except Exception:
-                        pass
+                    except (GeodeError, SQLAlchemyError, OSError) as exc:
+                        log.warning("the index was not refreshed after writing %s: %s", rel, exc)
                 note2 = parse_note(text, rel)
                 return {"outcome": "written", "address": addr_of(domain, note2.permalink), "domain": domain,
                         "path": rel, "proposal_id": None, "lint": lint,
@@ -922,12 +933,12 @@ def build_server(settings, recall: Recall | None = None, warm: bool = False):
     def guarded(fn, *a, **kw):
         try:
             return fn(*a, **kw)
-        except ToolInputError as exc:
-            raise ToolError(str(exc)) from None
         except ConfigError as exc:
             raise ToolError(f"configuration: {exc}") from None
-        except Exception as exc:  # never a crashed server; the agent learns what failed
-            print(f"geode mcp: {fn.__name__} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        except GeodeError as exc:  # said for a person (bad input, not found, a part unavailable): said as is
+            raise ToolError(str(exc)) from None
+        except Exception as exc:  # tool boundary: a bug becomes a tool error, logged; the server keeps answering
+            log.exception("%s failed", fn.__name__)
             raise ToolError(f"{fn.__name__} failed: {type(exc).__name__}: {exc}. The server keeps running; "
                             "`geode status` shows whether the index needs `geode reindex`.") from None
 
@@ -994,11 +1005,11 @@ def build_server(settings, recall: Recall | None = None, warm: bool = False):
 
 
 def _version() -> str:
-    try:
-        from importlib.metadata import version
+    from importlib.metadata import PackageNotFoundError, version
 
+    try:
         return version("geode")
-    except Exception:
+    except PackageNotFoundError:  # a checkout on sys.path, not installed
         return "0"
 
 
@@ -1035,63 +1046,59 @@ def load_token(settings) -> str:
 
 
 def allowed_hosts(port: int) -> list[str]:
-    """The Host header values a loopback server answers (DNS rebinding: anything else is refused)."""
+    """The Host header values the SDK's own DNS-rebinding check accepts (a second line behind
+    :class:`Guard`, which applies the page's rule)."""
     return [f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"]
 
 
-class Guard:
-    """ASGI guard in front of the MCP app: Host allow-list, no cross-site requests, a bearer token.
+class Guard(PageGuard):
+    """The page's guard (``geode.web.security.Guard``), for an MCP client instead of a browser.
 
-    The rules of any local server of this project (RELIABILITY.md): bind loopback, check the Host
-    header against an allow-list (DNS rebinding), reject cross-site requests (``Origin``,
-    ``Sec-Fetch-Site``), require a token, compared in constant time.
+    The same rules as every local server of this project, by the same code: the ``Host`` must
+    be the bound address or ``localhost`` (with the bound port, or none), else 403 before
+    anything else (DNS rebinding); every request carries the token, compared in constant time,
+    else 401. What differs, because the client is an agent and not a browser: the token comes
+    only as ``Authorization: Bearer`` (no cookie, no ``?token=``, so no CSRF token either); the
+    methods are the streamable-HTTP transport's (POST a message, GET the event stream, DELETE
+    the session); any request that says it comes from another origin (``Origin``,
+    ``Sec-Fetch-Site: cross-site``) is refused, whatever its method. The token outlives a
+    restart (``GEODE_HOME/mcp-token`` or ``$GEODE_MCP_TOKEN``), unlike the page's: an agent's
+    configuration holds it.
     """
 
-    def __init__(self, app, token: str, port: int):
-        self.app = app
-        self.token = token.encode("utf-8")
-        self.hosts = set(allowed_hosts(port))
-        self.origins = {f"http://{h}" for h in self.hosts}
+    METHODS = ("GET", "POST", "DELETE")
 
     async def __call__(self, scope, receive, send):
-        import hmac
-
         if scope["type"] == "lifespan":
             return await self.app(scope, receive, send)
         if scope["type"] != "http":
             return await self._deny(send, 403, "only HTTP")
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
-        if headers.get("host", "") not in self.hosts:
-            return await self._deny(send, 403, "Host not allowed")
+        if not self.host_ok(headers.get("host")):
+            return await self._deny(send, 403, "this server answers only to its own address (Host refused)")
         origin = headers.get("origin")
-        if origin is not None and origin not in self.origins:
+        if origin is not None and not self.origin_ok(origin):
             return await self._deny(send, 403, "cross-origin request refused")
         if headers.get("sec-fetch-site", "none") not in ("none", "same-origin"):
             return await self._deny(send, 403, "cross-site request refused")
         auth = headers.get("authorization", "")
-        given = auth[7:].strip().encode("utf-8") if auth[:7].lower() == "bearer " else b""
-        if not hmac.compare_digest(given, self.token):
-            return await self._deny(send, 401, "missing or wrong token", {"www-authenticate": "Bearer"})
+        if not self._token_ok(auth[7:].strip() if auth[:7].lower() == "bearer " else None):
+            return await self._deny(send, 401, "a token is needed: send Authorization: Bearer TOKEN "
+                                               f"(${TOKEN_ENV}, or the file GEODE_HOME/mcp-token)")
+        if scope["method"].upper() not in self.METHODS:
+            return await self._deny(send, 405, f"{scope['method']} is not used by the MCP transport")
         return await self.app(scope, receive, send)
 
-    @staticmethod
-    async def _deny(send, status: int, message: str, extra: dict | None = None):
-        body = message.encode("utf-8")
-        hdrs = [(b"content-type", b"text/plain; charset=utf-8"), (b"content-length", str(len(body)).encode())]
-        hdrs += [(k.encode(), v.encode()) for k, v in (extra or {}).items()]
-        await send({"type": "http.response.start", "status": status, "headers": hdrs})
-        await send({"type": "http.response.body", "body": body})
 
-
-def http_app(settings, server, port: int, token: str):
+def http_app(settings, server, port: int, token: str, host: str = "127.0.0.1"):
     """The streamable-HTTP app at ``/mcp`` behind :class:`Guard` (and the SDK's own Host check)."""
     from mcp.server.transport_security import TransportSecuritySettings
 
     hosts = allowed_hosts(port)
     sec = TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts,
                                     allowed_origins=[f"http://{h}" for h in hosts])
-    app = server.streamable_http_app(streamable_http_path="/mcp", transport_security=sec, host="127.0.0.1")
-    return Guard(app, token, port)
+    app = server.streamable_http_app(streamable_http_path="/mcp", transport_security=sec, host=host)
+    return Guard(app, token, host, port)
 
 
 def run_http(settings, server, port: int, host: str = "127.0.0.1", ready=None) -> None:
@@ -1100,9 +1107,9 @@ def run_http(settings, server, port: int, host: str = "127.0.0.1", ready=None) -
     if host not in LOOPBACK:
         raise ToolInputError(f"--host {host}: geode mcp listens on loopback only ({', '.join(LOOPBACK)})")
     token = load_token(settings)
-    app = http_app(settings, server, port, token)
-    config = uvicorn.Config(app, host="::1" if host == "::1" else "127.0.0.1", port=port, log_level="warning",
-                            lifespan="on")
+    bind = "::1" if host == "::1" else "127.0.0.1"
+    app = http_app(settings, server, port, token, bind)
+    config = uvicorn.Config(app, host=bind, port=port, log_level="warning", lifespan="on")
     if ready is not None:
         ready()
     uvicorn.Server(config).run()

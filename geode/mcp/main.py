@@ -1,4 +1,4 @@
-"""The MCP server's entry point for agents: ``<abs python> <abs path>/geode/cli/mcpmain.py``.
+"""The MCP server's entry point for agents: ``<abs python> <abs path>/geode/mcp/main.py``.
 
 Why a script path and not ``geode mcp`` or ``python -m geode``: an agent starts the server with
 its own environment, which may have neither the virtual environment on ``PATH`` nor

@@ -1,7 +1,7 @@
 """``geode mcp``: the recall tools over the Model Context Protocol (stdio, or HTTP on loopback).
 
 Loaded by ``geode/cli/main.py`` (EXTENSIONS); the SDK and the recall stack are imported inside
-the command only, so other commands stay quick. The server itself: ``geode/cli/mcp_server.py``.
+the command only, so other commands stay quick. The server itself: ``geode/mcp/server.py``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ def cmd_mcp(args) -> int:
 
     settings = settings_of(args)
     try:
-        from geode.cli import mcp_server as ms
+        from geode.mcp import server as ms
     except ImportError as exc:  # the SDK missing from this interpreter: say which one
         raise CLIError(f"the MCP SDK cannot be imported by {sys.executable} ({exc}); "
                        f"install it with `{sys.executable} -m pip install mcp`") from exc
