@@ -313,6 +313,7 @@ def test_bad_inputs_come_back_as_tool_errors_and_the_server_keeps_answering(inde
             "lint": ("write_note", {"title": "Bound without essence", "body": "x",
                                     "crystal": {"on": "bash", "match": "npm test"}}),
             "fm": ("write_note", {"title": "Bad key", "body": "x", "frontmatter": {"bad key": 1}}),
+            "body_fm": ("write_note", {"title": "Twice", "body": "---\ntitle: Twice\n---\ntext"}),
             "unknown_tool": ("forget_everything", {}),
         }
         out = {k: await c.call_tool(name, args) for k, (name, args) in calls.items()}
@@ -336,6 +337,7 @@ def test_bad_inputs_come_back_as_tool_errors_and_the_server_keeps_answering(inde
     assert not (indexed_home.parent / "outside").exists()
     assert "no-essence" in error(r["lint"]) and "pass essence" in error(r["lint"])
     assert "frontmatter key 'bad key'" in error(r["fm"])
+    assert "a frontmatter of its own" in error(r["body_fm"])
     assert "Unknown tool" in error(r["unknown_tool"])
     assert ok(r["after"])["results"][0]["address"] == "geode://office/coffee"
     assert not (indexed_home.parent / "notes" / "payments" / "bound-without-essence.md").exists()

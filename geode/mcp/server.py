@@ -37,11 +37,9 @@ serves, while the client runs its handshake; the first tool call waits for it
 (``bench/mcp_speed.py`` measures start-up and call latency).
 """
 
-import decimal
 import difflib
 import hashlib
 import logging
-import math
 import os
 import re
 import threading
@@ -352,71 +350,41 @@ def slugify(title: str) -> str:
     return s[:80].strip("-") or "note"
 
 
-_PLAIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9 _./@+()-]*")
-_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
-_SPECIAL = {"true", "false", "null", "~", "yes", "no", "on", "off"}
+_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 
 
-def _yaml_scalar(v) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int):
-        return repr(v)
-    if isinstance(v, float):
-        if not math.isfinite(v):
-            raise ToolInputError(f"frontmatter: {v!r} is not a number a note can hold")
-        s = format(decimal.Decimal(repr(v)), "f")  # no exponent: the frontmatter reader takes plain decimals
-        return s if "." in s else s + ".0"
-    s = str(v)
-    plain = _PLAIN.fullmatch(s) and s.strip() == s and s.lower() not in _SPECIAL and " #" not in s
-    if plain:
-        try:
-            float(s)
-        except ValueError:
-            return s
-    return _double_quoted(s)
-
-
-#: The escapes geode's frontmatter reader decodes in a double-quoted scalar (``\\n``, ``\\t``,
-#: ``\\"``, ``\\\\``); any other control character cannot be written so that it reads back.
-_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t"}
-
-
-def _double_quoted(s: str) -> str:
-    out = []
-    for ch in s:
-        if ch in _ESCAPES:
-            out.append(_ESCAPES[ch])
-        elif ord(ch) < 0x20 or ord(ch) == 0x7F or ch in "\x85\u2028\u2029":
-            raise ToolInputError(f"frontmatter: a value holds the control character {ch!r}; remove it")
-        else:
-            out.append(ch)
-    return '"' + "".join(out) + '"'
-
-
-def yaml_lines(data: dict, indent: int = 0, depth: int = 0) -> list[str]:
-    """Frontmatter lines for ``data`` (scalars, flow lists of scalars, nested mappings)."""
-    if depth > 3:
-        raise ToolInputError("frontmatter: nested deeper than three levels")
-    pad = "  " * indent
-    out = []
+def check_keys(data: dict, where: str = "frontmatter", depth: int = 0) -> None:
+    """Keys an agent may give: plain names (a dot would name a nested key to the editor), at
+    most three levels deep; values of the kinds a note holds."""
+    if depth > 2:
+        raise ToolInputError(f"{where}: nested deeper than three levels")
     for key, val in data.items():
         if not isinstance(key, str) or not _KEY.fullmatch(key):
-            raise ToolInputError(f"frontmatter key {key!r}: letters, digits, '_', '-', '.' only, starting with a letter")
-        if val is None:
-            continue
+            raise ToolInputError(f"{where} key {key!r}: letters, digits, '_' and '-' only, starting with a letter")
         if isinstance(val, dict):
-            inner = yaml_lines(val, indent + 1, depth + 1)
-            out.extend([f"{pad}{key}:", *inner] if inner else [f"{pad}{key}: {{}}"])
-        elif isinstance(val, (list, tuple)):
-            if any(isinstance(x, (dict, list, tuple)) or x is None for x in val):
-                raise ToolInputError(f"frontmatter {key}: a list holds text, numbers or true/false only")
-            out.append(f"{pad}{key}: [{', '.join(_yaml_scalar(x) for x in val)}]")
-        elif isinstance(val, (str, int, float, bool)):
-            out.append(f"{pad}{key}: {_yaml_scalar(val)}")
-        else:
-            raise ToolInputError(f"frontmatter {key}: unsupported value {val!r}")
-    return out
+            check_keys(val, f"{where}.{key}", depth + 1)
+        elif isinstance(val, list):
+            if any(isinstance(x, (dict, list)) or x is None for x in val):
+                raise ToolInputError(f"{where}.{key}: a list holds text, numbers or true/false only")
+        elif val is not None and not isinstance(val, (str, int, float, bool)):
+            raise ToolInputError(f"{where}.{key}: unsupported value {val!r}")
+
+
+def frontmatter_text(meta: dict) -> str:
+    """``---`` + the keys of ``meta`` in order + ``---``, written by geode's one frontmatter
+    editor (``geode.delivery.frontmatter_edit.set_key``), which proves each key reads back as
+    given through the reader every room uses; a value it cannot write is a tool error."""
+    from geode.delivery.frontmatter_edit import FrontmatterEditError, set_key
+
+    check_keys(meta)
+    data = b""
+    try:
+        for key, val in meta.items():
+            if val is not None:
+                data = set_key(data, key, val, path="the new note")
+    except FrontmatterEditError as exc:
+        raise ToolInputError(str(exc)) from None
+    return data.decode("utf-8") if data else "---\n---\n"
 
 
 def _normal(v):
@@ -687,7 +655,10 @@ class Recall:
         meta: dict = {"title": title, **fm}
         if crystal:
             meta["crystal"] = {k: v for k, v in dict(crystal).items() if v not in (None, "", [])}
-        text = "---\n" + "\n".join(yaml_lines(meta)) + "\n---\n"
+        if (body or "").lstrip("\ufeff").startswith("---"):
+            raise ToolInputError("body: it starts with '---', a frontmatter of its own; pass those keys as "
+                                 "frontmatter and the text after the closing '---' as body")
+        text = frontmatter_text(meta)
         if essence is not None and essence.strip():
             if ESSENCE_OPEN in (body or ""):
                 raise ToolInputError("essence: the body already holds essence markers; give one or the other")
