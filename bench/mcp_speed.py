@@ -22,8 +22,8 @@ geode/mcp/main.py``, no PYTHONPATH) and driven by the SDK's own client over stdi
 2. **Warm calls** in one session (the first query discarded): ``search`` over ``--calls`` queries
    (hybrid, limit 10), ``read_note`` on each first hit; median and p95 as the client sees them
    (JSON-RPC over the pipes, validation, the ledger row each call writes). Target: under 100 ms.
-3. The same searches in process (``geode.recall.search.search``, warm) for the ratio: what the
-   protocol and the tool layer add.
+3. The same searches in process (``geode.recall.search.search``, warm, one index as the server
+   keeps) for the ratio: what the protocol, the tool layer and the ledger row add.
 """
 
 from __future__ import annotations
@@ -130,15 +130,16 @@ async def warm_calls(root: str, home: str, mode: str, queries: list[str]) -> dic
 
 def in_process(root: str, home: str, queries: list[str]) -> dict:
     from geode.delivery.config import load_settings
-    from geode.recall.recall_index import dispose_engines
+    from geode.recall.recall_index import RecallIndex, dispose_engines
     from geode.recall.search import search
 
     settings = load_settings(store=root, home=home)
-    search(settings, queries[0])
+    idx = RecallIndex(settings)  # one index for the run, as the server keeps one
+    search(settings, queries[0], index=idx)
     times = []
     for q in queries:
         t0 = time.perf_counter()
-        res = search(settings, q, limit=10)
+        res = search(settings, q, limit=10, index=idx)
         times.append(time.perf_counter() - t0)
         assert res["mode"] == "hybrid"
     dispose_engines()
