@@ -401,3 +401,17 @@ def test_http_transport_needs_the_token_and_an_allowed_host(indexed_home):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+# -- the domains' lines come from the settings ------------------------------------------------------
+def test_domains_about_is_read_with_the_settings_and_checked_like_them(tmp_path):
+    from geode.delivery.config import ConfigError
+    from geode.mcp.server import domain_lines
+
+    home = make_home(tmp_path, NOTES)
+    lines = {d["name"]: d["about"] for d in domain_lines(settings_of(home))}
+    assert lines["payments"] == ABOUT and lines["office"].startswith("folders kitchen/")
+    cfg = home / "geode.toml"
+    cfg.write_text(cfg.read_text(encoding="utf-8").replace(f'"{ABOUT}"', "3"), encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"geode\.toml:\d+: \[domains_about\] payments: expected a string"):
+        settings_of(home)

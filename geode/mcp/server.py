@@ -48,7 +48,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from geode.delivery.config import ConfigError, read_config_file
+from geode.delivery.config import ConfigError
 from geode.delivery.errors import GeodeError, UsageError
 from geode.web.security import Guard as PageGuard
 
@@ -92,24 +92,9 @@ class ToolInputError(UsageError, ValueError):
 
 # -- domains -----------------------------------------------------------------------------------
 def domains_about(settings) -> dict[str, str]:
-    """``[domains_about]`` of ``geode.toml``: ``name = "one line on what the domain holds"``.
-
-    Optional; read here (not in the settings object) because only the MCP server needs it. A value
-    that is not text is a configuration error naming the file.
-    """
-    if getattr(settings, "one_off_store", False):
-        return {}
-    data = read_config_file(settings.home)
-    raw = data.get("domains_about") or {}
-    path = os.path.join(settings.home, "geode.toml")
-    if not isinstance(raw, dict):
-        raise ConfigError(f'{path}: [domains_about] must be a table of name = "one line"')
-    out = {}
-    for name, about in raw.items():
-        if not isinstance(about, str):
-            raise ConfigError(f"{path}: [domains_about] {name} must be text, got {about!r}")
-        out[str(name)] = " ".join(about.split())
-    return out
+    """``[domains_about]`` of ``geode.toml`` (``name = "one line on what the domain holds"``),
+    checked and read once with the rest of the settings; empty for a one-off store."""
+    return dict(getattr(settings, "domains_about", None) or {})
 
 
 def _top_folders(root: str, n: int = 8) -> list[str]:
