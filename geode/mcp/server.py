@@ -107,7 +107,8 @@ def _top_folders(root: str, n: int = 8) -> list[str]:
 
 
 def domain_lines(settings) -> list[dict]:
-    """One entry per configured domain: name, root and what it holds (configured or derived)."""
+    """One entry per configured domain: its name, one line on what it holds (configured, else its
+    top folders), and whether it is the default."""
     about = domains_about(settings)
     out = []
     for name, root in settings.domains.items():
