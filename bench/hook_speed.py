@@ -51,6 +51,11 @@ MATCH_COMMAND = "npm run build 2>&1 | tail -20"
 NOMATCH_COMMAND = "ls -la"
 SESSION = "bench-session"
 MATCHING = 3
+# The common-command store (``--common N``): N crystals, spread over the store, carry one of
+# COMMON_TERMS, all of which occur in COMMON_COMMAND, so one everyday command matches N
+# crystals and most of them cannot fit the budget (the issue measured 240 of 10,000).
+COMMON_COMMAND = 'git commit -m "fix: parser" && git push'
+COMMON_TERMS = ("git commit", "git push", "git commit -m")
 FILES_PER_DIR = 100
 # The bar (from the issue): the hook's median at 10,000 crystals is at most this many
 # interpreter starts, and the 100,000 median is within this fraction of the 10,000 one.
@@ -117,8 +122,8 @@ class BenchFailure(SystemExit):
 
 # -- the store -----------------------------------------------------------------------------
 
-def _vocab() -> list[str]:
-    cmds = (MATCH_COMMAND.lower(), NOMATCH_COMMAND.lower())
+def _vocab(common: int = 0) -> list[str]:
+    cmds = (MATCH_COMMAND.lower(), NOMATCH_COMMAND.lower()) + ((COMMON_COMMAND.lower(),) if common else ())
     return [t for t in VOCAB if not any(t.strip() in c for c in cmds)]
 
 
@@ -176,15 +181,33 @@ def matching_indices(n: int) -> list[int]:
     return out
 
 
-def store_key(n: int, seed: int, vocab_per_crystal: int) -> str:
-    ident = json.dumps([GEN_VERSION, n, seed, vocab_per_crystal, MATCH_COMMAND, NOMATCH_COMMAND, VOCAB,
-                        FILES_PER_DIR], sort_keys=True)
-    return f"n{n}-seed{seed}-v{vocab_per_crystal}-{hashlib.sha256(ident.encode()).hexdigest()[:10]}"
+def common_indices(n: int, common: int) -> list[int]:
+    """Every (n // common)-th crystal, offset so that none is a MATCHING crystal."""
+    if common <= 0:
+        return []
+    skip = set(matching_indices(n))
+    step = max(1, n // common)
+    out = []
+    i = step // 3
+    while len(out) < common and i < n:
+        if i not in skip:
+            out.append(i)
+        i += step
+    return out
 
 
-def generate_store(n: int, seed: int, vocab_per_crystal: int) -> dict:
+def store_key(n: int, seed: int, vocab_per_crystal: int, common: int = 0) -> str:
+    parts = [GEN_VERSION, n, seed, vocab_per_crystal, MATCH_COMMAND, NOMATCH_COMMAND, VOCAB, FILES_PER_DIR]
+    if common:  # the default store keeps its key (and its cache)
+        parts += [common, COMMON_COMMAND, COMMON_TERMS]
+    ident = json.dumps(parts, sort_keys=True)
+    tag = f"-c{common}" if common else ""
+    return f"n{n}-seed{seed}-v{vocab_per_crystal}{tag}-{hashlib.sha256(ident.encode()).hexdigest()[:10]}"
+
+
+def generate_store(n: int, seed: int, vocab_per_crystal: int, common: int = 0) -> dict:
     """The store's manifest; generated once, then reused from ``bench/out/stores/<key>``."""
-    base = os.path.join(STORE_CACHE, store_key(n, seed, vocab_per_crystal))
+    base = os.path.join(STORE_CACHE, store_key(n, seed, vocab_per_crystal, common))
     manifest_path = os.path.join(base, "manifest.json")
     if os.path.exists(manifest_path):
         with open(manifest_path, encoding="utf-8") as fh:
@@ -195,9 +218,11 @@ def generate_store(n: int, seed: int, vocab_per_crystal: int) -> dict:
         shutil.rmtree(base)  # an interrupted generation
     root = os.path.join(base, "store")
     rng = random.Random(seed * 1_000_003 + n)
-    vocab = _vocab()
-    cmds = (MATCH_COMMAND.lower(), NOMATCH_COMMAND.lower())
+    vocab = _vocab(common)
+    cmds = (MATCH_COMMAND.lower(), NOMATCH_COMMAND.lower()) + ((COMMON_COMMAND.lower(),) if common else ())
     matching = set(matching_indices(n))
+    commons = {i: j for j, i in enumerate(common_indices(n, common))}
+    common_files = []
     t0 = time.perf_counter()
     made_dirs: set[str] = set()
     match_files = []
@@ -224,13 +249,17 @@ def generate_store(n: int, seed: int, vocab_per_crystal: int) -> dict:
                 if any(t.strip().lower() in c for c in cmds):
                     raise AssertionError(f"generator bug: term {t!r} of crystal {i} occurs in a bench command")
             essence = _essence(rng, rng.randint(300, 1500))
+            if i in commons:  # one everyday term more: the common command matches this crystal
+                name = f"bench-common-{i:06d}"
+                terms.insert(rng.randint(0, len(terms)), COMMON_TERMS[commons[i] % len(COMMON_TERMS)])
+                common_files.append({"index": i, "path": rel, "name": name})
         text = _crystal_text(i, name, terms, essence)
         with open(os.path.join(root, rel), "w", encoding="utf-8") as fh:
             fh.write(text)
         total_bytes += len(text)
     m = {
         "n": n, "seed": seed, "vocab_per_crystal": vocab_per_crystal, "root": root,
-        "matching": match_files, "folders": len(made_dirs), "bytes": total_bytes,
+        "matching": match_files, "common": common_files, "folders": len(made_dirs), "bytes": total_bytes,
         "generated_s": round(time.perf_counter() - t0, 2), "gen_version": GEN_VERSION,
     }
     with open(manifest_path + ".tmp", "w", encoding="utf-8") as fh:
@@ -291,6 +320,20 @@ def check_delivery(p: subprocess.CompletedProcess, expected: list[str], where: s
     return json.loads(p.stdout)["hookSpecificOutput"]["additionalContext"]
 
 
+def check_common(p: subprocess.CompletedProcess, names: set, where: str) -> int:
+    """A call of the common command: a delivery of at least one crystal, every one of them a
+    common crystal, within the budget. Returns how many were delivered."""
+    if p.returncode != 0:
+        raise BenchFailure(f"{where}: hook exited {p.returncode}: {p.stderr.decode()[-500:]}")
+    got = delivered_names(p.stdout, where)
+    if not got or not set(got) <= names:
+        raise BenchFailure(f"{where}: delivered {got}, expected some of the {len(names)} common crystals")
+    ctx = json.loads(p.stdout)["hookSpecificOutput"]["additionalContext"]
+    if len(ctx) > 4000:
+        raise BenchFailure(f"{where}: {len(ctx)} characters delivered, over the 4,000 budget")
+    return len(got)
+
+
 def percentile(xs: list[float], q: float) -> float:
     s = sorted(xs)
     if len(s) == 1:
@@ -314,7 +357,7 @@ def bench_size(n: int, args) -> dict:
     from geode.delivery.index import Index, text_keys
     from geode.delivery.models import init_db
 
-    m = generate_store(n, args.seed, args.vocab_per_crystal)
+    m = generate_store(n, args.seed, args.vocab_per_crystal, args.common)
     _log(f"[{n:,}] store {'reused' if m['cached'] else 'generated in %.1f s' % m['generated_s']}: "
          f"{m['root']} ({m['folders']} folders)")
     expected = [f["name"] for f in m["matching"]]
@@ -360,6 +403,11 @@ def bench_size(n: int, args) -> dict:
             "hook (match)": (cmd_hook, event_json(MATCH_COMMAND, cwd)),
             "hook (no match)": (cmd_hook, event_json(NOMATCH_COMMAND, cwd)),
         }
+        common_names = {f["name"] for f in m.get("common", [])}
+        if args.common:
+            if len(common_names) != args.common:
+                raise BenchFailure(f"[{n:,}] the store has {len(common_names)} common crystals, expected {args.common}")
+            arms["hook (common)"] = (cmd_hook, event_json(COMMON_COMMAND, cwd))
         for name, (c, _) in arms.items():
             if not c.startswith(py) and not c.startswith("GEODE_HOME="):
                 raise BenchFailure(f"unexpected command for {name}: {c}")
@@ -384,9 +432,12 @@ def bench_size(n: int, args) -> dict:
                 times[name].append(ms)
                 if name.startswith("hook"):
                     outputs.append((name, p))
+        common_delivered = []
         for name, p in outputs:  # every timed hook run, checked after the timing
             if name == "hook (match)":
                 check_delivery(p, expected, f"[{n:,}] timed run")
+            elif name == "hook (common)":
+                common_delivered.append(check_common(p, common_names, f"[{n:,}] timed common run"))
             elif p.returncode != 0 or p.stdout.strip():
                 raise BenchFailure(f"[{n:,}] no-match run printed {p.stdout[:200]!r} (exit {p.returncode})")
 
@@ -417,6 +468,11 @@ def bench_size(n: int, args) -> dict:
             "steps": steps,
             "hook_command": cmd_hook,
         }
+        if args.common:
+            res["common"] = {"crystals": args.common, "command": COMMON_COMMAND,
+                             "delivered_per_call": round(statistics.median(common_delivered), 1)}
+            res["ratio_common"] = round(res["arms"]["hook (common)"]["median_ms"]
+                                        / res["arms"]["python -c pass"]["median_ms"], 2)
         base = res["arms"]["python -c pass"]["median_ms"]
         res["ratio_match"] = round(res["arms"]["hook (match)"]["median_ms"] / base, 2)
         res["ratio_nomatch"] = round(res["arms"]["hook (no match)"]["median_ms"] / base, 2)
@@ -568,6 +624,11 @@ def verdicts(results: dict[int, dict]) -> list[tuple[str, str, bool | None]]:
             label += " (10,000 not measured; largest size used)"
         out.append((label, f"{hk:.1f} ms vs {BAR_RATIO} x {base:.1f} = {BAR_RATIO * base:.1f} ms (x{hk / base:.2f})",
                     hk <= BAR_RATIO * base))
+        if "hook (common)" in r["arms"]:
+            hc = r["arms"]["hook (common)"]["median_ms"]
+            out.append((f"hook median at {at:,}, common command ({r['common']['crystals']} matches), <= {BAR_RATIO} x "
+                        "interpreter start",
+                        f"{hc:.1f} ms vs {BAR_RATIO * base:.1f} ms (x{hc / base:.2f})", hc <= BAR_RATIO * base))
     if 10_000 in results and 100_000 in results:
         a = results[10_000]["arms"]["hook (match)"]["median_ms"]
         b = results[100_000]["arms"]["hook (match)"]["median_ms"]
@@ -582,6 +643,8 @@ def table(results: dict[int, dict]) -> str:
     head = (f"{'crystals':>9} | {'python -c pass':>15} | {'python -S -c pass':>17} | {'hook, match':>15} | "
             f"{'hook, no match':>15} | {'ratio':>5} | {'ratio nm':>8} | {'in-proc':>7} | {'edit call':>9} | "
             f"{'cand.':>6} | {'index build':>19}")
+    if any("hook (common)" in r["arms"] for r in results.values()):
+        head += f" | {'hook, common':>15} | {'ratio c':>7}"
     lines = [head, "-" * len(head)]
     for n in sorted(results):
         r = results[n]
@@ -594,11 +657,14 @@ def table(results: dict[int, dict]) -> str:
             f"{n:>9,} | {mp('python -c pass'):>15} | {mp('python -S -c pass'):>17} | {mp('hook (match)'):>15} | "
             f"{mp('hook (no match)'):>15} | {r['ratio_match']:>5.2f} | {r['ratio_nomatch']:>8.2f} | "
             f"{r['in_process']['match']['median_ms']:>7.1f} | {r['freshness']['call_after_edit_ms']:>9.1f} | "
-            f"{r['candidate_rows']:>6,} | {r['index_build_s']:>6.1f} s {r['index_notes_per_s']:>7,}/s")
+            f"{r['candidate_rows']:>6,} | {r['index_build_s']:>6.1f} s {r['index_notes_per_s']:>7,}/s"
+            + (f" | {mp('hook (common)'):>15} | {r['ratio_common']:>7.2f}" if "hook (common)" in a else ""))
     lines.append("times in ms, median / p95 of whole processes through /bin/sh -c; ratio = hook median / "
                  "`python -c pass` median; in-proc = median of hook.run() inside one process; edit call = the "
                  "call right after an essence edit; cand. = gram-index rows fetched for the match command "
-                 f"({MATCHING} of them match)")
+                 f"({MATCHING} of them match)"
+                 + ("; hook, common = the common command, which matches the store's common crystals"
+                    if any("hook (common)" in r["arms"] for r in results.values()) else ""))
     return "\n".join(lines)
 
 
@@ -623,6 +689,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--vocab-per-crystal", type=int, default=1,
                     help="how many of a crystal's 3-6 terms come from the shared command vocabulary (rest synthetic)")
+    ap.add_argument("--common", type=int, default=0,
+                    help="a store where this many crystals match one everyday command (a third hook arm)")
     ap.add_argument("--out", help="write the results as JSON here")
     ap.add_argument("--quick", action="store_true", help="CI smoke run: sizes 200,1000 and 8 rounds")
     ap.add_argument("--check", action="store_true", help="exit 1 when a bar is not met")
@@ -636,10 +704,12 @@ def main(argv=None) -> int:
 
     # The environment may set PYTHONDONTWRITEBYTECODE=1; an uncompiled hook would then compile
     # every module on every call. pip compiles installed packages, so this is the real case.
-    ok = compileall.compile_file(os.path.join(REPO, "geode", "__init__.py"), quiet=1)
-    ok = compileall.compile_dir(os.path.join(REPO, "geode", "delivery"), quiet=1, maxlevels=0) and ok
-    if not ok:
-        raise BenchFailure("compileall failed on geode/delivery/")
+    # (geode/delivery since the package layout moved; the old path compiled nothing, silently)
+    delivery_dir = os.path.join(REPO, "geode", "delivery")
+    if not os.path.isdir(delivery_dir) or not compileall.compile_dir(delivery_dir, quiet=1, maxlevels=0):
+        raise BenchFailure(f"compileall failed on {delivery_dir}")
+    if not compileall.compile_file(os.path.join(REPO, "geode", "__init__.py"), quiet=1):
+        raise BenchFailure("compileall failed on geode/__init__.py")
     os.makedirs(OUT_DIR, exist_ok=True)
 
     _log(f"machine: {machine()}")
@@ -651,6 +721,9 @@ def main(argv=None) -> int:
     print(f"geode hook speed, {time.strftime('%Y-%m-%d')}, {machine()}")
     print(f"command: {MATCH_COMMAND!r} (match, {MATCHING} crystals delivered), {NOMATCH_COMMAND!r} (no match); "
           f"{args.runs} interleaved rounds")
+    if args.common:
+        print(f"common: {COMMON_COMMAND!r} matches {args.common} crystals of the store "
+              + ", ".join(f"({n:,}: {r['common']['delivered_per_call']:g} delivered per call)" for n, r in sorted(results.items())))
     print(table(results))
     print()
     print("hook steps in process (medians, ms; each on a fresh Index as in a hook call):")

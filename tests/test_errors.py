@@ -63,6 +63,8 @@ ALLOWED = {
         "entry", "serve loop: a bad request is answered with its error and never takes the server down"),
     ("geode/cli/serve_cmds.py", "serve.background"): (
         "entry", "serve loop: a failed background pass is reported and the next one retries"),
+    ("geode/mcp/server.py", "build_server.guarded"): (
+        "entry", "MCP tool boundary: a bug in a tool becomes a tool error (logged) and the server keeps answering"),
 }
 BROAD_NAMES = {"Exception", "BaseException"}
 

@@ -26,7 +26,8 @@ from sqlalchemy import inspect
 
 from geode.delivery import ledger, migrations, models
 from tests.test_cli import geode
-from tests.test_ledger import PG_ADMIN, make_settings
+from tests.conftest import PG_ADMIN
+from tests.stores import plain_settings as make_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 #: The nine record tables of geode 0.1.0, written out here so that the revision's own list is

@@ -37,7 +37,8 @@ def test_install_puts_one_top_level_package_and_the_hook_runs_from_it(tmp_path):
     roots = {line.split(",")[0].split("/")[0] for line in record}
     assert roots - {dist.name, "bin", ".."} == {"geode"}, roots
     # every room is in it, and the starter notes travel as package data
-    for room in ("delivery", "recall", "agents", "librarian", "cleaner", "gardener", "corrector", "scheduler", "cli"):
+    for room in ("delivery", "recall", "agents", "librarian", "cleaner", "gardener", "corrector", "scheduler", "cli",
+                 "mcp"):
         assert (target / "geode" / room / "__init__.py").is_file(), room
     assert len(list((target / "geode" / "delivery" / "starter").glob("*.md"))) >= 5
     # the records migrations travel too (revisions, env.py, the template) and run from the install

@@ -14,7 +14,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PKG = ROOT / "geode"
 AGENTS = {"librarian", "cleaner", "gardener", "corrector"}
-ROOMS = ["delivery", "recall", "agents", *sorted(AGENTS), "scheduler", "cli", "web"]
+ROOMS = ["delivery", "recall", "agents", *sorted(AGENTS), "scheduler", "cli", "web", "mcp"]
 ALLOWED = {
     "delivery": set(),
     "recall": {"delivery"},
@@ -25,6 +25,9 @@ ALLOWED = {
     # the page, beside the command line: it reads the rooms' APIs and reuses the CLI's report
     # helpers (doctor checks, search filters); the CLI reaches it only through EXTENSIONS
     "web": {"delivery", "recall", "agents", *AGENTS, "scheduler", "cli"},
+    # the recall tools over MCP, beside the page: the recall API, the CLI's filter parsing, and
+    # the page's Host and token guard for its loopback HTTP; the CLI reaches it only through EXTENSIONS
+    "mcp": {"delivery", "recall", "agents", *AGENTS, "scheduler", "cli", "web"},
 }
 OLD_TOP_LEVEL = {"delivery", "agents", "librarian", "cleaner", "gardener", "corrector", "scheduler"}
 

@@ -107,19 +107,32 @@ def cmd_hooks(args) -> int:
 
     settings = settings_of(args)
     results = []
+    mcp = not args.no_mcp  # the recall tools' server is registered beside the hooks (geode mcp)
     try:
-        for agent in inst.resolve_agents(args.agent):
+        agents = inst.resolve_agents(args.agent)
+        # settings.home: --home, then GEODE_HOME, then ~/.geode (the flag wins, as everywhere)
+        home, store = settings.home, args.store if args.store else None
+        if args.action == "install" and not args.print and mcp:  # before anything is written
+            inst.verify_mcp_entry(inst.mcp_entry(home=home, store=store))
+        for agent in agents:
             kw = dict(scope=args.scope, project=args.project or os.getcwd(),
                       local=args.local and agent == "claude", home_dir=args.home_dir)
             if args.action == "uninstall":
-                results.append(inst.uninstall(agent, **kw))
+                r = inst.uninstall(agent, **kw)
+                if mcp:
+                    r["mcp"] = inst.uninstall_mcp(agent, **kw)
+                results.append(r)
                 continue
-            # settings.home: --home, then GEODE_HOME, then ~/.geode (the flag wins, as everywhere)
-            kw.update(geode_home=settings.home, store=args.store if args.store else None)
+            kw.update(geode_home=home, store=store)
             if args.print:
-                results.append(inst.plan(agent, **kw))
+                r = inst.plan(agent, **kw)
+                if mcp:
+                    r["mcp"] = inst.plan_mcp(agent, **kw)
             else:
-                results.append(inst.install(agent, **kw))
+                r = inst.install(agent, **kw)
+                if mcp:
+                    r["mcp"] = inst.install_mcp(agent, **kw, verify=False)
+            results.append(r)
     except inst.InstallError as exc:
         raise CLIError(str(exc)) from exc
     if args.action == "install" and not args.print:
@@ -136,17 +149,29 @@ def cmd_hooks(args) -> int:
         print_json(results)
         return EXIT_OK
     for r in results:
+        m = r.get("mcp")
         if args.print:
             print(f"{r['agent']}: would write {r['path']}")
             for ev, spec in r["events"].items():
                 print(f"  {ev:<17} matcher={spec.get('matcher') or '-':<40} {spec['command']}")
+            if m:
+                print(f"{r['agent']}: would register the MCP server in {m['path']} ({m['key']}):")
+                print("  " + m["text"].rstrip("\n").replace("\n", "\n  "))
         elif args.action == "install":
             state = "unchanged" if r.get("unchanged") else f"added {', '.join(r.get('added') or []) or 'nothing'}"
             print(f"{r['agent']}: {r['path']}: {state}")
             if r.get("notice"):
                 print(f"  {r['notice']}")
+            if m:
+                what = "unchanged" if m["unchanged"] else ("replaced" if m["replaced"] else "added")
+                print(f"{r['agent']}: {m['path']}: MCP server {m['name']!r} {what}")
+                if m.get("notice"):
+                    print(f"  {m['notice']}")
         else:
             print(f"{r['agent']}: {r['path']}: removed {r.get('removed', 0)} geode hook(s)")
+            if m:
+                print(f"{r['agent']}: {m['path']}: removed {m['removed']} MCP server entry"
+                      + (f" (kept: {m['kept']})" if m.get("kept") else ""))
     return EXIT_OK
 
 
@@ -216,22 +241,51 @@ def cmd_deliver(args) -> int:
 
 
 # -- reports ------------------------------------------------------------------------------
+def _term_shares(settings):
+    """What share of the ledger's actions each term selected crystals on; None when the
+    ledger cannot be read (lint then says so and checks everything else)."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from geode.delivery.lint import ledger_term_shares
+
+    if settings.uses_sqlite_ledger and not os.path.exists(settings.ledger_path):
+        return {}
+    try:
+        engine = engine_of(settings)
+        try:
+            with engine.connect() as conn:
+                return ledger_term_shares(conn)
+        finally:
+            engine.dispose()
+    except (GeodeError, SQLAlchemyError, OSError) as exc:  # the other checks do not depend on the ledger
+        print(f"geode lint: the ledger could not be read ({type(exc).__name__}: {exc}); "
+              "terms were not checked against it", file=sys.stderr)
+        return None
+
+
 def cmd_lint(args) -> int:
     from geode.delivery.lint import lint_store
 
     settings = settings_of(args)
-    r = lint_store(settings)
+    shares = _term_shares(settings)
+    r = lint_store(settings, term_shares=shares)
+    r["examined"]["ledger_terms"] = len(shares) if shares is not None else None
     if args.json:
         print_json({"problems": r["problems"], "examined": r["examined"]})
     else:
+        changed = 0
         for p in r["problems"]:
             if p["severity"] == "info" and not args.verbose:
+                changed += p["code"] == "match-meaning-changed"
                 continue
             dom = f"{p['domain']}:" if len(settings.domains) > 1 and p.get("domain") else ""
             print(f"{dom}{p['path']}:{p['line']}: {p['severity']}: {p['message']} [{p['code']}]")
         ex = r["examined"]
         print(f"examined {ex['notes']} notes ({ex['crystals']} crystals) in {ex['files']} files across "
               f"{ex['domains']} domain(s); {r['errors']} errors, {r['warnings']} warnings")
+        if changed:
+            print(f"{changed} match term(s) mean something else under token-aware matching than under the old "
+                  "substring rule: `geode lint --verbose` lists each (README, 'Migrating from substring matching')")
     return EXIT_PROBLEMS if r["errors"] else EXIT_OK
 
 
@@ -380,7 +434,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--empty", action="store_true", help="no starter crystals")
     s.set_defaults(func=cmd_init)
 
-    s = sub.add_parser("hooks", parents=[common], help="install or remove the agent hooks")
+    s = sub.add_parser("hooks", parents=[common], help="install or remove the agent hooks and the MCP server")
     s.add_argument("action", choices=["install", "uninstall"])
     s.add_argument("--agent", default="claude", choices=["claude", "codex", "all"])
     s.add_argument("--scope", choices=["project", "user"], default=None,
@@ -389,6 +443,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--project", metavar="DIR", help="project folder (default: the current folder)")
     s.add_argument("--home-dir", metavar="DIR", help=argparse.SUPPRESS)
     s.add_argument("--print", action="store_true", help="show the exact commands, write nothing")
+    s.add_argument("--no-mcp", action="store_true",
+                   help="hooks only: do not register (or remove) the MCP server of the recall tools")
     s.set_defaults(func=cmd_hooks)
 
     s = sub.add_parser("hook", help="run one hook call (JSON on stdin); what the installed hooks call")
@@ -424,7 +480,7 @@ def build_parser() -> argparse.ArgumentParser:
 #: its heavy dependencies only inside the command functions.
 EXTENSIONS = ("geode.cli.recall_cmds", "geode.cli.upkeep_cmds",
               "geode.cli.proposals_cmds",
-              "geode.web.command",)
+              "geode.web.command", "geode.mcp.command",)
 
 
 def _register_extension(name: str, sub, common) -> None:

@@ -203,6 +203,10 @@ def cmd_read(args) -> int:
         res = read_note(settings, args.address)
     except (NotFound, OSError) as exc:
         raise CLIError(str(exc)) from exc
+    from geode.delivery.search_log import record_read
+
+    session = os.environ.get("GEODE_SESSION") or os.environ.get("CLAUDE_SESSION_ID") or f"cli-{os.getpid()}"
+    record_read(settings, res["domain"], res["path"], res["address"], session, via="cli")  # use, for the Cleaner
     if args.json:
         print_json(res)
         return 0

@@ -70,6 +70,8 @@ SCHEMA: dict = {
     "store": {"default": (STR, None, None)},
     # name = "path" (relative paths are taken from GEODE_HOME)
     "domains": MAP(STR),
+    # name = "one line on what the domain holds": the MCP server's instructions list it (geode mcp)
+    "domains_about": MAP(STR),
     "delivery": {
         "budget": (INT, DEFAULT_BUDGET, None),             # characters per action, all matches together
         "inject_budget": (INT, DEFAULT_INJECT_BUDGET, None),
@@ -184,6 +186,7 @@ _DEFAULTS = {name: SCHEMA[table][key][1] for name, (table, key) in _FLAT.items()
 _DEFAULTS.update({
     "withhold_rate_source": "default",  # GEODE_WITHHOLD_RATE, config or default
     "one_off_store": False,
+    "domains_about": {},  # [domains_about]: {domain: one line}; empty for a one-off store
     "warnings": (),
     # whole tables (None: the defaults of SCHEMA, filled in by __init__)
     **{name: None for name in SECTIONS},
@@ -458,8 +461,10 @@ def load_settings(store: str | os.PathLike | None = None, home: str | os.PathLik
         database_url=flat["database_url"] or None,  # empty: SQLite in GEODE_HOME
         known_agents=(agents,) if isinstance(agents, str) else tuple(agents),
     )
+    about = {} if one_off else {n: " ".join(v.split()) for n, v in (data.get("domains_about") or {}).items()}
     return Settings(
         home_path, domains, default_domain,
+        domains_about=about,
         one_off_store=one_off,
         warnings=tuple(warnings),
         **flat,

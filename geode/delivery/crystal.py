@@ -12,6 +12,14 @@ import os
 from geode.delivery.errors import StoreError
 from geode.delivery.frontmatter import FrontmatterError, parse_frontmatter
 
+try:  # the builtin module is cheap; hashlib's OpenSSL binding costs the hook ~2 ms
+    from _sha256 import sha256 as _sha256
+except ImportError:  # pragma: no cover - Python 3.12+ renamed it
+    try:
+        from _sha2 import sha256 as _sha256  # type: ignore[no-redef]
+    except ImportError:
+        from hashlib import sha256 as _sha256  # type: ignore[no-redef]
+
 ESSENCE_OPEN = "<!-- crystal:essence -->"
 ESSENCE_CLOSE = "<!-- /crystal:essence -->"
 NOTE_SUFFIXES = (".md", ".mdc", ".markdown")
@@ -21,6 +29,11 @@ DEFAULT_MAX_BYTES = 1_000_000
 #: the store walk and the hook's index must agree on this, or an agent sees a note the hook
 #: never delivers.
 SKIP_DIRS = frozenset({".git", ".hg", ".svn", ".obsidian", ".trash", ".geode", "node_modules", "__pycache__", ".venv"})
+
+
+def content_hash(text: str) -> str:
+    """sha256 of a delivered essence (the ledger's ``content_hash``; the index keeps it too)."""
+    return _sha256(text.encode("utf-8")).hexdigest()
 
 
 class NoteError(StoreError, ValueError):

@@ -15,24 +15,14 @@ import os
 import time
 
 from geode.delivery import ledger
+from geode.delivery import match as _match
 from geode.delivery.binding import parse_binding, who_matches
+from geode.delivery.crystal import content_hash  # noqa: F401 - re-exported: the hook keys deny-once calls with it
 from geode.delivery.index import Index
 from geode.delivery.pack import Item, cut_boot, pack
 from geode.delivery.sqlite import sqlite3
 
-try:  # the builtin module is cheap; hashlib's OpenSSL binding costs the hook ~2 ms
-    from _sha256 import sha256 as _sha256
-except ImportError:  # pragma: no cover - Python 3.12+ renamed it
-    try:
-        from _sha2 import sha256 as _sha256  # type: ignore[no-redef]
-    except ImportError:
-        from hashlib import sha256 as _sha256  # type: ignore[no-redef]
-
 BOOT_TOTAL_CAP = 9000
-
-
-def content_hash(text: str) -> str:
-    return _sha256(text.encode("utf-8")).hexdigest()
 
 
 def _entry(item: Item, chars: int = 0, truncated: bool = False, reason: str = "") -> dict:
@@ -58,6 +48,7 @@ class Delivery:
         self.events: list[dict] = []
         self._ledger_conn = None
         self._plan = None
+        self._ts: float | None = None  # one time for every row of one action: lint counts actions by it
 
     # -- the control arm -------------------------------------------------------
     def _withhold(self, crystal_id: str) -> tuple[bool, str]:
@@ -80,12 +71,44 @@ class Delivery:
             self._ledger_conn = None
 
     # -- building items -----------------------------------------------------------
-    def _fresh_item(self, row, term: str, carried: bool, action: str | None, text_l: str | None):
-        """Read the crystal from disk now; None when it no longer applies (edited, removed, unbound)."""
+    # Why a stat and not a parse: a common command can match hundreds of crystals, and only
+    # the few that fit the budget are delivered. Re-reading and re-parsing every match to be
+    # sure it is fresh cost 55 ms at 240 matches. Now one ``stat`` per match tells whether the
+    # index's copy of the binding, salience and essence length still holds; an item is read
+    # (essence only, no frontmatter parse, its hash checked against the index) when the packer
+    # decides it fits, and a file that changed is parsed as before. The delivered text is
+    # still always read from the file at delivery time.
+    def _fresh_item(self, row, term: str, carried: bool, action: str | None, prepared=None):
+        """The crystal as an item (its essence read later, when it fits); None when it no
+        longer applies (edited, removed, unbound)."""
+        if self.idx.is_current(row):
+            if not row.essence_len:
+                return None
+            root = self.settings.domains[row.domain]
+            return Item(row.crystal_id, row.domain, row.path, os.path.join(root, row.path), row.name, term, None,
+                        row.salience, carried, row.essence_hash, essence_len=row.essence_len,
+                        spec=row.spec or float(len(term)), source=(row, action, prepared))
+        return self._parsed_item(row, term, carried, action, prepared)
+
+    def _load(self, item: Item) -> str | None:
+        """The essence of an item that fits; None when the file no longer delivers it."""
+        row, action, prepared = item.source
+        essence = self.idx.essence_of(row)
+        if essence is not None:
+            return essence
+        fresh = self._parsed_item(row, item.term, item.carried, action, prepared, force=True)
+        if fresh is None:
+            return None
+        item.content_hash, item.term, item.salience = fresh.content_hash, fresh.term, fresh.salience
+        return fresh.essence
+
+    def _parsed_item(self, row, term: str, carried: bool, action: str | None, prepared=None, force: bool = False):
+        """Read and parse the crystal now; None when it no longer applies."""
         parsed, changed = self.idx.reload(row.domain, row.path)
         if parsed is None or not parsed.essence:
             return None
-        if changed:
+        spec = row.spec or float(len(term))
+        if changed or force:
             crystal = parsed.frontmatter.get("crystal")
             if not isinstance(crystal, dict):
                 return None
@@ -93,13 +116,13 @@ class Delivery:
             if action is not None:
                 if "act" not in b.deliver or action not in b.on:
                     return None
-                best = ""
-                for t in b.terms:
-                    if len(t) > len(best) and t in text_l:
-                        best = t
-                if not best:
+                fired = [_match.compile_term(t, action) for t in b.terms]
+                fired = [t for t in fired if prepared is not None and _match.matches(t, prepared)]
+                if not fired:
                     return None
-                term = best
+                counts = self.idx.term_counts(t.orig for t in fired)
+                best = max(fired, key=lambda t: (_match.specificity(t.length, counts.get(t.orig, 1)), len(t.orig)))
+                term, spec = best.orig, _match.specificity(best.length, counts.get(best.orig, 1))
             if not who_matches(b.who, self.agent):
                 return None
         fm = parsed.frontmatter
@@ -110,11 +133,13 @@ class Delivery:
         root = self.settings.domains[row.domain]
         return Item(row.crystal_id, row.domain, row.path, os.path.join(root, row.path),
                     str(fm.get("name") or row.name), term, parsed.essence, sal, carried,
-                    content_hash(parsed.essence))
+                    content_hash(parsed.essence), spec=spec)
 
     def _event(self, kind: str, item: Item | None, action: str, channel: str, chars: int = 0,
                truncated: bool = False, detail: str = "") -> None:
         fields = {"session": self.session, "action": action, "channel": channel, "agent": self.agent}
+        if self._ts is not None:
+            fields["ts"] = self._ts
         if item is not None:
             fields.update(domain=item.domain, crystal_id=item.crystal_id, path=item.path,
                           content_hash=item.content_hash, term=item.term)
@@ -125,10 +150,11 @@ class Delivery:
         """Crystals bound to ``actions`` (e.g. ``("bash", "commit")``) whose terms occur in ``text``."""
         result = empty_result()
         label = label or actions[0]
-        text_l = text.lower()
+        self._ts = time.time()
+        prepared = _match.prepare(actions, text)
         idx = self.idx
         found: dict[str, tuple] = {}
-        for row, term in idx.candidates(actions, text_l):
+        for row, term in idx.candidates(actions, text, prepared):
             if "act" in row.deliver and who_matches(row.who, self.agent):
                 found[row.crystal_id] = (row, term)
         # crystals skipped for budget earlier in this session go first when they match again
@@ -136,7 +162,7 @@ class Delivery:
         items: list[Item] = []
         for cid, (row, term) in found.items():
             action = next((a for a in actions if a in row.on), actions[0])
-            it = self._fresh_item(row, term, cid in pending, action, text_l)
+            it = self._fresh_item(row, term, cid in pending, action, prepared)
             if it is not None:
                 items.append(it)
         # backoff (off by default): per crystal id, never per file name
@@ -152,14 +178,28 @@ class Delivery:
                 else:
                     keep.append(it)
             items = keep
-        items = self._control_arm(items, label, "act", result)
-        delivered, skipped, text_out = pack(items, self.settings.budget, label)
+        delivered, skipped, text_out = pack(items, self.settings.budget, label, load=self._load,
+                                            admit=self._admitter(label, "act", result))
         self._record(result, delivered, skipped, label, "act", f"budget {self.settings.budget}")
         result["text"] = text_out
         self._session_updates(delivered, skipped)
+        self._ts = None
         return result
 
     # -- shared by the channels ---------------------------------------------------------
+    def _admitter(self, action: str, channel: str, result: dict):
+        """``pack``'s ``admit``: the control arm's decision for an item that would be delivered
+        now; a withheld one is recorded and listed in ``result``."""
+
+        def admit(it: Item) -> bool:
+            withhold, why = self._withhold(it.crystal_id)
+            if withhold:
+                result["withheld"].append(_entry(it, reason=why))
+                self._event("withheld", it, action, channel, detail=why)
+            return not withhold
+
+        return admit
+
     def _control_arm(self, items: list[Item], action: str, channel: str, result: dict) -> list[Item]:
         """Withhold the control arm's units (recorded, and listed in ``result``); the rest go on."""
         keep = []
@@ -173,13 +213,17 @@ class Delivery:
         return keep
 
     def _record(self, result: dict, delivered, skipped, action: str, channel: str, limit: str) -> None:
-        """One ledger row and one result entry per delivered and per skipped crystal."""
+        """One ledger row and one result entry per delivered and per skipped crystal; a crystal
+        skipped again while it is still pending from an earlier action of the session is listed
+        but not recorded again (a common command matching 300 crystals would otherwise write 300
+        rows per call, every call, saying the same thing)."""
         for it, block, truncated in delivered:
             result["delivered"].append(_entry(it, len(block), truncated))
             self._event("delivered", it, action, channel, len(block), truncated)
         for it in skipped:
             result["skipped"].append(_entry(it, reason=limit))
-            self._event("skipped_budget", it, action, channel, detail=limit)
+            if not it.carried:
+                self._event("skipped_budget", it, action, channel, detail=limit)
 
     def _session_updates(self, delivered, skipped) -> None:
         try:
@@ -190,8 +234,9 @@ class Delivery:
                 cut = [it.abs_path for it, _b, t in delivered if t]
                 if cut:
                     self.idx.sess_put(self.session, "offered", cut)
-            if skipped:
-                self.idx.sess_put(self.session, "pending", [it.crystal_id for it in skipped])
+            fresh = [it.crystal_id for it in skipped if not it.carried]
+            if fresh:
+                self.idx.sess_put(self.session, "pending", fresh)
         except sqlite3.Error:
             pass  # session state is best effort (the index locked or read-only); the ledger rows are what count
 
@@ -211,6 +256,10 @@ class Delivery:
                 items.append(it)
         delivered, skipped = [], []
         for it in self._control_arm(items, "boot", "boot", result):
+            if it.essence is None:
+                it.essence = self._load(it)
+                if it.essence is None:
+                    continue
             body, truncated = cut_boot(it, self.settings.boot_chars)
             block = f"\n◆ {it.name} ({it.domain}/{it.path}): {body}\n"
             if total + len(block) + len(head) > BOOT_TOTAL_CAP:
@@ -227,21 +276,22 @@ class Delivery:
     def inject(self, prompt: str) -> dict:
         """Every prompt: inject crystals (all of them, or those whose terms occur in the prompt)."""
         result = empty_result()
-        prompt_l = prompt.lower()
+        prepared = _match.prepare(("prompt",), prompt)
         items = []
         for row in self.idx.channel("inject"):
             if not who_matches(row.who, self.agent):
                 continue
             term = ""
-            if row.terms:
-                term = next((t for t in sorted(row.terms, key=len, reverse=True) if t in prompt_l), "")
+            if row.terms:  # the word rule, as for file text (``match.py``)
+                term = next((t for t in sorted(row.terms, key=len, reverse=True)
+                             if _match.matches(_match.compile_term(t, "prompt"), prepared)), "")
                 if not term:
                     continue
             it = self._fresh_item(row, term or "every prompt", False, None, None)
             if it is not None:
                 items.append(it)
-        items = self._control_arm(items, "prompt", "inject", result)
-        delivered, skipped, text_out = pack(items, self.settings.inject_budget, "prompt")
+        delivered, skipped, text_out = pack(items, self.settings.inject_budget, "prompt", load=self._load,
+                                            admit=self._admitter("prompt", "inject", result))
         self._record(result, delivered, skipped, "prompt", "inject", f"inject budget {self.settings.inject_budget}")
         result["text"] = text_out
         return result

@@ -213,8 +213,12 @@ class HookRun:
             self.idx.sess_put(self.session, "actions", [action], bump=True)
             if action == "bash":
                 words = guard._segments(text)
-                if words and words[0]:
-                    self.idx.sess_put(self.session, "cmd", [os.path.basename(words[0][0])[:40]], bump=True)
+                if words and words[0]:  # the command and its subcommand: "git commit", "npm test", "pytest"
+                    head = [os.path.basename(words[0][0])]
+                    sub = words[0][1] if len(words[0]) > 1 else ""
+                    if sub and sub[0].isalpha() and all(c.isalnum() or c in "-:" for c in sub):
+                        head.append(sub)
+                    self.idx.sess_put(self.session, "cmd", [" ".join(head)[:60]], bump=True)
         except sqlite3.Error:
             pass  # session counts are best effort (the index locked); a bug still reaches hookmain's log
 
@@ -269,12 +273,31 @@ class HookRun:
         self.d._event("stop_blocked", None, "stop", "", detail=fastjson.dumps({"actions": work}))
         return {"decision": "block", "reason": self._template(work, counts)}
 
+    def _suggested_terms(self, action: str, limit: int = 3) -> list[str]:
+        """The session's most frequent commands (first two words), keeping only terms that
+        ``geode lint`` would pass: not a bare common word, not too short, able to match."""
+        from geode.delivery.match import COMMON_SHELL_WORDS, term_problems
+
+        cmds = sorted(self.idx.sess_get(self.session, "cmd").items(), key=lambda kv: (-kv[1][1], kv[0]))
+        out: list[str] = []
+        for cmd, _v in cmds:
+            term = cmd.strip().lower()
+            if not term or "," in term or term.split()[0] in ("cd", "ls", "pwd", "cat", "echo"):
+                continue
+            if any(sev != "info" for _c, sev, _m in term_problems(term, "bash")):
+                continue
+            if term.split()[0] in COMMON_SHELL_WORDS and len(term.split()) < 2:
+                continue
+            out.append(term)
+            if len(out) == limit:
+                break
+        return out
+
     def _template(self, work: int, counts: dict) -> str:
         s = self.settings
         root = s.domains[s.default_domain]
         top_action = max((a for a in counts if a in WORK_ACTIONS), key=lambda a: counts[a][1], default="bash")
-        cmds = sorted(self.idx.sess_get(self.session, "cmd").items(), key=lambda kv: -kv[1][1])[:3]
-        terms = ", ".join(c for c, _v in cmds) or "<a word from the command>"
+        terms = ", ".join(self._suggested_terms(top_action)) or "<the part of a command this is about, e.g. npm run build>"
         today = time.strftime("%Y-%m-%d")
         return (
             f"geode: this session did real work ({work} shell commands and edits) and wrote nothing into the "

@@ -36,10 +36,12 @@ import zlib
 from geode.delivery.sqlite import sqlite3
 
 from geode.delivery import fastjson
+from geode.delivery import match as _match
 from geode.delivery.binding import parse_binding
-from geode.delivery.crystal import NOTE_SUFFIXES, SKIP_DIRS, NoteError, parse_crystal_text, read_text
+from geode.delivery.crystal import (NOTE_SUFFIXES, SKIP_DIRS, NoteError, content_hash, extract_essence,
+                                    parse_crystal_text, read_text, split_frontmatter)
 
-INDEX_VERSION = "7"
+INDEX_VERSION = "8"
 KEY_LEN = 4
 SEP = "\x1f"
 DIRTY_TTL_S = 600
@@ -51,11 +53,13 @@ CREATE TABLE IF NOT EXISTS files(domain TEXT, path TEXT, dir TEXT, mtime_ns INTE
     PRIMARY KEY(domain, path));
 CREATE INDEX IF NOT EXISTS files_dir ON files(domain, dir);
 CREATE TABLE IF NOT EXISTS crystals(id INTEGER PRIMARY KEY, domain TEXT, path TEXT, name TEXT,
-    deliver TEXT, on_ TEXT, who TEXT, terms TEXT, salience REAL, UNIQUE(domain, path));
-CREATE TABLE IF NOT EXISTS grams(key TEXT, action TEXT, term TEXT, crystal INTEGER);
-CREATE INDEX IF NOT EXISTS grams_key ON grams(action, key, term, crystal);
+    deliver TEXT, on_ TEXT, who TEXT, terms TEXT, salience REAL, essence_len INTEGER, essence_hash TEXT,
+    UNIQUE(domain, path));
+CREATE TABLE IF NOT EXISTS grams(key TEXT, action TEXT, term TEXT, crystal INTEGER, view TEXT, orig TEXT);
+CREATE INDEX IF NOT EXISTS grams_key ON grams(action, key, view, term, orig, crystal);
 CREATE INDEX IF NOT EXISTS grams_crystal ON grams(crystal);
 CREATE TABLE IF NOT EXISTS gramfreq(gram TEXT PRIMARY KEY, n INTEGER);
+CREATE TABLE IF NOT EXISTS termfreq(term TEXT PRIMARY KEY, n INTEGER);
 CREATE TABLE IF NOT EXISTS dirty(domain TEXT, path TEXT, since REAL, PRIMARY KEY(domain, path));
 CREATE TABLE IF NOT EXISTS sess(session TEXT, kind TEXT, item TEXT, ts REAL, n INTEGER DEFAULT 0,
     PRIMARY KEY(session, kind, item));
@@ -77,8 +81,17 @@ def text_keys(text_l: str, lengths: tuple[int, ...] = (KEY_LEN,)) -> list[str]:
     return list(keys)
 
 
+_ROW_SQL = ("SELECT c.id, c.domain, c.path, c.name, c.deliver, c.on_, c.who, c.terms, c.salience, c.essence_len, "
+            "c.essence_hash, f.mtime_ns, f.size FROM crystals c LEFT JOIN files f ON f.domain = c.domain AND f.path = c.path")
+
+
 class CrystalRow:
-    __slots__ = ("id", "domain", "path", "name", "deliver", "on", "who", "terms", "salience")
+    """A crystal as the index knows it, with the file's size and mtime at indexing: when a
+    ``stat`` still shows those, the binding, salience and essence length here are current and
+    the file need not be parsed (``Index.is_current``)."""
+
+    __slots__ = ("id", "domain", "path", "name", "deliver", "on", "who", "terms", "salience", "essence_len",
+                 "essence_hash", "mtime_ns", "size", "spec")
 
     def __init__(self, row):
         self.id, self.domain, self.path, self.name = row[0], row[1], row[2], row[3]
@@ -87,6 +100,11 @@ class CrystalRow:
         self.who = tuple(row[6].split(",")) if row[6] else ()
         self.terms = tuple(row[7].split(SEP)) if row[7] else ()
         self.salience = row[8] if row[8] is not None else 0.5
+        self.essence_len = row[9] or 0 if len(row) > 9 else 0
+        self.essence_hash = (row[10] or "") if len(row) > 10 else ""
+        self.mtime_ns = row[11] if len(row) > 11 else None
+        self.size = row[12] if len(row) > 12 else None
+        self.spec = 0.0
 
     @property
     def crystal_id(self) -> str:
@@ -147,12 +165,12 @@ class Index:
                 if stmt.strip():
                     c.execute(stmt)
             if self._meta("version") != INDEX_VERSION:
-                for table in ("meta", "dirs", "files", "crystals", "grams", "dirty"):
+                for table in ("meta", "dirs", "files", "crystals", "grams", "dirty", "termfreq"):
                     c.execute(f"DROP TABLE IF EXISTS {table}")
                 for stmt in _SCHEMA.strip().split(";"):
                     if stmt.strip():
                         c.execute(stmt)
-            for table in ("meta", "dirs", "files", "crystals", "grams", "dirty"):
+            for table in ("meta", "dirs", "files", "crystals", "grams", "dirty", "termfreq"):
                 c.execute(f"DELETE FROM {table}")
             self._short = None
             counts = {"files": 0, "crystals": 0, "problems": 0}
@@ -234,20 +252,13 @@ class Index:
     def _drop_file(self, domain: str, rel: str) -> None:
         c = self.conn
         c.execute("DELETE FROM files WHERE domain=? AND path=?", (domain, rel))
-        row = c.execute("SELECT id FROM crystals WHERE domain=? AND path=?", (domain, rel)).fetchone()
-        if row:
-            c.execute("DELETE FROM grams WHERE crystal=?", (row[0],))
-            c.execute("DELETE FROM crystals WHERE id=?", (row[0],))
-            self.changed.append(f"{domain}:{rel}")
+        self._forget_crystal(domain, rel)
 
     def _load_file(self, domain, root, rel, rel_dir, mtime_ns, size, counts=None, parsed=None):
         """(Re)index one file; returns the parsed crystal text or None."""
         c = self.conn
         c.execute("INSERT OR REPLACE INTO files VALUES(?,?,?,?,?)", (domain, rel, rel_dir, mtime_ns, size))
-        row = c.execute("SELECT id FROM crystals WHERE domain=? AND path=?", (domain, rel)).fetchone()
-        if row:
-            c.execute("DELETE FROM grams WHERE crystal=?", (row[0],))
-            c.execute("DELETE FROM crystals WHERE id=?", (row[0],))
+        self._forget_crystal(domain, rel)
         self.changed.append(f"{domain}:{rel}")
         if parsed is None:
             try:
@@ -267,23 +278,54 @@ class Index:
             sal = float(parsed.frontmatter.get("salience", 0.5))
         except (TypeError, ValueError):
             sal = 0.5
+        essence = parsed.essence or ""
         cur = c.execute(
-            "INSERT INTO crystals(domain, path, name, deliver, on_, who, terms, salience) VALUES(?,?,?,?,?,?,?,?)",
-            (domain, rel, str(name), ",".join(b.deliver), ",".join(b.on), ",".join(b.who), SEP.join(b.terms), sal),
+            "INSERT INTO crystals(domain, path, name, deliver, on_, who, terms, salience, essence_len, essence_hash) "
+            "VALUES(?,?,?,?,?,?,?,?,?,?)",
+            (domain, rel, str(name), ",".join(b.deliver), ",".join(b.on), ",".join(b.who), SEP.join(b.terms), sal,
+             len(essence), content_hash(essence) if essence else ""),
         )
         cid = cur.lastrowid
+        if b.terms:
+            self._count_terms(b.terms, +1)
         if "act" in b.deliver and b.on and b.terms:
+            entries = [(a, checked, view, t, cid) for a in b.on for t in b.terms for view, checked in _views(t, a)]
             if self._pending_grams is not None:  # a build: keys are chosen once every term is known
-                self._pending_grams.extend((a, t, cid) for a in b.on for t in b.terms)
+                self._pending_grams.extend(entries)
             else:
-                rows = [(self._key_for(t), a, t, cid) for a in b.on for t in b.terms]
-                c.executemany("INSERT INTO grams VALUES(?,?,?,?)", rows)
-            short = {len(t) for t in b.terms if len(t) < KEY_LEN}
+                rows = [(self._key_for(checked), a, checked, cid_, view, t) for a, checked, view, t, cid_ in entries]
+                c.executemany("INSERT INTO grams VALUES(?,?,?,?,?,?)", rows)
+            short = {len(checked) for _a, checked, _v, _t, _c in entries if len(checked) < KEY_LEN}
             if short - set(self.key_lengths()):
                 self._set_key_lengths(tuple(sorted(set(self.key_lengths()) | short)))
         if counts is not None:
             counts["crystals"] = counts.get("crystals", 0) + 1
         return parsed
+
+    def _forget_crystal(self, domain: str, rel: str) -> None:
+        """Remove a crystal's rows (its grams, its share of the term counts)."""
+        c = self.conn
+        row = c.execute("SELECT id, terms FROM crystals WHERE domain=? AND path=?", (domain, rel)).fetchone()
+        if row:
+            c.execute("DELETE FROM grams WHERE crystal=?", (row[0],))
+            c.execute("DELETE FROM crystals WHERE id=?", (row[0],))
+            if row[1] and self._pending_grams is None:
+                self._count_terms(tuple(row[1].split(SEP)), -1)
+            self.changed.append(f"{domain}:{rel}")
+
+    def _count_terms(self, terms, delta: int) -> None:
+        """``termfreq``: how many crystals carry each term (the rarity half of specificity).
+        During a build the counts are made once at the end."""
+        if self._pending_grams is not None:
+            return
+        uniq = list(dict.fromkeys(terms))
+        if delta > 0:
+            self.conn.executemany("INSERT INTO termfreq VALUES(?, 1) ON CONFLICT(term) DO UPDATE SET n = n + 1",
+                                  [(t,) for t in uniq])
+        else:
+            self.conn.executemany("UPDATE termfreq SET n = n - 1 WHERE term = ?", [(t,) for t in uniq])
+            # by key, not a scan: the table holds every distinct term of the store
+            self.conn.executemany("DELETE FROM termfreq WHERE term = ? AND n <= 0", [(t,) for t in uniq])
 
     # -- term keys ---------------------------------------------------------------
     # A term is found through one of its 4-character pieces: any piece works (if the term is
@@ -292,19 +334,25 @@ class Index:
     # every npm command and were thrown away one by one (5,600 rows at 100,000 crystals).
     def _insert_pending_grams(self) -> None:
         freq: dict[str, int] = {}
-        for t in {t for _a, t, _c in self._pending_grams}:
+        for t in {t for _a, t, _v, _o, _c in self._pending_grams}:
             for g in {t[i : i + KEY_LEN] for i in range(len(t) - KEY_LEN + 1)}:
                 freq[g] = freq.get(g, 0) + 1
         self.conn.execute("DELETE FROM gramfreq")
         self.conn.executemany("INSERT INTO gramfreq VALUES(?,?)", freq.items())
         keys: dict[str, str] = {}
         rows = []
-        for a, t, cid in self._pending_grams:
+        for a, t, view, orig, cid in self._pending_grams:
             k = keys.get(t)
             if k is None:
                 k = keys[t] = _rarest(t, freq)
-            rows.append((k, a, t, cid))
-        self.conn.executemany("INSERT INTO grams VALUES(?,?,?,?)", rows)
+            rows.append((k, a, t, cid, view, orig))
+        self.conn.executemany("INSERT INTO grams VALUES(?,?,?,?,?,?)", rows)
+        counts: dict[str, int] = {}  # every crystal's terms, whatever its channel
+        for (terms,) in self.conn.execute("SELECT terms FROM crystals WHERE terms != ''"):
+            for t in set(terms.split(SEP)):
+                counts[t] = counts.get(t, 0) + 1
+        self.conn.execute("DELETE FROM termfreq")
+        self.conn.executemany("INSERT INTO termfreq VALUES(?,?)", counts.items())
 
     def _key_for(self, term: str) -> str:
         """The key of a term indexed outside a build (a changed file): the rarest piece by the
@@ -513,34 +561,103 @@ class Index:
         self.conn.execute("INSERT OR REPLACE INTO meta VALUES('key_lengths', ?)", (",".join(map(str, lengths)),))
         self._short = lengths
 
-    def candidates(self, actions: tuple[str, ...], text_l: str) -> list[tuple[CrystalRow, str]]:
-        """Crystals bound to any of ``actions`` with a term inside ``text_l`` (lower-cased),
-        each with its longest matching term."""
-        if not text_l:
+    def candidates(self, actions: tuple[str, ...], text: str, prepared=None) -> list[tuple[CrystalRow, str]]:
+        """Crystals bound to any of ``actions`` with a term that fires on ``text`` (``match``),
+        each with its most specific matching term (``row.spec``: ``match.specificity``).
+
+        SQLite narrows the rows first: each term is keyed by a 4-character piece, and
+        ``instr`` checks its key form (``match.Term.key``) against the action's normalised
+        text, so only the few rows that can match reach Python, where the real rule decides."""
+        if not text:
             return []
-        keys = text_keys(text_l, self.key_lengths())
+        p = prepared if prepared is not None else _match.prepare(actions, text)
+        lengths = self.key_lengths()
+        keys = set(text_keys(p.norm, lengths))
+        if p.raw != p.norm:
+            keys.update(text_keys(p.raw, lengths))
         marks = ",".join("?" * len(actions))
         hits = self.conn.execute(
-            f"SELECT crystal, term FROM grams WHERE action IN ({marks}) "
-            "AND key IN (SELECT value FROM json_each(?)) AND instr(?, term) > 0",
-            (*actions, fastjson.dumps(keys), text_l),
+            f"SELECT crystal, action, orig FROM grams WHERE action IN ({marks}) "
+            "AND key IN (SELECT value FROM json_each(?)) "
+            "AND ((view = 'n' AND instr(?, term) > 0) OR (view != 'n' AND instr(?, term) > 0))",
+            (*actions, fastjson.dumps(list(keys)), p.norm, p.raw),
         ).fetchall()
         if not hits:
             return []
-        best: dict[int, str] = {}
-        for cid, term in hits:
-            if len(term) > len(best.get(cid, "")):
-                best[cid] = term
-        rows = self.conn.execute(
-            "SELECT id, domain, path, name, deliver, on_, who, terms, salience FROM crystals "
-            f"WHERE id IN ({','.join('?' * len(best))})", tuple(best)).fetchall()
-        return [(CrystalRow(r), best[r[0]]) for r in rows]
+        compiled: dict[tuple[str, str], object] = {}
+        verdict: dict[tuple[str, str], bool] = {}
+        matched: dict[int, list[str]] = {}
+        for cid, action, orig in hits:
+            kind = "bash" if action in _match.BASH_KINDS else action
+            ck = (orig, kind)
+            ok = verdict.get(ck)
+            if ok is None:
+                term = compiled.get(ck)
+                if term is None:
+                    term = compiled[ck] = _match.compile_term(orig, action)
+                ok = verdict[ck] = _match.matches(term, p)
+            if ok:
+                matched.setdefault(cid, []).append(orig)
+        if not matched:
+            return []
+        terms = sorted({t for ts in matched.values() for t in ts})
+        freq = dict(self.conn.execute(
+            f"SELECT term, n FROM termfreq WHERE term IN ({','.join('?' * len(terms))})", terms).fetchall())
+        keylen = {orig: len(term.key) for (orig, _kind), term in compiled.items()}
+        specs = {t: _match.specificity(keylen.get(t, len(t)), freq.get(t, 1)) for t in terms}
+        rows = self.conn.execute(f"{_ROW_SQL} WHERE c.id IN ({','.join('?' * len(matched))})",
+                                 tuple(matched)).fetchall()
+        out = []
+        for r in rows:
+            row = CrystalRow(r)
+            best = max(matched[row.id], key=lambda t: (specs[t], len(t), t))
+            row.spec = specs[best]
+            out.append((row, best))
+        return out
+
+    def term_counts(self, terms) -> dict[str, int]:
+        """How many crystals of the store carry each term."""
+        terms = list(terms)
+        if not terms:
+            return {}
+        return dict(self.conn.execute(
+            f"SELECT term, n FROM termfreq WHERE term IN ({','.join('?' * len(terms))})", terms).fetchall())
 
     def channel(self, channel: str) -> list[CrystalRow]:
         rows = self.conn.execute(
-            "SELECT id, domain, path, name, deliver, on_, who, terms, salience FROM crystals "
-            "WHERE ',' || deliver || ',' LIKE ? ORDER BY salience DESC, domain, path", (f"%,{channel},%",)).fetchall()
+            f"{_ROW_SQL} WHERE ',' || c.deliver || ',' LIKE ? ORDER BY c.salience DESC, c.domain, c.path",
+            (f"%,{channel},%",)).fetchall()
         return [CrystalRow(r) for r in rows]
+
+    # -- reading what is delivered ---------------------------------------------------
+    def is_current(self, row: CrystalRow) -> bool:
+        """One ``stat``: the file is as it was indexed, so the row's binding, salience and
+        essence length hold and nothing needs parsing."""
+        root = self.settings.domains.get(row.domain)
+        if root is None or row.mtime_ns is None:
+            return False
+        try:
+            st = os.stat(os.path.join(root, row.path))
+        except OSError:
+            return False
+        return st.st_mtime_ns == row.mtime_ns and st.st_size == row.size
+
+    def essence_of(self, row: CrystalRow) -> str | None:
+        """The essence of a file that ``is_current``, read without parsing its frontmatter;
+        None when the text is not what was indexed (its hash differs: an edit within the
+        clock's resolution) or it cannot be read."""
+        root = self.settings.domains.get(row.domain)
+        if root is None:
+            return None
+        try:
+            text = read_text(root, row.path, self.settings.max_file_bytes)
+            _fm, _first, body, body_line = split_frontmatter(text, row.path)
+        except NoteError:
+            return None
+        essence, _line, _problems = extract_essence(body, body_line)
+        if not essence or content_hash(essence) != row.essence_hash:
+            return None
+        return essence
 
     def counts(self) -> dict:
         c = self.conn
@@ -570,6 +687,34 @@ class Index:
     def sess_del(self, session: str, kind: str, items: list[str]) -> None:
         self._queue.append(("DELETE FROM sess WHERE session=? AND kind=? AND item=?",
                             [(session, kind, it) for it in items]))
+
+
+_VIEWS: dict[tuple[str, str], list[tuple[str, str]]] = {}
+
+
+def _views(term: str, action: str) -> list[tuple[str, str]]:
+    """The strings the prefilter checks for one term bound to one action, with their view:
+    ``n`` (its key form, against the action's normalised text), ``s`` (a ``substring:`` term,
+    against the raw text) and ``f`` (the term as written, against the raw text, when that
+    differs from the key form: for a command that cannot be split, and for data). Cached: a
+    store's terms repeat (a build of 100,000 crystals splits each distinct term once)."""
+    kind = "bash" if action in _match.BASH_KINDS else action
+    hit = _VIEWS.get((term, kind))
+    if hit is None:
+        if len(_VIEWS) > 200_000:
+            _VIEWS.clear()
+        hit = _VIEWS[(term, kind)] = _compute_views(term, action)
+    return hit
+
+
+def _compute_views(term: str, action: str) -> list[tuple[str, str]]:
+    t = _match.compile_term(term, action)
+    if t.mode == "substring":
+        return [("s", t.key)] if t.key else []
+    out = [("n", t.key)] if t.key else []
+    if t.raw_key and t.raw_key != t.key:
+        out.append(("f", t.raw_key))
+    return out
 
 
 def _rarest(term: str, freq: dict[str, int]) -> str:

@@ -533,3 +533,414 @@ def uninstall(
     if not unchanged:
         _atomic_write(path, _dump(new), loaded.stat)
     return {"agent": agent, "path": str(path), "added": [], "removed": len(removed), "unchanged": unchanged}
+
+
+# -- the MCP server: registration for Claude Code and Codex ----------------------------------
+#
+# Formats (sources checked when this was written):
+#
+# * Claude Code, https://code.claude.com/docs/en/mcp ("MCP installation scopes"). Project scope:
+#   ``.mcp.json`` at the project root, ``{"mcpServers": {name: {"type": "stdio", "command",
+#   "args", "env"}}}``, meant for version control; Claude Code asks each person once to approve a
+#   project server. User scope: the top-level ``"mcpServers"`` of ``~/.claude.json``. Local scope
+#   (this project, this person): the same object under ``"projects" -> <absolute project path>``
+#   of ``~/.claude.json``.
+# * Codex, https://developers.openai.com/codex/mcp and ``docs/config.md`` of openai/codex: a
+#   table ``[mcp_servers.<name>]`` with ``command``, ``args``, ``env`` and
+#   ``startup_timeout_sec`` (default 10 s) in ``~/.codex/config.toml``, or in
+#   ``.codex/config.toml`` of a trusted project. Codex passes only a short allow-list of the
+#   environment to a server, so what the server needs (GEODE_HOME) goes into ``env``.
+#
+# What is ours: the entry named ``geode`` whose first argument is a ``geode/mcp/main.py``.
+# A ``geode`` entry the user wrote is never replaced or removed.
+
+MCP_NAME = "geode"
+MCP_STARTUP_TIMEOUT_S = 20
+MCP_PROBE_TIMEOUT_S = 60.0
+MCP_TOML_MARK = "# geode's recall tools: written by `geode hooks install`, removed by `geode hooks uninstall`"
+CLAUDE_MCP_NOTICE = (
+    "Claude Code asks once to approve the servers of a project's .mcp.json; `/mcp` in Claude Code "
+    "shows geode's tools."
+)
+
+
+def default_mcp_script() -> Path:
+    """The server's entry script, in the installed package (``geode/mcp/main.py``)."""
+    return Path(os.path.abspath(Path(__file__).parent.parent / "mcp" / "main.py"))
+
+
+def mcp_entry(
+    python: str | None = None,
+    *,
+    script: str | os.PathLike[str] | None = None,
+    home: str | os.PathLike[str] | None = None,
+    store: str | os.PathLike[str] | None = None,
+) -> dict[str, Any]:
+    """How an agent starts geode's MCP server: ``{"command", "args"[, "env"]}``.
+
+    The absolute interpreter running the installer and the absolute ``geode/mcp/main.py`` (never
+    ``geode`` found on a PATH the agent may not have); ``GEODE_HOME``/``GEODE_STORE`` in ``env``
+    only for a non-default home or a one-off store, as in :func:`hook_command`.
+    """
+    interp = python if python is not None else sys.executable
+    if not interp or not os.path.isabs(interp):
+        raise InstallError(f"the server's interpreter must be an absolute path, got {interp!r}")
+    entry_script = Path(os.path.abspath(script if script is not None else default_mcp_script()))
+    env: dict[str, str] = {}
+    if home is not None:
+        home_path = Path(home).expanduser().resolve()
+        if home_path != _default_home_dir().resolve():
+            env["GEODE_HOME"] = str(home_path)
+    if store is not None:
+        env["GEODE_STORE"] = str(Path(store).expanduser().resolve())
+    out: dict[str, Any] = {"command": os.path.abspath(interp), "args": [str(entry_script)]}
+    if env:
+        out["env"] = env
+    return out
+
+
+def _agent_entry(agent: str, entry: dict[str, Any]) -> dict[str, Any]:
+    if agent == "claude":
+        return {"type": "stdio", **entry}
+    return {**entry, "startup_timeout_sec": MCP_STARTUP_TIMEOUT_S}
+
+
+def is_owned_mcp_entry(entry: object) -> bool:
+    """True for a server entry geode wrote (its first argument is a ``geode/mcp/main.py``)."""
+    if not isinstance(entry, dict):
+        return False
+    args = entry.get("args")
+    if not isinstance(args, list) or not args or not isinstance(args[0], str):
+        return False
+    return args[0].replace("\\", "/").endswith("/geode/mcp/main.py")
+
+
+def mcp_config_path(
+    agent: str,
+    scope: str | None = None,
+    *,
+    project: str | os.PathLike[str] | None = None,
+    home_dir: str | os.PathLike[str] | None = None,
+    local: bool = False,
+) -> tuple[Path, tuple[str, ...]]:
+    """The file that registers MCP servers for ``agent`` at ``scope``, and the key path of the
+    servers' table inside it (see the sources above)."""
+    _check_agent(agent)
+    scope = scope or DEFAULT_SCOPE[agent]
+    if scope not in SCOPES:
+        raise InstallError(f"unknown scope {scope!r}; expected one of {', '.join(SCOPES)}")
+    if local and (agent != "claude" or scope != "project"):
+        raise InstallError("--local exists only for Claude Code at project scope")
+    home = Path(os.path.abspath(Path(home_dir).expanduser() if home_dir is not None else Path.home()))
+    proj = Path(os.path.abspath(project if project is not None else Path.cwd()))
+    if agent == "claude":
+        if local:
+            return home / ".claude.json", ("projects", str(proj), "mcpServers")
+        if scope == "user":
+            return home / ".claude.json", ("mcpServers",)
+        return proj / ".mcp.json", ("mcpServers",)
+    return (home if scope == "user" else proj) / ".codex" / "config.toml", ("mcp_servers",)
+
+
+def _probe_env(entry: dict[str, Any]) -> dict[str, str]:
+    """An agent's environment, roughly: no virtual environment, no PYTHONPATH (Codex passes a
+    short allow-list), plus the entry's own ``env``."""
+    env = {k: os.environ[k] for k in ("HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TMPDIR", "TERM")
+           if k in os.environ}
+    env["PATH"] = "/usr/local/bin:/usr/bin:/bin"
+    env.update(entry.get("env") or {})
+    return env
+
+
+def verify_mcp_entry(entry: dict[str, Any], *, timeout: float = MCP_PROBE_TIMEOUT_S) -> dict[str, Any]:
+    """Start the server the way the agent will, with ``--check`` (build it, list the tools, exit);
+    require exit 0 and the tool list. Why: a registered server that cannot start shows the agent
+    no tools at all and says little about why; here the error names the command and its output."""
+    argv = [str(entry["command"]), *[str(a) for a in entry.get("args") or []], "--check"]
+    try:
+        proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout,
+                              env=_probe_env(entry))
+    except subprocess.TimeoutExpired as exc:
+        raise InstallError(f"the MCP server did not answer --check within {timeout:g} s; not registered: "
+                           f"{' '.join(argv)}") from exc
+    except OSError as exc:
+        raise InstallError(f"cannot start the MCP server ({exc}); not registered: {' '.join(argv)}") from exc
+    tail = " | ".join((proc.stderr or proc.stdout or "").strip().splitlines()[-3:]) or "no output"
+    if proc.returncode != 0:
+        raise InstallError(f"the MCP server exited {proc.returncode} on --check, so the agent would get no tools; "
+                           f"not registered (use --no-mcp to install the hooks alone).\n  command: {' '.join(argv)}"
+                           f"\n  output: {tail}")
+    try:
+        report = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError) as exc:
+        raise InstallError(f"the MCP server's --check printed no JSON ({tail}); not registered") from exc
+    if not isinstance(report, dict) or "search" not in (report.get("tools") or []):
+        raise InstallError(f"the MCP server's --check lists no search tool ({proc.stdout.strip()[:200]}); not registered")
+    return report
+
+
+def _table(data: dict[str, Any], keys: tuple[str, ...], path: Path, create: bool) -> dict[str, Any] | None:
+    cur: Any = data
+    for i, k in enumerate(keys):
+        nxt = cur.get(k)
+        if nxt is None:
+            if not create:
+                return None
+            nxt = cur[k] = {}
+        elif not isinstance(nxt, dict):
+            where = ".".join(json.dumps(x) for x in keys[: i + 1])
+            raise InstallError(f"{path}: {where} must be an object, got {type(nxt).__name__}; left untouched")
+        cur = nxt
+    return cur
+
+
+def _drop_empty(data: dict[str, Any], keys: tuple[str, ...]) -> None:
+    """Remove the servers' table (and only it) when our removal left it empty."""
+    parent = _table(data, keys[:-1], Path(""), create=False) if len(keys) > 1 else data
+    if isinstance(parent, dict) and parent.get(keys[-1]) == {}:
+        del parent[keys[-1]]
+
+
+# -- Codex: config.toml, edited as text and checked by parsing ---------------------------------
+_TOML_OURS = re.compile(r"""^\s*\[\s*mcp_servers\s*\.\s*(?:geode|"geode"|'geode')\s*(?:\.[^\]]*)?\]\s*(?:#.*)?$""")
+_TOML_HEADER = re.compile(r"""^\s*\[\[?\s*[A-Za-z0-9_"'][^\[\]]*\]\]?\s*(?:#.*)?$""")
+
+
+def _toml_parse(text: str, path: Path) -> dict[str, Any]:
+    import tomllib
+
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InstallError(f"{path}: invalid TOML ({exc}); fix it by hand, geode will not rewrite it") from exc
+
+
+def _toml_str(s: str) -> str:
+    return json.dumps(s, ensure_ascii=False)  # a JSON string is a TOML basic string
+
+
+def _toml_block(entry: dict[str, Any]) -> str:
+    lines = [MCP_TOML_MARK, f"[mcp_servers.{MCP_NAME}]", f"command = {_toml_str(entry['command'])}",
+             f"args = [{', '.join(_toml_str(a) for a in entry['args'])}]",
+             f"startup_timeout_sec = {int(entry['startup_timeout_sec'])}"]
+    if entry.get("env"):
+        lines.append("env = { " + ", ".join(f"{k} = {_toml_str(v)}" for k, v in entry["env"].items()) + " }")
+    return "\n".join(lines) + "\n"
+
+
+def _toml_strip(text: str) -> str:
+    """``text`` without the ``[mcp_servers.geode]`` table (and its sub-tables and our mark line).
+
+    Install appends a blank line and the block; when the block is still last, that blank line
+    goes with it, so install then uninstall gives the file back byte for byte."""
+    out: list[str] = []
+    skipping = False
+    for line in text.splitlines(keepends=True):
+        if _TOML_OURS.match(line):
+            skipping = True
+            if out and out[-1].rstrip("\r\n") == MCP_TOML_MARK:
+                out.pop()
+            continue
+        if skipping and _TOML_HEADER.match(line):
+            skipping = False
+        if not skipping:
+            out.append(line)
+    new = "".join(out)
+    if skipping and new.endswith("\n\n"):
+        new = new[:-1]
+    return new
+
+
+def _without_geode(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """What the file parses to once our table is gone (the empty ``mcp_servers`` may or may not stay)."""
+    base = json.loads(json.dumps(data, default=str))
+    servers = base.get("mcp_servers")
+    if not isinstance(servers, dict) or MCP_NAME not in servers:
+        return [base]
+    del servers[MCP_NAME]
+    if servers:
+        return [base]
+    other = json.loads(json.dumps(base))
+    del other["mcp_servers"]
+    return [base, other]
+
+
+def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    return json.dumps(a, sort_keys=True, default=str) == json.dumps(b, sort_keys=True, default=str)
+
+
+def _toml_edit(path: Path, entry: dict[str, Any] | None) -> tuple[str, str | None, dict[str, Any] | None, os.stat_result | None]:
+    """(old text, new text or None when nothing changes, the current geode entry, stat) for
+    installing ``entry`` (or removing ours when None). The result is parsed and must equal the
+    old file's data with only our table changed; anything else is refused, never written."""
+    try:
+        st = path.stat()
+        text = path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        st, text = None, ""
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InstallError(f"{path}: cannot read ({exc}); left untouched") from exc
+    data = _toml_parse(text, path)
+    servers = data.get("mcp_servers")
+    if servers is not None and not isinstance(servers, dict):
+        raise InstallError(f"{path}: mcp_servers must be a table, got {type(servers).__name__}; left untouched")
+    cur = (servers or {}).get(MCP_NAME)
+    if cur is not None and not is_owned_mcp_entry(cur):
+        if entry is None:
+            return text, None, cur, st
+        raise InstallError(f"{path}: an MCP server named {MCP_NAME!r} is configured and is not geode's "
+                           f"(command {cur.get('command') if isinstance(cur, dict) else cur!r}); left untouched: "
+                           "rename or remove it, then run again")
+    if entry is not None and cur is not None and _same(cur, entry):
+        return text, None, cur, st
+    if entry is None and cur is None:
+        return text, None, None, st
+    stripped = _toml_strip(text) if cur is not None else text
+    rest = _toml_parse(stripped, path)
+    if not any(_same(rest, want) for want in _without_geode(data)):
+        raise InstallError(f"{path}: geode's [mcp_servers.{MCP_NAME}] is not a plain table geode can edit safely "
+                           "(an inline table or dotted keys?); edit it by hand")
+    if entry is None:
+        return text, stripped, cur, st
+    sep = "" if not stripped.strip() else ("\n" if stripped.endswith("\n") else "\n\n")
+    new = (stripped if stripped.strip() else "") + sep + _toml_block(entry)
+    try:
+        parsed: dict[str, Any] | None = _toml_parse(new, path)
+    except InstallError:
+        parsed = None  # e.g. an inline mcp_servers table cannot take a [mcp_servers.geode] header
+    expect = json.loads(json.dumps(rest, default=str))
+    expect.setdefault("mcp_servers", {})[MCP_NAME] = entry
+    if parsed is None or not _same(parsed, expect):
+        raise InstallError(f"{path}: adding [mcp_servers.{MCP_NAME}] would change other settings (is mcp_servers "
+                           "an inline table?); add it by hand:\n" + _toml_block(entry))
+    return text, new, cur, st
+
+
+# -- the public operations for the MCP server ---------------------------------------------------
+
+
+def plan_mcp(
+    agent: str,
+    scope: str | None = None,
+    *,
+    project: str | os.PathLike[str] | None = None,
+    home_dir: str | os.PathLike[str] | None = None,
+    local: bool = False,
+    python: str | None = None,
+    script: str | os.PathLike[str] | None = None,
+    geode_home: str | os.PathLike[str] | None = None,
+    store: str | os.PathLike[str] | None = None,
+    **_ignored: Any,
+) -> dict[str, Any]:
+    """What :func:`install_mcp` would write, for ``--print [--json]``; reads and writes nothing."""
+    path, keys = mcp_config_path(agent, scope, project=project, home_dir=home_dir, local=local)
+    want = _agent_entry(agent, mcp_entry(python, script=script, home=geode_home, store=store))
+    if agent == "claude":
+        text = json.dumps({"mcpServers": {MCP_NAME: want}}, indent=2, ensure_ascii=False)
+    else:
+        text = _toml_block(want)
+    return {"agent": agent, "scope": "local" if local else (scope or DEFAULT_SCOPE[agent]), "path": str(path),
+            "key": ".".join(keys) + f".{MCP_NAME}", "name": MCP_NAME, "entry": want, "text": text}
+
+
+def install_mcp(
+    agent: str,
+    scope: str | None = None,
+    *,
+    project: str | os.PathLike[str] | None = None,
+    home_dir: str | os.PathLike[str] | None = None,
+    local: bool = False,
+    python: str | None = None,
+    script: str | os.PathLike[str] | None = None,
+    geode_home: str | os.PathLike[str] | None = None,
+    store: str | os.PathLike[str] | None = None,
+    verify: bool = True,
+    **_ignored: Any,
+) -> dict[str, Any]:
+    """Register (or refresh) geode's MCP server for ``agent``; idempotent, keeps the rest.
+
+    A file we cannot parse, a servers' table of the wrong type or a ``geode`` entry that is not
+    ours is refused with the file named; an unchanged entry leaves the file byte-identical.
+    Returns ``{"agent", "path", "name", "entry", "added", "replaced", "unchanged"}`` (plus
+    ``"notice"`` for Claude Code's project scope).
+    """
+    path, keys = mcp_config_path(agent, scope, project=project, home_dir=home_dir, local=local)
+    entry = mcp_entry(python, script=script, home=geode_home, store=store)
+    want = _agent_entry(agent, entry)
+    if agent == "claude":
+        loaded = _load(path)
+        new = json.loads(json.dumps(loaded.data))
+        servers = _table(new, keys, path, create=True)
+        assert servers is not None
+        cur = servers.get(MCP_NAME)
+        if cur is not None and not is_owned_mcp_entry(cur):
+            raise InstallError(f"{path}: an MCP server named {MCP_NAME!r} is configured and is not geode's "
+                               f"(command {cur.get('command') if isinstance(cur, dict) else cur!r}); left untouched: "
+                               "rename or remove it, then run again")
+        unchanged = cur == want and loaded.raw is not None
+        if not unchanged:
+            if verify:
+                verify_mcp_entry(entry)
+            servers[MCP_NAME] = want
+            _atomic_write(path, _dump(new), loaded.stat)
+    else:
+        _old, text, cur, st = _toml_edit(path, want)
+        unchanged = text is None
+        if not unchanged:
+            if verify:
+                verify_mcp_entry(entry)
+            _atomic_write(path, text.encode("utf-8"), st)
+    result: dict[str, Any] = {"agent": agent, "path": str(path), "name": MCP_NAME, "entry": want,
+                              "added": cur is None, "replaced": cur is not None and not unchanged,
+                              "unchanged": unchanged}
+    if agent == "claude" and not local and (scope or DEFAULT_SCOPE[agent]) == "project":
+        result["notice"] = CLAUDE_MCP_NOTICE
+    return result
+
+
+def uninstall_mcp(
+    agent: str,
+    scope: str | None = None,
+    *,
+    project: str | os.PathLike[str] | None = None,
+    home_dir: str | os.PathLike[str] | None = None,
+    local: bool = False,
+    **_ignored: Any,
+) -> dict[str, Any]:
+    """Remove geode's server entry (only ours) for ``agent`` at ``scope``; leave the rest as it was.
+
+    The servers' table goes only when our removal emptied it; a file that held nothing but our
+    entry is removed; a missing file stays missing. Returns ``{"agent", "path", "removed",
+    "unchanged"}`` (``"kept"`` names a ``geode`` entry that is not ours).
+    """
+    path, keys = mcp_config_path(agent, scope, project=project, home_dir=home_dir, local=local)
+    result: dict[str, Any] = {"agent": agent, "path": str(path), "name": MCP_NAME, "removed": 0, "unchanged": True}
+    if agent == "claude":
+        loaded = _load(path)
+        new = json.loads(json.dumps(loaded.data))
+        servers = _table(new, keys, path, create=False)
+        cur = servers.get(MCP_NAME) if servers is not None else None
+        if cur is None:
+            return result
+        if not is_owned_mcp_entry(cur):
+            result["kept"] = f"{MCP_NAME!r} is not geode's entry"
+            return result
+        del servers[MCP_NAME]
+        _drop_empty(new, keys)
+        if new == {}:
+            os.unlink(path)
+        else:
+            _atomic_write(path, _dump(new), loaded.stat)
+    else:
+        _old, text, cur, st = _toml_edit(path, None)
+        if cur is not None and not is_owned_mcp_entry(cur):
+            result["kept"] = f"{MCP_NAME!r} is not geode's entry"
+            return result
+        if text is None:
+            return result
+        if not text.strip():
+            os.unlink(path)
+        else:
+            _atomic_write(path, text.encode("utf-8"), st)
+    result.update(removed=1, unchanged=False)
+    return result

@@ -81,6 +81,8 @@ KINDS: tuple[str, ...] = (
     "stop_blocked",
     "session_end",
     "searched",
+    "read",  # a note read on demand (geode read, the MCP read_note tool): search_log.read_event
+    "write_requested",  # the MCP write_note tool asked to change a note; its proposal cites the row
 )
 
 SPOOL_NAME = "events.jsonl"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as _dt
 
+from geode.delivery import match as _match
 from geode.delivery.binding import parse_binding
 from geode.delivery.dates import DateError, date_problems, optional_date
 from geode.delivery.note import Note
@@ -20,12 +21,95 @@ from geode.delivery.problems import Problem
 from geode.delivery.store import StoreLoad, load_store
 
 ESSENCE_GUIDE = 1500
+#: a term that selected crystals on more than this share of the ledger's actions is too broad
+BROAD_SHARE = 0.25
+#: ... once the ledger holds at least this many actions (fewer say little)
+BROAD_MIN_ACTIONS = 40
+#: rows of one action: the engine stamps them with one time; rows written before it did are
+#: taken as one action while less than this apart (one hook call writes its rows within ms)
+_ACTION_GAP_S = 0.05
+_ACT_KINDS = ("delivered", "withheld", "skipped_budget", "suppressed_backoff")
 LIVE_STATE_TYPES = frozenset({"fact", "state", "runbook", "reference", "status", "environment", "config"})
 PROVENANCE_HEADINGS = ("where this came from",)
 
 
-def lint_note(note: Note, settings, domain: str = "", today: _dt.date | None = None) -> list[Problem]:
-    """Problems of one loaded note (binding, essence, provenance, freshness)."""
+_TERM_CACHE: dict[tuple[str, str], list] = {}
+
+
+def _term_checks(b, line: int, add, term_shares: dict | None) -> None:
+    """Every match term: too broad, never matching, changed by token matching, a duplicate of
+    another term of the crystal, or selecting crystals on too many of the ledger's actions."""
+    if "act" not in b.deliver or not b.terms or not b.on:
+        return
+    seen: set[tuple[str, str]] = set()
+    never = 0
+    keys: dict[tuple[str, str, str], str] = {}
+    for term in b.terms:
+        term_never = True
+        for action in b.on:
+            kind = "bash" if action in _match.BASH_KINDS else action
+            probs = _TERM_CACHE.get((term, kind))
+            if probs is None:  # a store's terms repeat; the probes cost a few splits each
+                if len(_TERM_CACHE) > 100_000:
+                    _TERM_CACHE.clear()
+                probs = _TERM_CACHE[(term, kind)] = _match.term_problems(term, action)
+            if not any(code == "match-never" for code, _s, _m in probs):
+                term_never = False
+            for code, severity, message in probs:
+                if (code, message) not in seen:
+                    seen.add((code, message))
+                    add(line, code, severity, message)
+            compiled = _match.compile_term(term, action)
+            k = (action, compiled.mode, compiled.key)
+            if compiled.key and k in keys and keys[k] != term:
+                msg = (f"terms {keys[k]!r} and {term!r} are the same term under token-aware matching "
+                       "(spaces around shell operators and quotes do not matter); keep one")
+                if ("match-duplicate-term", msg) not in seen:
+                    seen.add(("match-duplicate-term", msg))
+                    add(line, "match-duplicate-term", "warning", msg)
+            keys.setdefault(k, term)
+        never += term_never
+        if term_shares and term in term_shares:
+            share, n_actions, n_term = term_shares[term]
+            if n_actions >= BROAD_MIN_ACTIONS and share > BROAD_SHARE:
+                add(line, "match-frequent", "warning",
+                    f"term {term!r} selected crystals on {share:.0%} of the {n_actions:,} actions in the ledger "
+                    f"that delivered anything ({n_term:,}; the line is {BROAD_SHARE:.0%}): it fires on almost "
+                    "everything, make it longer or rarer")
+    if never == len(b.terms):
+        add(line, "match-never-fires", "error", "no match term of this crystal can ever match under token-aware "
+            "matching; it never fires")
+
+
+def ledger_term_shares(conn) -> dict[str, tuple[float, int, int]]:
+    """``{term: (share, actions, actions it selected crystals on)}`` from the ledger's act
+    channel. An action is the rows of one session stamped with one time (older rows: less than
+    50 ms apart). ``conn`` is a SQLAlchemy connection."""
+    from sqlalchemy import text
+
+    rows = conn.execute(text(
+        "SELECT session, ts, action, term FROM ledger_event WHERE channel = 'act' AND kind IN "
+        f"({', '.join(repr(k) for k in _ACT_KINDS)}) ORDER BY session, ts")).fetchall()
+    actions = 0
+    per_term: dict[str, int] = {}
+    last = (None, None, -1e18)
+    current: set[str] = set()
+    for session, ts, action, term in rows:
+        if session != last[0] or action != last[1] or (float(ts) != last[2] and float(ts) - last[2] > _ACTION_GAP_S):
+            for t in current:
+                per_term[t] = per_term.get(t, 0) + 1
+            current = set()
+            actions += 1
+        current.add(str(term or ""))
+        last = (session, action, float(ts))
+    for t in current:
+        per_term[t] = per_term.get(t, 0) + 1
+    return {t: (n / actions, actions, n) for t, n in per_term.items() if t and actions}
+
+
+def lint_note(note: Note, settings, domain: str = "", today: _dt.date | None = None,
+              term_shares: dict | None = None) -> list[Problem]:
+    """Problems of one loaded note (binding, match terms, essence, provenance, freshness)."""
     out: list[Problem] = []
     today = today or _dt.date.today()
 
@@ -50,6 +134,7 @@ def lint_note(note: Note, settings, domain: str = "", today: _dt.date | None = N
         for issue in b.issues:
             if issue.severity != "info" or issue.code in ("match-list",):
                 add(issue.line, issue.code, issue.severity, issue.message)
+        _term_checks(b, note.fm_lines.get("crystal.match") or note.line_of("crystal"), add, term_shares)
         if note.essence is None:
             if not note.essence_problems:
                 add(note.line_of("crystal"), "no-essence", "error",
@@ -97,11 +182,11 @@ def lint_note(note: Note, settings, domain: str = "", today: _dt.date | None = N
     return out
 
 
-def lint_load(load: StoreLoad, settings, today: _dt.date | None = None) -> list[Problem]:
+def lint_load(load: StoreLoad, settings, today: _dt.date | None = None, term_shares: dict | None = None) -> list[Problem]:
     problems: list[Problem] = [p for p in load.problems]
     names: dict[str, str] = {}
     for note in load.notes:
-        problems.extend(lint_note(note, settings, load.domain, today))
+        problems.extend(lint_note(note, settings, load.domain, today, term_shares))
         if "name" in note.frontmatter:
             prev = names.get(note.name)
             if prev is not None:
@@ -117,8 +202,9 @@ def lint_load(load: StoreLoad, settings, today: _dt.date | None = None) -> list[
     return problems
 
 
-def lint_store(settings, today: _dt.date | None = None) -> dict:
-    """Lint every domain. Returns ``{"problems": [...], "examined": {...}, "errors": n, "warnings": n}``."""
+def lint_store(settings, today: _dt.date | None = None, term_shares: dict | None = None) -> dict:
+    """Lint every domain. Returns ``{"problems": [...], "examined": {...}, "errors": n, "warnings": n}``.
+    ``term_shares`` (``ledger_term_shares``) adds the check of terms that fire on too much."""
     problems: list[Problem] = []
     examined = {"domains": 0, "files": 0, "notes": 0, "crystals": 0, "skipped": 0}
     for domain, root in settings.domain_roots():
@@ -128,7 +214,7 @@ def lint_store(settings, today: _dt.date | None = None) -> dict:
         examined["notes"] += len(load.notes)
         examined["crystals"] += sum(1 for n in load.notes if "crystal" in n.frontmatter)
         examined["skipped"] += len([p for p in load.problems if p.severity == "error"])
-        problems.extend(lint_load(load, settings, today))
+        problems.extend(lint_load(load, settings, today, term_shares))
     problems.sort(key=lambda p: (p.domain, p.path, p.line, p.code))
     return {
         "problems": [p.as_dict() for p in problems],

@@ -103,7 +103,7 @@ def engine_for(settings) -> Engine:
         cur = dbapi_conn.cursor()
         try:
             cur.execute(f"PRAGMA busy_timeout = {CLI_BUSY_TIMEOUT_MS}")
-            cur.execute("PRAGMA journal_mode = WAL")
+            _set_wal(cur)
             cur.execute("PRAGMA synchronous = NORMAL")
         finally:
             cur.close()
@@ -113,6 +113,27 @@ def engine_for(settings) -> Engine:
         conn.exec_driver_sql("BEGIN IMMEDIATE")
 
     return engine
+
+
+def _set_wal(cur: Any) -> None:
+    """``PRAGMA journal_mode = WAL``, waiting out another process that holds the database.
+
+    Why a loop: switching a rollback-journal database to WAL needs an exclusive lock, and SQLite
+    answers ``database is locked`` at once, without the busy handler, while another process is
+    creating the same new database (seen with four processes starting on one fresh home). Once
+    the file is in WAL mode the pragma is a read and never waits."""
+    import sqlite3
+    import time
+
+    deadline = time.monotonic() + CLI_BUSY_TIMEOUT_MS / 1000.0
+    while True:
+        try:
+            cur.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
 
 
 def _insert_events(conn: Connection, events: list[dict]) -> int:

@@ -1,4 +1,5 @@
-"""One ledger row per search: kind ``searched``, the hits in ``detail``.
+"""One ledger row per search: kind ``searched``, the hits in ``detail`` (and one ``read`` row per
+note read on demand, below).
 
 Why: a note found by search again and again is a note that should have arrived on its own.
 The Gardener reads these rows (with the rows just before them in the same session) and
@@ -62,3 +63,25 @@ def record_search(settings, query: str, hits: list[dict], session: str = "") -> 
         ledger.append(settings, [search_event(query, hits, session)])
     except (OSError, ValueError):  # what ``ledger.append`` raises when the database and the spool both fail
         pass  # search must answer even when the ledger cannot be written
+
+
+#: A note read in full on demand (``geode read``, the MCP ``read_note`` tool): use of that note,
+#: which the Cleaner counts (``USE_KINDS``) before it proposes archiving a note nobody uses.
+READ_KIND = "read"
+
+
+def read_event(domain: str, path: str, address: str = "", session: str = "", via: str = "") -> dict:
+    """The ledger row for one note read (not written): ``crystal_id`` in the ledger's
+    ``domain:path`` form, ``action = "read"``, ``detail = {"address", "via"}``."""
+    detail = fastjson.dumps({"address": str(address or "")[:MAX_QUERY_CHARS], "via": str(via or "")})
+    return ledger.new_event(READ_KIND, session=str(session or ""), domain=str(domain or ""),
+                            crystal_id=f"{domain}:{path}", path=str(path or ""), action="read",
+                            channel="rag", detail=detail)
+
+
+def record_read(settings, domain: str, path: str, address: str = "", session: str = "", via: str = "") -> None:
+    """Append one ``read`` row; never raises (the note is returned whatever the ledger does)."""
+    try:
+        ledger.append(settings, [read_event(domain, path, address, session, via)])
+    except (OSError, ValueError):  # what ``ledger.append`` raises when the database and the spool both fail
+        pass

@@ -1,0 +1,631 @@
+"""When a match term fires on an action: shell tokens for commands, word boundaries for text.
+
+Why not a substring (what geode did before): a term that is a plain substring fires where it
+should not. ``.env`` is inside ``os.environ``, ``git add .`` is a prefix of
+``git add ./app/settings.py`` (exactly what the "stage by path" advice says to run), and ``ls``
+is inside ``false``, ``else`` and ``tools``. A note that arrives on the wrong action teaches the
+agent to skip notes. The rules, in short (README, "Matching", has the full list):
+
+- **Bash actions** (``bash``, ``commit``) are split the way a shell splits them: quotes
+  removed, ``|``, ``||``, ``&&``, ``;``, ``&``, redirections, ``$(``, backticks, subshells and
+  newlines are operators, here-documents are data. A term is split the same way and matches a
+  run of the command's tokens: ``| tail`` matches ``npm test |tail -5`` and
+  ``npm test 2>&1 | tail``; ``git add .`` matches ``git add . && git commit`` and not
+  ``git add ./app/settings.py``. Inside a run the first word may end a longer word
+  (``/usr/bin/npm run build``) and the last may begin one (``npm run build:prod``), at a word
+  boundary; a hyphen joins words (``--force`` is not ``--force-with-lease``, ``ls`` is not in
+  ``ls-files``). A one-word term that is a name (``ssh``, ``ls``, ``deploy``) matches a whole
+  word, or a component of a path or assignment with or without its extension (``/bin/ls``,
+  ``./deploy.sh``, ``C:\\tools\\x``, ``--opt=NAME``), never part of one (``~/.ssh/config``,
+  ``ssh://host``, ``tools``). A term word made only
+  of punctuation (``.``, ``/``, ``--``) matches only punctuation (``.`` matches ``./`` and
+  ``..``, not ``./app``); one that starts with ``$`` (``rm -rf $``, ``rm -rf ${``) and a term
+  that ends inside quotes (``rm -rf "$``) may begin a longer word; a single-dash option
+  (``-a``, ``-n``) may begin a cluster (``-am``, ``-n5``); an option never matches inside
+  another word (``-delete`` is not in ``--delete``). Quoted text with spaces is matched as a
+  command of its own (``ssh host 'journalctl | grep -v x'``, ``sh -c "npm test | tail"``),
+  except the arguments of ``echo``/``printf`` and the message of ``git commit -m`` and the like,
+  which are prose; echo output redirected into a file and here-document bodies are data, matched
+  by the word rule below. A command that cannot be split (an unclosed quote) falls back to the
+  word rule.
+- **Paths and file content** (``write``, ``edit``, ``read``, and prompts): a term whose first or
+  last character is a letter or digit must not continue into a letter or digit of the text
+  (``.env`` matches ``.env``, ``app/.env.local``, ``load_dotenv(".env")``, not ``os.environ``).
+  An underscore next to the term is a boundary, so ``password=`` matches ``DB_PASSWORD=`` and
+  ``api_key`` matches ``OPENAI_API_KEY`` (the labelled set shows why; the issue's rule counted
+  underscores as letters). Backslashes in a path are read as slashes (``secrets/`` matches
+  ``C:\\repo\\secrets\\x.json``).
+- **``substring:``** in front of a term (``substring:rm -rf $``) asks for the old rule: the term
+  occurs anywhere in the action's text, case-insensitively.
+
+Token matching only narrows: a term never fires on a command that does not contain each of its
+words, in order (tests/test_match.py proves it with generated commands). This module is on the
+hook's path: standard library only, no ``re`` (``shlex`` imports it), so the tokenizer is
+hand-written and proven against ``shlex`` by a differential test.
+"""
+
+from __future__ import annotations
+
+from geode.delivery.errors import GeodeError
+
+SUBSTRING_MARK = "substring:"
+BASH_KINDS = ("bash", "commit")
+
+_OP_START = "|&;<>()`\n"
+_WS = " \t\r"
+#: separators of the components of a shell word (paths, assignments, lists, user@host)
+_COMPONENT_SEPS = "/\\=,@"
+#: in these commands' option values the text is prose about the change, never a command
+_MESSAGE_TOOLS = frozenset({"git", "hg", "svn", "gh", "glab", "jj"})
+_MESSAGE_OPTS = frozenset({"-m", "--message", "--body", "--title", "--notes", "-b", "-t", "--subject"})
+_PROSE_COMMANDS = frozenset({"echo", "printf"})
+_MAX_DEPTH = 3
+
+
+class ShellParseError(GeodeError, ValueError):
+    """The command cannot be split the way a shell would (an unclosed quote)."""
+
+
+class Tok:
+    """One token: an operator, or a word (``spaced``: its quoted part held whitespace;
+    ``prose``: an echo argument or a commit message, which single-word terms do not search)."""
+
+    __slots__ = ("text", "op", "spaced", "prose", "raw")
+
+    def __init__(self, text: str, op: bool = False, spaced: bool = False, raw: str = ""):
+        self.text = text
+        self.op = op
+        self.spaced = spaced
+        self.prose = False
+        self.raw = raw  # the quoted part's content, for a nested command
+
+    def __repr__(self) -> str:
+        return f"{'op' if self.op else 'w'}:{self.text!r}"
+
+
+def _is_wc(ch: str) -> bool:
+    return ch.isalnum()
+
+
+def _read_op(s: str, i: int) -> str:
+    """The operator starting at ``s[i]`` (longest match, as bash reads them)."""
+    for op in ("&>>", "<<<", "<<-", ";;&", "||", "|&", "&&", "&>", ";;", ";&", "<<", "<>", "<&", "<(",
+               ">>", ">&", ">|", ">("):
+        if s.startswith(op, i):
+            return op
+    return s[i]
+
+
+def split_shell(cmd: str, lenient: bool = False) -> tuple[list[Tok], list[str], bool]:
+    """Split one command line: (tokens, here-document bodies, ended inside quotes).
+
+    Raises ``ShellParseError`` on an unclosed quote unless ``lenient`` (used for terms, which
+    may end inside quotes on purpose: ``rm -rf "$``)."""
+    toks: list[Tok] = []
+    data: list[str] = []
+    n = len(cmd)
+    i = 0
+    cur: list[str] = []
+    in_word = False
+    spaced = False
+    raw_parts: list[str] = []
+    heredocs: list[tuple[str, bool]] = []
+    expect_delim = 0  # 1: the next word is a here-document delimiter; 2: with <<- (tabs stripped)
+    open_end = False
+
+    def end_word() -> None:
+        nonlocal cur, in_word, spaced, raw_parts, expect_delim
+        if in_word:
+            word = "".join(cur)
+            if expect_delim:
+                heredocs.append((word, expect_delim == 2))
+                expect_delim = 0
+            toks.append(Tok(word, False, spaced, " ".join(raw_parts)))
+        cur = []
+        in_word = False
+        spaced = False
+        raw_parts = []
+
+    while i < n:
+        ch = cmd[i]
+        if ch in _WS:
+            end_word()
+            i += 1
+            continue
+        if ch == "'" or ch == '"':
+            j = i + 1
+            part: list[str] = []
+            if ch == "'":
+                k = cmd.find("'", j)
+                if k < 0:
+                    if not lenient:
+                        raise ShellParseError(f"unclosed ' at {i}")
+                    k = n
+                    open_end = True
+                part.append(cmd[j:k])
+                i = k + 1
+            else:
+                while j < n and cmd[j] != '"':
+                    c = cmd[j]
+                    if c == "\\" and j + 1 < n and cmd[j + 1] in '$`"\\\n':
+                        if cmd[j + 1] != "\n":
+                            part.append(cmd[j + 1])
+                        j += 2
+                        continue
+                    part.append(c)
+                    j += 1
+                if j >= n:
+                    if not lenient:
+                        raise ShellParseError(f'unclosed " at {i}')
+                    open_end = True
+                i = j + 1
+            text = "".join(part)
+            cur.append(text)
+            raw_parts.append(text)
+            in_word = True
+            if any(c in text for c in " \t\n"):
+                spaced = True
+            continue
+        if ch == "\\":
+            if i + 1 >= n:
+                cur.append("\\")
+                in_word = True
+                i += 1
+                continue
+            nxt = cmd[i + 1]
+            if nxt == "\n":  # a line continuation
+                i += 2
+                continue
+            if nxt.isalnum() or nxt == ".":  # kept: an unquoted Windows path (C:\Users\me\.env)
+                cur.append("\\")
+                cur.append(nxt)
+            else:
+                cur.append(nxt)
+            in_word = True
+            i += 2
+            continue
+        if ch == "#" and not in_word:
+            k = cmd.find("\n", i)
+            i = n if k < 0 else k
+            continue
+        if ch == "$" and i + 1 < n and cmd[i + 1] == "(":
+            end_word()
+            toks.append(Tok("$(", True))
+            i += 2
+            continue
+        if ch in _OP_START:
+            # digits right before < or > stay a word of their own: `2>&1` is 2, >&, 1, as shlex
+            # splits it (so `> /dev/null` matches `2>/dev/null` too)
+            end_word()
+            op = _read_op(cmd, i)
+            i += len(op)
+            if op == "\n":
+                if toks and (toks[-1].op and toks[-1].text in ("|", "||", "&&", "|&", "(", "\n", "$(", "`")):
+                    pass  # a newline after these continues the command
+                elif toks:
+                    toks.append(Tok("\n", True))
+                if heredocs:
+                    i = _read_heredocs(cmd, i, heredocs, data)
+                    heredocs = []
+                continue
+            toks.append(Tok(op, True))
+            if op in ("<<", "<<-"):
+                expect_delim = 2 if op == "<<-" else 1
+            continue
+        cur.append(ch)
+        in_word = True
+        i += 1
+    end_word()  # (a here-document opened on the last line has no body: nothing follows it)
+    while toks and toks[-1].op and toks[-1].text == "\n":
+        toks.pop()
+    return toks, data, open_end
+
+
+def _read_heredocs(cmd: str, i: int, heredocs: list[tuple[str, bool]], data: list[str]) -> int:
+    """Consume the bodies of the pending here-documents from ``i``; returns where the
+    command resumes. A body without its delimiter runs to the end."""
+    n = len(cmd)
+    for delim, strip_tabs in heredocs:
+        body: list[str] = []
+        while i < n:
+            k = cmd.find("\n", i)
+            line = cmd[i:] if k < 0 else cmd[i:k]
+            i = n if k < 0 else k + 1
+            if (line.lstrip("\t") if strip_tabs else line) == delim:
+                break
+            body.append(line)
+        data.append("\n".join(body))
+    return i
+
+
+class Prepared:
+    """An action's text made ready for matching, once per call.
+
+    ``kind``: ``bash`` or ``text``; ``raw``: the text lower-cased; ``norm``: what the index's
+    substring prefilter compares term keys with (tokens joined by single spaces, one line per
+    command segment, then the data; for text, the text with the path's backslashes turned
+    into slashes); ``segments``: token lists (the command, then each nested quoted command);
+    ``data``: here-document bodies and redirected echo text; ``failed``: the command could not
+    be split (the word rule applies to ``raw``)."""
+
+    __slots__ = ("kind", "raw", "norm", "segments", "data", "failed", "_cache")
+
+    def __init__(self, kind: str, raw: str):
+        self.kind = kind
+        self.raw = raw
+        self.norm = raw
+        self.segments: list[list[Tok]] = []
+        self.data: list[str] = []
+        self.failed = False
+        self._cache: dict = {}
+
+
+def _mark_prose(toks: list[Tok]) -> None:
+    """echo/printf arguments and commit messages are prose; echo text redirected into a file
+    is data (returned through ``Tok.prose = 'data'``)."""
+    start = 0
+    n = len(toks)
+    while start < n:
+        end = start
+        while end < n and not (toks[end].op and toks[end].text not in (">", ">>", "<", "&>", "&>>", ">|", ">&", "<&")):
+            end += 1
+        words = [t for t in toks[start:end] if not t.op]
+        j = 0
+        while j < len(words) and "=" in words[j].text and not words[j].text.startswith("-"):
+            j += 1  # VAR=value before the command
+        if j < len(words):
+            head = words[j].text.rsplit("/", 1)[-1]
+            if head in _PROSE_COMMANDS:
+                redirected = any(t.op and t.text in (">", ">>", "&>", "&>>", ">|") for t in toks[start:end])
+                for w in words[j + 1:]:
+                    w.prose = "data" if redirected else True
+            elif head in _MESSAGE_TOOLS:
+                for a, b in zip(words[j + 1:], words[j + 2:]):
+                    if a.text in _MESSAGE_OPTS:
+                        b.prose = True
+        start = end + 1
+
+
+def _segments(cmd: str, depth: int = 0) -> tuple[list[list[Tok]], list[str]]:
+    toks, data, _open = split_shell(cmd)
+    _mark_prose(toks)
+    segs = [toks]
+    for t in toks:
+        if t.prose == "data":
+            data.append(t.text)
+    if depth < _MAX_DEPTH:
+        for t in toks:
+            if not t.op and t.spaced and not t.prose:
+                try:
+                    sub, subdata = _segments(t.raw, depth + 1)
+                except ShellParseError:
+                    continue  # quoted prose that is no command: the word itself still counts
+                segs.extend(sub)
+                data.extend(subdata)
+    return segs, data
+
+
+def normalize_path_text(kind: str, text: str) -> str:
+    """write/edit: the path is the first line; read: the whole text is a path."""
+    if kind == "read":
+        return text.replace("\\", "/")
+    if kind in ("write", "edit"):
+        head, sep, rest = text.partition("\n")
+        return head.replace("\\", "/") + sep + rest
+    return text
+
+
+def prepare(actions: tuple[str, ...], text: str) -> Prepared:
+    """Ready ``text`` (not yet lower-cased) for every term bound to ``actions``."""
+    low = text.lower()
+    if actions and actions[0] in BASH_KINDS:
+        p = Prepared("bash", low)
+        try:
+            segs, data = _segments(low)
+        except ShellParseError:
+            p.failed = True
+            return p
+        p.segments = segs
+        p.data = data
+        lines = [" ".join(t.text for t in seg) for seg in segs]
+        # a term's `|` also matches `|&`: the prefilter sees that line with `|&` as `|` too
+        lines += [ln.replace("|&", "|") for ln in lines if "|&" in ln]
+        p.norm = "\n".join(lines + data)
+        return p
+    p = Prepared("text", low)
+    p.norm = normalize_path_text(actions[0] if actions else "", low)
+    return p
+
+
+# -- terms ------------------------------------------------------------------------------
+
+class Term:
+    """A compiled match term. ``key``: the text the index's prefilter looks for (it occurs in
+    ``Prepared.norm`` whenever the term matches); ``raw_key``: the same for the raw text
+    (``substring:`` terms, data and commands that cannot be split)."""
+
+    __slots__ = ("orig", "mode", "words", "open_end", "key", "raw_key", "length")
+
+    def __init__(self, orig: str, mode: str, words: list[Tok], open_end: bool, key: str, raw_key: str):
+        self.orig = orig
+        self.mode = mode  # "substring" | "shell" | "word"
+        self.words = words
+        self.open_end = open_end
+        self.key = key
+        self.raw_key = raw_key
+        self.length = len(key)
+
+    def __repr__(self) -> str:
+        return f"Term({self.orig!r}, {self.mode}, {self.words})"
+
+
+def compile_term(term: str, action: str) -> Term:
+    """``term`` lower-cased and stripped (as ``binding.split_terms`` gives it)."""
+    t = term.lower().strip()
+    if t.startswith(SUBSTRING_MARK):
+        body = t[len(SUBSTRING_MARK):].strip()
+        return Term(t, "substring", [], False, body, body)
+    if action in BASH_KINDS:
+        toks, _data, open_end = split_shell(t, lenient=True)
+        key = " ".join(x.text for x in toks)
+        return Term(t, "shell", toks, open_end, key, t)
+    key = normalize_path_text("read", t) if action in ("write", "edit", "read") else t
+    return Term(t, "word", [], False, key, t)
+
+
+def word_find(term: str, text: str) -> bool:
+    """``term`` occurs in ``text`` with no letter or digit continuing it at an edge where the
+    term itself has a letter or digit (an underscore in the text is a boundary)."""
+    if not term:
+        return False
+    first, last = _is_wc(term[0]), _is_wc(term[-1])
+    n = len(term)
+    i = text.find(term)
+    while i >= 0:
+        if (not first or i == 0 or not _is_wc(text[i - 1])) and \
+                (not last or i + n >= len(text) or not _is_wc(text[i + n])):
+            return True
+        i = text.find(term, i + 1)
+    return False
+
+
+def _word_class(w: str) -> str:
+    if not any(c.isalnum() for c in w):
+        return "punct"
+    if w[0] == "-":
+        return "option"
+    if all(c.isalnum() or c in "_-" for c in w):
+        return "name"
+    return "other"
+
+
+def _joined_right(cw: str, q: int) -> bool:
+    """The text continues the word at ``q``: a letter or digit, or a hyphen joining one."""
+    if q >= len(cw):
+        return False
+    c = cw[q]
+    return _is_wc(c) or (c == "-" and q + 1 < len(cw) and _is_wc(cw[q + 1]))
+
+
+def _joined_left(cw: str, p: int) -> bool:
+    if p <= 0:
+        return False
+    c = cw[p - 1]
+    return _is_wc(c) or (c == "-" and p >= 2 and _is_wc(cw[p - 2]))
+
+
+def _left_ok(tw: str, cls: str, cw: str, p: int) -> bool:
+    if p == 0:
+        return True
+    if cls == "option":
+        return False
+    if cls == "punct":
+        return not any(c.isalnum() for c in cw[:p])
+    if cls == "name":
+        return cw[p - 1] in _COMPONENT_SEPS or (not _is_wc(tw[0]) or not _joined_left(cw, p))
+    return not _is_wc(tw[0]) or not _joined_left(cw, p)
+
+
+def _right_ok(tw: str, cls: str, cw: str, q: int, open_end: bool) -> bool:
+    if q >= len(cw) or open_end:
+        return True
+    if cls == "punct":
+        if tw[0] == "$":
+            return True  # `$`, `${`: an expansion begins here
+        return not any(c.isalnum() for c in cw[q:])
+    if cls == "option" and tw[1:2] != "-" and tw[1:].isalnum():
+        return True  # a short option begins a cluster: -a in -am, -n in -n5
+    return not _is_wc(tw[-1]) or not _joined_right(cw, q)
+
+
+def _stem(comp: str) -> str:
+    """A path component without its extension; a leading dot belongs to the name
+    (``deploy.sh`` -> ``deploy``, ``.ssh`` stays ``.ssh``)."""
+    lead = len(comp) - len(comp.lstrip("."))
+    k = comp.find(".", lead)
+    return comp if k < 0 else comp[:k]
+
+
+def _single(tw: str, cw: str, open_end: bool) -> bool:
+    """A one-word term inside one command word."""
+    cls = _word_class(tw)
+    if cls == "name" and not open_end:
+        if cw == tw:
+            return True
+        if tw not in cw:
+            return False
+        start = 0
+        for k in range(len(cw) + 1):
+            if k == len(cw) or cw[k] in _COMPONENT_SEPS:
+                comp = cw[start:k]
+                if comp == tw or _stem(comp) == tw:
+                    return True
+                start = k + 1
+        return False
+    n = len(tw)
+    i = cw.find(tw)
+    while i >= 0:
+        if _left_ok(tw, cls, cw, i) and _right_ok(tw, cls, cw, i + n, open_end):
+            return True
+        i = cw.find(tw, i + 1)
+    return False
+
+
+def _run_at(words: list[Tok], seg: list[Tok], s: int, open_end: bool) -> bool:
+    k = len(words)
+    for j in range(k):
+        tw, ct = words[j], seg[s + j]
+        if tw.op != ct.op:
+            return False
+        if tw.op:
+            if tw.text != ct.text and not (tw.text == "|" and ct.text == "|&"):  # |& pipes stderr too
+                return False
+            continue
+        a, b = tw.text, ct.text
+        if j == 0:
+            if not b.endswith(a) or not _left_ok(a, _word_class(a), b, len(b) - len(a)):
+                return False
+            if k == 1:
+                return False  # handled by _single
+        elif j == k - 1:
+            if not b.startswith(a) or not _right_ok(a, _word_class(a), b, len(a), open_end):
+                return False
+        elif a != b:
+            return False
+    return True
+
+
+def shell_match(term: Term, p: Prepared) -> bool:
+    words = term.words
+    if not words:
+        return False
+    k = len(words)
+    if k == 1 and not words[0].op:
+        tw = words[0].text
+        for seg in p.segments:
+            for ct in seg:
+                if not ct.op and not ct.prose and not ct.spaced and tw in ct.text and _single(tw, ct.text, term.open_end):
+                    return True
+                if not ct.op and ct.spaced and not ct.prose and term.open_end and ct.text.startswith(tw):
+                    return True
+        return any(word_find(term.raw_key, d) for d in p.data)
+    for seg in p.segments:
+        for s in range(len(seg) - k + 1):
+            if _run_at(words, seg, s, term.open_end):
+                return True
+    return any(word_find(term.raw_key, d) for d in p.data)
+
+
+def matches(term: Term, p: Prepared) -> bool:
+    """Whether ``term`` fires on the prepared action."""
+    if term.mode == "substring":
+        return bool(term.key) and term.key in p.raw
+    if term.mode == "word" or p.kind != "bash":
+        if p.kind == "bash":  # a word-mode term on a command (not bound to bash): plain word rule
+            return word_find(term.orig, p.raw)
+        return word_find(term.key, p.norm)
+    if p.failed:
+        return word_find(term.orig, p.raw)
+    return shell_match(term, p)
+
+
+def term_matches(term: str, actions: tuple[str, ...], text: str) -> bool:
+    """One-off check (tests, lint, ``geode deliver``): does ``term`` fire on ``text``?"""
+    return matches(compile_term(term, actions[0]), prepare(actions, text))
+
+
+def specificity(length: int, carriers: int) -> float:
+    """How specific a term is: its length in characters, one character less for every
+    doubling of the crystals that carry it (``git commit`` on 300 crystals ranks below
+    ``terraform destroy`` on one). The original product measured, on its own ledger, that 71 %
+    of actions with a key of eight characters or more were changed by the note against 33 % for
+    shorter keys; geode has not measured this itself."""
+    c = max(1, int(carriers))
+    doublings = c.bit_length() - 1
+    return float(length) - doublings
+
+
+# -- what lint says about a term (lean: the Stop hook's template uses it too) -----------------
+
+#: shell words so common that, alone, they fire on a large share of all commands
+COMMON_SHELL_WORDS = frozenset({
+    "ls", "cd", "cat", "echo", "git", "npm", "rm", "cp", "mv", "grep", "find", "make", "python", "python3",
+    "node", "sudo", "bash", "sh", "pip", "test", "run", "mkdir", "touch", "pwd", "head", "tail", "less",
+    "sed", "awk", "xargs", "sort", "wc", "env", "export", "source", "set", "true", "false", "exit", "read",
+    "which", "uv", "yarn", "pnpm", "npx", "go", "cargo", "docker",
+})
+_PROBE_AFTER = ("/x", ".x", "=x", " x")
+_PROBE_BEFORE = ("/", "=", "x ")
+
+
+def _glued(term: str) -> str:
+    """The term with the spaces around its shell operators removed (``| tail`` -> ``|tail``)."""
+    out = []
+    for i, ch in enumerate(term):
+        if ch == " " and ((i > 0 and term[i - 1] in "|&;<>") or (i + 1 < len(term) and term[i + 1] in "|&;<>")):
+            continue
+        out.append(ch)
+    return "".join(out)
+
+
+def meaning_changes(term: str, action: str) -> tuple[list[str], list[str]]:
+    """(texts the substring rule fired on and this rule does not, texts it fires on now that the
+    substring rule did not) among probes around the term: the term followed by ``/x``, ``.x``,
+    ``=x``, preceded by ``/``, ``=``, spaced or glued around its operators, without its quotes.
+    A letter or digit continuing the term is left out: that change is the same for every term
+    (README, "Migrating from substring matching")."""
+    t = term.lower().strip()
+    if t.startswith(SUBSTRING_MARK) or not t or action not in BASH_KINDS:
+        return [], []  # the word rule differs from a substring only by a letter or digit at an edge
+    probes = [t + x for x in _PROBE_AFTER] + [x + t for x in _PROBE_BEFORE]
+    if action in BASH_KINDS:
+        spaced = " ".join(x.text for x in split_shell(t, lenient=True)[0])
+        probes += [spaced, _glued(t), t.replace('"', "").replace("'", "")]
+    narrowed, widened = [], []
+    acts = (action,)
+    for probe in dict.fromkeys(p for p in probes if p):
+        old = t in probe
+        try:
+            new = term_matches(t, acts, probe)
+        except (ShellParseError, ValueError, IndexError):  # a probe the splitter rejects is no evidence either way
+            continue
+        if old and not new:
+            narrowed.append(probe)
+        elif new and not old:
+            widened.append(probe)
+    return narrowed, widened
+
+
+def term_problems(term: str, action: str) -> list[tuple[str, str, str]]:
+    """(code, severity, message) for one term bound to one action: too broad, never matching,
+    or meaning something else than under the substring rule."""
+    t = term.lower().strip()
+    out: list[tuple[str, str, str]] = []
+    body = t[len(SUBSTRING_MARK):].strip() if t.startswith(SUBSTRING_MARK) else t
+    if not body:
+        return [("match-never", "warning", f"term {term!r} is empty after {SUBSTRING_MARK!r}; it never matches")]
+    if len(body) == 2:
+        out.append(("match-too-broad", "warning",
+                    f"term {body!r} is two characters; it fires on too many actions (make it longer)"))
+    if action in BASH_KINDS and not t.startswith(SUBSTRING_MARK):
+        words = split_shell(t, lenient=True)[0]
+        if not words:
+            out.append(("match-never", "warning",
+                        f"term {term!r} holds no shell word (a comment or empty quotes); it never matches a command"))
+            return out
+        if not term_matches(t, (action,), t):
+            out.append(("match-never", "warning", f"term {term!r} does not even match a command that is exactly "
+                        "itself under token matching; it never fires (write it as a command, or use 'substring:')"))
+            return out
+        if len(words) == 1 and words[0].text in COMMON_SHELL_WORDS:
+            out.append(("match-too-broad", "warning",
+                        f"term {term!r} is a common shell word; alone it fires on a large share of all commands "
+                        f"(add context: '{words[0].text} <what you mean>')"))
+    # only what a store written for the substring rule loses: the spellings it gains (`|tail`
+    # for `| tail`) are the same command, and two terms that became one are a duplicate warning
+    narrowed, _widened = meaning_changes(t, action)
+    if narrowed:
+        out.append(("match-meaning-changed", "info",
+                    f"term {term!r} no longer fires on " + ", ".join(repr(p) for p in narrowed[:3])
+                    + f" (token-aware matching; write '{SUBSTRING_MARK}{t}' for the old substring rule)"))
+    return out
