@@ -71,41 +71,257 @@ MATCH_TERMS = ("| tail", "npm run build", "2>&1")
 # Some of the kept ones share a 3-character prefix with the match command ("npm install",
 # "tail -f", "| tee"): they are the index's near misses, as in a real store.
 VOCAB = (
-    "| tail", "| head", "| grep -v", "| xargs", "| sort -u", "| tee", "| less", "tail -f", "head -n",
-    "> /dev/null", "2>/dev/null", "&> /dev/null", "2>&1",
-    "git add -a", "git push --force", "git reset --hard", "git rebase -i", "git commit --amend",
-    "git stash drop", "git clean -fdx", "git checkout --", "git cherry-pick", "git submodule update",
-    "pkill -f", "kill -9", "killall", "rm -rf", "chmod 777", "chown -r", "sudo ",
-    "docker compose", "docker build", "docker run --rm", "docker system prune", "docker push",
-    "docker exec -it", "kubectl delete", "kubectl apply", "kubectl rollout", "kubectl port-forward",
-    "helm upgrade", "helm install", "terraform apply", "terraform destroy", "terraform plan",
-    "npm install", "npm ci", "npm publish", "npm audit fix", "npm run build", "npm run dev", "npm test",
-    "yarn add", "yarn build", "pnpm install", "npx prisma migrate", "pip install", "pip install -e",
-    "uv pip", "poetry lock", "python -m pytest", "pytest -x", "pytest -k", "tox -e", "mypy", "ruff check",
-    "cargo build --release", "cargo test", "cargo publish", "go test ./...", "go mod tidy", "make clean",
-    "make install", "cmake --build", "sed -i", "find . -name", "find / -delete", "rsync --delete",
-    "scp ", "ssh -i", "curl -x post", "curl | sh", "wget -o", "psql -c", "pg_dump", "pg_restore",
-    "mysql -u", "redis-cli flushall", "mongo --eval", "alembic upgrade", "alembic downgrade",
-    "manage.py migrate", "rails db:migrate", "systemctl restart", "systemctl stop", "journalctl -u",
-    "crontab -e", "ulimit -n", "nohup", "tmux kill-server", "aws s3 rm", "aws s3 sync", "gcloud deploy",
-    "gh pr create", "gh release", "openssl req", "ssh-keygen", "gpg --sign", "ffmpeg -i", "tar -xzf",
-    "tar -czf", "unzip -o", "zip -r", "jq .", "yq -i", "envsubst", "source .env", "dd if=", "mkfs",
-    "mount -o", "umount -l", "next build", "vite build", "webpack --mode", "tsc --noemit", "eslint --fix",
-    "prettier --write", "jest --watch", "vitest run", "ls -la", "ls -r",
+    "| tail",
+    "| head",
+    "| grep -v",
+    "| xargs",
+    "| sort -u",
+    "| tee",
+    "| less",
+    "tail -f",
+    "head -n",
+    "> /dev/null",
+    "2>/dev/null",
+    "&> /dev/null",
+    "2>&1",
+    "git add -a",
+    "git push --force",
+    "git reset --hard",
+    "git rebase -i",
+    "git commit --amend",
+    "git stash drop",
+    "git clean -fdx",
+    "git checkout --",
+    "git cherry-pick",
+    "git submodule update",
+    "pkill -f",
+    "kill -9",
+    "killall",
+    "rm -rf",
+    "chmod 777",
+    "chown -r",
+    "sudo ",
+    "docker compose",
+    "docker build",
+    "docker run --rm",
+    "docker system prune",
+    "docker push",
+    "docker exec -it",
+    "kubectl delete",
+    "kubectl apply",
+    "kubectl rollout",
+    "kubectl port-forward",
+    "helm upgrade",
+    "helm install",
+    "terraform apply",
+    "terraform destroy",
+    "terraform plan",
+    "npm install",
+    "npm ci",
+    "npm publish",
+    "npm audit fix",
+    "npm run build",
+    "npm run dev",
+    "npm test",
+    "yarn add",
+    "yarn build",
+    "pnpm install",
+    "npx prisma migrate",
+    "pip install",
+    "pip install -e",
+    "uv pip",
+    "poetry lock",
+    "python -m pytest",
+    "pytest -x",
+    "pytest -k",
+    "tox -e",
+    "mypy",
+    "ruff check",
+    "cargo build --release",
+    "cargo test",
+    "cargo publish",
+    "go test ./...",
+    "go mod tidy",
+    "make clean",
+    "make install",
+    "cmake --build",
+    "sed -i",
+    "find . -name",
+    "find / -delete",
+    "rsync --delete",
+    "scp ",
+    "ssh -i",
+    "curl -x post",
+    "curl | sh",
+    "wget -o",
+    "psql -c",
+    "pg_dump",
+    "pg_restore",
+    "mysql -u",
+    "redis-cli flushall",
+    "mongo --eval",
+    "alembic upgrade",
+    "alembic downgrade",
+    "manage.py migrate",
+    "rails db:migrate",
+    "systemctl restart",
+    "systemctl stop",
+    "journalctl -u",
+    "crontab -e",
+    "ulimit -n",
+    "nohup",
+    "tmux kill-server",
+    "aws s3 rm",
+    "aws s3 sync",
+    "gcloud deploy",
+    "gh pr create",
+    "gh release",
+    "openssl req",
+    "ssh-keygen",
+    "gpg --sign",
+    "ffmpeg -i",
+    "tar -xzf",
+    "tar -czf",
+    "unzip -o",
+    "zip -r",
+    "jq .",
+    "yq -i",
+    "envsubst",
+    "source .env",
+    "dd if=",
+    "mkfs",
+    "mount -o",
+    "umount -l",
+    "next build",
+    "vite build",
+    "webpack --mode",
+    "tsc --noemit",
+    "eslint --fix",
+    "prettier --write",
+    "jest --watch",
+    "vitest run",
+    "ls -la",
+    "ls -r",
 )
 
-_SYL = ("ka", "ro", "vi", "ne", "tu", "lo", "mi", "sa", "de", "po", "qu", "ze", "fa", "gi", "bo", "xe",
-        "ly", "wu", "ja", "hu", "co", "re", "ti", "na")
-_SYN_FORMS = ("make {w}", "./scripts/{w}.sh", "{w} --sync", "just {w}", "invoke {w}", "{w}ctl reload",
-              "bin/{w}", "task {w}")
-_WORDS = ("the", "build", "cache", "runner", "fails", "silently", "when", "the", "lock", "file", "is",
-          "stale", "check", "exit", "status", "before", "trusting", "output", "pipe", "hides", "error",
-          "migration", "rollback", "needs", "flag", "container", "restarts", "port", "already", "bound",
-          "token", "expires", "after", "one", "hour", "retry", "with", "backoff", "never", "force",
-          "push", "shared", "branch", "deploy", "script", "reads", "env", "from", "wrong", "folder",
-          "use", "absolute", "paths", "tests", "pass", "locally", "but", "CI", "uses", "another",
-          "python", "version", "pin", "it", "in", "config", "and", "rebuild", "image", "volume",
-          "keeps", "old", "data", "so", "wipe", "first", "log", "rotates", "at", "midnight")
+_SYL = (
+    "ka",
+    "ro",
+    "vi",
+    "ne",
+    "tu",
+    "lo",
+    "mi",
+    "sa",
+    "de",
+    "po",
+    "qu",
+    "ze",
+    "fa",
+    "gi",
+    "bo",
+    "xe",
+    "ly",
+    "wu",
+    "ja",
+    "hu",
+    "co",
+    "re",
+    "ti",
+    "na",
+)
+_SYN_FORMS = (
+    "make {w}",
+    "./scripts/{w}.sh",
+    "{w} --sync",
+    "just {w}",
+    "invoke {w}",
+    "{w}ctl reload",
+    "bin/{w}",
+    "task {w}",
+)
+_WORDS = (
+    "the",
+    "build",
+    "cache",
+    "runner",
+    "fails",
+    "silently",
+    "when",
+    "the",
+    "lock",
+    "file",
+    "is",
+    "stale",
+    "check",
+    "exit",
+    "status",
+    "before",
+    "trusting",
+    "output",
+    "pipe",
+    "hides",
+    "error",
+    "migration",
+    "rollback",
+    "needs",
+    "flag",
+    "container",
+    "restarts",
+    "port",
+    "already",
+    "bound",
+    "token",
+    "expires",
+    "after",
+    "one",
+    "hour",
+    "retry",
+    "with",
+    "backoff",
+    "never",
+    "force",
+    "push",
+    "shared",
+    "branch",
+    "deploy",
+    "script",
+    "reads",
+    "env",
+    "from",
+    "wrong",
+    "folder",
+    "use",
+    "absolute",
+    "paths",
+    "tests",
+    "pass",
+    "locally",
+    "but",
+    "CI",
+    "uses",
+    "another",
+    "python",
+    "version",
+    "pin",
+    "it",
+    "in",
+    "config",
+    "and",
+    "rebuild",
+    "image",
+    "volume",
+    "keeps",
+    "old",
+    "data",
+    "so",
+    "wipe",
+    "first",
+    "log",
+    "rotates",
+    "at",
+    "midnight",
+)
 
 
 def _log(msg: str) -> None:
@@ -121,6 +337,7 @@ class BenchFailure(SystemExit):
 
 
 # -- the store -----------------------------------------------------------------------------
+
 
 def _vocab(common: int = 0) -> list[str]:
     cmds = (MATCH_COMMAND.lower(), NOMATCH_COMMAND.lower()) + ((COMMON_COMMAND.lower(),) if common else ())
@@ -156,7 +373,7 @@ def _crystal_text(i: int, name: str, terms: list[str], essence: str) -> str:
         "crystal:\n"
         "  deliver: act\n"
         "  on: bash\n"
-        f"  match: \"{match}\"\n"
+        f'  match: "{match}"\n'
         "  who: all\n"
         "---\n"
         "<!-- crystal:essence -->\n"
@@ -258,9 +475,16 @@ def generate_store(n: int, seed: int, vocab_per_crystal: int, common: int = 0) -
             fh.write(text)
         total_bytes += len(text)
     m = {
-        "n": n, "seed": seed, "vocab_per_crystal": vocab_per_crystal, "root": root,
-        "matching": match_files, "common": common_files, "folders": len(made_dirs), "bytes": total_bytes,
-        "generated_s": round(time.perf_counter() - t0, 2), "gen_version": GEN_VERSION,
+        "n": n,
+        "seed": seed,
+        "vocab_per_crystal": vocab_per_crystal,
+        "root": root,
+        "matching": match_files,
+        "common": common_files,
+        "folders": len(made_dirs),
+        "bytes": total_bytes,
+        "generated_s": round(time.perf_counter() - t0, 2),
+        "gen_version": GEN_VERSION,
     }
     with open(manifest_path + ".tmp", "w", encoding="utf-8") as fh:
         json.dump(m, fh, indent=1)
@@ -271,12 +495,19 @@ def generate_store(n: int, seed: int, vocab_per_crystal: int, common: int = 0) -
 
 # -- the hook ------------------------------------------------------------------------------
 
+
 def event_json(command: str, cwd: str) -> bytes:
-    return json.dumps({
-        "session_id": SESSION, "transcript_path": os.path.join(cwd, "transcript.jsonl"), "cwd": cwd,
-        "permission_mode": "default", "hook_event_name": "PreToolUse", "tool_name": "Bash",
-        "tool_input": {"command": command, "description": "benchmark"},
-    }).encode()
+    return json.dumps(
+        {
+            "session_id": SESSION,
+            "transcript_path": os.path.join(cwd, "transcript.jsonl"),
+            "cwd": cwd,
+            "permission_mode": "default",
+            "hook_event_name": "PreToolUse",
+            "tool_name": "Bash",
+            "tool_input": {"command": command, "description": "benchmark"},
+        }
+    ).encode()
 
 
 def hook_env(home: str) -> dict:
@@ -288,8 +519,7 @@ def hook_env(home: str) -> dict:
 
 def run_sh(cmd: str, stdin: bytes, env: dict, cwd: str) -> tuple[float, subprocess.CompletedProcess]:
     t0 = time.perf_counter()
-    p = subprocess.run(["/bin/sh", "-c", cmd], input=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       env=env, cwd=cwd)
+    p = subprocess.run(["/bin/sh", "-c", cmd], input=stdin, capture_output=True, env=env, cwd=cwd)
     return (time.perf_counter() - t0) * 1000.0, p
 
 
@@ -303,7 +533,7 @@ def delivered_names(stdout: bytes, where: str) -> list[str]:
         ctx = data["hookSpecificOutput"]["additionalContext"]
         assert data["hookSpecificOutput"]["hookEventName"] == "PreToolUse"
     except (ValueError, KeyError, TypeError, AssertionError) as exc:
-        raise BenchFailure(f"{where}: unexpected hook output ({exc!r}): {text[:300]}")
+        raise BenchFailure(f"{where}: unexpected hook output ({exc!r}): {text[:300]}") from exc
     names = []
     for line in ctx.split("\n"):
         if line.startswith("◆ "):
@@ -345,11 +575,16 @@ def percentile(xs: list[float], q: float) -> float:
 
 
 def summary(xs: list[float]) -> dict:
-    return {"median_ms": round(statistics.median(xs), 2), "p95_ms": round(percentile(xs, 0.95), 2),
-            "min_ms": round(min(xs), 2), "n": len(xs)}
+    return {
+        "median_ms": round(statistics.median(xs), 2),
+        "p95_ms": round(percentile(xs, 0.95), 2),
+        "min_ms": round(min(xs), 2),
+        "n": len(xs),
+    }
 
 
 # -- one size ------------------------------------------------------------------------------
+
 
 def bench_size(n: int, args) -> dict:
     from geode.delivery import install
@@ -358,8 +593,10 @@ def bench_size(n: int, args) -> dict:
     from geode.delivery.models import init_db
 
     m = generate_store(n, args.seed, args.vocab_per_crystal, args.common)
-    _log(f"[{n:,}] store {'reused' if m['cached'] else 'generated in %.1f s' % m['generated_s']}: "
-         f"{m['root']} ({m['folders']} folders)")
+    _log(
+        f"[{n:,}] store {'reused' if m['cached'] else 'generated in {:.1f} s'.format(m['generated_s'])}: "
+        f"{m['root']} ({m['folders']} folders)"
+    )
     expected = [f["name"] for f in m["matching"]]
     tmp = tempfile.mkdtemp(prefix=f"geode-bench-{n}-")
     try:
@@ -368,7 +605,7 @@ def bench_size(n: int, args) -> dict:
         os.makedirs(home)
         os.makedirs(cwd)
         with open(os.path.join(home, "geode.toml"), "w", encoding="utf-8") as fh:
-            fh.write(f'[domains]\nmain = {json.dumps(m["root"])}\n')
+            fh.write(f"[domains]\nmain = {json.dumps(m['root'])}\n")
         env = hook_env(home)
         settings = load_settings(home=home, env={"GEODE_HOME": home, "GEODE_WITHHOLD_RATE": "0"})
         if settings.domains != {"main": os.path.realpath(m["root"])}:
@@ -381,18 +618,20 @@ def bench_size(n: int, args) -> dict:
         build_s = time.perf_counter() - t0
         counts = idx.counts()
         near_misses = len(idx.candidates(("bash",), MATCH_COMMAND.lower()))
-        cand_keys = len(text_keys(MATCH_COMMAND.lower(), idx.key_lengths()))
         # rows the gram query fetches before the Python-side substring check
         fetched = idx.conn.execute(
             "SELECT COUNT(DISTINCT crystal) FROM grams WHERE action='bash' AND key IN (SELECT value FROM json_each(?))",
-            (json.dumps(text_keys(MATCH_COMMAND.lower(), idx.key_lengths())),)).fetchone()[0]
+            (json.dumps(text_keys(MATCH_COMMAND.lower(), idx.key_lengths())),),
+        ).fetchone()[0]
         idx.close()
         if not built or counts["crystals"] != n:
             raise BenchFailure(f"index build: built={built}, counts={counts}, expected {n} crystals")
         if near_misses != MATCHING:
             raise BenchFailure(f"the index finds {near_misses} crystals for the match command, expected {MATCHING}")
-        _log(f"[{n:,}] index built in {build_s:.2f} s ({n / build_s:,.0f} notes/s); "
-             f"{fetched:,} candidate rows for the match command, {near_misses} match")
+        _log(
+            f"[{n:,}] index built in {build_s:.2f} s ({n / build_s:,.0f} notes/s); "
+            f"{fetched:,} candidate rows for the match command, {near_misses} match"
+        )
         init_db(settings)  # the ledger, so the hook writes rows to SQLite, not the spool
 
         cmd_hook = install.hook_command("claude", home=home)
@@ -423,7 +662,7 @@ def bench_size(n: int, args) -> dict:
         names = list(arms)
         outputs = []
         for r in range(args.runs):
-            order = names[r % len(names):] + names[: r % len(names)]  # rotate: no arm always first
+            order = names[r % len(names) :] + names[: r % len(names)]  # rotate: no arm always first
             if r % 2:
                 order.reverse()
             for name in order:
@@ -450,7 +689,9 @@ def bench_size(n: int, args) -> dict:
         spooled = os.path.getsize(spool) if os.path.exists(spool) else 0
         min_rows = MATCHING * (args.runs + 1)
         if rows < min_rows or spooled:
-            raise BenchFailure(f"[{n:,}] ledger has {rows} delivered rows (expected >= {min_rows}), spool {spooled} bytes")
+            raise BenchFailure(
+                f"[{n:,}] ledger has {rows} delivered rows (expected >= {min_rows}), spool {spooled} bytes"
+            )
         err_log = os.path.join(home, "hook-errors.log")
         if os.path.exists(err_log):
             raise BenchFailure(f"[{n:,}] the hook logged errors: {open(err_log).read()[-800:]}")
@@ -460,19 +701,29 @@ def bench_size(n: int, args) -> dict:
         steps = phases(home, args.runs)
 
         res = {
-            "crystals": n, "folders": m["folders"], "store_bytes": m["bytes"],
-            "index_build_s": round(build_s, 2), "index_notes_per_s": round(n / build_s),
-            "candidate_rows": fetched, "matching": MATCHING,
+            "crystals": n,
+            "folders": m["folders"],
+            "store_bytes": m["bytes"],
+            "index_build_s": round(build_s, 2),
+            "index_notes_per_s": round(n / build_s),
+            "candidate_rows": fetched,
+            "matching": MATCHING,
             "arms": {k: summary(v) for k, v in times.items()},
-            "ledger_delivered_rows": rows, "freshness": fresh, "in_process": inproc,
+            "ledger_delivered_rows": rows,
+            "freshness": fresh,
+            "in_process": inproc,
             "steps": steps,
             "hook_command": cmd_hook,
         }
         if args.common:
-            res["common"] = {"crystals": args.common, "command": COMMON_COMMAND,
-                             "delivered_per_call": round(statistics.median(common_delivered), 1)}
-            res["ratio_common"] = round(res["arms"]["hook (common)"]["median_ms"]
-                                        / res["arms"]["python -c pass"]["median_ms"], 2)
+            res["common"] = {
+                "crystals": args.common,
+                "command": COMMON_COMMAND,
+                "delivered_per_call": round(statistics.median(common_delivered), 1),
+            }
+            res["ratio_common"] = round(
+                res["arms"]["hook (common)"]["median_ms"] / res["arms"]["python -c pass"]["median_ms"], 2
+            )
         base = res["arms"]["python -c pass"]["median_ms"]
         res["ratio_match"] = round(res["arms"]["hook (match)"]["median_ms"] / base, 2)
         res["ratio_nomatch"] = round(res["arms"]["hook (no match)"]["median_ms"] / base, 2)
@@ -519,10 +770,16 @@ def freshness(m: dict, hook_arm, env, cwd, expected, n, edits: int = 5) -> dict:
     ctx2 = check_delivery(restored, expected, f"[{n:,}] freshness, after the restore")
     if "FRESHNESS-CHECK-" in ctx2:
         raise BenchFailure(f"[{n:,}] the call after restoring the file still delivered the edited essence")
-    _log(f"[{n:,}] freshness: {edits} of {edits} edits delivered on the very next call "
-         f"(median {statistics.median(times):.1f} ms), the restored text on the call after")
-    return {"edited_text_delivered_next_call": True, "edits": edits,
-            "call_after_edit_ms": round(statistics.median(times), 2), "all_ms": [round(t, 2) for t in times]}
+    _log(
+        f"[{n:,}] freshness: {edits} of {edits} edits delivered on the very next call "
+        f"(median {statistics.median(times):.1f} ms), the restored text on the call after"
+    )
+    return {
+        "edited_text_delivered_next_call": True,
+        "edits": edits,
+        "call_after_edit_ms": round(statistics.median(times), 2),
+        "all_ms": [round(t, 2) for t in times],
+    }
 
 
 def phases(home: str, runs: int) -> dict:
@@ -557,6 +814,7 @@ def phases(home: str, runs: int) -> dict:
                     cand_t.append((time.perf_counter() - t0) * 1000)
             finally:
                 i.conn.close()
+
         return f
 
     cand_t: list[float] = []
@@ -612,6 +870,7 @@ def profile(home: str, calls: int) -> str:
 
 # -- the report ----------------------------------------------------------------------------
 
+
 def verdicts(results: dict[int, dict]) -> list[tuple[str, str, bool | None]]:
     out: list[tuple[str, str, bool | None]] = []
     at = 10_000 if 10_000 in results else (max(results) if results else None)
@@ -622,27 +881,44 @@ def verdicts(results: dict[int, dict]) -> list[tuple[str, str, bool | None]]:
         label = f"hook median at {at:,} <= {BAR_RATIO} x interpreter start"
         if at != 10_000:
             label += " (10,000 not measured; largest size used)"
-        out.append((label, f"{hk:.1f} ms vs {BAR_RATIO} x {base:.1f} = {BAR_RATIO * base:.1f} ms (x{hk / base:.2f})",
-                    hk <= BAR_RATIO * base))
+        out.append(
+            (
+                label,
+                f"{hk:.1f} ms vs {BAR_RATIO} x {base:.1f} = {BAR_RATIO * base:.1f} ms (x{hk / base:.2f})",
+                hk <= BAR_RATIO * base,
+            )
+        )
         if "hook (common)" in r["arms"]:
             hc = r["arms"]["hook (common)"]["median_ms"]
-            out.append((f"hook median at {at:,}, common command ({r['common']['crystals']} matches), <= {BAR_RATIO} x "
-                        "interpreter start",
-                        f"{hc:.1f} ms vs {BAR_RATIO * base:.1f} ms (x{hc / base:.2f})", hc <= BAR_RATIO * base))
+            out.append(
+                (
+                    f"hook median at {at:,}, common command ({r['common']['crystals']} matches), <= {BAR_RATIO} x "
+                    "interpreter start",
+                    f"{hc:.1f} ms vs {BAR_RATIO * base:.1f} ms (x{hc / base:.2f})",
+                    hc <= BAR_RATIO * base,
+                )
+            )
     if 10_000 in results and 100_000 in results:
         a = results[10_000]["arms"]["hook (match)"]["median_ms"]
         b = results[100_000]["arms"]["hook (match)"]["median_ms"]
-        out.append((f"hook median at 100,000 within {BAR_SCALE:.0%} of 10,000",
-                    f"{b:.1f} ms vs {a:.1f} ms ({(b / a - 1):+.1%})", b <= a * (1 + BAR_SCALE)))
+        out.append(
+            (
+                f"hook median at 100,000 within {BAR_SCALE:.0%} of 10,000",
+                f"{b:.1f} ms vs {a:.1f} ms ({(b / a - 1):+.1%})",
+                b <= a * (1 + BAR_SCALE),
+            )
+        )
     else:
         out.append((f"hook median at 100,000 within {BAR_SCALE:.0%} of 10,000", "n/a (sizes not measured)", None))
     return out
 
 
 def table(results: dict[int, dict]) -> str:
-    head = (f"{'crystals':>9} | {'python -c pass':>15} | {'python -S -c pass':>17} | {'hook, match':>15} | "
-            f"{'hook, no match':>15} | {'ratio':>5} | {'ratio nm':>8} | {'in-proc':>7} | {'edit call':>9} | "
-            f"{'cand.':>6} | {'index build':>19}")
+    head = (
+        f"{'crystals':>9} | {'python -c pass':>15} | {'python -S -c pass':>17} | {'hook, match':>15} | "
+        f"{'hook, no match':>15} | {'ratio':>5} | {'ratio nm':>8} | {'in-proc':>7} | {'edit call':>9} | "
+        f"{'cand.':>6} | {'index build':>19}"
+    )
     if any("hook (common)" in r["arms"] for r in results.values()):
         head += f" | {'hook, common':>15} | {'ratio c':>7}"
     lines = [head, "-" * len(head)]
@@ -650,7 +926,7 @@ def table(results: dict[int, dict]) -> str:
         r = results[n]
         a = r["arms"]
 
-        def mp(k):
+        def mp(k, a=a):
             return f"{a[k]['median_ms']:.1f} / {a[k]['p95_ms']:.1f}"
 
         lines.append(
@@ -658,13 +934,19 @@ def table(results: dict[int, dict]) -> str:
             f"{mp('hook (no match)'):>15} | {r['ratio_match']:>5.2f} | {r['ratio_nomatch']:>8.2f} | "
             f"{r['in_process']['match']['median_ms']:>7.1f} | {r['freshness']['call_after_edit_ms']:>9.1f} | "
             f"{r['candidate_rows']:>6,} | {r['index_build_s']:>6.1f} s {r['index_notes_per_s']:>7,}/s"
-            + (f" | {mp('hook (common)'):>15} | {r['ratio_common']:>7.2f}" if "hook (common)" in a else ""))
-    lines.append("times in ms, median / p95 of whole processes through /bin/sh -c; ratio = hook median / "
-                 "`python -c pass` median; in-proc = median of hook.run() inside one process; edit call = the "
-                 "call right after an essence edit; cand. = gram-index rows fetched for the match command "
-                 f"({MATCHING} of them match)"
-                 + ("; hook, common = the common command, which matches the store's common crystals"
-                    if any("hook (common)" in r["arms"] for r in results.values()) else ""))
+            + (f" | {mp('hook (common)'):>15} | {r['ratio_common']:>7.2f}" if "hook (common)" in a else "")
+        )
+    lines.append(
+        "times in ms, median / p95 of whole processes through /bin/sh -c; ratio = hook median / "
+        "`python -c pass` median; in-proc = median of hook.run() inside one process; edit call = the "
+        "call right after an essence edit; cand. = gram-index rows fetched for the match command "
+        f"({MATCHING} of them match)"
+        + (
+            "; hook, common = the common command, which matches the store's common crystals"
+            if any("hook (common)" in r["arms"] for r in results.values())
+            else ""
+        )
+    )
     return "\n".join(lines)
 
 
@@ -678,7 +960,9 @@ def machine() -> str:
                     break
     except OSError:
         pass
-    return f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, Python {platform.python_version()}"
+    return (
+        f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, Python {platform.python_version()}"
+    )
 
 
 def main(argv=None) -> int:
@@ -687,10 +971,18 @@ def main(argv=None) -> int:
     ap.add_argument("--runs", type=int, default=40, help="timed rounds per size (each round runs every arm once)")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--vocab-per-crystal", type=int, default=1,
-                    help="how many of a crystal's 3-6 terms come from the shared command vocabulary (rest synthetic)")
-    ap.add_argument("--common", type=int, default=0,
-                    help="a store where this many crystals match one everyday command (a third hook arm)")
+    ap.add_argument(
+        "--vocab-per-crystal",
+        type=int,
+        default=1,
+        help="how many of a crystal's 3-6 terms come from the shared command vocabulary (rest synthetic)",
+    )
+    ap.add_argument(
+        "--common",
+        type=int,
+        default=0,
+        help="a store where this many crystals match one everyday command (a third hook arm)",
+    )
     ap.add_argument("--out", help="write the results as JSON here")
     ap.add_argument("--quick", action="store_true", help="CI smoke run: sizes 200,1000 and 8 rounds")
     ap.add_argument("--check", action="store_true", help="exit 1 when a bar is not met")
@@ -719,37 +1011,54 @@ def main(argv=None) -> int:
 
     print()
     print(f"geode hook speed, {time.strftime('%Y-%m-%d')}, {machine()}")
-    print(f"command: {MATCH_COMMAND!r} (match, {MATCHING} crystals delivered), {NOMATCH_COMMAND!r} (no match); "
-          f"{args.runs} interleaved rounds")
+    print(
+        f"command: {MATCH_COMMAND!r} (match, {MATCHING} crystals delivered), {NOMATCH_COMMAND!r} (no match); "
+        f"{args.runs} interleaved rounds"
+    )
     if args.common:
-        print(f"common: {COMMON_COMMAND!r} matches {args.common} crystals of the store "
-              + ", ".join(f"({n:,}: {r['common']['delivered_per_call']:g} delivered per call)" for n, r in sorted(results.items())))
+        print(
+            f"common: {COMMON_COMMAND!r} matches {args.common} crystals of the store "
+            + ", ".join(
+                f"({n:,}: {r['common']['delivered_per_call']:g} delivered per call)" for n, r in sorted(results.items())
+            )
+        )
     print(table(results))
     print()
     print("hook steps in process (medians, ms; each on a fresh Index as in a hook call):")
     print(f"{'crystals':>9} | {'load_settings':>13} | {'key_lengths':>15} | {'refresh':>7} | {'candidates':>10}")
     for n in sorted(results):
         st = results[n]["steps"]
-        print(f"{n:>9,} | {st['load_settings_ms']:>13.2f} | {st['key_lengths_ms']:>15.2f} | "
-              f"{st['refresh_ms']:>7.2f} | {st['candidates_ms']:>10.2f}")
+        print(
+            f"{n:>9,} | {st['load_settings_ms']:>13.2f} | {st['key_lengths_ms']:>15.2f} | "
+            f"{st['refresh_ms']:>7.2f} | {st['candidates_ms']:>10.2f}"
+        )
     print()
     ok = True
     for label, detail, passed in verdicts(results):
         tag = "n/a " if passed is None else ("PASS" if passed else "FAIL")
         print(f"{tag}  {label}: {detail}")
         ok = ok and passed is not False
-    print("PASS  every timed match run delivered exactly the expected crystals; no-match runs printed nothing; "
-          "ledger rows in SQLite; the edited essence was delivered on the next call")
+    print(
+        "PASS  every timed match run delivered exactly the expected crystals; no-match runs printed nothing; "
+        "ledger rows in SQLite; the edited essence was delivered on the next call"
+    )
     for n in sorted(results):
         if "profile" in results[n]:
             print()
             print(f"[{n:,}] {results[n]['profile']}")
     if args.out:
         with open(args.out, "w", encoding="utf-8") as fh:
-            json.dump({"date": time.strftime("%Y-%m-%dT%H:%M:%S"), "machine": machine(),
-                       "args": {k: v for k, v in vars(args).items()},
-                       "verdicts": [{"criterion": a, "detail": b, "pass": c} for a, b, c in verdicts(results)],
-                       "results": {str(k): v for k, v in results.items()}}, fh, indent=1)
+            json.dump(
+                {
+                    "date": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                    "machine": machine(),
+                    "args": {k: v for k, v in vars(args).items()},
+                    "verdicts": [{"criterion": a, "detail": b, "pass": c} for a, b, c in verdicts(results)],
+                    "results": {str(k): v for k, v in results.items()},
+                },
+                fh,
+                indent=1,
+            )
     return 0 if ok or not args.check else 1
 
 

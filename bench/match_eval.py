@@ -53,13 +53,15 @@ def engine_fires(cases) -> list[bool]:
             rel = f"c{len(files):04d}.md"
             files[key] = rel
             with open(os.path.join(store, rel), "w", encoding="utf-8") as fh:
-                fh.write("---\n"
-                         f"name: case-{len(files):04d}\n"
-                         "crystal:\n"
-                         "  deliver: act\n"
-                         f"  on: {c.action}\n"
-                         f"  match: [{_yaml_single(c.term)}]\n"
-                         "---\n<!-- crystal:essence -->\nx\n<!-- /crystal:essence -->\n")
+                fh.write(
+                    "---\n"
+                    f"name: case-{len(files):04d}\n"
+                    "crystal:\n"
+                    "  deliver: act\n"
+                    f"  on: {c.action}\n"
+                    f"  match: [{_yaml_single(c.term)}]\n"
+                    "---\n<!-- crystal:essence -->\nx\n<!-- /crystal:essence -->\n"
+                )
         settings = load_settings(env={"GEODE_HOME": home, "GEODE_WITHHOLD_RATE": "0"})
         idx = Index(settings)
         idx.ensure()
@@ -85,13 +87,18 @@ def substring_fires(cases) -> list[bool]:
 
 
 def score(cases, fired: list[bool]) -> dict:
-    tp = sum(1 for c, f in zip(cases, fired) if f and c.fire)
-    fp = sum(1 for c, f in zip(cases, fired) if f and not c.fire)
-    fn = sum(1 for c, f in zip(cases, fired) if not f and c.fire)
-    tn = sum(1 for c, f in zip(cases, fired) if not f and not c.fire)
-    return {"tp": tp, "fp": fp, "fn": fn, "tn": tn,
-            "precision": round(tp / (tp + fp), 4) if tp + fp else None,
-            "recall": round(tp / (tp + fn), 4) if tp + fn else None}
+    tp = sum(1 for c, f in zip(cases, fired, strict=False) if f and c.fire)
+    fp = sum(1 for c, f in zip(cases, fired, strict=False) if f and not c.fire)
+    fn = sum(1 for c, f in zip(cases, fired, strict=False) if not f and c.fire)
+    tn = sum(1 for c, f in zip(cases, fired, strict=False) if not f and not c.fire)
+    return {
+        "tp": tp,
+        "fp": fp,
+        "fn": fn,
+        "tn": tn,
+        "precision": round(tp / (tp + fp), 4) if tp + fp else None,
+        "recall": round(tp / (tp + fn), 4) if tp + fn else None,
+    }
 
 
 def report(cases, fired, old) -> dict:
@@ -99,20 +106,29 @@ def report(cases, fired, old) -> dict:
     for a in sorted({c.action for c in cases}):
         idx = [i for i, c in enumerate(cases) if c.action == a]
         by_action[a] = {"cases": len(idx), **score([cases[i] for i in idx], [fired[i] for i in idx])}
-    false_fires = [c for c, f in zip(cases, fired) if f and not c.fire]
-    missed = [c for c, f in zip(cases, fired) if not f and c.fire]
-    lost = [c for c, f, o in zip(cases, fired, old) if c.fire and o and not f]
-    return {"cases": len(cases), "terms": len({(c.action, c.term) for c in cases}),
-            "positives": sum(c.fire for c in cases), "all": score(cases, fired), "by_action": by_action,
-            "false_fires": [repr(c) for c in false_fires], "missed": [repr(c) for c in missed],
-            "lost_vs_substring": [repr(c) for c in lost]}
+    false_fires = [c for c, f in zip(cases, fired, strict=False) if f and not c.fire]
+    missed = [c for c, f in zip(cases, fired, strict=False) if not f and c.fire]
+    lost = [c for c, f, o in zip(cases, fired, old, strict=False) if c.fire and o and not f]
+    return {
+        "cases": len(cases),
+        "terms": len({(c.action, c.term) for c in cases}),
+        "positives": sum(c.fire for c in cases),
+        "all": score(cases, fired),
+        "by_action": by_action,
+        "false_fires": [repr(c) for c in false_fires],
+        "missed": [repr(c) for c in missed],
+        "lost_vs_substring": [repr(c) for c in lost],
+    }
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--json", help="write the results here")
-    ap.add_argument("--check", action="store_true",
-                    help="exit 1 on any false fire or any true fire the substring rule caught and this one lost")
+    ap.add_argument(
+        "--check",
+        action="store_true",
+        help="exit 1 on any false fire or any true fire the substring rule caught and this one lost",
+    )
     args = ap.parse_args(argv)
     cases, sources = load_cases()
     t0 = time.perf_counter()
@@ -121,28 +137,43 @@ def main(argv=None) -> int:
     old = substring_fires(cases)
     rep = report(cases, fired, old)
     rep_old = report(cases, old, old)
-    agree = sum(1 for a, b in zip(fired, old) if a == b)
-    print(f"labelled set: {rep['cases']} cases, {rep['terms']} terms, {rep['positives']} should fire; "
-          f"{len(sources)} sources; engine run {secs:.1f} s")
+    agree = sum(1 for a, b in zip(fired, old, strict=False) if a == b)
+    print(
+        f"labelled set: {rep['cases']} cases, {rep['terms']} terms, {rep['positives']} should fire; "
+        f"{len(sources)} sources; engine run {secs:.1f} s"
+    )
     print(f"{'rule':<28} | {'precision':>9} | {'recall':>6} | {'TP':>4} | {'FP':>4} | {'FN':>4} | {'TN':>4}")
     for name, r in (("this engine", rep), ("substring (term in text)", rep_old)):
         a = r["all"]
-        print(f"{name:<28} | {a['precision']:>9.3f} | {a['recall']:>6.3f} | {a['tp']:>4} | {a['fp']:>4} | {a['fn']:>4} | {a['tn']:>4}")
+        print(
+            f"{name:<28} | {a['precision']:>9.3f} | {a['recall']:>6.3f} | {a['tp']:>4} | {a['fp']:>4} | {a['fn']:>4} | {a['tn']:>4}"
+        )
     print("\nby action (this engine):")
     for a, r in rep["by_action"].items():
         p = "-" if r["precision"] is None else f"{r['precision']:.3f}"
         rc = "-" if r["recall"] is None else f"{r['recall']:.3f}"
         print(f"  {a:<7} {r['cases']:>4} cases  precision {p:>5}  recall {rc:>5}  FP {r['fp']:>3}  FN {r['fn']:>3}")
     print(f"\nthe engine agrees with the substring rule on {agree} of {len(cases)} cases")
-    for title, rows in (("false fires", rep["false_fires"]), ("missed true fires", rep["missed"]),
-                        ("true fires the substring rule caught and this engine lost", rep["lost_vs_substring"])):
+    for title, rows in (
+        ("false fires", rep["false_fires"]),
+        ("missed true fires", rep["missed"]),
+        ("true fires the substring rule caught and this engine lost", rep["lost_vs_substring"]),
+    ):
         print(f"\n{title}: {len(rows)}")
         for r in rows:
             print(f"  {r}")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:
-            json.dump({"date": time.strftime("%Y-%m-%dT%H:%M:%S"), "engine": rep, "substring": rep_old,
-                       "agree_with_substring": agree}, fh, indent=1)
+            json.dump(
+                {
+                    "date": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                    "engine": rep,
+                    "substring": rep_old,
+                    "agree_with_substring": agree,
+                },
+                fh,
+                indent=1,
+            )
     if args.check and (rep["false_fires"] or rep["lost_vs_substring"]):
         return 1
     return 0

@@ -50,7 +50,6 @@ def prepare(n: int) -> tuple[str, str]:
     """(store root, GEODE_HOME) with the recall index built and a vector for every note."""
     from bench.hook_speed import generate_store
     from bench.recall_speed import synthetic_vectors
-
     from geode.delivery import models
     from geode.delivery.config import load_settings
     from geode.recall.embed import get_embedder
@@ -78,9 +77,11 @@ def prepare(n: int) -> tuple[str, str]:
 def params(root: str, home: str):
     from mcp import StdioServerParameters
 
-    return StdioServerParameters(command=sys.executable,
-                                 args=[MCPMAIN, "--store", root, "--home", home, "--no-background"],
-                                 env={"PYTHONPATH": "", "GEODE_SESSION": "bench-mcp"})
+    return StdioServerParameters(
+        command=sys.executable,
+        args=[MCPMAIN, "--store", root, "--home", home, "--no-background"],
+        env={"PYTHONPATH": "", "GEODE_SESSION": "bench-mcp"},
+    )
 
 
 async def one_start(root: str, home: str, mode: str, query: str, pause: float) -> dict:
@@ -105,8 +106,12 @@ async def one_start(root: str, home: str, mode: str, query: str, pause: float) -
         r = await c.call_tool("search", {"query": query})
         t_later = time.perf_counter() - t1
         assert not r.is_error and r.structured_content["mode"] == "hybrid", r.content
-    return {"initialize_s": t_init, "tools_s": t_tools, "first_search_s": t_first,
-            f"first_search_after_{pause:g}s_pause_call_s": t_later}
+    return {
+        "initialize_s": t_init,
+        "tools_s": t_tools,
+        "first_search_s": t_first,
+        f"first_search_after_{pause:g}s_pause_call_s": t_later,
+    }
 
 
 async def warm_calls(root: str, home: str, mode: str, queries: list[str]) -> dict:
@@ -155,10 +160,18 @@ def main(argv=None) -> int:
     p.add_argument("--notes", type=int, default=10000)
     p.add_argument("--starts", type=int, default=5)
     p.add_argument("--calls", type=int, default=40)
-    p.add_argument("--pause", type=float, default=3.0, help="seconds between the handshake and the first call, "
-                   "in the second start of each round")
-    p.add_argument("--mode", default="legacy", choices=["legacy", "auto"],
-                   help="legacy: the initialize handshake Claude Code and Codex perform; auto: the 2026 discover")
+    p.add_argument(
+        "--pause",
+        type=float,
+        default=3.0,
+        help="seconds between the handshake and the first call, in the second start of each round",
+    )
+    p.add_argument(
+        "--mode",
+        default="legacy",
+        choices=["legacy", "auto"],
+        help="legacy: the initialize handshake Claude Code and Codex perform; auto: the 2026 discover",
+    )
     p.add_argument("--out", default=os.path.join(OUT, "results.json"))
     a = p.parse_args(argv)
     root, home = prepare(a.notes)
@@ -169,14 +182,23 @@ def main(argv=None) -> int:
         r = anyio.run(one_start, root, home, a.mode, queries[i % len(queries)], a.pause)
         starts.append(r)
         print(f"start {i + 1}: " + ", ".join(f"{k} {v:.2f}" for k, v in r.items()), file=sys.stderr)
-    start = {k: {"median_s": round(statistics.median(x[k] for x in starts), 3),
-                 "max_s": round(max(x[k] for x in starts), 3)} for k in starts[0]}
+    start = {
+        k: {"median_s": round(statistics.median(x[k] for x in starts), 3), "max_s": round(max(x[k] for x in starts), 3)}
+        for k in starts[0]
+    }
     warm = anyio.run(warm_calls, root, home, a.mode, queries)
     inproc = in_process(root, home, queries)
-    out = {"machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0], "load": os.getloadavg()},
-           "notes": a.notes, "vectors": "synthetic (seeded random unit vectors); queries embedded by the real model",
-           "mode": a.mode, "starts": a.starts, "start": start, "warm": warm, "in_process_search": inproc,
-           "mcp_over_in_process": round(warm["search"]["median_ms"] / inproc["median_ms"], 2)}
+    out = {
+        "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0], "load": os.getloadavg()},
+        "notes": a.notes,
+        "vectors": "synthetic (seeded random unit vectors); queries embedded by the real model",
+        "mode": a.mode,
+        "starts": a.starts,
+        "start": start,
+        "warm": warm,
+        "in_process_search": inproc,
+        "mcp_over_in_process": round(warm["search"]["median_ms"] / inproc["median_ms"], 2),
+    }
     print(json.dumps(out, indent=1))
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
     with open(a.out, "w", encoding="utf-8") as fh:

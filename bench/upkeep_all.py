@@ -53,11 +53,18 @@ def generate_store(root: Path, n: int) -> None:
         fm.append("---")
         body = [f"# Note {i}", ""]
         if i % 10 == 0:
-            body += ["<!-- crystal:essence -->", f"Before cmd-{i:06d}, check the thing numbered {i}.",
-                     "<!-- /crystal:essence -->", ""]
-        body += ["## Details", f"Something worth knowing, number {i}.",
-                 f"Next: [[{nxt}]]. Previous: [[note-{(i - 1) % n:06d}|the one before]].",
-                 f"See also [note {other}](../{note_path(other)}#details)."]
+            body += [
+                "<!-- crystal:essence -->",
+                f"Before cmd-{i:06d}, check the thing numbered {i}.",
+                "<!-- /crystal:essence -->",
+                "",
+            ]
+        body += [
+            "## Details",
+            f"Something worth knowing, number {i}.",
+            f"Next: [[{nxt}]]. Previous: [[note-{(i - 1) % n:06d}|the one before]].",
+            f"See also [note {other}](../{note_path(other)}#details).",
+        ]
         (root / note_path(i)).write_text("\n".join(fm + body) + "\n", encoding="utf-8")
     old = time.time() - 120 * DAY  # older than the ledger: the never-fired rule may judge them
     for dirpath, _d, names in os.walk(root):
@@ -72,12 +79,34 @@ def generate_ledger(db: str, root: str, domain: str, n_notes: int, rows: int, se
     topics = [f"topic{k:03d}" for k in range(400)]
     end = time.time() - DAY
     start = end - 60 * DAY
-    kinds_mix = (["delivered"] * 60 + ["withheld"] * 8 + ["skipped_budget"] * 5 + ["blocked"] * 8
-                 + ["lookup_marked"] * 2 + ["searched"] * 12 + ["session_end"] * 5)
+    kinds_mix = (
+        ["delivered"] * 60
+        + ["withheld"] * 8
+        + ["skipped_budget"] * 5
+        + ["blocked"] * 8
+        + ["lookup_marked"] * 2
+        + ["searched"] * 12
+        + ["session_end"] * 5
+    )
     conn = sqlite3.connect(db)
     conn.execute("PRAGMA journal_mode = WAL")
-    cols = ("event_id", "ts", "kind", "session", "domain", "crystal_id", "path", "content_hash", "action", "channel",
-            "term", "chars", "truncated", "agent", "detail")
+    cols = (
+        "event_id",
+        "ts",
+        "kind",
+        "session",
+        "domain",
+        "crystal_id",
+        "path",
+        "content_hash",
+        "action",
+        "channel",
+        "term",
+        "chars",
+        "truncated",
+        "agent",
+        "detail",
+    )
     sql = f"INSERT INTO ledger_event ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})"
     batch = []
     counts: dict[str, int] = {}
@@ -102,8 +131,25 @@ def generate_ledger(db: str, root: str, domain: str, n_notes: int, rows: int, se
             detail = json.dumps({"query": f"how to {rng.choice(topics)}", "hits": hits})
         else:
             action, channel = "session", ""
-        batch.append((os.urandom(16).hex(), ts, kind, session, domain, cid, path, "", action, channel, term,
-                      100 if kind == "delivered" else 0, 0, "main", detail))
+        batch.append(
+            (
+                os.urandom(16).hex(),
+                ts,
+                kind,
+                session,
+                domain,
+                cid,
+                path,
+                "",
+                action,
+                channel,
+                term,
+                100 if kind == "delivered" else 0,
+                0,
+                "main",
+                detail,
+            )
+        )
         if len(batch) >= 20000:
             conn.executemany(sql, batch)
             conn.commit()
@@ -134,8 +180,11 @@ def prepare(n: int, rows: int, workdir: str) -> dict:
     engine.dispose()
     t = time.perf_counter()
     counts = generate_ledger(str(settings.ledger_path), str(root), settings.default_domain, n, rows)
-    return {"generate_store_s": round(gen_store_s, 1), "generate_ledger_s": round(time.perf_counter() - t, 1),
-            "ledger_kinds": counts}
+    return {
+        "generate_store_s": round(gen_store_s, 1),
+        "generate_ledger_s": round(time.perf_counter() - t, 1),
+        "ledger_kinds": counts,
+    }
 
 
 def run_one(name: str, workdir: str) -> dict:
@@ -159,10 +208,16 @@ def run_one(name: str, workdir: str) -> dict:
     fk: dict[str, int] = {}
     for f in report.findings:
         fk[f.kind] = fk.get(f.kind, 0) + 1
-    return {"agent": name, "status": report.status, "seconds": round(secs, 2),
-            "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-            "examined_notes": report.examined.get("notes", 0), "findings": fk, "proposals": kinds,
-            "message": report.message[:300]}
+    return {
+        "agent": name,
+        "status": report.status,
+        "seconds": round(secs, 2),
+        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "examined_notes": report.examined.get("notes", 0),
+        "findings": fk,
+        "proposals": kinds,
+        "message": report.message[:300],
+    }
 
 
 def main(argv: list[str]) -> int:
@@ -177,8 +232,13 @@ def main(argv: list[str]) -> int:
     results = []
     for n, rows in sizes:
         with tempfile.TemporaryDirectory() as d:
-            out = subprocess.run([sys.executable, __file__, "--prepare", str(n), str(rows), d], capture_output=True,
-                                 text=True, cwd=REPO, env=env)
+            out = subprocess.run(
+                [sys.executable, __file__, "--prepare", str(n), str(rows), d],
+                capture_output=True,
+                text=True,
+                cwd=REPO,
+                env=env,
+            )
             if out.returncode != 0:
                 print(out.stderr, file=sys.stderr)
                 return 1
@@ -186,8 +246,9 @@ def main(argv: list[str]) -> int:
             size = {"notes": n, "ledger_rows": rows, **prep, "agents": []}
             print(json.dumps({k: v for k, v in size.items() if k != "agents"}), flush=True)
             for name in AGENTS:
-                out = subprocess.run([sys.executable, __file__, "--agent", name, d], capture_output=True, text=True,
-                                     cwd=REPO, env=env)
+                out = subprocess.run(
+                    [sys.executable, __file__, "--agent", name, d], capture_output=True, text=True, cwd=REPO, env=env
+                )
                 if out.returncode != 0:
                     r = {"agent": name, "status": "crashed", "reason": out.stderr.strip().splitlines()[-1:]}
                 else:
@@ -205,22 +266,33 @@ def write_md(results: list[dict]) -> None:
     for size in results:
         for r in size["agents"]:
             if r["status"] in ("missing", "crashed"):
-                rows.append(f"| {size['notes']:,} | {r['agent']} | **{r['status']}** | – | – | – | – | {r.get('reason', '')} |")
+                rows.append(
+                    f"| {size['notes']:,} | {r['agent']} | **{r['status']}** | – | – | – | – | {r.get('reason', '')} |"
+                )
                 continue
             props = ", ".join(f"{k} {v:,}" for k, v in sorted(r["proposals"].items())) or "none"
             finds = sum(r["findings"].values())
-            rows.append(f"| {size['notes']:,} | {r['agent']} | {r['status']} | {r['seconds']} | {r['peak_rss_mib']} "
-                        f"| {r['examined_notes']:,} | {finds:,} | {props} |")
-    ledgers = "\n".join(f"- {s['notes']:,} notes: store generated in {s['generate_store_s']} s, ledger of "
-                        f"{s['ledger_rows']:,} rows in {s['generate_ledger_s']} s; rows by kind "
-                        f"{json.dumps(dict(sorted(s['ledger_kinds'].items())))}" for s in results)
-    details = "\n".join(f"- {s['notes']:,} notes, {r['agent']}: findings {json.dumps(dict(sorted(r.get('findings', {}).items())))}"
-                        + (f"; message: {r['message']}" if r.get("message") else "")
-                        for s in results for r in s["agents"] if r["status"] not in ("missing", "crashed"))
+            rows.append(
+                f"| {size['notes']:,} | {r['agent']} | {r['status']} | {r['seconds']} | {r['peak_rss_mib']} "
+                f"| {r['examined_notes']:,} | {finds:,} | {props} |"
+            )
+    ledgers = "\n".join(
+        f"- {s['notes']:,} notes: store generated in {s['generate_store_s']} s, ledger of "
+        f"{s['ledger_rows']:,} rows in {s['generate_ledger_s']} s; rows by kind "
+        f"{json.dumps(dict(sorted(s['ledger_kinds'].items())))}"
+        for s in results
+    )
+    details = "\n".join(
+        f"- {s['notes']:,} notes, {r['agent']}: findings {json.dumps(dict(sorted(r.get('findings', {}).items())))}"
+        + (f"; message: {r['message']}" if r.get("message") else "")
+        for s in results
+        for r in s["agents"]
+        if r["status"] not in ("missing", "crashed")
+    )
     text = f"""# Upkeep: all four agents at 10,000 and 100,000 notes, a ledger of 1,000,000 rows
 
 Measured with `.venv/bin/python bench/upkeep_all.py` on {platform.machine()}, {os.cpu_count()} CPUs,
-Python {platform.python_version()}, {time.strftime('%Y-%m-%d')}. Each agent is one
+Python {platform.python_version()}, {time.strftime("%Y-%m-%d")}. Each agent is one
 `geode.agents.upkeep.run_agent` in a fresh process (examine, census, findings stored, proposals filed
 in the SQLite approval queue); peak memory is that process's maximum resident set
 (`ru_maxrss`: the interpreter, SQLAlchemy, the loaded store and the agent's own state). An agent

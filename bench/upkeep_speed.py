@@ -84,7 +84,7 @@ def one(n: int, workdir: str) -> dict:
 
     settings = load_settings(store=root, home=Path(workdir) / "home", env={})
     t = time.perf_counter()
-    report = Librarian().examine(Context(settings, None, "bench"))
+    Librarian().examine(Context(settings, None, "bench"))
     examine_s = time.perf_counter() - t
     rss_examine = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
@@ -98,12 +98,19 @@ def one(n: int, workdir: str) -> dict:
     for f in full.findings:
         kinds[f.kind] = kinds.get(f.kind, 0) + 1
     return {
-        "notes": n, "census": census(settings).notes, "generate_s": round(gen_s, 1),
-        "examine_s": round(examine_s, 2), "run_s": round(run_s, 2),
+        "notes": n,
+        "census": census(settings).notes,
+        "generate_s": round(gen_s, 1),
+        "examine_s": round(examine_s, 2),
+        "run_s": round(run_s, 2),
         "peak_rss_mib_after_examine": round(rss_examine / 1024, 1),
         "peak_rss_mib_after_run": round(rss_run / 1024, 1),
-        "status": full.status, "examined_notes": full.examined["notes"], "links": full.examined["links"],
-        "findings": kinds, "proposals": len(full.proposals), "planted": made,
+        "status": full.status,
+        "examined_notes": full.examined["notes"],
+        "links": full.examined["links"],
+        "findings": kinds,
+        "proposals": len(full.proposals),
+        "planted": made,
         "notes_per_s_examine": round(n / examine_s),
     }
 
@@ -116,8 +123,13 @@ def main(argv: list[str]) -> int:
     results = []
     for n in sizes:
         with tempfile.TemporaryDirectory() as d:
-            out = subprocess.run([sys.executable, __file__, "--one", str(n), d], capture_output=True, text=True,
-                                 cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)))
+            out = subprocess.run(
+                [sys.executable, __file__, "--one", str(n), d],
+                capture_output=True,
+                text=True,
+                cwd=REPO,
+                env=dict(os.environ, PYTHONPATH=str(REPO)),
+            )
             if out.returncode != 0:
                 print(out.stderr, file=sys.stderr)
                 return 1
@@ -133,14 +145,18 @@ def write_md(results: list[dict]) -> None:
     rows = "\n".join(
         f"| {r['notes']:,} | {r['examined_notes']:,} | {r['links']:,} | {r['examine_s']} | {r['notes_per_s_examine']:,} "
         f"| {r['peak_rss_mib_after_examine']} | {r['run_s']} | {r['peak_rss_mib_after_run']} "
-        f"| {sum(r['findings'].values()):,} | {r['proposals']} | {r['status']} |" for r in results)
-    detail = "\n".join(f"- {r['notes']:,} notes: findings by kind {json.dumps(r['findings'], sort_keys=True)}; "
-                       f"planted {r['planted']['broken']} broken and {r['planted']['aliased']} aliased links"
-                       for r in results)
+        f"| {sum(r['findings'].values()):,} | {r['proposals']} | {r['status']} |"
+        for r in results
+    )
+    detail = "\n".join(
+        f"- {r['notes']:,} notes: findings by kind {json.dumps(r['findings'], sort_keys=True)}; "
+        f"planted {r['planted']['broken']} broken and {r['planted']['aliased']} aliased links"
+        for r in results
+    )
     text = f"""# Upkeep speed: the Librarian at 10,000 and 100,000 notes
 
 Measured with `.venv/bin/python bench/upkeep_speed.py` on {platform.processor() or platform.machine()},
-{os.cpu_count()} CPUs, Python {platform.python_version()}, {time.strftime('%Y-%m-%d')}. Each size runs in
+{os.cpu_count()} CPUs, Python {platform.python_version()}, {time.strftime("%Y-%m-%d")}. Each size runs in
 a fresh process; peak memory is that process's maximum resident set (`ru_maxrss`), which includes
 the interpreter, SQLAlchemy and the loaded store.
 

@@ -158,20 +158,37 @@ class Geode:
             cmd = cmd.replace(" -S ", f" -S {flags} ", 1)
         return cmd
 
-    def run_raw(self, stdin: str, agent: str = "claude", withhold: str | None = "0", flags: str = "",
-                timeout: float = 30, env_extra: dict | None = None, command: str | None = None) -> HookResult:
+    def run_raw(
+        self,
+        stdin: str,
+        agent: str = "claude",
+        withhold: str | None = "0",
+        flags: str = "",
+        timeout: float = 30,
+        env_extra: dict | None = None,
+        command: str | None = None,
+    ) -> HookResult:
         before = self.error_log()
         env = self.env(withhold, **(env_extra or {}))
         proc = subprocess.run(
             ["/bin/sh", "-c", command or self.command(agent, flags)],
-            input=stdin, capture_output=True, text=True, env=env, cwd=self.cwd, timeout=timeout,
+            input=stdin,
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=self.cwd,
+            timeout=timeout,
         )
         after = self.error_log()
-        return HookResult(proc, after[len(before):] if after.startswith(before) else after)
+        return HookResult(proc, after[len(before) :] if after.startswith(before) else after)
 
     def event(self, event: str, session: str = "s1", agent: str = "claude", **fields) -> dict:
-        data = {"session_id": session, "transcript_path": None if agent == "codex" else "/tmp/t.jsonl",
-                "cwd": str(self.cwd), "hook_event_name": event}
+        data = {
+            "session_id": session,
+            "transcript_path": None if agent == "codex" else "/tmp/t.jsonl",
+            "cwd": str(self.cwd),
+            "hook_event_name": event,
+        }
         if agent == "codex":
             data["model"] = "gpt-5"
             if event != "SessionStart":
@@ -179,14 +196,24 @@ class Geode:
         data.update(fields)
         return data
 
-    def run(self, event: str, session: str = "s1", agent: str = "claude", withhold: str | None = "0",
-            flags: str = "", timeout: float = 30, env_extra: dict | None = None, **fields) -> HookResult:
+    def run(
+        self,
+        event: str,
+        session: str = "s1",
+        agent: str = "claude",
+        withhold: str | None = "0",
+        flags: str = "",
+        timeout: float = 30,
+        env_extra: dict | None = None,
+        **fields,
+    ) -> HookResult:
         payload = self.event(event, session, agent, **fields)
         return self.run_raw(json.dumps(payload), agent, withhold, flags, timeout, env_extra)
 
     def tool(self, tool: str, tool_input: dict, session: str = "s1", agent: str = "claude", **kw) -> HookResult:
-        return self.run("PreToolUse", session, agent, tool_name=tool, tool_input=tool_input,
-                        tool_use_id="toolu_1", **kw)
+        return self.run(
+            "PreToolUse", session, agent, tool_name=tool, tool_input=tool_input, tool_use_id="toolu_1", **kw
+        )
 
     def bash(self, command: str, session: str = "s1", agent: str = "claude", **kw) -> HookResult:
         return self.tool("Bash", {"command": command, "description": "x"}, session, agent, **kw)

@@ -31,7 +31,7 @@ def load_cases(path: str = CASES_PATH) -> tuple[list[Case], dict[str, str]]:
             if not line.strip() or line == "#" or line.startswith("# "):
                 continue
             if line.startswith("@source "):
-                key, _, what = line[len("@source "):].strip().partition(" ")
+                key, _, what = line[len("@source ") :].strip().partition(" ")
                 sources[key] = what.strip()
                 continue
             if line.startswith("## "):

@@ -81,8 +81,13 @@ class GeodeEnv:
     read before it. Unpacks as ``settings, engine, root``, the triple the agent tests work with.
     """
 
-    def __init__(self, base: str | os.PathLike, root: str | os.PathLike = "store", home: str = "home",
-                 env: Mapping[str, str] | None = NO_ENV):
+    def __init__(
+        self,
+        base: str | os.PathLike,
+        root: str | os.PathLike = "store",
+        home: str = "home",
+        env: Mapping[str, str] | None = NO_ENV,
+    ):
         self.base = Path(base)
         self.root = self.base / root  # an absolute ``root`` stays itself
         self.home = self.base / home

@@ -42,10 +42,12 @@ def _fixture(name: str) -> Callable[[Path], GeodeEnv]:
 
 def _two_notes_a_person_must_fix(base: Path) -> GeodeEnv:
     """An unquoted glob strict YAML rejects, and a fact last verified in 2020."""
-    return GeodeEnv(base, root="main").files({
-        "py.mdc": b"---\nglobs: **/*.py\n---\nPython.\n",
-        "fact.md": b"---\ntype: fact\nlast_verified: 2020-01-01\n---\nThe host is db-1.\n",
-    })
+    return GeodeEnv(base, root="main").files(
+        {
+            "py.mdc": b"---\nglobs: **/*.py\n---\nPython.\n",
+            "fact.md": b"---\ntype: fact\nlast_verified: 2020-01-01\n---\nThe host is db-1.\n",
+        }
+    )
 
 
 def _a_crystal_and_a_note(base: Path) -> GeodeEnv:
@@ -72,8 +74,11 @@ def _no_rows(env: GeodeEnv) -> None:
 def _links_without_a_suggestion(name: str) -> list[tuple[str, str, str]]:
     """EXPECTED.json's findings with no suggestion: what applying the Librarian's rewrites
     (which are exactly the suggested ones) leaves for a person."""
-    return [(kind, path, target) for kind, path, _line, target, suggestion in expected_of("librarian", name)["findings"]
-            if not suggestion]
+    return [
+        (kind, path, target)
+        for kind, path, _line, target, suggestion in expected_of("librarian", name)["findings"]
+        if not suggestion
+    ]
 
 
 @dataclass(frozen=True)
@@ -99,50 +104,94 @@ class Case:
     pending_marks: tuple = ()
 
 
-REFILES_PENDING = pytest.mark.xfail(strict=True, reason=(
-    "files the same proposals again the next night while the first night's are pending (one "
-    "approval then makes the duplicate fail: changed since proposed); the Corrector and the "
-    "Gardener do not"))
+REFILES_PENDING = pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "files the same proposals again the next night while the first night's are pending (one "
+        "approval then makes the duplicate fail: changed since proposed); the Corrector and the "
+        "Gardener do not"
+    ),
+)
 
 CASES = {
     # a vault whose two links with a suggestion are rewritten (EXPECTED.json, counted by hand)
     "librarian": Case(
-        "librarian", _fixture("obsidian_vault"),
+        "librarian",
+        _fixture("obsidian_vault"),
         proposed=[("edit", "Daily Notes/2026-09-17.md"), ("edit", "Meeting Notes.md")],
         examined=expected_of("librarian", "obsidian_vault")["examined"],
         left=_links_without_a_suggestion("obsidian_vault"),
-        pending_marks=(REFILES_PENDING,)),
+        pending_marks=(REFILES_PENDING,),
+    ),
     # two versions of one truth: a supersedes loop, two stale versions, a near-duplicate pair
     "cleaner": Case(
-        "cleaner", _fixture("cleaner_truths"),
-        proposed=[("edit", "cache-ttl-b.md"), ("new_note", "restarting-workers.merge.md"),
-                  ("status", "deploy-window-2025.md"), ("status", "retry-cutoff-2025.md")],
+        "cleaner",
+        _fixture("cleaner_truths"),
+        proposed=[
+            ("edit", "cache-ttl-b.md"),
+            ("new_note", "restarting-workers.merge.md"),
+            ("status", "deploy-window-2025.md"),
+            ("status", "retry-cutoff-2025.md"),
+        ],
         examined=expected_of("cleaner", "cleaner_truths")["examined"],
         left=[],
-        pending_marks=(REFILES_PENDING,)),
+        pending_marks=(REFILES_PENDING,),
+    ),
     # one group of blocked lookups becomes a stub; a.md is a crystal, b.md a plain note
     "gardener": Case(
-        "gardener", _a_crystal_and_a_note, ledger=_kubeconfig_hunted_three_times, learns_from_ledger=True,
+        "gardener",
+        _a_crystal_and_a_note,
+        ledger=_kubeconfig_hunted_three_times,
+        learns_from_ledger=True,
         proposed=[("new_note", "stubs/lookup-kubeconfig.md")],
-        examined={"notes": 2, "unreadable": 0, "crystals": 1, "ledger_rows": 3, "window_rows": 3,
-                  "window_days": 30, "window_first_ts": int(END - 2 * 3600), "window_last_ts": int(END),
-                  "ledger_first_ts": int(END - 2 * 3600), "sessions": 3, "rows_blocked": 3,
-                  "blocked_without_terms": 0, "blocked_groups": 1,
-                  "never_fired": 0,  # no delivery at all: too little ledger to judge
-                  "searched_notes": 0, "salience_judged": 0, "salience_at_bound": 0},
-        left=[]),
+        examined={
+            "notes": 2,
+            "unreadable": 0,
+            "crystals": 1,
+            "ledger_rows": 3,
+            "window_rows": 3,
+            "window_days": 30,
+            "window_first_ts": int(END - 2 * 3600),
+            "window_last_ts": int(END),
+            "ledger_first_ts": int(END - 2 * 3600),
+            "sessions": 3,
+            "rows_blocked": 3,
+            "blocked_without_terms": 0,
+            "blocked_groups": 1,
+            "never_fired": 0,  # no delivery at all: too little ledger to judge
+            "searched_notes": 0,
+            "salience_judged": 0,
+            "salience_at_bound": 0,
+        },
+        left=[],
+    ),
     # the glob quoted (from the Librarian's frontmatter-not-yaml finding) and review_due added
     "corrector": Case(
-        "corrector", _two_notes_a_person_must_fix, before=("librarian",),
+        "corrector",
+        _two_notes_a_person_must_fix,
+        before=("librarian",),
         proposed=[("edit", "fact.md"), ("edit", "py.mdc")],
-        examined={"notes": 2, "unreadable": 0, "findings_read": 1, "read:frontmatter-not-yaml": 1,
-                  "stale_checked": 1,  # py.mdc has no last_verified
-                  "findings_acted_on": 2, "fixes_proposed": 2, "notes_touched": 2, "lines_changed": 2,
-                  "already_proposed": 0, "deferred": 0, "over_bound": 0, "not_mechanical": 0,
-                  "awaiting_review": 0, "no_good_target": 0},
+        examined={
+            "notes": 2,
+            "unreadable": 0,
+            "findings_read": 1,
+            "read:frontmatter-not-yaml": 1,
+            "stale_checked": 1,  # py.mdc has no last_verified
+            "findings_acted_on": 2,
+            "fixes_proposed": 2,
+            "notes_touched": 2,
+            "lines_changed": 2,
+            "already_proposed": 0,
+            "deferred": 0,
+            "over_bound": 0,
+            "not_mechanical": 0,
+            "awaiting_review": 0,
+            "no_good_target": 0,
+        },
         # what remains is for a person: re-verify the fact
         left=[("awaiting-review", "fact.md", "review_due"), ("stale", "fact.md", "last_verified")],
-        pending_examined={"already_proposed": 2}),
+        pending_examined={"already_proposed": 2},
+    ),
 }
 
 
@@ -172,8 +221,10 @@ def test_every_agent_a_night_runs_has_a_case():
 
 # -- no green over nothing -------------------------------------------------------------------------
 #: plain_notes' own file names (spaces included), each made unreadable; signals.md breaks on line 2
-UNREADABLE = {p.name: (b"# Signals\n\xff bad utf-8\n" if p.name == "signals.md" else b"\xff\xfe binary \x00 not text")
-              for p in (FIXTURES / "plain_notes").glob("*.md")}
+UNREADABLE = {
+    p.name: (b"# Signals\n\xff bad utf-8\n" if p.name == "signals.md" else b"\xff\xfe binary \x00 not text")
+    for p in (FIXTURES / "plain_notes").glob("*.md")
+}
 
 
 def failing_store(how: str, agent: str, base: Path) -> GeodeEnv:
@@ -208,7 +259,8 @@ def test_an_unreadable_store_fails_and_names_each_file(agent, tmp_path):
     assert len(UNREADABLE) == 5
     assert r.status == "failed" and "all 5 note files were unreadable" in r.message
     assert sorted((f.kind, f.path, f.line) for f in r.findings if f.kind == "unreadable") == sorted(
-        ("unreadable", name, 2 if name == "signals.md" else 0) for name in UNREADABLE)
+        ("unreadable", name, 2 if name == "signals.md" else 0) for name in UNREADABLE
+    )
 
 
 @pytest.mark.parametrize("agent", AGENTS)
@@ -241,7 +293,8 @@ def test_a_rerun_of_the_same_run_id_files_nothing_twice(agent, tmp_path):
     # the same drafts filed again under the same run id are no-ops (the Gardener's rows are
     # cited by the proposal just filed: examined again, it drafts nothing from them)
     report = load_agent(agent, env.settings).examine(
-        Context(env.settings, env.engine, "same", load_findings(env.engine, "same")))
+        Context(env.settings, env.engine, "same", load_findings(env.engine, "same"))
+    )
     assert len(report.proposed) == (0 if case.learns_from_ledger else len(a.proposals))
     for prop in report.proposed:
         prop.draft.run_id = "same"

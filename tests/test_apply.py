@@ -21,10 +21,9 @@ import pytest
 from sqlalchemy import select
 
 from geode.agents import apply as A
-from geode.agents import atomic_put
-from geode.agents import proposals as Q
+from geode.agents import atomic_put, queue_tables
 from geode.agents import changes as CH
-from geode.agents import queue_tables
+from geode.agents import proposals as Q
 from tests.stores import plain_settings, snapshot, write
 
 RUNS_PER_POINT = 20
@@ -40,11 +39,26 @@ def leftovers(root: Path) -> list[str]:
     return [str(p) for p in root.rglob(".geode-*.tmp")]
 
 
-def draft(kind: str, changes, key: str | None = None, agent: str = "librarian", run_id: str = "run-1",
-          domain: str = "main", title: str | None = None) -> Q.ProposalDraft:
-    return Q.ProposalDraft(agent=agent, kind=kind, domain=domain, title=title or f"{kind} proposal",
-                           rationale="because the test says so", evidence=[{"finding": 1}], changes=list(changes),
-                           run_id=run_id, key=key or uuid.uuid4().hex)
+def draft(
+    kind: str,
+    changes,
+    key: str | None = None,
+    agent: str = "librarian",
+    run_id: str = "run-1",
+    domain: str = "main",
+    title: str | None = None,
+) -> Q.ProposalDraft:
+    return Q.ProposalDraft(
+        agent=agent,
+        kind=kind,
+        domain=domain,
+        title=title or f"{kind} proposal",
+        rationale="because the test says so",
+        evidence=[{"finding": 1}],
+        changes=list(changes),
+        run_id=run_id,
+        key=key or uuid.uuid4().hex,
+    )
 
 
 def open_journals(engine) -> list:
@@ -71,8 +85,13 @@ def move_store(root: Path, rng: random.Random) -> dict[str, bytes]:
 
 
 def file_move(settings, engine, files: dict[str, bytes]) -> int:
-    changes = CH.move_changes(settings, "main", "notes/old name.md", "moved/new name.md",
-                             rewrites={"index.md": files["index.md"].replace(b"[[old name]]", b"[[new name]]") + b"!"})
+    changes = CH.move_changes(
+        settings,
+        "main",
+        "notes/old name.md",
+        "moved/new name.md",
+        rewrites={"index.md": files["index.md"].replace(b"[[old name]]", b"[[new name]]") + b"!"},
+    )
     pid = Q.file_proposal(settings, engine, draft("move", changes))
     assert pid is not None
     return pid
@@ -154,8 +173,7 @@ def _crash_in_child(settings, pid: int, op: str, step: str, nth: int) -> int:
 
 #: How often each step happens in one apply of the three-file move: the new file and the
 #: rewrite are written (2), the source is removed (replace and dir fsync: 3).
-STEP_COUNTS = {"journal_intent": 1, "write": 2, "fsync": 2, "chmod": 2, "replace": 3, "dir_fsync": 3,
-               "journal_mark": 1}
+STEP_COUNTS = {"journal_intent": 1, "write": 2, "fsync": 2, "chmod": 2, "replace": 3, "dir_fsync": 3, "journal_mark": 1}
 
 
 @pytest.mark.parametrize("step", CRASH_POINTS + ("journal_intent",))
@@ -300,7 +318,7 @@ def _external_edit(p: Path, rng: random.Random, how: str) -> bytes:
             p.write_bytes(data)  # an empty file cannot change at the same size
         else:
             i = rng.randrange(len(data))
-            data = data[:i] + bytes([(data[i] + 1 + rng.randrange(255)) % 256]) + data[i + 1:]
+            data = data[:i] + bytes([(data[i] + 1 + rng.randrange(255)) % 256]) + data[i + 1 :]
             with open(p, "r+b") as fh:
                 fh.write(data)
         os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))

@@ -17,10 +17,9 @@ from pathlib import Path
 import pytest
 
 from geode.agents import apply as A
-from geode.agents import atomic_put
-from geode.agents import proposals as Q
+from geode.agents import atomic_put, safepath
 from geode.agents import changes as CH
-from geode.agents import safepath
+from geode.agents import proposals as Q
 from tests.stores import plain_settings, snapshot, write
 from tests.test_apply import draft
 
@@ -29,8 +28,12 @@ def tree_state(path: Path) -> dict:
     out = {}
     for p in sorted(path.rglob("*")):
         st = p.lstat()
-        out[str(p.relative_to(path))] = (stat.S_IFMT(st.st_mode), stat.S_IMODE(st.st_mode), st.st_mtime_ns,
-                                         p.read_bytes() if stat.S_ISREG(st.st_mode) else None)
+        out[str(p.relative_to(path))] = (
+            stat.S_IFMT(st.st_mode),
+            stat.S_IMODE(st.st_mode),
+            st.st_mtime_ns,
+            p.read_bytes() if stat.S_ISREG(st.st_mode) else None,
+        )
     return out
 
 
@@ -59,24 +62,95 @@ def world(tmp_path):
 
 
 FIXED = [
-    "../outside/secret.md", "../../etc/passwd", "/etc/passwd", "sub/../../outside/x.md", "sub/../real.md",
-    "./sub/real.md", "sub//real.md", "sub/", "", "\x00", "sub/real.md\x00.txt", "..\\outside\\secret.md",
-    "sub\\..\\..\\x.md", "%2e%2e/outside/x.md", "%2e%2e%2foutside%2fx.md", "%252e%252e/x.md", "..%2foutside/x.md",
-    "\u2024\u2024/x.md", "\uff0e\uff0e/outside/x.md", "..\u2215outside\u2215x.md", "\uff0e\uff0e\uff0foutside\uff0fx.md",
-    "../root-evil/x.md", "../root-evil/new.md", "~/x.md", "C:\\x.md", "link_dir", "link_dir/secret.md",
-    "link_dir/new.md", "link_dir/sub/real.md", "link_file", "inner_link", "inner_link/x", "sub/rel_link/secret.md",
-    "sub/rel_link/new.md", "sub/rel_link", "sub/real.md/x.md", "..", ".", "...", "....", ".../x.md", "sub/..",
-    "\ud800.md", "a" * 300, ("d/" * 100) + "x.md", "sub/ spaced name.md", "\u202eevil.md", "sub/\t.md",
+    "../outside/secret.md",
+    "../../etc/passwd",
+    "/etc/passwd",
+    "sub/../../outside/x.md",
+    "sub/../real.md",
+    "./sub/real.md",
+    "sub//real.md",
+    "sub/",
+    "",
+    "\x00",
+    "sub/real.md\x00.txt",
+    "..\\outside\\secret.md",
+    "sub\\..\\..\\x.md",
+    "%2e%2e/outside/x.md",
+    "%2e%2e%2foutside%2fx.md",
+    "%252e%252e/x.md",
+    "..%2foutside/x.md",
+    "\u2024\u2024/x.md",
+    "\uff0e\uff0e/outside/x.md",
+    "..\u2215outside\u2215x.md",
+    "\uff0e\uff0e\uff0foutside\uff0fx.md",
+    "../root-evil/x.md",
+    "../root-evil/new.md",
+    "~/x.md",
+    "C:\\x.md",
+    "link_dir",
+    "link_dir/secret.md",
+    "link_dir/new.md",
+    "link_dir/sub/real.md",
+    "link_file",
+    "inner_link",
+    "inner_link/x",
+    "sub/rel_link/secret.md",
+    "sub/rel_link/new.md",
+    "sub/rel_link",
+    "sub/real.md/x.md",
+    "..",
+    ".",
+    "...",
+    "....",
+    ".../x.md",
+    "sub/..",
+    "\ud800.md",
+    "a" * 300,
+    ("d/" * 100) + "x.md",
+    "sub/ spaced name.md",
+    "\u202eevil.md",
+    "sub/\t.md",
 ]
-FRAGMENTS = ["..", ".", "", "\\", "\x00", "%2e%2e", "%2f", "link_dir", "link_file", "inner_link", "sub",
-             "rel_link", "real.md", "new.md", "\u2024\u2024", "\uff0e\uff0e", "\u2215", "\uff0f", "~", "C:",
-             "root-evil", "outside", "secret.md", " ", "....", "\u00e9", "x.md"]
+FRAGMENTS = [
+    "..",
+    ".",
+    "",
+    "\\",
+    "\x00",
+    "%2e%2e",
+    "%2f",
+    "link_dir",
+    "link_file",
+    "inner_link",
+    "sub",
+    "rel_link",
+    "real.md",
+    "new.md",
+    "\u2024\u2024",
+    "\uff0e\uff0e",
+    "\u2215",
+    "\uff0f",
+    "~",
+    "C:",
+    "root-evil",
+    "outside",
+    "secret.md",
+    " ",
+    "....",
+    "\u00e9",
+    "x.md",
+]
 
 
 def fuzzed_names(base: Path, n: int = 300) -> list[str]:
     names = list(FIXED)
-    names += [str(base / "outside" / "secret.md"), str(base / "outside" / "new.md"),
-              str(base / "root-evil" / "x.md"), str(base / "root" / "sub" / "real.md"), "//" + str(base / "x.md")]
+    names += [
+        str(base / "outside" / "secret.md"),
+        str(base / "outside" / "new.md"),
+        str(base / "root-evil" / "x.md"),
+        str(base / "root" / "sub" / "real.md"),
+        "//" + str(base / "x.md"),
+    ]
     rng = random.Random(22)
     seen = set(names)
     while len(names) < n:
@@ -96,8 +170,12 @@ class Recorder:
 
     def __init__(self, monkeypatch):
         self.targets: list[str] = []
-        for name, argnames in (("open", ("dir_fd",)), ("mkdir", ("dir_fd",)), ("unlink", ("dir_fd",)),
-                               ("replace", ("src_dir_fd", "dst_dir_fd"))):
+        for name, _argnames in (
+            ("open", ("dir_fd",)),
+            ("mkdir", ("dir_fd",)),
+            ("unlink", ("dir_fd",)),
+            ("replace", ("src_dir_fd", "dst_dir_fd")),
+        ):
             monkeypatch.setattr(os, name, self._wrap(getattr(os, name), name))
 
     @staticmethod
@@ -146,8 +224,9 @@ def test_fuzzed_names_never_reach_outside_the_root(world, monkeypatch):
             assert os.path.commonpath([os.path.realpath(full), real_root]) == real_root, name
         # filing a new note there, and an edit when something is there
         try:
-            pid = Q.file_proposal(s, engine, draft("new_note", [Q.FileChange(name, None, b"fuzz %d\n" % i)],
-                                                   key=f"new-{i}"))
+            pid = Q.file_proposal(
+                s, engine, draft("new_note", [Q.FileChange(name, None, b"fuzz %d\n" % i)], key=f"new-{i}")
+            )
         except Q.ProposalError:
             refused += 1
             pid = None
@@ -180,8 +259,16 @@ def test_fuzzed_names_never_reach_outside_the_root(world, monkeypatch):
     filed = {name for _pid, name in accepted}
     for name in ["\u2024\u2024/x.md", "%2e%2e/outside/x.md", "~/x.md", "sub/ spaced name.md"]:
         assert name in filed and (root / name).is_file()
-    for name in ["../outside/secret.md", "link_dir/new.md", "link_file", "inner_link", "sub/rel_link/new.md",
-                 "..\\outside\\secret.md", str(base / "outside" / "new.md"), "sub/real.md\x00.txt"]:
+    for name in [
+        "../outside/secret.md",
+        "link_dir/new.md",
+        "link_file",
+        "inner_link",
+        "sub/rel_link/new.md",
+        "..\\outside\\secret.md",
+        str(base / "outside" / "new.md"),
+        "sub/real.md\x00.txt",
+    ]:
         assert name not in filed
     assert not (base / "outside" / "new.md").exists()
 

@@ -11,12 +11,13 @@ import uuid
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, assume, example, given, settings as hsettings, strategies as st
+from hypothesis import HealthCheck, assume, example, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from geode.agents import apply as A
-
-from geode.agents import proposals as Q
 from geode.agents import changes as CH
+from geode.agents import proposals as Q
 from tests.stores import plain_settings, snapshot, write
 from tests.test_apply import draft, leftovers, open_journals
 
@@ -25,8 +26,11 @@ BOM = b"\xef\xbb\xbf"
 
 @st.composite
 def contents(draw) -> bytes:
-    shape = draw(st.sampled_from(["empty", "crlf", "bom", "no-final-newline", "invalid-utf8", "binary",
-                                  "frontmatter", "large", "unicode"]))
+    shape = draw(
+        st.sampled_from(
+            ["empty", "crlf", "bom", "no-final-newline", "invalid-utf8", "binary", "frontmatter", "large", "unicode"]
+        )
+    )
     text = draw(st.text(max_size=200))
     if shape == "empty":
         return b""
@@ -50,7 +54,8 @@ def contents(draw) -> bytes:
 
 names = st.text(
     alphabet=st.characters(blacklist_categories=("Cs", "Cc"), blacklist_characters="/\\\x00"),
-    min_size=1, max_size=24,
+    min_size=1,
+    max_size=24,
 ).filter(lambda n: n not in (".", "..") and not n.startswith(".geode-") and len(n.encode()) < 200)
 
 
@@ -68,20 +73,62 @@ def _fresh(base: Path):
     return plain_settings(base / "home", root), root
 
 
-@hsettings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                    HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(kind=st.sampled_from(["move", "archive", "rewrite"]), content=contents(), new=contents(),
-       name=names, other=names, mode=st.sampled_from([0o600, 0o644]), other_mode=st.sampled_from([0o600, 0o644]),
-       space_dir=st.booleans())
+@hsettings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(
+    kind=st.sampled_from(["move", "archive", "rewrite"]),
+    content=contents(),
+    new=contents(),
+    name=names,
+    other=names,
+    mode=st.sampled_from([0o600, 0o644]),
+    other_mode=st.sampled_from([0o600, 0o644]),
+    space_dir=st.booleans(),
+)
 @example(kind="archive", content=b"", new=b"x", name="empty", other="o", mode=0o600, other_mode=0o644, space_dir=False)
-@example(kind="move", content=random.Random(5).randbytes(4 << 20), new=b"", name="large file", other="o",
-         mode=0o644, other_mode=0o600, space_dir=True)
-@example(kind="rewrite", content=b"a\r\nb\r\n", new=b"a\r\nc", name="crlf", other="o", mode=0o600,
-         other_mode=0o600, space_dir=False)
-@example(kind="archive", content=BOM + b"no frontmatter, no newline", new=b"\xff", name="bom \u00e9", other="o",
-         mode=0o644, other_mode=0o644, space_dir=True)
-@example(kind="move", content=b"\xff\xfe\x80 invalid", new=b"", name="\u65e5\u672c \u2024\u2024", other="o",
-         mode=0o600, other_mode=0o644, space_dir=False)
+@example(
+    kind="move",
+    content=random.Random(5).randbytes(4 << 20),
+    new=b"",
+    name="large file",
+    other="o",
+    mode=0o644,
+    other_mode=0o600,
+    space_dir=True,
+)
+@example(
+    kind="rewrite",
+    content=b"a\r\nb\r\n",
+    new=b"a\r\nc",
+    name="crlf",
+    other="o",
+    mode=0o600,
+    other_mode=0o600,
+    space_dir=False,
+)
+@example(
+    kind="archive",
+    content=BOM + b"no frontmatter, no newline",
+    new=b"\xff",
+    name="bom \u00e9",
+    other="o",
+    mode=0o644,
+    other_mode=0o644,
+    space_dir=True,
+)
+@example(
+    kind="move",
+    content=b"\xff\xfe\x80 invalid",
+    new=b"",
+    name="\u65e5\u672c \u2024\u2024",
+    other="o",
+    mode=0o600,
+    other_mode=0o644,
+    space_dir=False,
+)
 def test_apply_undo_is_byte_exact(shared, kind, content, new, name, other, mode, other_mode, space_dir):
     base, engine = shared
     s, root = _fresh(base)
@@ -98,8 +145,13 @@ def test_apply_undo_is_byte_exact(shared, kind, content, new, name, other, mode,
         changes = [Q.edit_change(s, "main", rel, new)]
         kind_name = "edit"
     elif kind == "move":
-        changes = CH.move_changes(s, "main", rel, f"moved/{name} (renamed).md",
-                                 rewrites={other_rel: b"see [[" + name.encode() + b" (renamed)]]\n"})
+        changes = CH.move_changes(
+            s,
+            "main",
+            rel,
+            f"moved/{name} (renamed).md",
+            rewrites={other_rel: b"see [[" + name.encode() + b" (renamed)]]\n"},
+        )
         kind_name = "move"
     else:
         try:

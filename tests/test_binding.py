@@ -138,8 +138,11 @@ def test_quoted_terms_fire_without_their_quotes(tmp_path):
 
 
 def test_list_valued_match_makes_each_item_a_term(tmp_path):
-    note = parse_note("---\ncrystal:\n  on: bash\n  match:\n    - \"| tail\"\n    - npm run build\n---\n"
-                      "<!-- crystal:essence -->\nx\n<!-- /crystal:essence -->\n", "l.md")
+    note = parse_note(
+        '---\ncrystal:\n  on: bash\n  match:\n    - "| tail"\n    - npm run build\n---\n'
+        "<!-- crystal:essence -->\nx\n<!-- /crystal:essence -->\n",
+        "l.md",
+    )
     b = parse_binding(note.crystal, note.fm_lines)
     assert b.terms == ("| tail", "npm run build")
     assert _issue(b, "match-list").severity == "info"
@@ -193,8 +196,11 @@ def test_crystal_without_essence_is_reported_by_lint():
 
     note = parse_note(crystal_text(None, name="hollow", match='"| tail"'), "hollow.md")
     assert note.essence is None
-    problems = [p for p in lint_note(note, load_settings(env={"GEODE_HOME": "/nonexistent-geode-home"}))
-                if p.code == "no-essence"]
+    problems = [
+        p
+        for p in lint_note(note, load_settings(env={"GEODE_HOME": "/nonexistent-geode-home"}))
+        if p.code == "no-essence"
+    ]
     assert len(problems) == 1
     assert problems[0].severity == "error" and problems[0].line == note.line_of("crystal") == 3
 

@@ -24,8 +24,11 @@ def expected_cleaner(name: str) -> dict:
 
 
 def snapshot(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 def kinds(report) -> dict[str, int]:
@@ -93,11 +96,32 @@ def _thousand(tmp_path, ledger_paths=()):
     env.toml('[cleaner]\ncap = 50\n[cleaner.caps]\n"notes" = 900\n')
     settings, engine, root = env
     domain = next(iter(settings.domains))
-    rows = [dict(event_id=uuid.uuid4().hex, ts=1_790_000_000.0 + i, kind="delivered", domain=domain,
-                 path=f"notes/n{i:04d}.md", crystal_id=f"{domain}:notes/n{i:04d}", action="bash", channel="act")
-            for i in range(50, 110) for _ in range(2)]
-    rows.append(dict(event_id=uuid.uuid4().hex, ts=1_790_000_000.0, kind="blocked", domain=domain, path="x",
-                     crystal_id="", action="bash", channel=""))
+    rows = [
+        dict(
+            event_id=uuid.uuid4().hex,
+            ts=1_790_000_000.0 + i,
+            kind="delivered",
+            domain=domain,
+            path=f"notes/n{i:04d}.md",
+            crystal_id=f"{domain}:notes/n{i:04d}",
+            action="bash",
+            channel="act",
+        )
+        for i in range(50, 110)
+        for _ in range(2)
+    ]
+    rows.append(
+        dict(
+            event_id=uuid.uuid4().hex,
+            ts=1_790_000_000.0,
+            kind="blocked",
+            domain=domain,
+            path="x",
+            crystal_id="",
+            action="bash",
+            channel="",
+        )
+    )
     with engine.begin() as conn:
         conn.execute(LedgerEvent.__table__.insert(), rows)
     return settings, engine, root
@@ -108,13 +132,18 @@ def test_a_folder_of_a_thousand_gets_the_archives_the_evidence_chooses(tmp_path)
     report = run_agent(settings, engine, "night-1", "cleaner")
     assert report.status == "ok", report.message
     ex = report.examined
-    assert (ex["notes"], ex["folders"], ex["folders_over_cap"], ex["ledger_rows"], ex["notes_used"]) == \
-        (1000, 1, 1, 120, 60)
+    assert (ex["notes"], ex["folders"], ex["folders_over_cap"], ex["ledger_rows"], ex["notes_used"]) == (
+        1000,
+        1,
+        1,
+        120,
+        60,
+    )
     assert ex["supersedes_edges"] == 20
     [f] = [f for f in report.findings if f.kind == "folder-over-cap"]
     assert (f.path, f.message.split(":")[0]) == ("notes", "notes holds 1000 notes, over its cap of 900")
     assert kinds(report) == {"archive": 100}
-    chosen = sorted(int(p["paths"][-1][len("notes/n"):-3]) for p in report.proposals)
+    chosen = sorted(int(p["paths"][-1][len("notes/n") : -3]) for p in report.proposals)
     # 30 retired, 20 superseded, then the 50 never-used notes with the oldest last_verified
     assert chosen == list(range(0, 50)) + list(range(110, 160))
     # used notes are never chosen while unused ones remain
@@ -138,17 +167,21 @@ def test_a_folder_of_a_thousand_gets_the_archives_the_evidence_chooses(tmp_path)
 
 
 def test_archiving_rewrites_links_by_path_and_the_librarian_finds_nothing_broken(geode_env):
-    settings, engine, root = geode_env.files({
-        "guide/old.md": "---\nstatus: deprecated\n---\n# Old\n\nSee [the new one](new.md) and [home](../index.md).\n",
-        "guide/new.md": "# New\n\nThe current way. Was [old](./old.md#old).\n",
-        "guide/third.md": "# Third\n\n[[old]] still resolves by name.\n",
-        "index.md": "# Index\n\n- [old](guide/old.md)\n- [new](guide/new.md)\n",
-    }, toml='[cleaner.caps]\n"guide" = 2\n')
+    settings, engine, root = geode_env.files(
+        {
+            "guide/old.md": "---\nstatus: deprecated\n---\n# Old\n\nSee [the new one](new.md) and [home](../index.md).\n",
+            "guide/new.md": "# New\n\nThe current way. Was [old](./old.md#old).\n",
+            "guide/third.md": "# Third\n\n[[old]] still resolves by name.\n",
+            "index.md": "# Index\n\n- [old](guide/old.md)\n- [new](guide/new.md)\n",
+        },
+        toml='[cleaner.caps]\n"guide" = 2\n',
+    )
     before = snapshot(root)
     report = run_agent(settings, engine, "r1", "cleaner")
     assert report.status == "ok", report.message
     assert [(p["kind"], p["paths"]) for p in report.proposals] == [
-        ("archive", ["archive/guide/old.md", "guide/new.md", "index.md", "guide/old.md"])]
+        ("archive", ["archive/guide/old.md", "guide/new.md", "index.md", "guide/old.md"])
+    ]
     assert apply.approve(settings, engine, report.proposals[0]["id"], "tester")["ok"]
     moved = (root / "archive" / "guide" / "old.md").read_text(encoding="utf-8")
     assert "status: archived" in moved and "(../../guide/new.md)" in moved and "(../../index.md)" in moved
@@ -182,8 +215,13 @@ def test_two_versions_of_one_truth_applied_then_nothing_new_then_undone(tmp_path
     stub = (root / "restarting-workers.merge.md").read_text(encoding="utf-8")
     assert "[[restarting-workers]]" in stub and "[[worker-restart]]" in stub and "status: draft" in stub
     assert "Celery" not in stub  # no wording of theirs: the merge is a person's to write
-    for name in ("restarting-workers.md", "worker-restart.md", "retry-cutoff-2025.md", "deploy-window-2025.md",
-                 "cache-ttl-a.md"):
+    for name in (
+        "restarting-workers.md",
+        "worker-restart.md",
+        "retry-cutoff-2025.md",
+        "deploy-window-2025.md",
+        "cache-ttl-a.md",
+    ):
         assert "status: superseded" in (root / name).read_text(encoding="utf-8"), name
     again = run_agent(settings, engine, "night-2", "cleaner")
     assert again.status == "ok" and again.examined["notes"] == 12
@@ -196,21 +234,24 @@ def test_two_versions_of_one_truth_applied_then_nothing_new_then_undone(tmp_path
 def test_blocking_compares_far_fewer_pairs_than_all(tmp_path):
     """Templated notes (the flat store) share their boilerplate: it is dropped, and the MinHash
     blocking compares a handful of pairs of 499,500."""
-    from geode.cleaner import similar as sim
-
     import random
+
+    from geode.cleaner import similar as sim
 
     rnd = random.Random(7)
     word = lambda: "".join(rnd.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rnd.randint(5, 9)))  # noqa: E731
-    texts = [f"Runbook {i}: rotate the credentials and page the owner. " + " ".join(word() for _ in range(30))
-             for i in range(1000)]
+    texts = [
+        f"Runbook {i}: rotate the credentials and page the owner. " + " ".join(word() for _ in range(30))
+        for i in range(1000)
+    ]
     texts.append(texts[10] + " Also check the audit log.")
     df = sim.DocFreq()
     shs = [sim.shingles(t) for t in texts]
     for sh in shs:
         df.add(sh)
-    sigs = {i: sim.signature(df.distinctive(sh)) for i, sh in enumerate(shs)
-            if len(df.distinctive(sh)) >= sim.MIN_SHINGLES}
+    sigs = {
+        i: sim.signature(df.distinctive(sh)) for i, sh in enumerate(shs) if len(df.distinctive(sh)) >= sim.MIN_SHINGLES
+    }
     assert len(sigs) == 1001
     pairs, oversize = sim.candidate_pairs(sigs)
     assert (10, 1000) in pairs

@@ -38,7 +38,8 @@ def test_run_creates_store_and_shows_a_delivery(tmp_path):
     assert "crystals registered" in r.stdout
     # a second run keeps the store as it is (nothing overwritten, nothing added)
     (home / "store" / "exit-code-through-a-pipe.md").write_text(
-        (home / "store" / "exit-code-through-a-pipe.md").read_text().replace("LAST command", "LAST command (edited)"))
+        (home / "store" / "exit-code-through-a-pipe.md").read_text().replace("LAST command", "LAST command (edited)")
+    )
     r2 = geode(home, "run")
     assert "(edited)" in r2.stdout
 
@@ -60,7 +61,9 @@ def test_deliver_json_shape_and_ledger_rows(tmp_path):
     home = tmp_path / "h"
     geode(home, "init")
     env = {"GEODE_WITHHOLD_RATE": "0"}
-    r = geode(home, "deliver", "--on", "bash", "--text", "git add -A && git commit -m x", "--session", "s1", "--json", env=env)
+    r = geode(
+        home, "deliver", "--on", "bash", "--text", "git add -A && git commit -m x", "--session", "s1", "--json", env=env
+    )
     d = json.loads(r.stdout)
     assert set(d) >= {"delivered", "withheld", "skipped", "text"}
     names = sorted(e["name"] for e in d["delivered"])
@@ -76,8 +79,18 @@ def test_deliver_json_shape_and_ledger_rows(tmp_path):
 def test_withhold_rate_one_withholds_everything(tmp_path):
     home = tmp_path / "h"
     geode(home, "init")
-    r = geode(home, "deliver", "--on", "bash", "--text", "make | tail -5", "--session", "s9", "--json",
-              env={"GEODE_WITHHOLD_RATE": "1"})
+    r = geode(
+        home,
+        "deliver",
+        "--on",
+        "bash",
+        "--text",
+        "make | tail -5",
+        "--session",
+        "s9",
+        "--json",
+        env={"GEODE_WITHHOLD_RATE": "1"},
+    )
     d = json.loads(r.stdout)
     assert d["delivered"] == [] and [e["name"] for e in d["withheld"]] == ["exit-code-through-a-pipe"]
     st = json.loads(geode(home, "study", "--json").stdout)
@@ -97,8 +110,9 @@ def test_lint_reports_file_line_code_and_exit_status(tmp_path):
     store.mkdir()
     (store / "ok.md").write_text((ROOT / "geode" / "delivery" / "starter" / "pkill-broad-pattern.md").read_text())
     (store / "typo.md").write_text(
-        "---\nname: typo\ncrystal:\n  deliver: act\n  on: bsah\n  match: \"| tail\"\n  who: all\n---\n"
-        "<!-- crystal:essence -->\nx\n<!-- /crystal:essence -->\n\n## Where this came from\ntest\n")
+        '---\nname: typo\ncrystal:\n  deliver: act\n  on: bsah\n  match: "| tail"\n  who: all\n---\n'
+        "<!-- crystal:essence -->\nx\n<!-- /crystal:essence -->\n\n## Where this came from\ntest\n"
+    )
     (store / "nomark.md").write_text("---\nname: nomark\ncrystal:\n  on: bash\n  match: grep\n---\nbody\n")
     r = geode(home, "lint", "--store", str(store), "--json", check=False)
     assert r.returncode == 1
@@ -132,12 +146,18 @@ def test_hooks_print_writes_nothing_and_install_runs_end_to_end(tmp_path):
     settings = json.loads((project / ".claude" / "settings.json").read_text())
     installed = settings["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
     assert installed == cmd
-    event = {"hook_event_name": "PreToolUse", "session_id": "e2e", "cwd": str(project), "tool_name": "Bash",
-             "tool_input": {"command": "pytest -k slow | tail -3"}}
+    event = {
+        "hook_event_name": "PreToolUse",
+        "session_id": "e2e",
+        "cwd": str(project),
+        "tool_name": "Bash",
+        "tool_input": {"command": "pytest -k slow | tail -3"},
+    }
     env = {k: v for k, v in os.environ.items() if not k.startswith("GEODE_")}
     env["GEODE_WITHHOLD_RATE"] = "0"
-    out = subprocess.run(["/bin/sh", "-c", installed], input=json.dumps(event), capture_output=True, text=True,
-                         env=env, timeout=60)
+    out = subprocess.run(
+        ["/bin/sh", "-c", installed], input=json.dumps(event), capture_output=True, text=True, env=env, timeout=60
+    )
     assert out.returncode == 0, out.stderr
     ctx = json.loads(out.stdout)["hookSpecificOutput"]["additionalContext"]
     assert "test-run-that-ran-nothing" in ctx and "exit-code-through-a-pipe" in ctx

@@ -117,7 +117,10 @@ def test_a_withheld_unit_stays_withheld_for_the_session(tmp_path):
         lowered = make_settings(tmp_path, withhold_rate=0.05)
         plan = dict(control.load_plan(s, conn), rate=0.05)
         for _ in range(3):  # every later action in the session
-            assert control.should_withhold(lowered, conn, *unit, plan=plan) == (True, "already withheld in this session")
+            assert control.should_withhold(lowered, conn, *unit, plan=plan) == (
+                True,
+                "already withheld in this session",
+            )
         # the same crystal in another session is a new unit, decided afresh
         other_session = (unit[0] + "-next", unit[1])
         expected = control.assignment(SALT, *other_session) < 0.05
@@ -167,7 +170,10 @@ def test_a_malformed_stop_date_stops_withholding(tmp_path):
 
 def test_without_a_session_there_is_no_unit_and_nothing_is_withheld(tmp_path):
     s = make_settings(tmp_path, withhold_rate=1.0)
-    assert control.should_withhold(s, None, "", "main:c") == (False, "no unit: a session and a crystal id are both needed")
+    assert control.should_withhold(s, None, "", "main:c") == (
+        False,
+        "no unit: a session and a crystal id are both needed",
+    )
     assert control.should_withhold(s, None, "s", "main:c")[0]
 
 

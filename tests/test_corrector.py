@@ -122,11 +122,10 @@ def test_every_fixture_after_the_librarian_in_the_same_run(name, tmp_path):
     assert [[f.kind, f.path, f.line, f.target] for f in report.findings] == exp["findings"]
     assert [[s.path, s.line, s.target, s.reason] for s in report.skipped] == exp["skipped"]
     assert len(report.proposals) == len(exp["proposals"])
-    for p, want in zip(report.proposals, exp["proposals"]):
+    for p, want in zip(report.proposals, exp["proposals"], strict=False):
         assert p["kind"] == want["kind"] and p["paths"] == [want["path"]]
         diff = proposals.diff(engine, p["id"])
-        assert [ln for ln in diff.splitlines() if ln[:1] in "+-" and not ln.startswith(("+++", "---"))] \
-            == want["diff"]
+        assert [ln for ln in diff.splitlines() if ln[:1] in "+-" and not ln.startswith(("+++", "---"))] == want["diff"]
         # evidence: the stored findings about that file (the Librarian's, or its own stale ones)
         ev = proposals.get(engine, p["id"])["evidence"]
         cited = {f.id for f in lib.findings + report.findings if f.path == want["path"]}
@@ -166,17 +165,24 @@ def test_the_fixtures_counts_add_up_from_the_librarians_expected():
 
 # -- each repair, bytes before and after ------------------------------------------------------
 def test_unquoted_glob_is_quoted_keeping_bom_crlf_and_no_final_newline(geode_env):
-    before = BOM + b"---\r\ndescription: Python style\r\nglobs: **/*.py\r\nalwaysApply: false\r\n---\r\n# Style\r\nUse hints."
-    settings, engine, root = geode_env.files({"py.mdc": before, "other.mdc": b"---\nglobs: \"*.sql\"\n---\nSQL.\n"})
+    before = (
+        BOM
+        + b"---\r\ndescription: Python style\r\nglobs: **/*.py\r\nalwaysApply: false\r\n---\r\n# Style\r\nUse hints."
+    )
+    settings, engine, root = geode_env.files({"py.mdc": before, "other.mdc": b'---\nglobs: "*.sql"\n---\nSQL.\n'})
     run_agent(settings, engine, "r", "librarian")
     report = run_agent(settings, engine, "r", "corrector")
     assert report.status == "ok", report.message
     (p,) = report.proposals
     assert p["paths"] == ["py.mdc"]
-    want = BOM + b"---\r\ndescription: Python style\r\nglobs: \"**/*.py\"\r\nalwaysApply: false\r\n---\r\n# Style\r\nUse hints."
+    want = (
+        BOM
+        + b'---\r\ndescription: Python style\r\nglobs: "**/*.py"\r\nalwaysApply: false\r\n---\r\n# Style\r\nUse hints.'
+    )
     assert after_bytes(engine, p["id"]) == want
     approve_and_undo_exactly(settings, engine, root, p["id"])
     import yaml  # a strict YAML reader (chromadb depends on PyYAML; listed in the test extra)
+
     with pytest.raises(yaml.YAMLError):
         yaml.safe_load(before.decode("utf-8-sig").split("---")[1])
     assert yaml.safe_load(want.decode("utf-8-sig").split("---")[1])["globs"] == "**/*.py"
@@ -189,8 +195,9 @@ def test_a_glob_in_a_list_and_one_before_a_comment(geode_env):
     report = run_agent(settings, engine, "r", "corrector")
     (p,) = report.proposals
     assert after_bytes(engine, p["id"]) == (
-        b"---\ndescription: x\nglobs:\n  - \"**/*.py\"\n  - src/**\nname: \"&anchor\"   # trailing\n"
-        b"alwaysApply: false\n---\nBody\n")
+        b'---\ndescription: x\nglobs:\n  - "**/*.py"\n  - src/**\nname: "&anchor"   # trailing\n'
+        b"alwaysApply: false\n---\nBody\n"
+    )
     assert report.examined["fixes_proposed"] == 2 and report.examined["lines_changed"] == 2
 
 
@@ -200,9 +207,11 @@ def test_crystal_match_with_a_leading_pipe_is_quoted_and_fires_the_same(geode_en
     from geode.delivery.binding import parse_binding
     from geode.delivery.note import parse_note
 
-    before = (b"---\nname: tail\ncrystal:\n  deliver: act\n  on: bash\n  match: | tail, |tail, | head\n  who: all\n"
-              b"---\n<!-- crystal:essence -->\nA pipe into tail hides the exit code.\n<!-- /crystal:essence -->\n\n"
-              b"## Where this came from\nA red build shown green.\n")
+    before = (
+        b"---\nname: tail\ncrystal:\n  deliver: act\n  on: bash\n  match: | tail, |tail, | head\n  who: all\n"
+        b"---\n<!-- crystal:essence -->\nA pipe into tail hides the exit code.\n<!-- /crystal:essence -->\n\n"
+        b"## Where this came from\nA red build shown green.\n"
+    )
     settings, engine, root = geode_env.files({"tail.md": before})
     run_agent(settings, engine, "r", "librarian")
     report = run_agent(settings, engine, "r", "corrector")
@@ -212,24 +221,31 @@ def test_crystal_match_with_a_leading_pipe_is_quoted_and_fires_the_same(geode_en
     assert after == before.replace(b"  match: | tail, |tail, | head\n", b'  match: "| tail, |tail, | head"\n')
     assert proposals.get(engine, p["id"])["evidence"] == [{"finding": report.findings[0].id}]
     a, b = parse_note(before.decode(), "tail.md"), parse_note(after.decode(), "tail.md")
-    assert parse_binding(a.crystal, a.fm_lines).terms == parse_binding(b.crystal, b.fm_lines).terms \
+    assert (
+        parse_binding(a.crystal, a.fm_lines).terms
+        == parse_binding(b.crystal, b.fm_lines).terms
         == ("| tail", "|tail", "| head")
+    )
     assert a.essence == b.essence
 
 
 def test_stale_note_gets_review_due_after_last_verified_and_keeps_its_status(geode_env):
-    before = (b"---\r\nname: db-host\r\ntype: fact\r\nstatus: stable\r\nlast_verified: 2020-01-01\r\n"
-              b"tags: [db]\r\n---\r\n# DB host\r\nThe primary is db-1.\r\n")
+    before = (
+        b"---\r\nname: db-host\r\ntype: fact\r\nstatus: stable\r\nlast_verified: 2020-01-01\r\n"
+        b"tags: [db]\r\n---\r\n# DB host\r\nThe primary is db-1.\r\n"
+    )
     fresh = b"---\nname: fresh\ntype: fact\nlast_verified: 2999-01-01\n---\nFresh.\n"
     settings, engine, root = geode_env.files({"db-host.md": before, "fresh.md": fresh})
     run_agent(settings, engine, "r", "librarian")
     report = run_agent(settings, engine, "r", "corrector")
     assert [(f.kind, f.path, f.line, f.target) for f in report.findings] == [
-        ("stale", "db-host.md", 5, "last_verified")]
+        ("stale", "db-host.md", 5, "last_verified")
+    ]
     assert report.examined["stale_checked"] == 2
     (p,) = report.proposals
-    assert after_bytes(engine, p["id"]) == before.replace(b"last_verified: 2020-01-01\r\n",
-                                                          b"last_verified: 2020-01-01\r\nreview_due: 2020-03-31\r\n")
+    assert after_bytes(engine, p["id"]) == before.replace(
+        b"last_verified: 2020-01-01\r\n", b"last_verified: 2020-01-01\r\nreview_due: 2020-03-31\r\n"
+    )
     approve_and_undo_exactly(settings, engine, root, p["id"])
 
 
@@ -243,7 +259,10 @@ def test_review_due_follows_the_configured_freshness_duty_and_a_last_line_withou
     import datetime as dt
 
     due = (dt.date(2020, 1, 1) + dt.timedelta(days=days)).isoformat().encode()
-    assert after_bytes(engine, p["id"]) == b"---\nlast_verified: 2020-01-01\nreview_due: " + due + b"\n---\nno final newline"
+    assert (
+        after_bytes(engine, p["id"])
+        == b"---\nlast_verified: 2020-01-01\nreview_due: " + due + b"\n---\nno final newline"
+    )
 
 
 def test_a_renamed_notes_links_are_rewritten_from_the_move_history(geode_env):
@@ -257,22 +276,40 @@ def test_a_renamed_notes_links_are_rewritten_from_the_move_history(geode_env):
     }
     settings, engine, root = geode_env.files(files)
     domain = settings.default_domain
-    mv = proposals.file_proposal(settings, engine, proposals.ProposalDraft(
-        "person", "move", domain, "rename", "renamed", [{"ledger_event": 1}],
-        CH.move_changes(settings, domain, "runbooks/deploy.md", "runbooks/deploy-checklist.md"), "m", "k"))
+    mv = proposals.file_proposal(
+        settings,
+        engine,
+        proposals.ProposalDraft(
+            "person",
+            "move",
+            domain,
+            "rename",
+            "renamed",
+            [{"ledger_event": 1}],
+            CH.move_changes(settings, domain, "runbooks/deploy.md", "runbooks/deploy-checklist.md"),
+            "m",
+            "k",
+        ),
+    )
     assert apply.approve(settings, engine, mv, "person")["ok"]
-    (root / "runbooks/deploy-checklist.md").write_bytes(b"---\nname: deploy-checklist\n---\n# Deploy\n## Steps\nShip.\n")
+    (root / "runbooks/deploy-checklist.md").write_bytes(
+        b"---\nname: deploy-checklist\n---\n# Deploy\n## Steps\nShip.\n"
+    )
     lib = run_agent(settings, engine, "r", "librarian")
     links = sorted((f.kind, f.path, f.line, f.target, f.suggestion) for f in lib.findings if f.kind == "broken-link")
-    assert links == [("broken-link", "guide/start.md", 2, "../runbooks/deploy.md#steps", "runbooks/deploy-checklist.md"),
-                     ("broken-link", "guide/start.md", 2, "runbooks/deploy", "runbooks/deploy-checklist.md")]
+    assert links == [
+        ("broken-link", "guide/start.md", 2, "../runbooks/deploy.md#steps", "runbooks/deploy-checklist.md"),
+        ("broken-link", "guide/start.md", 2, "runbooks/deploy", "runbooks/deploy-checklist.md"),
+    ]
     (lp,) = lib.proposals
     librarian_after = after_bytes(engine, lp["id"])
     proposals.reject(settings, engine, lp["id"], "person")
     report = run_agent(settings, engine, "r", "corrector")
     (p,) = report.proposals
-    want = (b"# Start\r\nRead [deploy](../runbooks/deploy-checklist.md#steps) and "
-            b"[[runbooks/deploy-checklist|runbooks/deploy]].\r\nDone.")
+    want = (
+        b"# Start\r\nRead [deploy](../runbooks/deploy-checklist.md#steps) and "
+        b"[[runbooks/deploy-checklist|runbooks/deploy]].\r\nDone."
+    )
     assert after_bytes(engine, p["id"]) == want == librarian_after
     assert report.examined["lines_changed"] == 1 and report.examined["fixes_proposed"] == 2
     assert mask_link_targets(files["guide/start.md"].decode()) == mask_link_targets(want.decode())
@@ -288,8 +325,10 @@ def test_a_signposts_entries_for_moved_notes_are_updated(geode_env):
     }
     settings, engine, root = geode_env.files(files)
     d = settings.default_domain
-    stored = [Finding("signpost-stale", "README.md", 4, "guide/old.md", "moved", d, "guide/setup.md"),
-              Finding("signpost-stale", "README.md", 5, "guide/gone.md", "missing", d, "")]
+    stored = [
+        Finding("signpost-stale", "README.md", 4, "guide/old.md", "moved", d, "guide/setup.md"),
+        Finding("signpost-stale", "README.md", 5, "guide/gone.md", "missing", d, ""),
+    ]
     store_findings(engine, "r", "librarian", stored)
     report = run_agent(settings, engine, "r", "corrector")
     (p,) = report.proposals
@@ -304,7 +343,12 @@ def test_the_same_rewrite_pending_from_the_librarian_is_not_proposed_again(tmp_p
     report = run_agent(settings, engine, "r", "corrector")
     assert report.proposals == []
     assert [(s.path, s.line, s.reason) for s in report.skipped] == [
-        ("signals.md", 7, f"the same edit is already proposed by the librarian (pending proposal {lib.proposals[0]['id']})")]
+        (
+            "signals.md",
+            7,
+            f"the same edit is already proposed by the librarian (pending proposal {lib.proposals[0]['id']})",
+        )
+    ]
     assert len(proposals.list_proposals(engine)) == 1
 
 
@@ -320,12 +364,13 @@ def test_a_file_another_pending_proposal_changes_is_deferred_not_conflicted(geod
     assert report.proposals == [] and report.examined["deferred"] == 1
     assert [(s.line, s.reason[:60]) for s in report.skipped] == [
         (5, f"the same edit is already proposed by the librarian (pending proposal {lp['id']})"[:60]),
-        (2, f"deferred: pending proposal {lp['id']} changes this file and two proposals"[:60])]
+        (2, f"deferred: pending proposal {lp['id']} changes this file and two proposals"[:60]),
+    ]
     assert apply.approve(settings, engine, lp["id"], "person")["ok"]
     run_agent(settings, engine, "n2", "librarian")
     second = run_agent(settings, engine, "n2", "corrector")
     (p,) = second.proposals
-    assert after_bytes(engine, p["id"]) == b"---\nglobs: \"**/*.py\"\n---\n# Py\nSee [db](database.mdc).\n"
+    assert after_bytes(engine, p["id"]) == b'---\nglobs: "**/*.py"\n---\n# Py\nSee [db](database.mdc).\n'
 
 
 # -- the bound ----------------------------------------------------------------------------------
@@ -339,8 +384,15 @@ def _targets(n: int) -> dict[str, bytes]:
 
 def _stored_links(settings, engine, n: int) -> None:
     d = settings.default_domain
-    store_findings(engine, "r", "librarian", [
-        Finding("broken-link", "hub.md", 2 + i, f"Old Name {i}", "gone", d, f"parts/new-name-{i}.md") for i in range(n)])
+    store_findings(
+        engine,
+        "r",
+        "librarian",
+        [
+            Finding("broken-link", "hub.md", 2 + i, f"Old Name {i}", "gone", d, f"parts/new-name-{i}.md")
+            for i in range(n)
+        ],
+    )
 
 
 def test_an_edit_over_the_bound_is_a_finding_for_a_person_not_a_proposal(geode_env):
@@ -388,10 +440,12 @@ def _essence_store(n: int) -> dict[str, bytes]:
         lv = "\nlast_verified: 2020-01-01\ntype: fact" if i % 5 == 0 else ""
         link = "See [[Old Home]] and [home](topics/old-home.md#usage) for more." if i % 2 == 0 else "No links."
         nl = "\r\n" if i % 7 == 0 else "\n"
-        text = (f"---\nname: crystal-{i}\nglobs: {glob}{lv}\ncrystal:\n  deliver: act\n  on: bash\n  match: {match}\n"
-                f"  who: all\n---\n<!-- crystal:essence -->\nRule {i}: keep the build honest, word for word. {link}\n"
-                f"Second line of essence {i}, with `code` and *emphasis*.\n<!-- /crystal:essence -->\n\n"
-                f"## Where this came from\nIncident {i}. [[Old Home]]\n")
+        text = (
+            f"---\nname: crystal-{i}\nglobs: {glob}{lv}\ncrystal:\n  deliver: act\n  on: bash\n  match: {match}\n"
+            f"  who: all\n---\n<!-- crystal:essence -->\nRule {i}: keep the build honest, word for word. {link}\n"
+            f"Second line of essence {i}, with `code` and *emphasis*.\n<!-- /crystal:essence -->\n\n"
+            f"## Where this came from\nIncident {i}. [[Old Home]]\n"
+        )
         files[f"crystals/c{i:02d}.md"] = text.replace("\n", nl).encode()
     return files
 
@@ -425,7 +479,8 @@ def test_a_store_full_of_essences_keeps_every_essence_word_for_word(geode_env):
         data = (root / path).read_bytes()
         after = parse_note(data.decode("utf-8"), path)
         want = before.essence.replace("[[Old Home]]", "[[new-home|Old Home]]").replace(
-            "](topics/old-home.md#usage)", "](../topics/new-home.md#usage)")
+            "](topics/old-home.md#usage)", "](../topics/new-home.md#usage)"
+        )
         assert after.essence == want, path
         assert mask_link_targets(after.essence) == mask_link_targets(before.essence)
         changed += after.essence != before.essence
@@ -435,13 +490,22 @@ def test_a_store_full_of_essences_keeps_every_essence_word_for_word(geode_env):
 
 
 def test_check_edit_refuses_a_changed_essence_word_and_allows_a_changed_target():
-    before = ("---\nname: x\n---\n<!-- crystal:essence -->\nNever pipe into [[tail]] without pipefail.\n"
-              "<!-- /crystal:essence -->\n")
+    before = (
+        "---\nname: x\n---\n<!-- crystal:essence -->\nNever pipe into [[tail]] without pipefail.\n"
+        "<!-- /crystal:essence -->\n"
+    )
     assert check_edit(before, before.replace("[[tail]]", "[[tail-cmd|tail]]"), "x.md") == ""
     assert "essence's wording" in check_edit(before, before.replace("Never", "Rarely"), "x.md")
     assert "frontmatter" in check_edit(before, before.replace("name: x", "name: y"), "x.md")
-    assert check_edit(before, before.replace("name: x\n", "name: x\nreview_due: 2020-01-01\n"), "x.md",
-                      {"review_due": "2020-01-01"}) == ""
+    assert (
+        check_edit(
+            before,
+            before.replace("name: x\n", "name: x\nreview_due: 2020-01-01\n"),
+            "x.md",
+            {"review_due": "2020-01-01"},
+        )
+        == ""
+    )
 
 
 def test_quote_value_and_file_lines_round_trip():
@@ -484,10 +548,13 @@ def test_an_interrupted_attempt_is_finished_without_duplicates(tmp_path):
 
 
 def test_retired_notes_and_notes_no_longer_in_force_are_not_marked(geode_env):
-    settings, engine, root = geode_env.files({
-        "old.md": b"---\nstatus: archived\nlast_verified: 2001-01-01\n---\nOld.\n",
-        "was.md": b"---\nvalid_to: 2002-01-01\nlast_verified: 2001-01-01\n---\nHeld in 2001.\n",
-        "live.md": b"---\nlast_verified: 2001-01-01\n---\nLive.\n"})
+    settings, engine, root = geode_env.files(
+        {
+            "old.md": b"---\nstatus: archived\nlast_verified: 2001-01-01\n---\nOld.\n",
+            "was.md": b"---\nvalid_to: 2002-01-01\nlast_verified: 2001-01-01\n---\nHeld in 2001.\n",
+            "live.md": b"---\nlast_verified: 2001-01-01\n---\nLive.\n",
+        }
+    )
     r = run_agent(settings, engine, "r", "corrector")
     assert [p["paths"] for p in r.proposals] == [["live.md"]]
     assert r.examined["stale_checked"] == 1

@@ -17,13 +17,20 @@ from geode.agents.contract import Context
 from geode.cleaner.agent import Cleaner
 from geode.corrector.agent import Corrector
 from geode.delivery.config import load_settings
-from geode.delivery.dates import (DateError, ValidityWindow, argparse_date, date_problems, is_iso_day,
-                                  optional_date, parse_date)
+from geode.delivery.dates import (
+    DateError,
+    ValidityWindow,
+    argparse_date,
+    date_problems,
+    is_iso_day,
+    optional_date,
+    parse_date,
+)
 from geode.delivery.lint import lint_note, lint_store
 from geode.delivery.note import parse_note
+from geode.recall.filters import FilterError
 from geode.recall.index_tables import dispose_engines
 from geode.recall.recall_index import RecallIndex
-from geode.recall.filters import FilterError
 from geode.recall.search import search
 from tests.stores import GeodeEnv
 
@@ -32,30 +39,52 @@ def make(tmp_path, files: dict[str, bytes]):
     """(settings, engine, root) for a store of exactly ``files``, records in a tmp GEODE_HOME."""
     return tuple(GeodeEnv(tmp_path).files(files))
 
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 D = dt.date(2024, 12, 31)
 NEXT = dt.date(2025, 1, 1)
 
 
 # -- parsing -------------------------------------------------------------------------------------
-@pytest.mark.parametrize("value, want", [
-    ("2024-06-01", dt.date(2024, 6, 1)),
-    ("  2024-06-01 ", dt.date(2024, 6, 1)),
-    (dt.date(2024, 6, 1), dt.date(2024, 6, 1)),
-    (dt.datetime(2024, 6, 1, 23, 59, tzinfo=dt.timezone(dt.timedelta(hours=-5))), dt.date(2024, 6, 1)),
-    ("2024-06-01T10:00:00Z", dt.date(2024, 6, 1)),
-    ("2024-06-01 10:00:00+02:00", dt.date(2024, 6, 1)),
-    ("2024-02-29", dt.date(2024, 2, 29)),
-])
+@pytest.mark.parametrize(
+    "value, want",
+    [
+        ("2024-06-01", dt.date(2024, 6, 1)),
+        ("  2024-06-01 ", dt.date(2024, 6, 1)),
+        (dt.date(2024, 6, 1), dt.date(2024, 6, 1)),
+        (dt.datetime(2024, 6, 1, 23, 59, tzinfo=dt.timezone(dt.timedelta(hours=-5))), dt.date(2024, 6, 1)),
+        ("2024-06-01T10:00:00Z", dt.date(2024, 6, 1)),
+        ("2024-06-01 10:00:00+02:00", dt.date(2024, 6, 1)),
+        ("2024-02-29", dt.date(2024, 2, 29)),
+    ],
+)
 def test_what_parse_date_accepts(value, want):
     got = parse_date(value, "valid_to")
     assert got == want and type(got) is dt.date
 
 
-@pytest.mark.parametrize("value", [
-    "2024-6-1", "20240601", "2024-W22-6", "01/06/2024", "2024-02-30", "2023-02-29", "2024-13-01", "notadate",
-    "2024-06-01x", "2024-06-01T25:00", "２０２４-06-01", "", 2024, 20240601, True, None, ["2024-06-01"],
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "2024-6-1",
+        "20240601",
+        "2024-W22-6",
+        "01/06/2024",
+        "2024-02-30",
+        "2023-02-29",
+        "2024-13-01",
+        "notadate",
+        "2024-06-01x",
+        "2024-06-01T25:00",
+        "２０２４-06-01",
+        "",
+        2024,
+        20240601,
+        True,
+        None,
+        ["2024-06-01"],
+    ],
+)
 def test_what_parse_date_refuses_names_the_field_and_value(value):
     with pytest.raises(DateError) as err:
         parse_date(value, "valid_to")
@@ -121,13 +150,18 @@ def test_argparse_date_normalises_or_raises_a_usage_error():
 
 # -- the lint rule -------------------------------------------------------------------------------
 def test_lint_names_a_date_that_is_not_iso_with_file_and_line(tmp_path):
-    text = ("---\nname: cutoff\ntype: fact\nvalid_from: 2024-6-1\nvalid_to: 2024-12-31T00:00:00\n"
-            "last_verified: 2024-02-30\nrecorded: 2024-06-01T10:00:00Z\nreview_due: 2025-01-01\n---\nBody.\n")
+    text = (
+        "---\nname: cutoff\ntype: fact\nvalid_from: 2024-6-1\nvalid_to: 2024-12-31T00:00:00\n"
+        "last_verified: 2024-02-30\nrecorded: 2024-06-01T10:00:00Z\nreview_due: 2025-01-01\n---\nBody.\n"
+    )
     note = parse_note(text, "ops/cutoff.md")
     settings = load_settings(store=tmp_path, home=tmp_path / "home", env={})
     got = [(p.path, p.line, p.code) for p in lint_note(note, settings, "main", D) if p.code == "date-not-iso"]
-    assert got == [("ops/cutoff.md", 4, "date-not-iso"), ("ops/cutoff.md", 5, "date-not-iso"),
-                   ("ops/cutoff.md", 6, "date-not-iso")]
+    assert got == [
+        ("ops/cutoff.md", 4, "date-not-iso"),
+        ("ops/cutoff.md", 5, "date-not-iso"),
+        ("ops/cutoff.md", 6, "date-not-iso"),
+    ]
     msgs = {p.line: p.message for p in lint_note(note, settings, "main", D)}
     assert "'2024-6-1'" in msgs[4] and "YYYY-MM-DD" in msgs[4]
     assert "write 2024-12-31" in msgs[5]  # a day field with a time: readable, but not the form
@@ -149,14 +183,18 @@ def test_lint_store_reports_it_and_iso_dates_are_clean(tmp_path):
 
 
 # -- one note, every room, the boundary day -------------------------------------------------------
-FACT = (b"---\nname: deploy-window-2024\ntype: fact\nsubject: deploy window\nstatus: stable\n"
-        b"valid_from: 2024-01-01\nvalid_to: 2024-12-31\nlast_verified: 2020-01-01\n---\n# Deploy window\n\n"
-        b"Deploys run on Tuesdays.\n")
+FACT = (
+    b"---\nname: deploy-window-2024\ntype: fact\nsubject: deploy window\nstatus: stable\n"
+    b"valid_from: 2024-01-01\nvalid_to: 2024-12-31\nlast_verified: 2020-01-01\n---\n# Deploy window\n\n"
+    b"Deploys run on Tuesdays.\n"
+)
 
 
 def _next(valid_from: str) -> bytes:
-    return (f"---\nname: deploy-window-2025\nsubject: deploy window\nstatus: stable\nvalid_from: {valid_from}\n"
-            "---\n# Deploy window\n\nDeploys run every weekday.\n").encode()
+    return (
+        f"---\nname: deploy-window-2025\nsubject: deploy window\nstatus: stable\nvalid_from: {valid_from}\n"
+        "---\n# Deploy window\n\nDeploys run every weekday.\n"
+    ).encode()
 
 
 def _rooms(tmp_path: Path, next_from: str, day: dt.date):
@@ -193,10 +231,14 @@ def test_the_cleaner_does_not_judge_a_pair_on_an_unreadable_date(tmp_path):
     """Written 2024-6-1, the older note's valid_from was compared as text and sorted after
     2024-12-31 (the wrong note would have been proposed superseded). Now the pair is skipped,
     naming the file and the line."""
-    older = (b"---\nname: a\nsubject: cutoff\nstatus: stable\nvalid_from: 2024-6-1\n---\n# Cutoff\n\n"
-             b"The retry cutoff is one day.\n")
-    newer = (b"---\nname: b\nsubject: cutoff\nstatus: stable\nvalid_from: 2024-12-31\n---\n# Cutoff\n\n"
-             b"The retry cutoff is two days.\n")
+    older = (
+        b"---\nname: a\nsubject: cutoff\nstatus: stable\nvalid_from: 2024-6-1\n---\n# Cutoff\n\n"
+        b"The retry cutoff is one day.\n"
+    )
+    newer = (
+        b"---\nname: b\nsubject: cutoff\nstatus: stable\nvalid_from: 2024-12-31\n---\n# Cutoff\n\n"
+        b"The retry cutoff is two days.\n"
+    )
     settings, engine, _root = make(tmp_path, {"a.md": older, "b.md": newer})
     report = Cleaner().examine(Context(settings, engine, "r"))
     assert [f for f in report.findings if f.kind == "contradiction"] == [] and report.proposed == []
@@ -211,16 +253,23 @@ def test_the_cleaner_does_not_judge_a_pair_on_an_unreadable_date(tmp_path):
 
 
 def test_search_stores_days_and_refuses_a_bad_as_of(tmp_path):
-    settings, engine, _root = make(tmp_path, {
-        "stamped.md": b"---\nrecorded: 2024-06-01T23:00:00Z\nvalid_to: 2024-12-31\n---\nStamped.\n",
-        "odd.md": b"---\nrecorded: 2024-6-1\nvalid_to: 2024-6-1\n---\nOdd.\n"})
+    settings, engine, _root = make(
+        tmp_path,
+        {
+            "stamped.md": b"---\nrecorded: 2024-06-01T23:00:00Z\nvalid_to: 2024-12-31\n---\nStamped.\n",
+            "odd.md": b"---\nrecorded: 2024-6-1\nvalid_to: 2024-6-1\n---\nOdd.\n",
+        },
+    )
     try:
         RecallIndex(settings).refresh()
         # the recorded timestamp counts as its day; 2024-6-1 is no date (mtime and unbounded instead)
-        assert [h["path"] for h in search(settings, "", after="2024-06-01", as_of="2024-06-02", mode="text",
-                                          refresh=False)["results"]].count("stamped.md") == 1
-        late = sorted(h["path"] for h in search(settings, "", as_of="2030-01-01", mode="text",
-                                                refresh=False)["results"])
+        assert [
+            h["path"]
+            for h in search(settings, "", after="2024-06-01", as_of="2024-06-02", mode="text", refresh=False)["results"]
+        ].count("stamped.md") == 1
+        late = sorted(
+            h["path"] for h in search(settings, "", as_of="2030-01-01", mode="text", refresh=False)["results"]
+        )
         assert late == ["odd.md"]
         for bad in ("notadate", "2024-6-1"):
             with pytest.raises(FilterError, match=f"as_of '{bad}'"):
@@ -234,10 +283,22 @@ def test_search_stores_days_and_refuses_a_bad_as_of(tmp_path):
 
 def test_geode_search_as_of_notadate_is_a_usage_error(tmp_path):
     env = dict(os.environ, GEODE_HOME=str(tmp_path / "home"), GEODE_STORE=str(tmp_path / "notes"))
-    p = subprocess.run([sys.executable, "-m", "geode.cli", "search", "--as-of", "notadate", "cutoff"], env=env,
-                       cwd=REPO, capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-m", "geode.cli", "search", "--as-of", "notadate", "cutoff"],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 2
     assert "argument --as-of: 'notadate' is not a date (YYYY-MM-DD)" in p.stderr
-    p = subprocess.run([sys.executable, "-m", "geode.cli", "search", "--after", "2024-6-1"], env=env,
-                       cwd=REPO, capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-m", "geode.cli", "search", "--after", "2024-6-1"],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 2 and "argument --after: '2024-6-1' is not a date" in p.stderr

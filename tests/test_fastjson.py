@@ -48,7 +48,7 @@ def test_json_reads_what_dumps_writes(value):
 
 
 def test_dumps_is_compact_and_spaced_on_request():
-    value = {"a": [1, 2.5, None, True], "b": "é\n\"q\""}
+    value = {"a": [1, 2.5, None, True], "b": 'é\n"q"'}
     assert fastjson.dumps(value) == json.dumps(value, separators=(",", ":"))
     assert fastjson.dumps(value, spaced=True) == json.dumps(value)
     assert fastjson.dumps("plain") == '"plain"'
@@ -60,8 +60,31 @@ def test_whitespace_around_a_document_is_allowed():
 
 @pytest.mark.parametrize(
     "bad",
-    ["", "   ", "{", "}", "[1,]", "[1 2]", '{"a" 1}', '{"a": }', "{'a': 1}", "nul", "tru", "1 2", '"abc',
-     '{"a": 1} x', "[1]]", '{"a":1,}', "01", "-", ".5", '"\\x"', "[", '{"a":[1,2}', "\x00"],
+    [
+        "",
+        "   ",
+        "{",
+        "}",
+        "[1,]",
+        "[1 2]",
+        '{"a" 1}',
+        '{"a": }',
+        "{'a': 1}",
+        "nul",
+        "tru",
+        "1 2",
+        '"abc',
+        '{"a": 1} x',
+        "[1]]",
+        '{"a":1,}',
+        "01",
+        "-",
+        ".5",
+        '"\\x"',
+        "[",
+        '{"a":[1,2}',
+        "\x00",
+    ],
 )
 def test_malformed_json_raises_its_own_error(bad):
     with pytest.raises(fastjson.JSONDecodeError):

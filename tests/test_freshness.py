@@ -107,8 +107,11 @@ def test_renamed_crystal_fires_under_its_new_path(g):
     (g.store / "new-name.md").rename(g.store / "moved" / "final.md")
     ctx = _ctx(g.bash(CMD))
     assert "main/moved/final.md" in ctx and "new-name" not in ctx
-    assert [r["crystal_id"] for r in g.rows("delivered")] == ["main:old-name.md", "main:new-name.md",
-                                                             "main:moved/final.md"]
+    assert [r["crystal_id"] for r in g.rows("delivered")] == [
+        "main:old-name.md",
+        "main:new-name.md",
+        "main:moved/final.md",
+    ]
 
 
 # -- stores larger than one sweep -------------------------------------------------------------

@@ -106,7 +106,7 @@ def test_comments_and_blank_lines():
         ("- a\n- b\n", 2),  # a list, not a mapping
         ("name: x\njust words\n", 3),
         ("a: [1, 2\nb: 3\n", 2),
-        ("a: \"x\" trailing\n", 2),
+        ('a: "x" trailing\n', 2),
     ],
 )
 def test_errors_carry_the_file_line(text, line):

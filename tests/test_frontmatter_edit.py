@@ -10,7 +10,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import HealthCheck, assume, example, given, settings as hsettings, strategies as st
+from hypothesis import HealthCheck, assume, example, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from geode.delivery.crystal import split_frontmatter
 from geode.delivery.frontmatter import FrontmatterError, parse_frontmatter
@@ -75,8 +77,15 @@ def test_quoted_values_keep_their_quotes_and_plain_text_is_quoted_only_when_it_m
     assert set_key(b'---\nd: "x"\n---\nB\n', "d", 'say "hi"') == b'---\nd: "say \\"hi\\""\n---\nB\n'
     plain = b"---\nd: x\n---\nB\n"
     assert set_key(plain, "d", "y") == b"---\nd: y\n---\nB\n"
-    for value, written in [("true", b'"true"'), ("12", b'"12"'), ("a: b", b'"a: b"'), ("# no", b'"# no"'),
-                           ("**/*.py", b'"**/*.py"'), ("two\nlines", b'"two\\nlines"'), (" pad", b'" pad"')]:
+    for value, written in [
+        ("true", b'"true"'),
+        ("12", b'"12"'),
+        ("a: b", b'"a: b"'),
+        ("# no", b'"# no"'),
+        ("**/*.py", b'"**/*.py"'),
+        ("two\nlines", b'"two\\nlines"'),
+        (" pad", b'" pad"'),
+    ]:
         after = set_key(plain, "d", value)
         assert after == b"---\nd: " + written + b"\n---\nB\n", value
         assert fm_of(after)["d"] == value
@@ -87,8 +96,14 @@ def test_numbers_booleans_null_and_dates_read_back_with_their_types():
     import datetime as dt
 
     base = b"---\nname: x\n---\nB\n"
-    for value, text in [(0.55, b"0.55"), (1, b"1"), (1e-07, b"0.0000001"), (True, b"true"), (None, b""),
-                        (dt.date(2024, 6, 1), b"2024-06-01")]:
+    for value, text in [
+        (0.55, b"0.55"),
+        (1, b"1"),
+        (1e-07, b"0.0000001"),
+        (True, b"true"),
+        (None, b""),
+        (dt.date(2024, 6, 1), b"2024-06-01"),
+    ]:
         after = set_key(base, "v", value)
         assert after == b"---\nname: x\nv:" + (b" " + text if text else b"") + b"\n---\nB\n"
     assert fm_of(set_key(base, "v", 1e-07))["v"] == 1e-07
@@ -105,8 +120,10 @@ def test_the_lenient_crystal_memory_form_is_kept_when_it_still_reads_back():
 
 # -- comments, continuation lines -----------------------------------------------------------------
 def test_a_comment_after_the_value_stays_and_other_comments_are_untouched():
-    before = (b"---\n# who wrote this\nname: x  # the slug\nstatus: stable   # deprecated | superseded\n"
-              b"\n# trailing\n---\nB\n")
+    before = (
+        b"---\n# who wrote this\nname: x  # the slug\nstatus: stable   # deprecated | superseded\n"
+        b"\n# trailing\n---\nB\n"
+    )
     after = set_key(before, "status", "archived")
     assert after == before.replace(b"status: stable ", b"status: archived ")
     assert set_key(before, "name", "y") == before.replace(b"name: x ", b"name: y ")
@@ -125,7 +142,9 @@ def test_crlf_files_stay_crlf_and_the_bom_and_a_non_utf8_body_are_kept():
     after = set_key(before, "status", "archived", path="x.md")
     assert after == BOM + b"---\r\nname: x\r\nstatus: archived\r\n---\r\nbody \xff\xfe not utf-8\r\n"
     added = set_key(before, "salience", 0.7)
-    assert added == BOM + b"---\r\nname: x\r\nstatus: >\r\n  active\r\nsalience: 0.7\r\n---\r\nbody \xff\xfe not utf-8\r\n"
+    assert (
+        added == BOM + b"---\r\nname: x\r\nstatus: >\r\n  active\r\nsalience: 0.7\r\n---\r\nbody \xff\xfe not utf-8\r\n"
+    )
     assert added.count(b"\n") == added.count(b"\r\n")
     nested = set_key(before, "crystal", {"deliver": "act", "match": Quoted("a, b")})
     assert nested.count(b"\n") == nested.count(b"\r\n") and b'  match: "a, b"\r\n' in nested
@@ -140,15 +159,20 @@ def test_a_file_with_no_frontmatter_gets_one_in_its_own_line_endings():
 
 def test_an_added_key_goes_at_the_end_or_right_after_the_named_one():
     before = b"---\nname: x\nlast_verified: 2020-01-01\ntags: [a]\n---\nB\n"
-    assert set_key(before, "review_due", "2020-03-31", after="last_verified") == \
-        b"---\nname: x\nlast_verified: 2020-01-01\nreview_due: 2020-03-31\ntags: [a]\n---\nB\n"
-    assert set_key(before, "review_due", "2020-03-31") == \
-        b"---\nname: x\nlast_verified: 2020-01-01\ntags: [a]\nreview_due: 2020-03-31\n---\nB\n"
-    assert set_key(before, "review_due", "2020-03-31", after="absent") == \
+    assert (
+        set_key(before, "review_due", "2020-03-31", after="last_verified")
+        == b"---\nname: x\nlast_verified: 2020-01-01\nreview_due: 2020-03-31\ntags: [a]\n---\nB\n"
+    )
+    assert (
         set_key(before, "review_due", "2020-03-31")
+        == b"---\nname: x\nlast_verified: 2020-01-01\ntags: [a]\nreview_due: 2020-03-31\n---\nB\n"
+    )
+    assert set_key(before, "review_due", "2020-03-31", after="absent") == set_key(before, "review_due", "2020-03-31")
     last = b"---\nlast_verified: 2020-01-01\n---\nno final newline"
-    assert set_key(last, "review_due", "2020-01-31", after="last_verified") == \
-        b"---\nlast_verified: 2020-01-01\nreview_due: 2020-01-31\n---\nno final newline"
+    assert (
+        set_key(last, "review_due", "2020-01-31", after="last_verified")
+        == b"---\nlast_verified: 2020-01-01\nreview_due: 2020-01-31\n---\nno final newline"
+    )
 
 
 def test_setting_the_value_it_has_changes_nothing():
@@ -158,14 +182,15 @@ def test_setting_the_value_it_has_changes_nothing():
 
 
 # -- nested crystal keys ----------------------------------------------------------------------------
-CRYSTAL = b"---\nname: x\ncrystal:\n  deliver: act\n  on: bash\n  match: \"| tail\"\n  who: all\n---\nB\n"
+CRYSTAL = b'---\nname: x\ncrystal:\n  deliver: act\n  on: bash\n  match: "| tail"\n  who: all\n---\nB\n'
 
 
 def test_nested_crystal_keys_are_set_added_and_removed_in_place():
     after = set_key(CRYSTAL, "crystal.match", "| tail, | head")
     assert after == CRYSTAL.replace(b'"| tail"', b'"| tail, | head"')
-    assert set_key(CRYSTAL, "crystal.match", ["| tail", "| head"]) == \
-        CRYSTAL.replace(b'"| tail"', b'["| tail", "| head"]')
+    assert set_key(CRYSTAL, "crystal.match", ["| tail", "| head"]) == CRYSTAL.replace(
+        b'"| tail"', b'["| tail", "| head"]'
+    )
     added = set_key(CRYSTAL, "crystal.agent", "main")
     assert added == CRYSTAL.replace(b"  who: all\n", b"  who: all\n  agent: main\n")
     assert remove_key(CRYSTAL, "crystal.who") == CRYSTAL.replace(b"  who: all\n", b"")
@@ -180,7 +205,8 @@ def test_nested_crystal_keys_are_set_added_and_removed_in_place():
 def test_a_new_crystal_block_is_written_as_the_gardener_writes_it():
     block = {"deliver": "act", "on": "bash", "match": Quoted("npm publish, release"), "who": "all"}
     assert set_key(b"---\nname: x\n---\nB\n", "crystal", block) == (
-        b'---\nname: x\ncrystal:\n  deliver: act\n  on: bash\n  match: "npm publish, release"\n  who: all\n---\nB\n')
+        b'---\nname: x\ncrystal:\n  deliver: act\n  on: bash\n  match: "npm publish, release"\n  who: all\n---\nB\n'
+    )
 
 
 def test_removing_a_key_takes_all_its_lines():
@@ -191,14 +217,17 @@ def test_removing_a_key_takes_all_its_lines():
 
 
 # -- refusals ---------------------------------------------------------------------------------------
-@pytest.mark.parametrize("data, key, value, line, words", [
-    (b"---\nname: x\nbody without a fence\n", "status", "a", 1, "never closed"),
-    (b"---\ntags: [a\n---\nB\n", "status", "a", 2, "does not parse"),
-    (b"---\nname: \xff\n---\nB\n", "status", "a", 2, "not UTF-8"),
-    (b"---\ncrystal: yes\n---\nB\n", "crystal.match", "x", 0, "not a mapping"),
-    (b"---\nname: x\n---\nB\n", "name", "bell\x07", 2, "control character"),
-    (b"---\nname: x\n---\nB\n", "v", float("nan"), 0, "cannot be written"),
-])
+@pytest.mark.parametrize(
+    "data, key, value, line, words",
+    [
+        (b"---\nname: x\nbody without a fence\n", "status", "a", 1, "never closed"),
+        (b"---\ntags: [a\n---\nB\n", "status", "a", 2, "does not parse"),
+        (b"---\nname: \xff\n---\nB\n", "status", "a", 2, "not UTF-8"),
+        (b"---\ncrystal: yes\n---\nB\n", "crystal.match", "x", 0, "not a mapping"),
+        (b"---\nname: x\n---\nB\n", "name", "bell\x07", 2, "control character"),
+        (b"---\nname: x\n---\nB\n", "v", float("nan"), 0, "cannot be written"),
+    ],
+)
 def test_an_unsafe_edit_raises_naming_the_file_and_the_key(data, key, value, line, words):
     with pytest.raises(FrontmatterEditError) as err:
         set_key(data, key, value, path="notes/n.md")
@@ -215,13 +244,21 @@ def test_a_duplicate_key_is_refused_where_the_edit_would_not_read_back():
 
 # -- the property ---------------------------------------------------------------------------------
 KEYS = ["name", "status", "tags", "valid_to", "crystal", "salience", "x-y", "notes"]
-text = st.text(alphabet=st.characters(blacklist_categories=("Cs", "Cc"), whitelist_characters="\n\t"),
-               max_size=20)
-scalars = st.one_of(text, st.integers(-10**6, 10**6), st.floats(allow_nan=False, allow_infinity=False),
-                    st.booleans(), st.none(), st.sampled_from(["true", "12", "a: b", "| x", "**/*", "- y", "#", ""]))
+text = st.text(alphabet=st.characters(blacklist_categories=("Cs", "Cc"), whitelist_characters="\n\t"), max_size=20)
+scalars = st.one_of(
+    text,
+    st.integers(-(10**6), 10**6),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.booleans(),
+    st.none(),
+    st.sampled_from(["true", "12", "a: b", "| x", "**/*", "- y", "#", ""]),
+)
 small_key = st.from_regex(r"[a-z][a-z0-9_]{0,6}", fullmatch=True)
-values = st.one_of(scalars, st.lists(scalars, max_size=4),
-                   st.dictionaries(small_key, st.one_of(scalars, st.lists(scalars, max_size=3)), max_size=3))
+values = st.one_of(
+    scalars,
+    st.lists(scalars, max_size=4),
+    st.dictionaries(small_key, st.one_of(scalars, st.lists(scalars, max_size=3)), max_size=3),
+)
 
 
 @st.composite
@@ -230,8 +267,24 @@ def documents(draw) -> tuple[bytes, dict]:
     nl = draw(st.sampled_from(["\n", "\r\n"]))
     lines = []
     for key in draw(st.lists(st.sampled_from(KEYS), unique=True, max_size=6)):
-        form = draw(st.sampled_from(["plain", "double", "single", "folded", "literal", "flow", "flow2", "block",
-                                     "flush", "map", "empty", "comment"]))
+        form = draw(
+            st.sampled_from(
+                [
+                    "plain",
+                    "double",
+                    "single",
+                    "folded",
+                    "literal",
+                    "flow",
+                    "flow2",
+                    "block",
+                    "flush",
+                    "map",
+                    "empty",
+                    "comment",
+                ]
+            )
+        )
         word = draw(st.from_regex(r"[a-z][a-z0-9 .-]{0,10}[a-z0-9]", fullmatch=True))
         lines += {
             "plain": [f"{key}: {word}"],
@@ -266,8 +319,11 @@ def _canon(v) -> str:
 
 
 @hsettings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(doc=documents(), key=st.one_of(st.sampled_from(KEYS), st.sampled_from(["crystal.match", "crystal.who"])),
-       value=values)
+@given(
+    doc=documents(),
+    key=st.one_of(st.sampled_from(KEYS), st.sampled_from(["crystal.match", "crystal.who"])),
+    value=values,
+)
 @example(doc=(b"---\nstatus: >\n  active\nname: x\n---\nB", b"B"), key="status", value="archived")
 def test_setting_a_key_reads_back_as_the_value_and_changes_no_other_key(doc, key, value):
     data, body = doc

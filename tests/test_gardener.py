@@ -61,8 +61,18 @@ class Ledger:
 
     def delivered(self, ts, session, cid, action="bash", term="x"):
         domain, _, path = cid.partition(":")
-        return self.add("delivered", ts, session, domain=domain, crystal_id=cid, path=path, action=action,
-                        channel="act", term=term, chars=100)
+        return self.add(
+            "delivered",
+            ts,
+            session,
+            domain=domain,
+            crystal_id=cid,
+            path=path,
+            action=action,
+            channel="act",
+            term=term,
+            chars=100,
+        )
 
     def blocked(self, ts, session, command=None, tool="Bash", what="grep", tool_input=None, kind="blocked"):
         detail = {"tool": tool, "what": what}
@@ -85,8 +95,10 @@ class Ledger:
 
 
 def crystal(name: str, match: str, extra: str = "", on: str = "bash", essence: str = "Do the thing right.") -> str:
-    return (f"---\nname: {name}\n{extra}crystal:\n  deliver: act\n  on: {on}\n  match: {match}\n  who: all\n---\n"
-            f"<!-- crystal:essence -->\n{essence}\n<!-- /crystal:essence -->\n")
+    return (
+        f"---\nname: {name}\n{extra}crystal:\n  deliver: act\n  on: {on}\n  match: {match}\n  who: all\n---\n"
+        f"<!-- crystal:essence -->\n{essence}\n<!-- /crystal:essence -->\n"
+    )
 
 
 def snapshot(root: Path) -> dict[str, str]:
@@ -105,8 +117,14 @@ def filed(engine, run_id):
 def after_bytes(engine, pid) -> list[tuple[str, bytes | None, bytes | None]]:
     with engine.connect() as conn:
         _row, changes = proposals.load(conn, pid)
-    return [(c["path"], None if c["before"] is None else bytes(c["before"]),
-             None if c["after"] is None else bytes(c["after"])) for c in changes]
+    return [
+        (
+            c["path"],
+            None if c["before"] is None else bytes(c["before"]),
+            None if c["after"] is None else bytes(c["after"]),
+        )
+        for c in changes
+    ]
 
 
 def binding_of(data: bytes, path: str):
@@ -122,10 +140,13 @@ def deliveries_over(L: Ledger, cid: str, n: int, days: float = 35, prefix: str =
 
 # -- blocked lookups become stubs ------------------------------------------------------------
 def test_blocked_lookups_become_stubs_with_the_hunted_terms(tmp_path):
-    settings, engine, root = make_env(tmp_path, {
-        "ci/pipes.md": crystal("pipes", '"| tail"'),
-        "shell/pipestatus.md": "# PIPESTATUS\n\nSome text.\n",
-    })
+    settings, engine, root = make_env(
+        tmp_path,
+        {
+            "ci/pipes.md": crystal("pipes", '"| tail"'),
+            "shell/pipestatus.md": "# PIPESTATUS\n\nSome text.\n",
+        },
+    )
     L = Ledger(settings, root)
     t = END - 2 * DAY
     L.delivered(t, "s1", "main:ci/pipes.md", term="| tail")
@@ -186,7 +207,7 @@ def _never_store():
         "misc/old.md": crystal("old-trick", "frobnicate"),
         "misc/fresh.md": crystal("fresh-trick", "gizmo"),
         "misc/boot.md": "---\nname: boot\ncrystal:\n  deliver: boot\n---\n<!-- crystal:essence -->\nHi.\n"
-                        "<!-- /crystal:essence -->\n",
+        "<!-- /crystal:essence -->\n",
         "misc/retired.md": crystal("gone", "whatever", extra="status: deprecated\n"),
     }
 
@@ -236,10 +257,13 @@ def test_never_fired_crystals_are_widened_with_observed_terms_or_retired(tmp_pat
     assert snapshot(root) == snap
 
 
-@pytest.mark.parametrize("days,deliveries,reason", [
-    (10, 25, "the ledger covers 10.0 days, less than the 30-day window"),
-    (35, 5, "the window holds 4 deliveries, fewer than the 20 needed"),  # the 5th is 35 days old
-])
+@pytest.mark.parametrize(
+    "days,deliveries,reason",
+    [
+        (10, 25, "the ledger covers 10.0 days, less than the 30-day window"),
+        (35, 5, "the window holds 4 deliveries, fewer than the 20 needed"),  # the 5th is 35 days old
+    ],
+)
 def test_never_fired_is_not_judged_on_too_little_ledger(tmp_path, days, deliveries, reason):
     settings, engine, root = make_env(tmp_path, _never_store())
     _never_ledger(settings, root, days=days, deliveries=deliveries)
@@ -256,32 +280,42 @@ def test_window_setting_from_geode_toml(tmp_path):
     report = run_agent(settings, engine, "r", "gardener")
     assert report.examined["window_days"] == 60
     assert [s.reason for s in report.skipped if s.target == "never-fired"] == [
-        "not judged: the ledger covers 35.0 days, less than the 60-day window"]
+        "not judged: the ledger covers 35.0 days, less than the 60-day window"
+    ]
 
 
 # -- searched again and again, no binding: bind ---------------------------------------------------
 def test_notes_found_by_search_again_and_again_are_bound_to_the_preceding_action(tmp_path):
-    settings, engine, root = make_env(tmp_path, {
-        "ci/pipes.md": crystal("pipes", '"| tail"'),
-        "guides/release.md": "# Releasing\n\nSome words.\n",
-        "guides/twice.md": "---\ntitle: Twice\n---\nBody.\n",
-        "guides/bound.md": crystal("bound", "cargo"),
-    })
+    settings, engine, root = make_env(
+        tmp_path,
+        {
+            "ci/pipes.md": crystal("pipes", '"| tail"'),
+            "guides/release.md": "# Releasing\n\nSome words.\n",
+            "guides/twice.md": "---\ntitle: Twice\n---\nBody.\n",
+            "guides/bound.md": crystal("bound", "cargo"),
+        },
+    )
     L = Ledger(settings, root)
     t = END - 3 * DAY
     for i in range(3):
         s = f"s{i}"
         L.delivered(t + i * 1000, s, "main:ci/pipes.md", action="bash", term="npm publish")
-        L.searched(t + i * 1000 + 30, s, "release steps", ["guides/release.md", "guides/twice.md" if i < 2 else
-                                                          "guides/bound.md", "guides/bound.md"])
+        L.searched(
+            t + i * 1000 + 30,
+            s,
+            "release steps",
+            ["guides/release.md", "guides/twice.md" if i < 2 else "guides/bound.md", "guides/bound.md"],
+        )
     L.searched(t + 5000, "", "release", ["guides/bound.md"])  # no session: counted, no context
     L.write()
     report = run_agent(settings, engine, "r", "gardener")
     assert report.status == OK, report.message
     assert report.examined["searched_notes"] == 3
     # pipes unlocked work each time it was delivered: its salience rises too
-    assert sorted((f.kind, f.path) for f in report.findings) == [("searched-unbound", "guides/release.md"),
-                                                                 ("unlocked-work", "ci/pipes.md")]
+    assert sorted((f.kind, f.path) for f in report.findings) == [
+        ("searched-unbound", "guides/release.md"),
+        ("unlocked-work", "ci/pipes.md"),
+    ]
     [p] = [p for p in report.proposals if p["paths"] != ["ci/pipes.md"]]
     assert p["kind"] == "edit" and p["paths"] == ["guides/release.md"]
     [(_path, before, after)] = after_bytes(engine, p["id"])
@@ -300,9 +334,16 @@ def test_notes_found_by_search_again_and_again_are_bound_to_the_preceding_action
 
 def test_record_search_appends_one_searched_row_with_the_hits(tmp_path):
     settings, engine, root = make_env(tmp_path, {"a.md": "# A\n"})
-    record_search(settings, "how to deploy", [{"domain": "main", "path": "a.md", "address": "geode://main/a"},
-                                              {"domain": "main", "path": "a.md"}, {"domain": "docs", "path": "b.md"}],
-                  session="sess-1")
+    record_search(
+        settings,
+        "how to deploy",
+        [
+            {"domain": "main", "path": "a.md", "address": "geode://main/a"},
+            {"domain": "main", "path": "a.md"},
+            {"domain": "docs", "path": "b.md"},
+        ],
+        session="sess-1",
+    )
     rows = [r for r in _ledger_ids(engine) if r["kind"] == "searched"]
     assert len(rows) == 1
     import json
@@ -314,14 +355,17 @@ def test_record_search_appends_one_searched_row_with_the_hits(tmp_path):
 # -- salience ---------------------------------------------------------------------------------
 def test_salience_rises_and_falls_within_bounds_and_counts_each_delivery_once(tmp_path):
     crlf = crystal("crlf", "deploy", extra="salience: 0.3\n").replace("\n", "\r\n").encode()
-    settings, engine, root = make_env(tmp_path, {
-        "a.md": crystal("a", "alpha"),  # no salience (0.5): unlocked -> 0.6
-        "b.md": b"\xef\xbb\xbf" + crlf,  # 0.3, never unlocked -> 0.2 (BOM and CRLF kept)
-        "c.md": crystal("c", "gamma", extra="salience: 1.0\n"),  # unlocked, at the top: no move
-        "d.md": crystal("d", "delta", extra="salience: 0.05\n"),  # never unlocked: -> 0 (capped)
-        "e.md": crystal("e", "eps", extra="salience: 0.5\n"),  # 1 of 3 unlocked: held
-        "f.md": crystal("f", "phi"),  # 2 deliveries: too few to judge
-    })
+    settings, engine, root = make_env(
+        tmp_path,
+        {
+            "a.md": crystal("a", "alpha"),  # no salience (0.5): unlocked -> 0.6
+            "b.md": b"\xef\xbb\xbf" + crlf,  # 0.3, never unlocked -> 0.2 (BOM and CRLF kept)
+            "c.md": crystal("c", "gamma", extra="salience: 1.0\n"),  # unlocked, at the top: no move
+            "d.md": crystal("d", "delta", extra="salience: 0.05\n"),  # never unlocked: -> 0 (capped)
+            "e.md": crystal("e", "eps", extra="salience: 0.5\n"),  # 1 of 3 unlocked: held
+            "f.md": crystal("f", "phi"),  # 2 deliveries: too few to judge
+        },
+    )
     L = Ledger(settings, root)
     t = END - DAY
     for i in range(4):
@@ -406,4 +450,5 @@ def test_at_most_max_proposals_per_rule_per_run_the_rest_stay_findings(tmp_path)
     assert len([f for f in report.findings if f.kind == "blocked-lookups"]) == 2
     assert len(report.proposals) == 1
     assert [s.reason for s in report.skipped if s.target == "stub"] == [
-        "1 more stub proposal(s) not made this run: at most 1 per rule"]
+        "1 more stub proposal(s) not made this run: at most 1 per rule"
+    ]

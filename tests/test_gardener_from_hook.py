@@ -17,8 +17,11 @@ def test_blocked_hunts_become_a_stub_with_the_hunted_term(tmp_path):
     g.write("notes/misc.md", "---\nname: misc\n---\nNothing about releases here.\n")
     g.init_db()
     store = str(g.store)
-    hunts = [f"grep -rn retention-policy {store}", f"grep -ri 'retention-policy' {store}/runbooks",
-             f"rg retention-policy {store}"]
+    hunts = [
+        f"grep -rn retention-policy {store}",
+        f"grep -ri 'retention-policy' {store}/runbooks",
+        f"rg retention-policy {store}",
+    ]
     for i, cmd in enumerate(hunts):
         r = g.bash(cmd, session=f"s{i}")
         assert r.rc == 0 and not r.errors, r

@@ -19,9 +19,11 @@ from geode.agents.upkeep import run_agent
 from geode.delivery.note import parse_note
 from tests.test_gardener import DAY, END, Ledger, after_bytes, crystal, filed, make_env
 
-WORDS = ("deploy rollback kubectl release staging helm chart cluster pipeline exit code tail build cache "
-         "token secret rotate migrate schema index query timeout retry budget queue worker broker lock "
-         "session commit branch merge rebase tag publish artifact registry mirror proxy certificate").split()
+WORDS = (
+    "deploy rollback kubectl release staging helm chart cluster pipeline exit code tail build cache "
+    "token secret rotate migrate schema index query timeout retry budget queue worker broker lock "
+    "session commit branch merge rebase tag publish artifact registry mirror proxy certificate"
+).split()
 GLUE = "the a when after before because so that if then and or but with into from over under".split()
 SHINGLE = 8
 
@@ -40,8 +42,12 @@ def prose_store(rng: random.Random, n: int = 40) -> dict[str, str]:
         if i < 8:  # crystals, with a binding and an essence of sentences
             match = ["make deploy", "helm upgrade", "cargo", "frobnicate", "npm run", "pytest", "go vet", "tsc"][i]
             extra = f"description: {desc}\ntags: [{'deploy' if i == 1 else 'misc'}]\n"
-            files[f"crystals/c{i}.md"] = crystal(f"crystal-{i}", f'"{match}"', extra=extra,
-                                                 essence=sentence(rng) + " " + sentence(rng)) + "\n" + body + "\n"
+            files[f"crystals/c{i}.md"] = (
+                crystal(f"crystal-{i}", f'"{match}"', extra=extra, essence=sentence(rng) + " " + sentence(rng))
+                + "\n"
+                + body
+                + "\n"
+            )
         else:
             files[f"pages/p{i:02d}.md"] = f"---\ntitle: Page {i}\ndescription: {desc}\n---\n# Page {i}\n\n{body}\n"
     return files
@@ -52,8 +58,9 @@ def prose_of(text: str) -> list[str]:
     frontmatter keys, headings and markers are syntax, not text."""
     note = parse_note(text, "x.md")
     chunks = [str(note.frontmatter.get("description") or "")]
-    chunks += [ln for ln in text.split("\n") if ln and not ln.startswith(("#", "-", "<!--", "---", " "))
-               and ":" not in ln[:20]]
+    chunks += [
+        ln for ln in text.split("\n") if ln and not ln.startswith(("#", "-", "<!--", "---", " ")) and ":" not in ln[:20]
+    ]
     return chunks
 
 
@@ -72,7 +79,7 @@ def words(text: str) -> list[str]:
 
 
 def shingles(ws: list[str], k: int = SHINGLE) -> set[str]:
-    return {" ".join(ws[i:i + k]) for i in range(len(ws) - k + 1)}
+    return {" ".join(ws[i : i + k]) for i in range(len(ws) - k + 1)}
 
 
 def own_values(text: str) -> list[str]:
@@ -152,10 +159,11 @@ def test_no_proposal_carries_a_sentence_or_shingle_of_any_note(tmp_path):
 
     note_sentences = {path: sentences_of(text) for path, text in files.items()}
     note_shingles = set()
-    for path, text in files.items():
+    for _path, text in files.items():
         for chunk in prose_of(text):
             note_shingles |= shingles(words(chunk))
     assert sum(len(v) for v in note_sentences.values()) > 700 and len(note_shingles) > 5000
+
     def violations(add: str) -> list[str]:
         aw = words(add)
         flat = " " + " ".join(aw) + " "
@@ -168,7 +176,7 @@ def test_no_proposal_carries_a_sentence_or_shingle_of_any_note(tmp_path):
     assert violations(" ".join(copied.split()[:SHINGLE]))
     checked = 0
     for p in filed(engine, "r"):
-        for path, before, after in after_bytes(engine, p["id"]):
+        for _path, before, after in after_bytes(engine, p["id"]):
             add = added_text(before, after)
             if before is not None:  # the edited note's own frontmatter values and link targets
                 for v in own_values(before.decode("utf-8")):

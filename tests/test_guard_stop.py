@@ -43,15 +43,18 @@ def test_grep_in_the_store_is_denied_with_a_pointer_to_geode_search(g):
     assert rows[0]["session"] == "s1"
 
 
-@pytest.mark.parametrize("command", [
-    "cat {store}/x.md",
-    "head -5 {store}/x.md",
-    "cd /tmp && rg pipes {store}",
-    "echo hi | grep foo {store}/x.md",
-    "FOO=1 sudo find {store} -name '*.md'",
-    "cat ../home/store/x.md",
-    "git grep pipes -- {store}",
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        "cat {store}/x.md",
+        "head -5 {store}/x.md",
+        "cd /tmp && rg pipes {store}",
+        "echo hi | grep foo {store}/x.md",
+        "FOO=1 sudo find {store} -name '*.md'",
+        "cat ../home/store/x.md",
+        "git grep pipes -- {store}",
+    ],
+)
 def test_lookup_commands_inside_the_store_are_denied(g, command):
     _denied(g.bash(command.format(store=g.store)))
 
@@ -76,14 +79,17 @@ def test_listing_from_inside_the_store_is_denied(g):
     _denied(g.tool("Grep", {"pattern": "pipes"}, cwd=str(g.store)))
 
 
-@pytest.mark.parametrize("command", [
-    "grep -r foo /usr/share/doc",
-    "cat README.md",
-    "ls",
-    "find . -name '*.md'",
-    "echo {store}",
-    "python -c 'print(1)' > out.txt",
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        "grep -r foo /usr/share/doc",
+        "cat README.md",
+        "ls",
+        "find . -name '*.md'",
+        "echo {store}",
+        "python -c 'print(1)' > out.txt",
+    ],
+)
 def test_commands_outside_the_store_pass(g, command):
     _passes(g.bash(command.format(store=g.store)))
 
@@ -134,8 +140,17 @@ def test_stop_blocks_once_with_a_template_after_real_work(g):
     out = res.json
     assert set(out) == {"decision", "reason"} and out["decision"] == "block"
     reason = out["reason"]
-    for marker in ("name: <", "crystal:", "deliver: act", "on: bash", "match: \"pytest\"",
-                   "<!-- crystal:essence -->", "<!-- /crystal:essence -->", "## Where this came from", str(g.store)):
+    for marker in (
+        "name: <",
+        "crystal:",
+        "deliver: act",
+        "on: bash",
+        'match: "pytest"',
+        "<!-- crystal:essence -->",
+        "<!-- /crystal:essence -->",
+        "## Where this came from",
+        str(g.store),
+    ):
         assert marker in reason, marker
     assert len(g.rows("stop_blocked")) == 1
     _passes(_stop(g))  # never twice in a session

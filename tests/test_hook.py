@@ -22,7 +22,13 @@ PIPE = "A pipe into tail hides the exit code of the build: use set -o pipefail."
 # HOOKS.md 2.6: Codex output structs are deny_unknown_fields
 CODEX_TOP = {"continue", "stopReason", "suppressOutput", "systemMessage", "decision", "reason", "hookSpecificOutput"}
 CODEX_SPECIFIC = {
-    "PreToolUse": {"hookEventName", "permissionDecision", "permissionDecisionReason", "updatedInput", "additionalContext"},
+    "PreToolUse": {
+        "hookEventName",
+        "permissionDecision",
+        "permissionDecisionReason",
+        "updatedInput",
+        "additionalContext",
+    },
     "SessionStart": {"hookEventName", "additionalContext"},
     "UserPromptSubmit": {"hookEventName", "additionalContext"},
 }
@@ -225,15 +231,14 @@ def test_backoff_is_per_crystal_not_per_file_name(g):
 def test_skipped_for_budget_go_first_on_the_next_matching_action(g):
     g.config("[delivery]\nbudget = 600\n")
     for name, sal in (("a", 0.9), ("b", 0.8), ("c", 0.1)):
-        g.crystal(f"{name}.md", f"Note {name.upper()}: " + name * 160, name=f"note-{name}", match="make",
-                  salience=sal)
+        g.crystal(f"{name}.md", f"Note {name.upper()}: " + name * 160, name=f"note-{name}", match="make", salience=sal)
     ctx1 = g.bash("make all", session="s1").context
     assert "Note A:" in ctx1 and "Note B:" in ctx1 and "Note C:" not in ctx1
     assert len(ctx1) <= 600
     assert [r["path"] for r in g.rows("skipped_budget")] == ["c.md"]
     ctx2 = g.bash("make test", session="s1").context
     assert "Note C:" in ctx2, "the crystal skipped for budget was not delivered first on the next action"
-    assert "note-c (matched \"make\" in this bash; carried over" in ctx2
+    assert 'note-c (matched "make" in this bash; carried over' in ctx2
     assert len(ctx2) <= 600
     # another session has nothing carried over: the plain order applies
     ctx3 = g.bash("make all", session="s2").context
@@ -309,10 +314,18 @@ def test_withhold_rate_zero_withholds_none(g):
 # -- fail open ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("stdin", ["this is not json {", '{"hook_event_name": "PreToolUse", ', "[1, 2]", "",
-                                   '{"hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": "| tail"}',
-                                   '{"hook_event_name": "PreToolUse", "tool_name": 7, "tool_input": {"command": 5}}',
-                                   "\x00\x01"])
+@pytest.mark.parametrize(
+    "stdin",
+    [
+        "this is not json {",
+        '{"hook_event_name": "PreToolUse", ',
+        "[1, 2]",
+        "",
+        '{"hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": "| tail"}',
+        '{"hook_event_name": "PreToolUse", "tool_name": 7, "tool_input": {"command": 5}}',
+        "\x00\x01",
+    ],
+)
 def test_garbage_stdin_fails_open(g, stdin):
     _pipe(g)
     _quiet(g.run_raw(stdin))
@@ -322,12 +335,18 @@ def _run_with_home(home, payload: dict, extra_env: dict | None = None) -> subpro
     cmd = hook_command("claude", home=home)
     env = {k: v for k, v in os.environ.items() if not k.startswith("GEODE_")}
     env.update({"GEODE_HOME": str(home), "GEODE_WITHHOLD_RATE": "0"}, **(extra_env or {}))
-    return subprocess.run(["/bin/sh", "-c", cmd], input=json.dumps(payload), capture_output=True, text=True,
-                          env=env, timeout=10)
+    return subprocess.run(
+        ["/bin/sh", "-c", cmd], input=json.dumps(payload), capture_output=True, text=True, env=env, timeout=10
+    )
 
 
-BASH_EVENT = {"hook_event_name": "PreToolUse", "session_id": "s", "cwd": "/tmp", "tool_name": "Bash",
-              "tool_input": {"command": "npm run build | tail -20"}}
+BASH_EVENT = {
+    "hook_event_name": "PreToolUse",
+    "session_id": "s",
+    "cwd": "/tmp",
+    "tool_name": "Bash",
+    "tool_input": {"command": "npm run build | tail -20"},
+}
 
 
 def test_geode_home_that_is_a_file_fails_open(tmp_path):
@@ -365,8 +384,10 @@ def test_a_named_pipe_in_the_store_does_not_hang_the_hook(g):
     try:
         res = g.bash("npm run build | tail -20", timeout=5)
     except subprocess.TimeoutExpired:
-        raise AssertionError("the hook blocked on a FIFO named pipe-fifo.md in the store (index._load_file -> "
-                             "crystal.read_text opens it without checking it is a regular file)") from None
+        raise AssertionError(
+            "the hook blocked on a FIFO named pipe-fifo.md in the store (index._load_file -> "
+            "crystal.read_text opens it without checking it is a regular file)"
+        ) from None
     assert res.rc == 0 and PIPE in res.context
 
 

@@ -59,13 +59,20 @@ def _imported(stderr: str) -> list[str]:
 def _importers(g: Geode, payload: dict, withhold: str | None) -> dict:
     """Which delivery module (and line) caused each import, from a wrapper run."""
     env = g.env(withhold)
-    proc = subprocess.run([sys.executable, "-S", "-c", _WRAPPER.replace("REPO", repr(str(REPO)))],
-                          input=json.dumps(payload), capture_output=True, text=True, env=env, cwd=g.cwd, timeout=30)
+    proc = subprocess.run(
+        [sys.executable, "-S", "-c", _WRAPPER.replace("REPO", repr(str(REPO)))],
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=g.cwd,
+        timeout=30,
+    )
     for line in proc.stderr.splitlines():
         if line.startswith("IMPORTERS "):
             import ast
 
-            return ast.literal_eval(line[len("IMPORTERS "):])
+            return ast.literal_eval(line[len("IMPORTERS ") :])
     return {}
 
 
@@ -78,8 +85,13 @@ def _check(g: Geode, payload: dict, withhold: str | None = "0", expect_output: b
     assert "geode.delivery.hook" in mods, res.stderr[-2000:]  # the importtime output is there
     assert "site" not in mods  # -S
     bad_top = sorted({m for m in mods if m.split(".")[0] not in ALLOWED_TOP})
-    bad_top += sorted({m for m in mods if m.split(".")[0] == "geode" and m not in ALLOWED_OURS
-                       and not m.startswith("geode.delivery.")})
+    bad_top += sorted(
+        {
+            m
+            for m in mods
+            if m.split(".")[0] == "geode" and m not in ALLOWED_OURS and not m.startswith("geode.delivery.")
+        }
+    )
     forbidden = sorted({m for m in mods if m.split(".")[0] in FORBIDDEN})
     if bad_top or forbidden:
         who = _importers(g, payload, withhold)
@@ -88,8 +100,15 @@ def _check(g: Geode, payload: dict, withhold: str | None = "0", expect_output: b
 
 
 def _bash_event(session: str = "s1") -> dict:
-    return {"session_id": session, "transcript_path": "/tmp/t.jsonl", "cwd": "/tmp", "hook_event_name": "PreToolUse",
-            "tool_name": "Bash", "tool_input": {"command": "npm run build | tail -20"}, "tool_use_id": "t1"}
+    return {
+        "session_id": session,
+        "transcript_path": "/tmp/t.jsonl",
+        "cwd": "/tmp",
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Bash",
+        "tool_input": {"command": "npm run build | tail -20"},
+        "tool_use_id": "t1",
+    }
 
 
 def _store(g: Geode) -> None:

@@ -26,7 +26,8 @@ def test_terms_sharing_a_prefix_are_not_fetched_for_each_other(tmp_path):
     # rows the key lookup brings back before SQLite's instr() check: the matches, not every "npm " term
     fetched = idx.conn.execute(
         "SELECT COUNT(*) FROM grams WHERE action='bash' AND key IN (SELECT value FROM json_each(?))",
-        (json.dumps(text_keys(text, idx.key_lengths())),)).fetchone()[0]
+        (json.dumps(text_keys(text, idx.key_lengths())),),
+    ).fetchone()[0]
     idx.close()
     assert fetched == len(expected), fetched
 

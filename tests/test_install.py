@@ -236,7 +236,10 @@ def test_mixed_group_keeps_user_handlers_and_stale_geode_entries_are_replaced(ho
                             {"type": "command", "command": "audit.sh"},
                         ],
                     },
-                    {"matcher": "Read", "hooks": [{"type": "command", "command": "/old/py -S /old/hookmain.py claude"}]},
+                    {
+                        "matcher": "Read",
+                        "hooks": [{"type": "command", "command": "/old/py -S /old/hookmain.py claude"}],
+                    },
                     {"matcher": "Glob", "hooks": [{"type": "command", "command": "tail.sh"}]},
                 ],
                 "PreCompact": [{"hooks": [{"type": "command", "command": "geode hook claude"}]}],
@@ -317,7 +320,9 @@ def test_uninstall_of_a_missing_file_creates_nothing(project: Path, home_dir: Pa
     ("text", "line"),
     [('{\n  "model": "opus",\n  "hooks": {,}\n}\n', 3), ('{\n "a": 1\n "b": 2\n}', 3)],
 )
-def test_malformed_json_names_file_and_line_and_is_untouched(hookmain: Path, project: Path, text: str, line: int) -> None:
+def test_malformed_json_names_file_and_line_and_is_untouched(
+    hookmain: Path, project: Path, text: str, line: int
+) -> None:
     path = project / ".claude" / "settings.json"
     path.parent.mkdir()
     path.write_text(text)

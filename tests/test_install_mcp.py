@@ -79,14 +79,19 @@ def test_entry_is_the_absolute_interpreter_and_the_entry_script_with_env_only_wh
 
 def test_the_probe_starts_the_real_server_like_an_agent_would(tmp_path: Path) -> None:
     report = inst.verify_mcp_entry(inst.mcp_entry(home=tmp_path / "h"))
-    assert report["ok"] and set(report["tools"]) == {"search", "build_context", "read_note", "recent_activity",
-                                                     "write_note"}
+    assert report["ok"] and set(report["tools"]) == {
+        "search",
+        "build_context",
+        "read_note",
+        "recent_activity",
+        "write_note",
+    }
     bad = tmp_path / "bad.py"
     bad.write_text("import sys\nprint('boom', file=sys.stderr)\nsys.exit(3)\n")
     with pytest.raises(InstallError, match=r"(?s)exited 3 on --check.*output: boom"):
         inst.verify_mcp_entry({"command": sys.executable, "args": [str(bad)]})
     silent = tmp_path / "silent.py"
-    silent.write_text("print('{\"ok\": true, \"tools\": []}')\n")
+    silent.write_text('print(\'{"ok": true, "tools": []}\')\n')
     with pytest.raises(InstallError, match="no search tool"):
         inst.verify_mcp_entry({"command": sys.executable, "args": [str(silent)]})
 
@@ -113,16 +118,21 @@ def test_claude_project_mcp_json_keeps_the_users_servers_and_is_idempotent(proje
 def test_claude_file_holding_only_our_entry_is_removed_on_uninstall(project: Path, kw: dict) -> None:
     inst.install_mcp("claude", **kw)
     assert json.loads((project / ".mcp.json").read_text()) == {
-        "mcpServers": {"geode": {"type": "stdio", **entry_of(kw)}}}
+        "mcpServers": {"geode": {"type": "stdio", **entry_of(kw)}}
+    }
     inst.uninstall_mcp("claude", project=kw["project"], home_dir=kw["home_dir"])
     assert not (project / ".mcp.json").exists()
 
 
-def test_claude_user_and_local_scope_edit_claude_json_and_keep_its_mode(project: Path, home_dir: Path,
-                                                                         kw: dict) -> None:
+def test_claude_user_and_local_scope_edit_claude_json_and_keep_its_mode(
+    project: Path, home_dir: Path, kw: dict
+) -> None:
     path = home_dir / ".claude.json"
-    user = {"numStartups": 12, "projects": {str(project): {"allowedTools": ["Bash"]}},
-            "mcpServers": {"fs": {"command": "fs-mcp"}}}
+    user = {
+        "numStartups": 12,
+        "projects": {str(project): {"allowedTools": ["Bash"]}},
+        "mcpServers": {"fs": {"command": "fs-mcp"}},
+    }
     path.write_text(json.dumps(user))
     os.chmod(path, 0o600)
     inst.install_mcp("claude", "user", **kw)
@@ -150,8 +160,10 @@ def test_a_geode_entry_the_user_wrote_is_never_replaced_or_removed(project: Path
     assert u["removed"] == 0 and "kept" in u and path.read_bytes() == raw
 
 
-@pytest.mark.parametrize("text, what", [("{\n  \"mcpServers\": [1, 2]\n}\n", "must be an object"),
-                                        ("{\n  \"mcpServers\": {,}\n}\n", "line 2 column 18")])
+@pytest.mark.parametrize(
+    "text, what",
+    [('{\n  "mcpServers": [1, 2]\n}\n', "must be an object"), ('{\n  "mcpServers": {,}\n}\n', "line 2 column 18")],
+)
 def test_claude_files_geode_cannot_edit_are_left_untouched(project: Path, kw: dict, text: str, what: str) -> None:
     path = project / ".mcp.json"
     path.write_text(text)
@@ -161,8 +173,7 @@ def test_claude_files_geode_cannot_edit_are_left_untouched(project: Path, kw: di
 
 
 # -- Codex ----------------------------------------------------------------------------------------
-def test_codex_config_toml_gets_one_table_appended_and_uninstall_gives_the_bytes_back(home_dir: Path,
-                                                                                       kw: dict) -> None:
+def test_codex_config_toml_gets_one_table_appended_and_uninstall_gives_the_bytes_back(home_dir: Path, kw: dict) -> None:
     path = home_dir / ".codex" / "config.toml"
     path.parent.mkdir()
     path.write_text(CODEX_USER)
@@ -183,8 +194,10 @@ def test_codex_config_toml_gets_one_table_appended_and_uninstall_gives_the_bytes
 def test_codex_stale_entry_in_the_middle_is_replaced_and_what_follows_it_kept(home_dir: Path, kw: dict) -> None:
     path = home_dir / ".codex" / "config.toml"
     path.parent.mkdir()
-    old = ("[mcp_servers.geode]\ncommand = \"/old/python\"\nargs = [\"/old/geode/mcp/main.py\"]\n\n"
-           "[mcp_servers.geode.env]\nGEODE_HOME = \"/old\"\n\n[tui]\nanimations = false\n")
+    old = (
+        '[mcp_servers.geode]\ncommand = "/old/python"\nargs = ["/old/geode/mcp/main.py"]\n\n'
+        '[mcp_servers.geode.env]\nGEODE_HOME = "/old"\n\n[tui]\nanimations = false\n'
+    )
     path.write_text(old)
     r = inst.install_mcp("codex", **kw)
     assert r["replaced"] and not r["added"]
@@ -194,13 +207,17 @@ def test_codex_stale_entry_in_the_middle_is_replaced_and_what_follows_it_kept(ho
     assert data["mcp_servers"]["geode"]["env"] == entry_of(kw)["env"]
 
 
-@pytest.mark.parametrize("text, what", [
-    ('mcp_servers = { docs = { command = "npx" } }\n', "add it by hand"),
-    ('model = "o4\n', "invalid TOML"),
-    ('[mcp_servers.geode]\ncommand = "/usr/bin/geode-by-someone-else"\n', "not geode's"),
-])
-def test_codex_files_geode_cannot_edit_safely_are_left_untouched(home_dir: Path, kw: dict, text: str,
-                                                                  what: str) -> None:
+@pytest.mark.parametrize(
+    "text, what",
+    [
+        ('mcp_servers = { docs = { command = "npx" } }\n', "add it by hand"),
+        ('model = "o4\n', "invalid TOML"),
+        ('[mcp_servers.geode]\ncommand = "/usr/bin/geode-by-someone-else"\n', "not geode's"),
+    ],
+)
+def test_codex_files_geode_cannot_edit_safely_are_left_untouched(
+    home_dir: Path, kw: dict, text: str, what: str
+) -> None:
     path = home_dir / ".codex" / "config.toml"
     path.parent.mkdir()
     path.write_text(text)
@@ -213,8 +230,10 @@ def test_codex_files_geode_cannot_edit_safely_are_left_untouched(home_dir: Path,
 def test_codex_project_scope_and_a_new_file(project: Path, kw: dict) -> None:
     r = inst.install_mcp("codex", "project", **kw)
     path = project / ".codex" / "config.toml"
-    assert r["path"] == str(path) and tomllib.loads(path.read_text())["mcp_servers"]["geode"]["args"] == \
-        entry_of(kw)["args"]
+    assert (
+        r["path"] == str(path)
+        and tomllib.loads(path.read_text())["mcp_servers"]["geode"]["args"] == entry_of(kw)["args"]
+    )
     inst.uninstall_mcp("codex", "project", project=kw["project"], home_dir=kw["home_dir"])
     assert not path.exists()
 
@@ -228,9 +247,9 @@ def geode(*args: str, home: Path) -> subprocess.CompletedProcess:
     return r
 
 
-def test_hooks_install_registers_the_server_for_both_agents_and_print_writes_nothing(project: Path,
-                                                                                      home_dir: Path,
-                                                                                      tmp_path: Path) -> None:
+def test_hooks_install_registers_the_server_for_both_agents_and_print_writes_nothing(
+    project: Path, home_dir: Path, tmp_path: Path
+) -> None:
     home = tmp_path / "gh"
     common = ("--agent", "all", "--project", str(project), "--home-dir", str(home_dir))
     plan = json.loads(geode("hooks", "install", *common, "--print", "--json", home=home).stdout)
@@ -245,8 +264,13 @@ def test_hooks_install_registers_the_server_for_both_agents_and_print_writes_not
     codex = tomllib.loads((home_dir / ".codex" / "config.toml").read_text())["mcp_servers"]["geode"]
     assert claude["args"] == codex["args"] == plan[0]["mcp"]["entry"]["args"]
     # what was registered starts: the command an agent runs, with the environment it has
-    r = subprocess.run([claude["command"], *claude["args"], "--check"], capture_output=True, text=True, timeout=120,
-                       env={"PATH": "/usr/bin:/bin", "HOME": str(home_dir), **claude["env"]})
+    r = subprocess.run(
+        [claude["command"], *claude["args"], "--check"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(home_dir), **claude["env"]},
+    )
     assert r.returncode == 0 and json.loads(r.stdout)["ok"], r.stderr
 
     geode("hooks", "uninstall", *common, "--no-mcp", home=home)

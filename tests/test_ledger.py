@@ -198,12 +198,18 @@ def test_a_draining_file_held_by_a_live_drainer_is_left_alone(tmp_path):
     with open(busy, "wb") as fh:
         fh.write(ledger._encode_line(ledger.new_event("delivered", session="s")))
     holder = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(f"""
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
             import fcntl, os, sys
             fd = os.open({busy!r}, os.O_RDWR); fcntl.flock(fd, fcntl.LOCK_EX)
             print("locked", flush=True); sys.stdin.readline()
-        """)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        """),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert holder.stdout.readline().strip() == "locked"

@@ -55,7 +55,11 @@ def _start_workers(home, go, count: int, n: int) -> list[subprocess.Popen]:
     return [
         subprocess.Popen(
             [sys.executable, "-c", WORKER, str(home), str(go), str(w), str(n)],
-            cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            cwd=REPO,
+            env=_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         for w in range(count)
     ]
@@ -93,8 +97,9 @@ def test_hook_ledger_concurrency_64_processes(tmp_path):
     to_db = sum(r["where"]["db"] for r in results)
     to_spool = sum(r["where"]["spool"] for r in results)
     assert to_db + to_spool == procs_n * per
-    print(f"\n{to_db} appends to the db, {to_spool} to the spool; worst append "
-          f"{max(r['worst_ms'] for r in results)} ms")
+    print(
+        f"\n{to_db} appends to the db, {to_spool} to the spool; worst append {max(r['worst_ms'] for r in results)} ms"
+    )
     ledger.drain_spool(s)
     pairs = _ledger_pairs(s.ledger_path)
     assert len(pairs) == procs_n * per
@@ -135,8 +140,9 @@ def test_hook_db_unavailable_spools_and_loses_nothing(tmp_path):
     s = plain_settings(tmp_path)
     models.init_db(s).dispose()
     locked, release, go = tmp_path / "locked", tmp_path / "release", tmp_path / "go"
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, s.ledger_path, str(locked), str(release)],
-                              stderr=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, s.ledger_path, str(locked), str(release)], stderr=subprocess.PIPE, text=True
+    )
     try:
         deadline = time.time() + 60
         while not locked.exists():
@@ -195,12 +201,27 @@ def test_appenders_racing_drainers_lose_and_double_nothing(tmp_path):
     s = plain_settings(tmp_path)
     models.init_db(s).dispose()
     stop = tmp_path / "stop"
-    drainers = [subprocess.Popen([sys.executable, "-c", DRAINER, str(tmp_path), str(stop)], cwd=REPO,
-                                 env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                for _ in range(2)]
-    spoolers = [subprocess.Popen([sys.executable, "-c", SPOOLER, str(tmp_path), str(w), "600"], cwd=REPO,
-                                 env=_env(), stderr=subprocess.PIPE, text=True)
-                for w in range(8)]
+    drainers = [
+        subprocess.Popen(
+            [sys.executable, "-c", DRAINER, str(tmp_path), str(stop)],
+            cwd=REPO,
+            env=_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    spoolers = [
+        subprocess.Popen(
+            [sys.executable, "-c", SPOOLER, str(tmp_path), str(w), "600"],
+            cwd=REPO,
+            env=_env(),
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for w in range(8)
+    ]
     try:
         for p in spoolers:
             _, err = p.communicate(timeout=300)

@@ -62,8 +62,9 @@ def test_applying_the_rewrites_fixes_those_links_and_undo_restores_bytes(name, t
     settings, engine, root, _ = setup(name, tmp_path)
     first = run_agent(settings, engine, "night-1", "librarian")
     assert first.proposals
-    fixed = {(f.path, f.line) for f in first.findings if f.suggestion
-             and any(f.path in p["paths"] for p in first.proposals)}
+    fixed = {
+        (f.path, f.line) for f in first.findings if f.suggestion and any(f.path in p["paths"] for p in first.proposals)
+    }
     before = {p["paths"][0]: (root / p["paths"][0]).read_bytes() for p in first.proposals}
     for p in first.proposals:
         res = apply.approve(settings, engine, p["id"], "tester")
@@ -97,14 +98,20 @@ def test_renamed_note_is_suggested_from_the_move_history(tmp_path):
     settings, engine, root, _ = setup("plain_notes", tmp_path)
     domain = settings.default_domain
     changes = CH.move_changes(settings, domain, "todo.md", "lists/shopping-and-reading.md")
-    pid = proposals.file_proposal(settings, engine, proposals.ProposalDraft(
-        "tester", "move", domain, "move todo", "a person moved it", [{"ledger_event": 1}], changes, "m", "k"))
+    pid = proposals.file_proposal(
+        settings,
+        engine,
+        proposals.ProposalDraft(
+            "tester", "move", domain, "move todo", "a person moved it", [{"ledger_event": 1}], changes, "m", "k"
+        ),
+    )
     assert apply.approve(settings, engine, pid, "tester")["ok"]
     (root / "plan.md").write_text("# Plan\n\nSee [the list](todo.md) and [[shell pipes]].\n", encoding="utf-8")
     report = run_agent(settings, engine, "after-move", "librarian")
     hits = [f for f in report.findings if f.path == "plan.md" and f.kind != "orphan"]
     assert [(f.kind, f.line, f.target, f.suggestion) for f in hits] == [
-        ("broken-link", 3, "todo.md", "lists/shopping-and-reading.md")]
+        ("broken-link", 3, "todo.md", "lists/shopping-and-reading.md")
+    ]
     props = [p for p in report.proposals if p["paths"] == ["plan.md"]]
     assert len(props) == 1
     assert "+See [the list](lists/shopping-and-reading.md)" in proposals.diff(engine, props[0]["id"])
@@ -124,7 +131,9 @@ def test_crystals_that_can_never_fire_come_from_the_delivery_lint(tmp_path):
     settings, engine, root, _ = setup("clean", tmp_path)
     (root / "hollow.md").write_text(
         "---\nname: hollow\ncrystal:\n  deliver: act\n  on: bash\n  match: rm -rf\n---\n"
-        "No essence markers here.\n\n## Where this came from\nA test.\n[[README]]\n", encoding="utf-8")
+        "No essence markers here.\n\n## Where this came from\nA test.\n[[README]]\n",
+        encoding="utf-8",
+    )
     (root / "README.md").write_text((root / "README.md").read_text() + "- [[hollow]]\n", encoding="utf-8")
     report = run_agent(settings, engine, "r", "librarian")
     assert [(f.kind, f.path, f.target) for f in report.findings] == [("never-fires", "hollow.md", "no-essence")]

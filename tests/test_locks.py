@@ -39,9 +39,14 @@ class Holder:
     """A second process holding the lock on ``path``."""
 
     def __init__(self, path: Path):
-        self.proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(path)], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True, cwd=REPO,
-                                     env=dict(os.environ, PYTHONPATH=str(REPO)))
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", HOLDER, str(path)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=REPO,
+            env=dict(os.environ, PYTHONPATH=str(REPO)),
+        )
         assert self.proc.stdout.readline().strip() == "held"
 
     def release(self) -> None:

@@ -25,11 +25,12 @@ def text(term: str, txt: str, action: str = "write") -> bool:
 
 # -- the issue's cases ------------------------------------------------------------------
 
+
 def test_env_does_not_fire_on_os_environ_but_on_env_files():
     assert not text(".env", "app/settings.py\nDEBUG = os.environ.get('DEBUG')")
     assert text(".env", ".env\nX=1")
     assert text(".env", "app/.env.local\nX=1")
-    assert text(".env", "src/config.py\nload_dotenv(\".env\")")
+    assert text(".env", 'src/config.py\nload_dotenv(".env")')
 
 
 def test_git_add_dot_is_a_token_not_a_prefix():
@@ -53,6 +54,7 @@ def test_pipes_with_and_without_spaces():
 
 
 # -- shell rules ----------------------------------------------------------------------------
+
 
 def test_quotes_are_removed_and_quoted_text_with_spaces_is_a_nested_command():
     assert bash("rm -rf $", 'rm -rf "$BUILD_DIR/"')
@@ -137,6 +139,7 @@ def test_substring_marker_keeps_the_old_rule():
 
 # -- the word rule ----------------------------------------------------------------------------
 
+
 def test_word_rule_edges():
     assert word_find(".env", "load_dotenv('.env')")
     assert not word_find(".env", "os.environ")
@@ -172,9 +175,9 @@ def test_the_labelled_set_is_large_and_covers_every_action():
 
 
 def _scores(fired):
-    tp = sum(1 for c, f in zip(CASES, fired) if f and c.fire)
-    fp = sum(1 for c, f in zip(CASES, fired) if f and not c.fire)
-    fn = sum(1 for c, f in zip(CASES, fired) if not f and c.fire)
+    tp = sum(1 for c, f in zip(CASES, fired, strict=False) if f and c.fire)
+    fp = sum(1 for c, f in zip(CASES, fired, strict=False) if f and not c.fire)
+    fn = sum(1 for c, f in zip(CASES, fired, strict=False) if not f and c.fire)
     return tp, fp, fn
 
 
@@ -185,7 +188,7 @@ def test_token_matching_beats_the_substring_rule_on_the_labelled_set():
     tp_o, fp_o, fn_o = _scores(old)
     assert fp_n * 10 < fp_o, (fp_n, fp_o)  # a tenth of the false fires, or fewer
     assert fn_n < fn_o, (fn_n, fn_o)
-    lost = [c for c, n, o in zip(CASES, new, old) if c.fire and o and not n]
+    lost = [c for c, n, o in zip(CASES, new, old, strict=False) if c.fire and o and not n]
     assert len(lost) <= 1, lost  # PGPASSWORD= (a name that ends in the term): see bench/MATCHING.md
 
 
@@ -197,6 +200,7 @@ def test_every_case_from_the_issue_is_right():
 
 
 # -- differential: the hand-written splitter against shlex ------------------------------------
+
 
 def _mine(cmd: str) -> list[str]:
     toks, _data, _open = split_shell(cmd)
@@ -255,7 +259,9 @@ _WORD = st.text(alphabet="abcxyz019._-/=:@,+%~*", min_size=1, max_size=6)
 # operator in shlex's output, which does not say what was quoted
 _SQ = st.text(alphabet="ab c|;&$.-", max_size=6).map(lambda s: "'a" + s + "'")
 _DQ = st.text(alphabet="ab c|;&.-", max_size=6).map(lambda s: '"' + s + 'b"')
-_OPS = st.sampled_from(["|", "||", "&&", ";", "&", ">", ">>", "<", "2>&1", "&>", "<<<", "(", ")", "|&", ">|", "\n", " $("])  # shlex glues a `$` to the word before it
+_OPS = st.sampled_from(
+    ["|", "||", "&&", ";", "&", ">", ">>", "<", "2>&1", "&>", "<<<", "(", ")", "|&", ">|", "\n", " $("]
+)  # shlex glues a `$` to the word before it
 _PIECE = st.one_of(_WORD, _SQ, _DQ, _OPS, st.sampled_from(["a\\ b", "a\\|", "x\\;"]))
 _SEP = st.sampled_from([" ", "", "  ", "\t"])
 
@@ -274,8 +280,33 @@ def test_splitter_agrees_with_shlex_on_generated_commands(cmd):
 
 # -- properties --------------------------------------------------------------------------
 
-_PLAIN = st.sampled_from(["git", "add", ".", "-a", "npm", "test", "|", "tail", "-5", "&&", "ls", "false", "./app",
-                          "rm", "-rf", "$x", "/", "2>&1", ";", "tools", "--force", "--force-with-lease", "push"])
+_PLAIN = st.sampled_from(
+    [
+        "git",
+        "add",
+        ".",
+        "-a",
+        "npm",
+        "test",
+        "|",
+        "tail",
+        "-5",
+        "&&",
+        "ls",
+        "false",
+        "./app",
+        "rm",
+        "-rf",
+        "$x",
+        "/",
+        "2>&1",
+        ";",
+        "tools",
+        "--force",
+        "--force-with-lease",
+        "push",
+    ]
+)
 
 
 @settings(max_examples=500, deadline=None)
@@ -291,8 +322,11 @@ def test_a_term_never_fires_where_it_is_not_a_substring(words, data):
 
 
 @settings(max_examples=500, deadline=None)
-@given(st.text(alphabet="ab._-=/\\ \n\"'xyzENV", max_size=30), st.text(alphabet="ab._-=/ENV", min_size=1, max_size=6),
-       st.sampled_from(["write", "edit", "read"]))
+@given(
+    st.text(alphabet="ab._-=/\\ \n\"'xyzENV", max_size=30),
+    st.text(alphabet="ab._-=/ENV", min_size=1, max_size=6),
+    st.sampled_from(["write", "edit", "read"]),
+)
 def test_the_word_rule_only_narrows(txt, term, action):
     if text(term, txt, action):
         assert term.lower().replace("\\", "/") in match.normalize_path_text(action, txt.lower())

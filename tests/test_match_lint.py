@@ -40,7 +40,9 @@ def test_a_term_whose_meaning_changed_gets_a_message_naming_what_it_no_longer_ma
     g.crystal("old.md", "x", name="old", match='"git add ., ssh"')
     r = lint_store(g.settings())
     changed = [p for p in r["problems"] if p["code"] == "match-meaning-changed"]
-    assert len(changed) == 1 and "git add ./x" in changed[0]["message"] and "substring:git add ." in changed[0]["message"]
+    assert (
+        len(changed) == 1 and "git add ./x" in changed[0]["message"] and "substring:git add ." in changed[0]["message"]
+    )
     g.crystal("old.md", "x", name="old", match='"substring:git add ., ssh"')
     assert [p for p in lint_store(g.settings())["problems"] if p["code"] == "match-meaning-changed"] == []
 

@@ -40,16 +40,20 @@ NOTES = {
         "---\ntitle: Retry-Queue verwirft alte Jobs\ntype: runbook\nstatus: stable\ntags: [payments, queue]\n---\n"
         "Die Retry-Queue des Zahlungsdienstes verwirft jeden Job, der älter als 24 Stunden ist. Zahlungen, "
         "die die Bank länger als einen Tag ablehnt, gehen deshalb verloren.\n\n"
-        "- relates_to [[Provider contact]]\n"),
+        "- relates_to [[Provider contact]]\n"
+    ),
     "payments/ops/provider.md": (
         "---\ntitle: Provider contact\ntype: fact\n---\n"
-        "Our card provider is Adyen; the account manager answers by email within a day.\n"),
+        "Our card provider is Adyen; the account manager answers by email within a day.\n"
+    ),
     "payments/ops/retry-2024.md": (
         "---\ntitle: Retry window 2024\nstatus: superseded\nvalid_to: 2024-12-31\n---\n"
-        "Until the end of 2024 the retry queue kept jobs for 48 hours.\n"),
+        "Until the end of 2024 the retry queue kept jobs for 48 hours.\n"
+    ),
     "payments/refunds.md": (
         "---\ntitle: Refund window\ntype: fact\nstatus: stable\n---\n"
-        "Refunds on captures older than 180 days are rejected by the acquirer with error R-117.\n"),
+        "Refunds on captures older than 180 days are rejected by the acquirer with error R-117.\n"
+    ),
     "office/coffee.md": "---\ntitle: Coffee machine\n---\nThe coffee machine on floor 3 needs descaling every month.\n",
     "office/kitchen/printer.md": "---\ntitle: Printer\n---\nThe office printer needs a badge to print.\n",
 }
@@ -98,9 +102,12 @@ def session(home: Path, fn, mode: str = "auto", args: tuple[str, ...] = ()):
     run ``fn(client)`` on an SDK client connected over stdio."""
     from mcp import Client, StdioServerParameters
 
-    params = StdioServerParameters(command=sys.executable,
-                                   args=[str(MCPMAIN), "--home", str(home), "--no-background", *args],
-                                   env={"GEODE_SESSION": SESSION, "PYTHONPATH": ""}, cwd=str(home))
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=[str(MCPMAIN), "--home", str(home), "--no-background", *args],
+        env={"GEODE_SESSION": SESSION, "PYTHONPATH": ""},
+        cwd=str(home),
+    )
 
     async def main():
         async with Client(params, mode=mode, read_timeout_seconds=120) as client:
@@ -144,10 +151,17 @@ def test_tools_listed_with_valid_schemas_and_routing_over_the_initialize_handsha
             jsonschema.Draft202012Validator.check_schema(schema)
         assert len(t.description) > 150, t.name  # each says when to use it
     s = tools["search"].input_schema
-    assert {"query", "domain", "type", "tag", "status", "where", "as_of", "after", "limit", "mode"} <= set(s["properties"])
-    assert s["properties"]["limit"]["maximum"] == 50 and s["properties"]["mode"]["enum"] == ["hybrid", "text", "semantic"]
+    assert {"query", "domain", "type", "tag", "status", "where", "as_of", "after", "limit", "mode"} <= set(
+        s["properties"]
+    )
+    assert s["properties"]["limit"]["maximum"] == 50 and s["properties"]["mode"]["enum"] == [
+        "hybrid",
+        "text",
+        "semantic",
+    ]
     assert {"address", "domain", "title", "score", "snippet", "line"} <= set(
-        tools["search"].output_schema["$defs"]["SearchHit"]["properties"])
+        tools["search"].output_schema["$defs"]["SearchHit"]["properties"]
+    )
     assert tools["build_context"].input_schema["required"] == ["address"]
     depth = tools["build_context"].input_schema["properties"]["depth"]
     assert (depth["minimum"], depth["maximum"]) == (1, 3)
@@ -164,8 +178,15 @@ def test_tools_listed_with_valid_schemas_and_routing_over_the_initialize_handsha
     assert "follow a search hit's neighbourhood" in desc["build_context"]
     assert "It never overwrites" in desc["write_note"] and "approval queue" in desc["write_note"]
     flat = " ".join(instructions.split())
-    for phrase in ("call `search` first", "snippet is a pointer", 'pass status="stable"', "Set `as_of`",
-                   "names a bounded date", "only on the first search", "call `build_context`"):
+    for phrase in (
+        "call `search` first",
+        "snippet is a pointer",
+        'pass status="stable"',
+        "Set `as_of`",
+        "names a bounded date",
+        "only on the first search",
+        "call `build_context`",
+    ):
         assert phrase in flat, phrase
     assert f"- payments (default): {ABOUT}" in instructions
     assert "- office: folders kitchen/ (no description: add one under [domains_about]" in instructions
@@ -190,8 +211,15 @@ def test_each_tool_answers_on_the_fixture_store_and_leaves_ledger_rows(indexed_h
 
     r = session(indexed_home, fn)
     for name in ("german", "stable", "where", "as_of", "read", "context", "recent"):
-        tool = {"german": "search", "stable": "search", "where": "search", "as_of": "search", "read": "read_note",
-                "context": "build_context", "recent": "recent_activity"}[name]
+        tool = {
+            "german": "search",
+            "stable": "search",
+            "where": "search",
+            "as_of": "search",
+            "read": "read_note",
+            "context": "build_context",
+            "recent": "recent_activity",
+        }[name]
         jsonschema.validate(ok(r[name]), r["schemas"][tool])
 
     german = ok(r["german"])
@@ -217,9 +245,13 @@ def test_each_tool_answers_on_the_fixture_store_and_leaves_ledger_rows(indexed_h
 
     ctx = ok(r["context"])
     assert [(x["address"], x["relation"], x["direction"]) for x in ctx["related"]] == [
-        ("geode://payments/ops/provider", "relates_to", "out")]
-    assert sorted(ok(r["folder"])["anchors"]) == ["geode://payments/ops/provider", "geode://payments/ops/retry",
-                                                  "geode://payments/ops/retry-2024"]
+        ("geode://payments/ops/provider", "relates_to", "out")
+    ]
+    assert sorted(ok(r["folder"])["anchors"]) == [
+        "geode://payments/ops/provider",
+        "geode://payments/ops/retry",
+        "geode://payments/ops/retry-2024",
+    ]
     recent = ok(r["recent"])
     assert recent["total"] == len(NOTES) and recent["by_domain"] == {"payments": 4, "office": 2}
     assert {x["domain"] for x in ok(r["recent_office"])["results"]} == {"office"}
@@ -230,7 +262,8 @@ def test_each_tool_answers_on_the_fixture_store_and_leaves_ledger_rows(indexed_h
     assert len(first) == 1 and first[0]["hits"][0] == "payments:ops/retry.md"
     reads = [x for x in ledger_rows(indexed_home, "read") if x["session"] == SESSION]
     assert [(x["domain"], x["path"], x["crystal_id"], x["action"]) for x in reads] == [
-        ("payments", "ops/retry.md", "payments:ops/retry.md", "read")]
+        ("payments", "ops/retry.md", "payments:ops/retry.md", "read")
+    ]
 
 
 # -- write_note ---------------------------------------------------------------------------------------
@@ -241,18 +274,40 @@ def test_write_note_creates_a_note_search_finds_and_an_existing_note_gets_a_prop
     old_provider = (root / "ops" / "provider.md").read_bytes()
 
     async def fn(c):
-        out = {"new": await c.call_tool("write_note", {
-            "title": "Webhook signature rotation", "folder": "ops", "body": body,
-            "frontmatter": {"type": "runbook", "tags": ["adyen", "webhooks"], "description": "HMAC key rotation"}})}
+        out = {
+            "new": await c.call_tool(
+                "write_note",
+                {
+                    "title": "Webhook signature rotation",
+                    "folder": "ops",
+                    "body": body,
+                    "frontmatter": {
+                        "type": "runbook",
+                        "tags": ["adyen", "webhooks"],
+                        "description": "HMAC key rotation",
+                    },
+                },
+            )
+        }
         out["found"] = await c.call_tool("search", {"query": "when does the webhook signature key rotate"})
-        out["change"] = await c.call_tool("write_note", {"title": "Provider contact", "folder": "ops",
-                                                         "body": "Our card provider is Stripe since March."})
-        out["again"] = await c.call_tool("write_note", {"title": "Provider contact", "folder": "ops",
-                                                        "body": "Our card provider is Stripe since March."})
-        out["bound"] = await c.call_tool("write_note", {
-            "title": "Pipe hides exit code", "folder": "ci", "body": "## Where this came from\nA CI run on 2026-05-02.",
-            "crystal": {"deliver": "act", "on": "bash", "match": "| tail, |tail"},
-            "essence": "A pipe into tail hides the test runner's exit code: use set -o pipefail."})
+        out["change"] = await c.call_tool(
+            "write_note",
+            {"title": "Provider contact", "folder": "ops", "body": "Our card provider is Stripe since March."},
+        )
+        out["again"] = await c.call_tool(
+            "write_note",
+            {"title": "Provider contact", "folder": "ops", "body": "Our card provider is Stripe since March."},
+        )
+        out["bound"] = await c.call_tool(
+            "write_note",
+            {
+                "title": "Pipe hides exit code",
+                "folder": "ci",
+                "body": "## Where this came from\nA CI run on 2026-05-02.",
+                "crystal": {"deliver": "act", "on": "bash", "match": "| tail, |tail"},
+                "essence": "A pipe into tail hides the test runner's exit code: use set -o pipefail.",
+            },
+        )
         return out
 
     r = session(home, fn)
@@ -311,8 +366,10 @@ def test_bad_inputs_come_back_as_tool_errors_and_the_server_keeps_answering(inde
             "empty": ("search", {}),
             "folder": ("write_note", {"title": "Escape", "folder": "../../outside", "body": "x"}),
             "absolute": ("write_note", {"title": "Escape", "folder": "/tmp", "body": "x"}),
-            "lint": ("write_note", {"title": "Bound without essence", "body": "x",
-                                    "crystal": {"on": "bash", "match": "npm test"}}),
+            "lint": (
+                "write_note",
+                {"title": "Bound without essence", "body": "x", "crystal": {"on": "bash", "match": "npm test"}},
+            ),
             "fm": ("write_note", {"title": "Bad key", "body": "x", "frontmatter": {"bad key": 1}}),
             "body_fm": ("write_note", {"title": "Twice", "body": "---\ntitle: Twice\n---\ntext"}),
             "unknown_tool": ("forget_everything", {}),
@@ -360,8 +417,12 @@ def test_http_transport_needs_the_token_and_an_allowed_host(indexed_home):
     token = "t0ken-for-the-test"
     env = {k: v for k, v in os.environ.items() if not k.startswith("GEODE_")}
     env.update({"GEODE_MCP_TOKEN": token, "PYTHONPATH": ""})
-    proc = subprocess.Popen([sys.executable, str(MCPMAIN), "--home", str(indexed_home), "--no-background",
-                             "--http", str(port)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, str(MCPMAIN), "--home", str(indexed_home), "--no-background", "--http", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     url = f"http://127.0.0.1:{port}/mcp"
     try:
         deadline = time.time() + 60
@@ -370,13 +431,18 @@ def test_http_transport_needs_the_token_and_an_allowed_host(indexed_home):
                 socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
                 break
             except OSError:
-                assert proc.poll() is None and time.time() < deadline, proc.stderr.read().decode() if proc.poll() else "no port"
+                assert proc.poll() is None and time.time() < deadline, (
+                    proc.stderr.read().decode() if proc.poll() else "no port"
+                )
                 time.sleep(0.1)
         body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
-        good = {"Authorization": f"Bearer {token}", "Content-Type": "application/json",
-                "Accept": "application/json, text/event-stream"}
+        good = {
+            "Authorization": f"Bearer {token}",
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+        }
         with httpx2.Client(timeout=30) as h:
-            assert h.post(url, json=body, headers={**good, "Host": "evil.example:%d" % port}).status_code == 403
+            assert h.post(url, json=body, headers={**good, "Host": f"evil.example:{port}"}).status_code == 403
             assert h.post(url, json=body, headers={**good, "Host": f"127.0.0.1.nip.io:{port}"}).status_code == 403
             assert h.post(url, json=body, headers={**good, "Host": f"localhost:{port + 1}"}).status_code == 403
             no_token = {k: v for k, v in good.items() if k != "Authorization"}

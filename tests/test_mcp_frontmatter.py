@@ -15,8 +15,9 @@ from geode.mcp.server import ToolInputError, _normal, frontmatter_text, slugify
 
 keys = st.from_regex(r"[A-Za-z_][A-Za-z0-9_-]{0,12}", fullmatch=True)
 text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
-scalar = st.one_of(text, st.integers(-10**12, 10**12), st.floats(allow_nan=False, allow_infinity=False),
-                   st.booleans())
+scalar = st.one_of(
+    text, st.integers(-(10**12), 10**12), st.floats(allow_nan=False, allow_infinity=False), st.booleans()
+)
 value = st.one_of(scalar, st.lists(scalar, max_size=4))
 frontmatter = st.dictionaries(keys, st.one_of(value, st.dictionaries(keys, value, max_size=3)), max_size=6)
 UNWRITABLE = {chr(c) for c in range(32) if chr(c) not in "\n\t\0"} | {"\x7f"}
@@ -45,19 +46,29 @@ def test_what_write_note_writes_reads_back_as_given(data):
     assert note.body.strip() == "body"
 
 
-@pytest.mark.parametrize("meta, what", [({"a.b": 1}, "key 'a.b'"), ({"bad key": 1}, "key 'bad key'"),
-                                        ({"x": [{"y": 1}]}, "a list holds"), ({"x": {"y": {"z": {"w": 1}}}}, "deeper")])
+@pytest.mark.parametrize(
+    "meta, what",
+    [
+        ({"a.b": 1}, "key 'a.b'"),
+        ({"bad key": 1}, "key 'bad key'"),
+        ({"x": [{"y": 1}]}, "a list holds"),
+        ({"x": {"y": {"z": {"w": 1}}}}, "deeper"),
+    ],
+)
 def test_keys_and_values_a_note_cannot_hold_are_refused(meta, what):
     with pytest.raises(ToolInputError, match=what):
         frontmatter_text(meta)
 
 
-@pytest.mark.parametrize("title, slug", [
-    ("Webhook signature rotation", "webhook-signature-rotation"),
-    ("Retry-Queue verwirft alte Jobs (Zahlungsdienst)", "retry-queue-verwirft-alte-jobs-zahlungsdienst"),
-    ("CI/CD: why `npm ci` & not `npm install`?", "ci-cd-why-npm-ci-not-npm-install"),
-    ("Café naïve résumé", "cafe-naive-resume"),
-    ("???", "note"),
-])
+@pytest.mark.parametrize(
+    "title, slug",
+    [
+        ("Webhook signature rotation", "webhook-signature-rotation"),
+        ("Retry-Queue verwirft alte Jobs (Zahlungsdienst)", "retry-queue-verwirft-alte-jobs-zahlungsdienst"),
+        ("CI/CD: why `npm ci` & not `npm install`?", "ci-cd-why-npm-ci-not-npm-install"),
+        ("Café naïve résumé", "cafe-naive-resume"),
+        ("???", "note"),
+    ],
+)
 def test_slug_of_a_title(title, slug):
     assert slugify(title) == slug

@@ -25,15 +25,24 @@ import pytest
 from sqlalchemy import inspect
 
 from geode.delivery import ledger, migrations, models
-from tests.test_cli import geode
 from tests.conftest import PG_ADMIN
 from tests.stores import plain_settings as make_settings
+from tests.test_cli import geode
 
 ROOT = Path(__file__).resolve().parent.parent
 #: The nine record tables of geode 0.1.0, written out here so that the revision's own list is
 #: checked against something it does not define.
-RECORD_TABLES = ["ledger_event", "control_plan", "proposal", "proposal_change", "proposal_action",
-                 "proposal_journal", "upkeep_run", "finding", "upkeep_night"]
+RECORD_TABLES = [
+    "ledger_event",
+    "control_plan",
+    "proposal",
+    "proposal_change",
+    "proposal_action",
+    "proposal_journal",
+    "upkeep_run",
+    "finding",
+    "upkeep_night",
+]
 BACKENDS = ["sqlite", "postgresql"]
 
 
@@ -105,43 +114,141 @@ def fill(engine, settings) -> None:
     from geode.agents.queue_tables import A, C, J, P
     from geode.scheduler.nightly import night_table
 
-    events = [ledger.new_event("delivered", session=f"s{i}", crystal_id=f"main:n{i}", path=f"n{i}.md",
-                               content_hash="ab" * 32, action="bash", channel="act", term="| tail",
-                               chars=1234 + i, truncated=i % 2, agent="main",
-                               detail={"why": ["ü", "日本"], "i": i}) for i in range(5)]
+    events = [
+        ledger.new_event(
+            "delivered",
+            session=f"s{i}",
+            crystal_id=f"main:n{i}",
+            path=f"n{i}.md",
+            content_hash="ab" * 32,
+            action="bash",
+            channel="act",
+            term="| tail",
+            chars=1234 + i,
+            truncated=i % 2,
+            agent="main",
+            detail={"why": ["ü", "日本"], "i": i},
+        )
+        for i in range(5)
+    ]
     events.append(ledger.new_event("blocked", session="s9", detail="grep -r ' secret' .", ts=1718000000.123456789))
     assert models.insert_events(engine, events) == 6
     models._record_plan(engine, settings)
     run_t, finding_t = contract.tables()
     with engine.begin() as c:
-        pid = c.execute(P.insert().values(
-            run_id="2026-01-02T03:00", key="k1", agent="librarian", kind="edit", domain="main",
-            title="Fix a link — ünïcode", rationale="it is broken", evidence='[{"finding": 1}]',
-            status="applied", message="", created_at=1767322800.1, updated_at=time.time(), journal_id=None,
-        )).inserted_primary_key[0]
-        c.execute(C.insert(), [
-            {"proposal_id": pid, "seq": 0, "path": "a.md", "before_sha": "0" * 64, "after_sha": "1" * 64,
-             "before": bytes(range(256)), "after": b"\xff\xfe\x00 not utf-8 \x80", "mode": 0o100644, "before_mode": 0o100600},
-            {"proposal_id": pid, "seq": 1, "path": "gone.md", "before_sha": "2" * 64, "after_sha": None,
-             "before": b"", "after": None, "mode": None, "before_mode": None},
-        ])
-        c.execute(A.insert(), [
-            {"proposal_id": pid, "action": "filed", "outcome": "ok", "who": "librarian", "at": 1.5, "detail": ""},
-            {"proposal_id": pid, "action": "approve", "outcome": "applied", "who": "ana", "at": 2.25, "detail": "{}"},
-        ])
-        c.execute(J.insert().values(proposal_id=pid, op="apply", direction="forward", state="done",
-                                    prior_status="pending", who="ana", pid=4242, host="box", started_at=3.0,
-                                    finished_at=None, plan='[{"seq": 0, "path": "a.md"}]'))
-        c.execute(run_t.insert().values(run_id="2026-01-02T03:00", agent="librarian", status="ok", message="fine",
-                                        examined='{"notes": 12}', skipped="[]", proposals="[1]", store_notes=12,
-                                        attempts=1, started_at=10.0, finished_at=12.75, trigger="nightly"))
-        c.execute(finding_t.insert(), [
-            {"run_id": "2026-01-02T03:00", "agent": "librarian", "key": f"{i:032x}", "kind": "broken-link",
-             "domain": "main", "path": "a.md", "line": 7 + i, "target": "b.md", "message": "no such note",
-             "suggestion": "", "severity": "warning"} for i in range(3)
-        ])
-        c.execute(night_table().insert().values(run_id="2026-01-02T03:00", due="2026-01-02T03:00:00",
-                                                enqueued_at=1767322800.0, pid="999"))
+        pid = c.execute(
+            P.insert().values(
+                run_id="2026-01-02T03:00",
+                key="k1",
+                agent="librarian",
+                kind="edit",
+                domain="main",
+                title="Fix a link — ünïcode",
+                rationale="it is broken",
+                evidence='[{"finding": 1}]',
+                status="applied",
+                message="",
+                created_at=1767322800.1,
+                updated_at=time.time(),
+                journal_id=None,
+            )
+        ).inserted_primary_key[0]
+        c.execute(
+            C.insert(),
+            [
+                {
+                    "proposal_id": pid,
+                    "seq": 0,
+                    "path": "a.md",
+                    "before_sha": "0" * 64,
+                    "after_sha": "1" * 64,
+                    "before": bytes(range(256)),
+                    "after": b"\xff\xfe\x00 not utf-8 \x80",
+                    "mode": 0o100644,
+                    "before_mode": 0o100600,
+                },
+                {
+                    "proposal_id": pid,
+                    "seq": 1,
+                    "path": "gone.md",
+                    "before_sha": "2" * 64,
+                    "after_sha": None,
+                    "before": b"",
+                    "after": None,
+                    "mode": None,
+                    "before_mode": None,
+                },
+            ],
+        )
+        c.execute(
+            A.insert(),
+            [
+                {"proposal_id": pid, "action": "filed", "outcome": "ok", "who": "librarian", "at": 1.5, "detail": ""},
+                {
+                    "proposal_id": pid,
+                    "action": "approve",
+                    "outcome": "applied",
+                    "who": "ana",
+                    "at": 2.25,
+                    "detail": "{}",
+                },
+            ],
+        )
+        c.execute(
+            J.insert().values(
+                proposal_id=pid,
+                op="apply",
+                direction="forward",
+                state="done",
+                prior_status="pending",
+                who="ana",
+                pid=4242,
+                host="box",
+                started_at=3.0,
+                finished_at=None,
+                plan='[{"seq": 0, "path": "a.md"}]',
+            )
+        )
+        c.execute(
+            run_t.insert().values(
+                run_id="2026-01-02T03:00",
+                agent="librarian",
+                status="ok",
+                message="fine",
+                examined='{"notes": 12}',
+                skipped="[]",
+                proposals="[1]",
+                store_notes=12,
+                attempts=1,
+                started_at=10.0,
+                finished_at=12.75,
+                trigger="nightly",
+            )
+        )
+        c.execute(
+            finding_t.insert(),
+            [
+                {
+                    "run_id": "2026-01-02T03:00",
+                    "agent": "librarian",
+                    "key": f"{i:032x}",
+                    "kind": "broken-link",
+                    "domain": "main",
+                    "path": "a.md",
+                    "line": 7 + i,
+                    "target": "b.md",
+                    "message": "no such note",
+                    "suggestion": "",
+                    "severity": "warning",
+                }
+                for i in range(3)
+            ],
+        )
+        c.execute(
+            night_table()
+            .insert()
+            .values(run_id="2026-01-02T03:00", due="2026-01-02T03:00:00", enqueued_at=1767322800.0, pid="999")
+        )
 
 
 def dump(engine) -> dict[str, tuple[list, list]]:
@@ -174,13 +281,25 @@ def ddl_text(engine, url: str | None) -> list[str]:
     PostgreSQL's ``pg_dump --schema-only`` (comments and its random ``\\restrict`` key dropped)."""
     if url is None:
         with engine.connect() as c:
-            return sorted(f"{r[0]} {r[1]}: {r[2]}" for r in c.exec_driver_sql(
-                "SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE '%alembic_version%'"))
-    r = subprocess.run(["pg_dump", "--schema-only", "--no-owner", "--exclude-table=alembic_version", url], check=False,
-                       capture_output=True, text=True, timeout=60)
+            return sorted(
+                f"{r[0]} {r[1]}: {r[2]}"
+                for r in c.exec_driver_sql(
+                    "SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE '%alembic_version%'"
+                )
+            )
+    r = subprocess.run(
+        ["pg_dump", "--schema-only", "--no-owner", "--exclude-table=alembic_version", url],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 0, r.stderr
-    return [line for line in r.stdout.splitlines()
-            if line.strip() and not line.startswith("--") and not line.startswith(("\\restrict", "\\unrestrict"))]
+    return [
+        line
+        for line in r.stdout.splitlines()
+        if line.strip() and not line.startswith("--") and not line.startswith(("\\restrict", "\\unrestrict"))
+    ]
 
 
 def table_names(engine) -> set[str]:
@@ -223,10 +342,14 @@ def test_head_schema_is_what_create_all_makes(backend, tmp_path, pg_new):
             assert set(inspect(cb).get_table_names()) == set(RECORD_TABLES) | {"alembic_version"}
 
             tables = {t.name for t in model_tables()}
-            ctx = MigrationContext.configure(cb, opts={
-                "compare_type": True, "compare_server_default": True,
-                "include_object": lambda obj, name, type_, reflected, other: type_ != "table" or name in tables,
-            })
+            ctx = MigrationContext.configure(
+                cb,
+                opts={
+                    "compare_type": True,
+                    "compare_server_default": True,
+                    "include_object": lambda obj, name, type_, reflected, other: type_ != "table" or name in tables,
+                },
+            )
             assert compare_metadata(ctx, SQLModel.metadata) == []
         # and the databases' own DDL, as text, is the same (26 objects on SQLite: 9 tables,
         # 12 indexes, 5 automatic unique indexes; pg_dump's script on PostgreSQL)
@@ -282,6 +405,7 @@ def test_fresh_database_gets_head_and_a_second_start_does_nothing(new_settings):
         @event.listens_for(second, "connect")
         def _trace(dbapi_conn, _rec):
             dbapi_conn.set_trace_callback(statements.append)
+
     try:
         assert migrations.upgrade_to_head(second) == "current"
         assert migrations.upgrade_to_head(second) == "current"  # same engine again: not even a read
@@ -330,14 +454,23 @@ def test_release_database_is_adopted_and_keeps_every_row(new_settings):
         assert dump(engine) == before
         if engine.dialect.name == "postgresql":  # the scratch schema of the check was rolled back
             with engine.connect() as c:
-                assert c.exec_driver_sql("SELECT nspname FROM pg_namespace WHERE left(nspname, 14) = 'geode_baseline'").all() == []
+                assert (
+                    c.exec_driver_sql(
+                        "SELECT nspname FROM pg_namespace WHERE left(nspname, 14) = 'geode_baseline'"
+                    ).all()
+                    == []
+                )
         # and it is the schema a fresh database gets
         fresh = models.engine_for(new_settings())
         try:
             migrations.upgrade_to_head(fresh)
             with engine.connect() as ca, fresh.connect() as cb:
-                assert migrations.diff_schemas(migrations.reflect_schema(cb, RECORD_TABLES),
-                                               migrations.reflect_schema(ca, RECORD_TABLES)) == []
+                assert (
+                    migrations.diff_schemas(
+                        migrations.reflect_schema(cb, RECORD_TABLES), migrations.reflect_schema(ca, RECORD_TABLES)
+                    )
+                    == []
+                )
         finally:
             fresh.dispose()
     finally:
@@ -379,8 +512,9 @@ def test_release_database_with_only_some_tables_gets_the_rest(new_settings):
 
 def test_release_database_with_another_schema_is_refused_and_left_alone(new_settings):
     s = new_settings()
-    engine = release_db(s, tables=["ledger_event", "control_plan", "proposal", "proposal_change",
-                                   "proposal_action", "proposal_journal"])
+    engine = release_db(
+        s, tables=["ledger_event", "control_plan", "proposal", "proposal_change", "proposal_action", "proposal_journal"]
+    )
     try:
         with engine.begin() as c:
             c.exec_driver_sql("ALTER TABLE proposal_change DROP COLUMN before_mode")
@@ -419,8 +553,7 @@ _PROBE_REVISION = textwrap.dedent('''
 ''')
 
 
-def test_a_later_revision_upgrades_a_database_with_rows_and_older_code_refuses_it(new_settings, tmp_path,
-                                                                                   monkeypatch):
+def test_a_later_revision_upgrades_a_database_with_rows_and_older_code_refuses_it(new_settings, tmp_path, monkeypatch):
     """The upgrade path beyond the baseline, with a revision written for this test into a copy
     of the scripts: start-up applies it under the lock and keeps every row; the code that
     knows only the baseline then meets a database newer than itself."""
@@ -552,8 +685,12 @@ def _race(settings, n: int = 4) -> list[str]:
     env.update(GEODE_HOME=str(settings.home), PYTHONPATH=str(ROOT))
     if settings.database_url:
         env["GEODE_DATABASE_URL"] = str(settings.database_url)
-    procs = [subprocess.Popen([sys.executable, "-c", _RACER, str(go)], env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for _ in range(n)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _RACER, str(go)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(n)
+    ]
     deadline = time.time() + 60
     while len(list(Path(settings.home).glob("go.ready.*"))) < n:
         assert time.time() < deadline and all(p.poll() is None for p in procs), [p.communicate() for p in procs]
@@ -599,8 +736,14 @@ def test_processes_adopting_a_release_database_at_once(new_settings):
 
 # -- the maintainers' commands ------------------------------------------------------------------
 def test_offline_sql_prints_the_baseline_for_review():
-    r = subprocess.run([sys.executable, "-m", "geode.delivery.migrations", "sql", "--dialect", "postgresql"], check=False,
-                       capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "geode.delivery.migrations", "sql", "--dialect", "postgresql"],
+        check=False,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=60,
+    )
     assert r.returncode == 0, r.stderr
     for name in RECORD_TABLES:
         assert f"CREATE TABLE {name} (" in r.stdout

@@ -215,11 +215,13 @@ def test_a_named_pipe_in_the_store_is_skipped_not_waited_on(tmp_path):
     (root / "ok.md").write_text("fine\n")
     os.mkfifo(root / "pipe.md")
     try:
-        proc = subprocess.run([sys.executable, "-c", _FIFO_SCRIPT, str(root)], cwd=REPO, capture_output=True,
-                              text=True, timeout=5)
+        proc = subprocess.run(
+            [sys.executable, "-c", _FIFO_SCRIPT, str(root)], cwd=REPO, capture_output=True, text=True, timeout=5
+        )
     except subprocess.TimeoutExpired:
-        raise AssertionError("load_store blocked on a FIFO named pipe.md (read_text opens it without checking "
-                             "that it is a regular file)") from None
+        raise AssertionError(
+            "load_store blocked on a FIFO named pipe.md (read_text opens it without checking that it is a regular file)"
+        ) from None
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[0] == "['ok.md']"
     assert "pipe.md" in proc.stdout.splitlines()[1]
@@ -228,16 +230,52 @@ def test_a_named_pipe_in_the_store_is_skipped_not_waited_on(tmp_path):
 # -- fuzz: nothing a file holds makes the reader raise --------------------------------------
 
 
-
 @pytest.fixture(scope="module")
 def fuzz_root(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("fuzz")
 
+
 _YAMLISH = st.lists(
-    st.sampled_from(["---\n", "---", "\n", "name: x\n", "crystal:\n", "  on: bash\n", "  match: ", "| tail, ",
-                     "'", '"', "[", "]", "{", "}", ":", "- ", "  ", "\t", "#", "*", "&", "!", "|", ">",
-                     "<!-- crystal:essence -->", "<!-- /crystal:essence -->", "[[", "]]", "(", ")", "\ufeff",
-                     "\r\n", "é", "\x00", "```\n", "a"]),
+    st.sampled_from(
+        [
+            "---\n",
+            "---",
+            "\n",
+            "name: x\n",
+            "crystal:\n",
+            "  on: bash\n",
+            "  match: ",
+            "| tail, ",
+            "'",
+            '"',
+            "[",
+            "]",
+            "{",
+            "}",
+            ":",
+            "- ",
+            "  ",
+            "\t",
+            "#",
+            "*",
+            "&",
+            "!",
+            "|",
+            ">",
+            "<!-- crystal:essence -->",
+            "<!-- /crystal:essence -->",
+            "[[",
+            "]]",
+            "(",
+            ")",
+            "\ufeff",
+            "\r\n",
+            "é",
+            "\x00",
+            "```\n",
+            "a",
+        ]
+    ),
     max_size=60,
 ).map("".join)
 

@@ -9,8 +9,9 @@ from hypothesis import strategies as st
 from geode.delivery.pack import Item, cut_boot, header, order, pack, render
 
 
-def item(name: str, size: int, *, salience: float = 0.5, carried: bool = False, term: str = "tail",
-         path: str | None = None) -> Item:
+def item(
+    name: str, size: int, *, salience: float = 0.5, carried: bool = False, term: str = "tail", path: str | None = None
+) -> Item:
     path = path or f"{name}.md"
     essence = (f"{name}: " + "x" * size)[:size] if size >= len(name) + 2 else "y" * size
     return Item(f"main:{path}", "main", path, f"/store/{path}", name, term, essence, salience, carried, "h")
@@ -36,7 +37,7 @@ def test_whole_notes_only_and_skipped_are_returned():
     items = [item("a", 1500), item("b", 1500), item("c", 1500)]
     delivered, skipped, text = pack(items, 4000, "bash")
     assert names(delivered) == ["a", "b"] and names(skipped) == ["c"]
-    for it, block, truncated in delivered:
+    for it, _block, truncated in delivered:
         assert not truncated and it.essence in text
     assert items[2].essence not in text and "cut this note" not in text
 
@@ -73,7 +74,7 @@ def test_oversize_note_is_cut_last_with_mark_and_path_and_never_pushes_out_fitti
     assert "/store/runbooks/big.md" in block and "geode cut this note" in block
     assert " of 8401 characters" in block
     assert text.endswith(block)
-    for it, block, truncated in delivered[:-1]:
+    for it, _block, truncated in delivered[:-1]:
         assert not truncated and it.essence in text
 
 
@@ -106,7 +107,10 @@ def test_boot_cut_marks_the_cut():
 _items = st.lists(
     st.builds(
         lambda i, size, sal, carried, term: item(f"n{i}", size, salience=sal, carried=carried, term=term),
-        st.integers(0, 10**6), st.integers(1, 9000), st.sampled_from([0.0, 0.2, 0.5, 0.9, 1.0]), st.booleans(),
+        st.integers(0, 10**6),
+        st.integers(1, 9000),
+        st.sampled_from([0.0, 0.2, 0.5, 0.9, 1.0]),
+        st.booleans(),
         st.sampled_from(["| tail", "tail", "npm run build", "x"]),
     ),
     max_size=8,

@@ -20,11 +20,31 @@ from tests.helpers import REPO
 def _install(tmp_path: Path) -> Path:
     src = tmp_path / "src"
     # a copy, so the build's own folders (build/, *.egg-info) never land in the checkout
-    shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(".venv", ".git", "build", "*.egg-info",
-                                                             "__pycache__", ".pytest_cache", ".hypothesis"))
+    shutil.copytree(
+        REPO,
+        src,
+        ignore=shutil.ignore_patterns(
+            ".venv", ".git", "build", "*.egg-info", "__pycache__", ".pytest_cache", ".hypothesis"
+        ),
+    )
     target = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-                    "--target", str(target), str(src)], check=True, capture_output=True, text=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "--target",
+            str(target),
+            str(src),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return target
 
 
@@ -37,8 +57,18 @@ def test_install_puts_one_top_level_package_and_the_hook_runs_from_it(tmp_path):
     roots = {line.split(",")[0].split("/")[0] for line in record}
     assert roots - {dist.name, "bin", ".."} == {"geode"}, roots
     # every room is in it, and the starter notes travel as package data
-    for room in ("delivery", "recall", "agents", "librarian", "cleaner", "gardener", "corrector", "scheduler", "cli",
-                 "mcp"):
+    for room in (
+        "delivery",
+        "recall",
+        "agents",
+        "librarian",
+        "cleaner",
+        "gardener",
+        "corrector",
+        "scheduler",
+        "cli",
+        "mcp",
+    ):
         assert (target / "geode" / room / "__init__.py").is_file(), room
     assert len(list((target / "geode" / "delivery" / "starter").glob("*.md"))) >= 5
     # the records migrations travel too (revisions, env.py, the template) and run from the install
@@ -48,18 +78,33 @@ def test_install_puts_one_top_level_package_and_the_hook_runs_from_it(tmp_path):
 
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(target), "HOME": str(tmp_path)}
     for name in ("agents", "delivery", "librarian", "cleaner", "gardener", "corrector", "scheduler"):
-        r = subprocess.run([sys.executable, "-c", f"import {name}"], env=env, cwd=tmp_path, capture_output=True, text=True)
+        r = subprocess.run(
+            [sys.executable, "-c", f"import {name}"], env=env, cwd=tmp_path, capture_output=True, text=True
+        )
         assert r.returncode != 0 and "ModuleNotFoundError" in r.stderr, (name, r.stderr)
-    probe_db = ("from geode.delivery import migrations, models; from geode.delivery.config import load_settings; "
-                "e = models.engine_for(load_settings()); "
-                "print(migrations.__file__, migrations.upgrade_to_head(e), migrations.current_heads(e))")
-    r = subprocess.run([sys.executable, "-c", probe_db], env={**env, "GEODE_HOME": str(tmp_path / "dbhome")},
-                       cwd=tmp_path, capture_output=True, text=True)
+    probe_db = (
+        "from geode.delivery import migrations, models; from geode.delivery.config import load_settings; "
+        "e = models.engine_for(load_settings()); "
+        "print(migrations.__file__, migrations.upgrade_to_head(e), migrations.current_heads(e))"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", probe_db],
+        env={**env, "GEODE_HOME": str(tmp_path / "dbhome")},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr
     where, done, heads = r.stdout.split(" ", 2)
     assert where.startswith(str(target)) and done == "created" and "0001_baseline" in heads, r.stdout
     hookmain = target / "geode" / "delivery" / "hookmain.py"
     probe = json.dumps({"hook_event_name": "Probe"})
-    r = subprocess.run([sys.executable, "-S", str(hookmain), "claude"], input=probe, env={"HOME": str(tmp_path),
-                       "GEODE_HOME": str(tmp_path / "home")}, cwd=tmp_path, capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-S", str(hookmain), "claude"],
+        input=probe,
+        env={"HOME": str(tmp_path), "GEODE_HOME": str(tmp_path / "home")},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr

@@ -12,11 +12,9 @@ import pytest
 from sqlalchemy import func, select
 
 from geode.agents import apply as A
-from geode.agents import atomic_put
-
-from geode.agents import proposals as Q
+from geode.agents import atomic_put, queue_tables
 from geode.agents import changes as CH
-from geode.agents import queue_tables
+from geode.agents import proposals as Q
 from tests.stores import plain_settings, snapshot, write
 from tests.test_apply import draft, status_of
 
@@ -132,7 +130,10 @@ def test_filters_and_decisions_are_recorded_with_who_and_when(queue):
     assert [p["id"] for p in Q.list_proposals(engine, status="applied")] == [st, ar]
     acts = Q.get(engine, e)["actions"]
     assert [(a["action"], a["outcome"], a["who"]) for a in acts] == [
-        ("filed", "pending", "corrector"), ("reject", "rejected", "bob"), ("approve", "refused", "carol")]
+        ("filed", "pending", "corrector"),
+        ("reject", "rejected", "bob"),
+        ("approve", "refused", "carol"),
+    ]
     assert acts[1]["detail"] == {"reason": "not worth it"}
     with engine.connect() as conn:
         ats = conn.execute(select(queue_tables.ProposalAction.__table__.c.at)).scalars().all()
@@ -144,7 +145,9 @@ def test_show_gives_the_unified_diff_and_the_evidence(queue):
     s, engine, root = queue
     write(root, "notes/old.md", b"---\nname: old\n---\nessence\n")
     write(root, "index.md", b"- [[old]]\n- [[other]]\n")
-    changes = CH.move_changes(s, "main", "notes/old.md", "notes/new.md", rewrites={"index.md": b"- [[new]]\n- [[other]]\n"})
+    changes = CH.move_changes(
+        s, "main", "notes/old.md", "notes/new.md", rewrites={"index.md": b"- [[new]]\n- [[other]]\n"}
+    )
     d = draft("move", changes)
     d.evidence = [{"finding": 12}, {"ledger_event": "e1"}]
     pid = Q.file_proposal(s, engine, d)
@@ -154,7 +157,10 @@ def test_show_gives_the_unified_diff_and_the_evidence(queue):
     p = Q.get(engine, pid)
     assert p["evidence"] == [{"finding": 12}, {"ledger_event": "e1"}]
     assert [(c["path"], c["op"]) for c in p["changes"]] == [
-        ("notes/new.md", "create"), ("index.md", "modify"), ("notes/old.md", "delete")]
+        ("notes/new.md", "create"),
+        ("index.md", "modify"),
+        ("notes/old.md", "delete"),
+    ]
     assert p["changes"][0]["before_sha"] is None and p["changes"][2]["after_sha"] is None
     assert Q.get(engine, 9999) is None
 
@@ -173,8 +179,16 @@ def test_bulk_approve_dry_run_changes_nothing(queue):
     s, engine, root = queue
     for i in range(4):
         write(root, f"n{i}.md", b"x\n")
-    ids = [Q.file_proposal(s, engine, draft("edit", [Q.edit_change(s, "main", f"n{i}.md", b"y%d\n" % i)],
-                                            agent="librarian" if i < 3 else "cleaner")) for i in range(4)]
+    ids = [
+        Q.file_proposal(
+            s,
+            engine,
+            draft(
+                "edit", [Q.edit_change(s, "main", f"n{i}.md", b"y%d\n" % i)], agent="librarian" if i < 3 else "cleaner"
+            ),
+        )
+        for i in range(4)
+    ]
     (root / "n1.md").write_bytes(b"edited by a person\n")  # this one would conflict
     files_before, rows_before = snapshot(root), counts(engine)
     res = A.approve_many(s, engine, "alice", agent="librarian", kind="edit", dry_run=True)
@@ -214,7 +228,9 @@ def test_apply_undo_and_reconcile_on_this_database(queue):
         atomic_put.after_step = A_after
     assert (root / "a.md").read_bytes() == b"old\n"
     reports = A.reconcile(s, engine)
-    assert [(r["id"], r["outcome"], r["files"]) for r in reports] == [(pid, "finished", [{"path": "a.md", "found": "before"}])]
+    assert [(r["id"], r["outcome"], r["files"]) for r in reports] == [
+        (pid, "finished", [{"path": "a.md", "found": "before"}])
+    ]
     assert (root / "a.md").read_bytes() == b"new\n" and status_of(engine, pid) == "applied"
     assert A.undo(s, engine, pid, "t")["ok"]
     assert (root / "a.md").read_bytes() == b"old\n" and (root / "a.md").stat().st_mode & 0o777 == 0o600

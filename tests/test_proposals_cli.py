@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from geode.agents import proposals as Q
 from geode.agents import changes as CH
+from geode.agents import proposals as Q
 from geode.delivery.config import load_settings
 from tests.stores import snapshot, write
 from tests.test_apply import _crash_in_child, draft
@@ -24,8 +24,9 @@ def geode(home: Path, *args: str, env: dict | None = None) -> subprocess.Complet
     e = {k: v for k, v in os.environ.items() if not k.startswith("GEODE_")}
     e.update({"GEODE_HOME": str(home), "PYTHONPATH": str(ROOT), "USER": "tester"})
     e.update(env or {})
-    return subprocess.run([sys.executable, "-m", "geode", "proposals", *args], capture_output=True, text=True,
-                          env=e, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "geode", "proposals", *args], capture_output=True, text=True, env=e, timeout=120
+    )
 
 
 def ok_json(r: subprocess.CompletedProcess) -> dict:
@@ -39,16 +40,24 @@ def home(tmp_path):
     store = tmp_path / "store"
     store.mkdir()
     home.mkdir()
-    (home / "geode.toml").write_text(f'[domains]\nmain = {json.dumps(str(store))}\n', encoding="utf-8")
+    (home / "geode.toml").write_text(f"[domains]\nmain = {json.dumps(str(store))}\n", encoding="utf-8")
     s = load_settings(home=home, env={})
     engine = Q.open_queue(s)
     write(store, "notes/old.md", b"---\nname: old\n---\nbody\n", 0o600)
     write(store, "index.md", b"- [[old]]\n")
     write(store, "b.md", b"b\n")
     ids = {
-        "move": Q.file_proposal(s, engine, draft("move", CH.move_changes(
-            s, "main", "notes/old.md", "notes/new.md", rewrites={"index.md": b"- [[new]]\n"}))),
-        "edit": Q.file_proposal(s, engine, draft("edit", [Q.edit_change(s, "main", "b.md", b"B\n")], agent="corrector")),
+        "move": Q.file_proposal(
+            s,
+            engine,
+            draft(
+                "move",
+                CH.move_changes(s, "main", "notes/old.md", "notes/new.md", rewrites={"index.md": b"- [[new]]\n"}),
+            ),
+        ),
+        "edit": Q.file_proposal(
+            s, engine, draft("edit", [Q.edit_change(s, "main", "b.md", b"B\n")], agent="corrector")
+        ),
         "status": Q.file_proposal(s, engine, draft("status", [CH.status_change(s, "main", "b.md", "stable")])),
     }
     engine.dispose()
@@ -62,7 +71,9 @@ def test_list_and_show(home):
     assert d["proposals"][0]["paths"] == ["notes/new.md", "index.md", "notes/old.md"]
     assert set(d["proposals"][0]) >= {"id", "agent", "kind", "domain", "title", "status", "paths", "created_at"}
     assert [p["id"] for p in ok_json(geode(h, "list", "--agent", "corrector", "--json"))["proposals"]] == [ids["edit"]]
-    assert [p["id"] for p in ok_json(geode(h, "list", "--kind", "status", "--status", "pending", "--json"))["proposals"]] == [ids["status"]]
+    assert [
+        p["id"] for p in ok_json(geode(h, "list", "--kind", "status", "--status", "pending", "--json"))["proposals"]
+    ] == [ids["status"]]
     assert ok_json(geode(h, "list", "--domain", "nowhere", "--json"))["proposals"] == []
     p = ok_json(geode(h, "show", str(ids["move"]), "--json"))
     assert p["diff"].startswith("rename from notes/old.md\nrename to notes/new.md\n")
@@ -125,7 +136,10 @@ def test_the_next_start_reconciles_and_says_so(home):
     rec = d["reconciled"]
     assert [(x["id"], x["outcome"], x["status"]) for x in rec] == [(ids["move"], "finished", "applied")]
     assert {f["path"]: f["found"] for f in rec[0]["files"]} == {
-        "notes/new.md": "after", "index.md": "after", "notes/old.md": "before"}
+        "notes/new.md": "after",
+        "index.md": "after",
+        "notes/old.md": "before",
+    }
     assert not (store / "notes/old.md").exists() and (store / "index.md").read_bytes() == b"- [[new]]\n"
     assert not list(store.rglob(".geode-*.tmp"))
     again = ok_json(geode(h, "reconcile", "--json"))

@@ -10,18 +10,18 @@ import time
 
 import pytest
 
-from geode.recall.embed import load_embedder
+from geode import cli
 from geode.delivery.install import hook_command
 from geode.delivery.prompt_recall import socket_path
+from geode.recall.embed import load_embedder
 from geode.recall.index_tables import dispose_engines
-from geode import cli
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 NOTES = {
     "ops/retry.md": "---\ntitle: Retry queue cutoff\ntags: [queue]\n---\n"
-                    "Die Retry-Queue verwirft jeden Job, der älter als 24 Stunden ist.\n\n"
-                    "- [fact] Zahlungen gehen nach einem Tag verloren\n- relates_to [[bank]]\n",
+    "Die Retry-Queue verwirft jeden Job, der älter als 24 Stunden ist.\n\n"
+    "- [fact] Zahlungen gehen nach einem Tag verloren\n- relates_to [[bank]]\n",
     "bank.md": "---\nname: bank\ntitle: Bank outages\ntype: runbook\n---\nWhen the bank rejects transfers, check its status page.\n",
     "office/coffee.md": "---\ntitle: Coffee machine\n---\nThe coffee machine needs descaling every month.\n",
 }
@@ -41,8 +41,9 @@ def env(tmp_path):
 
 
 def geode(env, *args, check=True) -> subprocess.CompletedProcess:
-    p = subprocess.run([sys.executable, "-m", "geode.cli", *args], env=env[0], cwd=REPO, capture_output=True,
-                       text=True, timeout=300)
+    p = subprocess.run(
+        [sys.executable, "-m", "geode.cli", *args], env=env[0], cwd=REPO, capture_output=True, text=True, timeout=300
+    )
     if check:
         assert p.returncode == 0, p.stderr
     return p
@@ -95,20 +96,25 @@ def test_reindex_full_keeps_embeddings_and_wipe_switches(env, monkeypatch):
     assert model.calls - start == 3
     assert cli.main(["reindex", "--full", "--json"]) == 0
     assert model.calls - start == 3  # unchanged content: nothing embedded again
-    (env[1] / "bank.md").write_text("---\nname: bank\n---\nThe bank's status page is at status.example.\n", encoding="utf-8")
+    (env[1] / "bank.md").write_text(
+        "---\nname: bank\n---\nThe bank's status page is at status.example.\n", encoding="utf-8"
+    )
     assert cli.main(["reindex", "--full", "--json"]) == 0
     assert model.calls - start == 4
     index_dir = os.path.join(env[0]["GEODE_HOME"], "index")
     before = open(os.path.join(index_dir, "chroma.current")).read()
     assert cli.main(["reindex", "--wipe", "--json"]) == 0
     assert model.calls - start == 7 and open(os.path.join(index_dir, "chroma.current")).read() != before
-    assert sorted(n for n in os.listdir(index_dir) if n.startswith("chroma-")) == [open(os.path.join(index_dir, "chroma.current")).read().strip()]
+    assert sorted(n for n in os.listdir(index_dir) if n.startswith("chroma-")) == [
+        open(os.path.join(index_dir, "chroma.current")).read().strip()
+    ]
 
 
 def run_hook(env, prompt: str) -> str:
     data = json.dumps({"hook_event_name": "UserPromptSubmit", "prompt": prompt, "session_id": "s1", "cwd": REPO})
-    p = subprocess.run(["/bin/sh", "-c", hook_command("claude")], input=data, env=env[0], capture_output=True,
-                       text=True, timeout=60)
+    p = subprocess.run(
+        ["/bin/sh", "-c", hook_command("claude")], input=data, env=env[0], capture_output=True, text=True, timeout=60
+    )
     assert p.returncode == 0
     return json.loads(p.stdout)["hookSpecificOutput"]["additionalContext"] if p.stdout.strip() else ""
 
@@ -131,8 +137,14 @@ def test_prompt_hook_recalls_by_text_and_through_a_warm_server(env):
     assert run_hook(env, "please rename this variable") == ""
     assert run_hook(env, "why do payments go missing") == ""  # no shared word: full text finds nothing
     env[0]["GEODE_RECALL_BUDGET_MS"] = "20000"  # a loaded CI machine must not turn this into a timing test
-    serve = subprocess.Popen([sys.executable, "-m", "geode.cli", "serve", "--json"], env=env[0], cwd=REPO,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "geode.cli", "serve", "--json"],
+        env=env[0],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         ready = json.loads(serve.stdout.readline())
         assert ready["socket"] == socket_path(env[0]["GEODE_HOME"])

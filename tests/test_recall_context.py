@@ -22,8 +22,12 @@ def two_domains(tmp_path):
     home.mkdir()
     eng, ops = tmp_path / "eng", tmp_path / "ops"
     (home / "geode.toml").write_text(f'[domains]\neng = "{eng}"\nops = "{ops}"\n', encoding="utf-8")
-    write(eng, "a.md", "---\nname: a\n---\n# Anchor A\n\n- relates_to [[b]]\n- depends_on [[missing-note]]\n"
-                       "See [[c]] for the background.\n")
+    write(
+        eng,
+        "a.md",
+        "---\nname: a\n---\n# Anchor A\n\n- relates_to [[b]]\n- depends_on [[missing-note]]\n"
+        "See [[c]] for the background.\n",
+    )
     write(eng, "b.md", "---\nname: b\n---\n# Bee\n\n- relates_to [[d]]\n- part_of [[geode://ops/f]]\n")
     write(eng, "c.md", "---\nname: c\n---\n# Sea\n\n- relates_to [[d]]\n")
     write(eng, "d.md", "---\nname: d\n---\n# Dee\n\nA leaf.\n")
@@ -100,8 +104,16 @@ def test_recent_activity_day_week_fortnight_across_domains(two_domains):
     s = two_domains
     now = time.time()
     eng, ops = s.domains["eng"], s.domains["ops"]
-    ages = {(eng, "a.md"): 0.2, (eng, "b.md"): 3, (ops, "f.md"): 10, (eng, "c.md"): 40, (eng, "d.md"): 40,
-            (eng, "e.md"): 40, (eng, "runbooks/r1.md"): 40, (eng, "runbooks/r2.md"): 40}
+    ages = {
+        (eng, "a.md"): 0.2,
+        (eng, "b.md"): 3,
+        (ops, "f.md"): 10,
+        (eng, "c.md"): 40,
+        (eng, "d.md"): 40,
+        (eng, "e.md"): 40,
+        (eng, "runbooks/r1.md"): 40,
+        (eng, "runbooks/r2.md"): 40,
+    }
     for (root, rel), days in ages.items():
         t = now - days * 86400
         os.utime(os.path.join(root, rel), (t, t))

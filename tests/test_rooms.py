@@ -101,7 +101,7 @@ def test_no_import_cycles_inside_the_package():
         stack.append(m)
         for n in sorted(graph[m]):
             if state.get(n) == 1:
-                cycles.append(stack[stack.index(n):] + [n])
+                cycles.append(stack[stack.index(n) :] + [n])
             elif n not in state:
                 visit(n)
         stack.pop()

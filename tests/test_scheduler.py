@@ -30,13 +30,17 @@ def test_only_one_of_three_scheduler_processes_runs(tmp_path):
     settings, engine, root, _ = setup("skills", tmp_path)
     cmd = [str(BIN / "geode"), "scheduler", "--home", settings.home, "--store", str(root)]
     logs = [tmp_path / f"s{i}.log" for i in range(3)]
-    procs = [subprocess.Popen(cmd, env=_env(settings.home), cwd=REPO, stdout=open(lg, "w"),
-                              stderr=subprocess.STDOUT) for lg in logs]
+    procs = [
+        subprocess.Popen(cmd, env=_env(settings.home), cwd=REPO, stdout=open(lg, "w"), stderr=subprocess.STDOUT)
+        for lg in logs
+    ]
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             exited = [p for p in procs if p.poll() is not None]
-            running = [lg for p, lg in zip(procs, logs) if p.poll() is None and "next run" in lg.read_text()]
+            running = [
+                lg for p, lg in zip(procs, logs, strict=False) if p.poll() is None and "next run" in lg.read_text()
+            ]
             if len(exited) == 2 and len(running) == 1:
                 break
             time.sleep(0.2)
@@ -69,9 +73,17 @@ def test_thirty_nights_fired_by_three_racing_processes_enqueue_thirty_runs(tmp_p
     """Even without the lock, the night's row decides: exactly one enqueue per night."""
     settings, engine, root, _ = setup("skills", tmp_path)
     start = dt.datetime(2026, 1, 1, 3, 1).timestamp()
-    procs = [subprocess.Popen([sys.executable, "-c", SCRIPT, settings.home, str(root), str(start)],
-                              env=_env(settings.home), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True) for _ in range(3)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", SCRIPT, settings.home, str(root), str(start)],
+            env=_env(settings.home),
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(3)
+    ]
     outs = [p.communicate(timeout=300) for p in procs]
     assert all(p.returncode == 0 for p in procs), [o[1][-2000:] for o in outs]
     assert sum(int(o[0].strip()) for o in outs) == 30
@@ -84,7 +96,9 @@ def test_thirty_nights_fired_by_three_racing_processes_enqueue_thirty_runs(tmp_p
     run, _f = tables()
     with engine.connect() as conn:
         # one run id per night, whatever number of agents each night runs
-        n = conn.execute(select(func.count(func.distinct(run.c.run_id))).where(run.c.trigger == "schedule")).scalar_one()
+        n = conn.execute(
+            select(func.count(func.distinct(run.c.run_id))).where(run.c.trigger == "schedule")
+        ).scalar_one()
     assert n == 30
 
 

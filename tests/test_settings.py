@@ -62,8 +62,9 @@ def geode_cli(*args: str, env: dict, cwd: Path | None = None) -> subprocess.Comp
     e = {k: v for k, v in os.environ.items() if not k.startswith("GEODE_")}
     e["PYTHONPATH"] = str(REPO)
     e.update(env)
-    return subprocess.run([sys.executable, "-m", "geode", *args], capture_output=True, text=True, env=e,
-                          timeout=180, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "geode", *args], capture_output=True, text=True, env=e, timeout=180, cwd=cwd
+    )
 
 
 # -- precedence ---------------------------------------------------------------------------------
@@ -73,9 +74,17 @@ ENV_SETTINGS = sorted(config.env_vars().items())
 
 
 def test_the_environment_can_set_what_the_brief_names():
-    assert {"GEODE_DATABASE_URL", "GEODE_BROKER_URL", "GEODE_WITHHOLD_RATE", "GEODE_RECALL_BUDGET_MS",
-            "GEODE_EMBED_MODEL", "GEODE_CHROMA_URL", "GEODE_QUEUE", "GEODE_UPKEEP_AT",
-            "GEODE_VISIBILITY_TIMEOUT"} <= set(config.env_vars())
+    assert {
+        "GEODE_DATABASE_URL",
+        "GEODE_BROKER_URL",
+        "GEODE_WITHHOLD_RATE",
+        "GEODE_RECALL_BUDGET_MS",
+        "GEODE_EMBED_MODEL",
+        "GEODE_CHROMA_URL",
+        "GEODE_QUEUE",
+        "GEODE_UPKEEP_AT",
+        "GEODE_VISIBILITY_TIMEOUT",
+    } <= set(config.env_vars())
 
 
 def test_the_readme_names_every_environment_variable():
@@ -84,8 +93,9 @@ def test_the_readme_names_every_environment_variable():
 
 
 @pytest.mark.parametrize("var,where", ENV_SETTINGS, ids=[v for v, _ in ENV_SETTINGS])
-@pytest.mark.parametrize("in_env,in_file", list(itertools.product([False, True], repeat=2)),
-                         ids=lambda b: "set" if b else "unset")
+@pytest.mark.parametrize(
+    "in_env,in_file", list(itertools.product([False, True], repeat=2)), ids=lambda b: "set" if b else "unset"
+)
 def test_environment_then_file_then_default(tmp_path, var, where, in_env, in_file):
     table, key = where
     kind, default, _ = SCHEMA[table][key]
@@ -112,26 +122,29 @@ def test_an_empty_environment_variable_counts_as_unset(tmp_path):
     assert s.database_url == "sqlite:////tmp/from-file.db" and s.upkeep["broker_url"] == "redis://file/0"
 
 
-@pytest.mark.parametrize("flag,env,file", list(itertools.product([False, True], repeat=3)),
-                         ids=lambda b: "set" if b else "unset")
+@pytest.mark.parametrize(
+    "flag,env,file", list(itertools.product([False, True], repeat=3)), ids=lambda b: "set" if b else "unset"
+)
 def test_store_flag_then_environment_then_domains_then_default(tmp_path, flag, env, file):
     home = tmp_path / "home"
     dirs = {n: tmp_path / n for n in ("flag-store", "env-store", "file-store")}
     for d in dirs.values():
         d.mkdir()
-    write(home, f'[domains]\nteam = {json.dumps(str(dirs["file-store"]))}\n' if file else "")
+    write(home, f"[domains]\nteam = {json.dumps(str(dirs['file-store']))}\n" if file else "")
     e = {"GEODE_HOME": str(home)}
     if env:
         e["GEODE_STORE"] = str(dirs["env-store"])
     s = load_settings(store=dirs["flag-store"] if flag else None, env=e)
-    expected = (dirs["flag-store"] if flag else dirs["env-store"] if env else dirs["file-store"] if file
-                else home / "store")
+    expected = (
+        dirs["flag-store"] if flag else dirs["env-store"] if env else dirs["file-store"] if file else home / "store"
+    )
     assert s.domains[s.default_domain] == os.path.realpath(expected)
     assert s.one_off_store is (flag or env)
 
 
-@pytest.mark.parametrize("flag,env", list(itertools.product([False, True], repeat=2)),
-                         ids=lambda b: "set" if b else "unset")
+@pytest.mark.parametrize(
+    "flag,env", list(itertools.product([False, True], repeat=2)), ids=lambda b: "set" if b else "unset"
+)
 def test_home_flag_then_environment_then_default(tmp_path, monkeypatch, flag, env):
     monkeypatch.setenv("HOME", str(tmp_path / "user"))  # the default, ~/.geode, lands in tmp
     e = {"GEODE_HOME": str(tmp_path / "env-home")} if env else {}
@@ -148,10 +161,17 @@ def test_the_consumers_see_the_resolved_values(tmp_path):
     from geode.scheduler.nightly import schedule_config
 
     home = tmp_path / "home"
-    write(home, '[upkeep]\nbroker_url = "redis://from-file:6379/0"\nat = "04:30"\nqueue = "q-file"\n'
-                '[recall]\nmodel = "minilm"\nchroma_url = "http://file:8000"\n')
-    env = {"GEODE_HOME": str(home), "GEODE_BROKER_URL": "redis://from-env:6379/0", "GEODE_UPKEEP_AT": "05:15",
-           "GEODE_CHROMA_URL": "http://env:8000"}
+    write(
+        home,
+        '[upkeep]\nbroker_url = "redis://from-file:6379/0"\nat = "04:30"\nqueue = "q-file"\n'
+        '[recall]\nmodel = "minilm"\nchroma_url = "http://file:8000"\n',
+    )
+    env = {
+        "GEODE_HOME": str(home),
+        "GEODE_BROKER_URL": "redis://from-env:6379/0",
+        "GEODE_UPKEEP_AT": "05:15",
+        "GEODE_CHROMA_URL": "http://env:8000",
+    }
     s = load_settings(env=env)
     assert broker_settings(s)["broker_url"] == "redis://from-env:6379/0"
     assert broker_settings(s)["queue"] == "q-file"
@@ -169,8 +189,14 @@ def test_cli_environment_database_url_beats_the_file(tmp_path):
     store = tmp_path / "store"
     store.mkdir()
     db = tmp_path / "from-env.db"
-    r = geode_cli("upkeep", "--list", "--json", "--store", str(store),
-                  env={"GEODE_HOME": str(home), "GEODE_DATABASE_URL": f"sqlite:///{db}"})
+    r = geode_cli(
+        "upkeep",
+        "--list",
+        "--json",
+        "--store",
+        str(store),
+        env={"GEODE_HOME": str(home), "GEODE_DATABASE_URL": f"sqlite:///{db}"},
+    )
     assert r.returncode == 0, r.stderr
     assert db.exists() and json.loads(r.stdout) == {"reports": []}
 
@@ -203,8 +229,14 @@ def preamble(table: str) -> str:
 TABLES = [t for t, spec in SCHEMA.items() if isinstance(spec, dict)]
 KEYS = [(t, k) for t in TABLES for k in SCHEMA[t]]
 #: a value of the wrong kind, per kind
-WRONG = {INT: ('"12"', '"12" (a string)'), FLOAT: ('"0.5"', '"0.5" (a string)'), STR: ("12", "12 (an integer)"),
-         BOOL: ('"yes"', '"yes" (a string)'), DATE: ("12", "12 (an integer)"), STRS: ("[1, 2]", "an array")}
+WRONG = {
+    INT: ('"12"', '"12" (a string)'),
+    FLOAT: ('"0.5"', '"0.5" (a string)'),
+    STR: ("12", "12 (an integer)"),
+    BOOL: ('"yes"', '"yes" (a string)'),
+    DATE: ("12", "12 (an integer)"),
+    STRS: ("[1, 2]", "an array"),
+}
 
 
 def error_of(home: Path) -> str:
@@ -241,21 +273,32 @@ def test_a_wrong_type_names_file_line_and_key(tmp_path, table, key):
         assert f"expected {expected}," in msg
 
 
-@pytest.mark.parametrize("text,line,message", [
-    ('[cleaner.caps]\n"guides/old" = 3\n"notes" = "x"\n', 3, '[cleaner.caps] notes: expected an integer, got "x"'),
-    ('[cleaner]\ncap = 5\ncaps = { "a/b" = 2, c = true }\n', 3, '[cleaner.caps] c: expected an integer, got true'),
-    ("cleaner.cpa = 1\n", 1, "[cleaner] cpa: unknown key (did you mean cap?)"),
-    ('[recall.tag_aliases.main]\nk8s = "kubernetes"\nci = 1\n', 3, "[recall.tag_aliases.main] ci: expected a string"),
-    ('[recall]\ntag_aliases.main.ci = 1\n', 2, "[recall.tag_aliases.main] ci: expected a string"),
-    ('[upkeep.agents]\nx = "m:C"\ny = 2\n', 3, "[upkeep.agents] y: expected a string"),
-    ('[domains]\nmain = "store"\nteam = 4\n', 3, "[domains] team: expected a string"),
-    ('[cleanr]\ncap = 4\n', 1, "[cleanr]: unknown table (did you mean [cleaner]?)"),
-    ("budget = 4000\n", 1, "budget: a key outside any table (budget is a key of [delivery])"),
-    ('[delivery]\nwithhold_rate = 0.2\n', 2, "[delivery] withhold_rate: unknown key (withhold_rate is a key of [control])"),
-    ('[[cleaner]]\ncap = 4\n', 1, "[cleaner]: expected a table, got an array"),
-    ('[control]\nstop_date = 2027-02-27T10:00:00\n', 2, "[control] stop_date: expected a date"),
-    ('[x]\n[gardener]\n"window days" = 3\n', 1, "[x]: unknown table"),
-])
+@pytest.mark.parametrize(
+    "text,line,message",
+    [
+        ('[cleaner.caps]\n"guides/old" = 3\n"notes" = "x"\n', 3, '[cleaner.caps] notes: expected an integer, got "x"'),
+        ('[cleaner]\ncap = 5\ncaps = { "a/b" = 2, c = true }\n', 3, "[cleaner.caps] c: expected an integer, got true"),
+        ("cleaner.cpa = 1\n", 1, "[cleaner] cpa: unknown key (did you mean cap?)"),
+        (
+            '[recall.tag_aliases.main]\nk8s = "kubernetes"\nci = 1\n',
+            3,
+            "[recall.tag_aliases.main] ci: expected a string",
+        ),
+        ("[recall]\ntag_aliases.main.ci = 1\n", 2, "[recall.tag_aliases.main] ci: expected a string"),
+        ('[upkeep.agents]\nx = "m:C"\ny = 2\n', 3, "[upkeep.agents] y: expected a string"),
+        ('[domains]\nmain = "store"\nteam = 4\n', 3, "[domains] team: expected a string"),
+        ("[cleanr]\ncap = 4\n", 1, "[cleanr]: unknown table (did you mean [cleaner]?)"),
+        ("budget = 4000\n", 1, "budget: a key outside any table (budget is a key of [delivery])"),
+        (
+            "[delivery]\nwithhold_rate = 0.2\n",
+            2,
+            "[delivery] withhold_rate: unknown key (withhold_rate is a key of [control])",
+        ),
+        ("[[cleaner]]\ncap = 4\n", 1, "[cleaner]: expected a table, got an array"),
+        ("[control]\nstop_date = 2027-02-27T10:00:00\n", 2, "[control] stop_date: expected a date"),
+        ('[x]\n[gardener]\n"window days" = 3\n', 1, "[x]: unknown table"),
+    ],
+)
 def test_nested_tables_dotted_keys_and_misplaced_keys(tmp_path, text, line, message):
     path = write(tmp_path / "home", text)
     msg = error_of(tmp_path / "home")
@@ -273,7 +316,7 @@ def test_every_problem_is_reported_each_on_its_line(tmp_path):
 def test_value_checks_name_the_line_too(tmp_path):
     path = write(tmp_path / "home", '[store]\ndefault = "nope"\n')
     assert error_of(tmp_path / "home").startswith(f"{path}:2: [store] default = 'nope' names no domain")
-    path = write(tmp_path / "home", "[delivery]\nact_mode = \"loud\"\nbudget = 100\n")
+    path = write(tmp_path / "home", '[delivery]\nact_mode = "loud"\nbudget = 100\n')
     assert error_of(tmp_path / "home").startswith(f"{path}:3: [delivery] budget = 100 is too small")
     path = write(tmp_path / "home", "[control]\n\nwithhold_rate = 1.5\n")
     assert error_of(tmp_path / "home").startswith(f"{path}:3: [control] withhold_rate = 1.5: ")
@@ -284,8 +327,9 @@ def test_a_syntax_error_names_the_line(tmp_path):
     assert error_of(tmp_path / "home").startswith(f"{path}:3: ")
 
 
-@pytest.mark.parametrize("var,text", [("GEODE_VISIBILITY_TIMEOUT", "2h"), ("GEODE_WITHHOLD_RATE", "ten"),
-                                      ("GEODE_RECALL_BUDGET_MS", "0.5")])
+@pytest.mark.parametrize(
+    "var,text", [("GEODE_VISIBILITY_TIMEOUT", "2h"), ("GEODE_WITHHOLD_RATE", "ten"), ("GEODE_RECALL_BUDGET_MS", "0.5")]
+)
 def test_a_bad_environment_value_names_the_variable(tmp_path, var, text):
     with pytest.raises(ConfigError, match=f"{var}='{text}' is not a"):
         load_settings(env={"GEODE_HOME": str(tmp_path), var: text})
@@ -293,7 +337,10 @@ def test_a_bad_environment_value_names_the_variable(tmp_path, var, text):
 
 def test_a_valid_file_with_every_table_loads(tmp_path):
     home = tmp_path / "home"
-    write(home, PREAMBLE + """
+    write(
+        home,
+        PREAMBLE
+        + """
 [delivery]
 budget = 3000
 agents = "Explore"
@@ -315,7 +362,8 @@ stub_folder = "inbox"
 [upkeep]
 agents = { extra = "tests.upkeep_agents:HandPicked" }
 misfire_grace_hours = 2
-""")
+""",
+    )
     s = load_settings(env={"GEODE_HOME": str(home)})
     assert s.budget == 3000 and s.known_agents == ("Explore",) and s.withhold_rate == 0.0
     assert s.stop_date == "2027-02-27" and s.database_url is None
@@ -336,16 +384,23 @@ def test_a_cache_written_by_other_code_is_not_trusted(tmp_path):
     path = write(home, "[cleaner]\ncpa = 3\n")
     st_ = os.stat(path)
     (home / "index").mkdir()
-    (home / "index" / "settings-cache.json").write_text(json.dumps(
-        {"key": f"{st_.st_ino}:{st_.st_size}:{st_.st_mtime_ns}", "data": {"cleaner": {"cpa": 3}}}))
+    (home / "index" / "settings-cache.json").write_text(
+        json.dumps({"key": f"{st_.st_ino}:{st_.st_size}:{st_.st_mtime_ns}", "data": {"cleaner": {"cpa": 3}}})
+    )
     assert "[cleaner] cpa: unknown key" in error_of(home)
 
 
 def test_the_checker_knows_the_kinds_the_schema_uses():
     from geode.delivery import config_check
 
-    assert (config_check.INT, config_check.FLOAT, config_check.STR, config_check.BOOL, config_check.DATE,
-            config_check.STRS) == (INT, FLOAT, STR, BOOL, DATE, STRS)
+    assert (
+        config_check.INT,
+        config_check.FLOAT,
+        config_check.STR,
+        config_check.BOOL,
+        config_check.DATE,
+        config_check.STRS,
+    ) == (INT, FLOAT, STR, BOOL, DATE, STRS)
 
 
 def test_settings_built_in_code_carry_every_table_with_its_defaults():
@@ -413,12 +468,18 @@ def test_hooks_install_home_flag_beats_geode_home(tmp_path):
     assert installed["command"] == cmd
     assert not env_home.exists()  # nothing was built in the home the flag overrode
     # the agent's own GEODE_HOME is the other one; the installed command still uses the flag's
-    event = {"hook_event_name": "PreToolUse", "session_id": "s", "cwd": str(project), "tool_name": "Bash",
-             "tool_input": {"command": "pytest -k slow | tail -3"}}
+    event = {
+        "hook_event_name": "PreToolUse",
+        "session_id": "s",
+        "cwd": str(project),
+        "tool_name": "Bash",
+        "tool_input": {"command": "pytest -k slow | tail -3"},
+    }
     e = {k: v for k, v in os.environ.items() if not k.startswith("GEODE_")}
     e.update(GEODE_HOME=str(env_home), GEODE_WITHHOLD_RATE="0")
-    out = subprocess.run(["/bin/sh", "-c", cmd], input=json.dumps(event), capture_output=True, text=True, env=e,
-                         timeout=60)
+    out = subprocess.run(
+        ["/bin/sh", "-c", cmd], input=json.dumps(event), capture_output=True, text=True, env=e, timeout=60
+    )
     assert out.returncode == 0 and "exit-code-through-a-pipe" in out.stdout, (out.stdout, out.stderr)
 
 
@@ -431,8 +492,10 @@ def _pipe_store(g: Geode) -> None:
 
 
 def test_the_hook_works_with_a_valid_geode_toml(tmp_path):
-    g = Geode(tmp_path, config='[delivery]\nbudget = 3000\n[cleaner]\ncap = 10\n[recall]\nbudget_ms = 500\n'
-                               '[upkeep]\nat = "02:00"\n')
+    g = Geode(
+        tmp_path,
+        config='[delivery]\nbudget = 3000\n[cleaner]\ncap = 10\n[recall]\nbudget_ms = 500\n[upkeep]\nat = "02:00"\n',
+    )
     _pipe_store(g)
     res = g.bash(PIPE_CMD)
     assert res.rc == 0 and "Pipe essence." in res.context and res.errors == "", res
@@ -555,7 +618,7 @@ def toml_documents(draw) -> str:
             kinds += ["ml", "mllit", "mlarray"]
         kind = draw(st.sampled_from(kinds))
         if kind == "int":
-            return str(draw(st.integers(-10**6, 10**6)))
+            return str(draw(st.integers(-(10**6), 10**6)))
         if kind == "float":
             return draw(st.sampled_from(["0.5", "-1e3", "inf", "3.0"]))
         if kind == "bool":
@@ -613,21 +676,28 @@ def test_key_lines_reads_a_real_config():
     text = (REPO / "README.md").read_text(encoding="utf-8").split("```toml\n[store]", 1)[1].split("```", 1)[0]
     text = "[store]" + text
     assert assert_lines_agree_with_tomllib(text) > 20
-    assert dict(key_lines(text))[("delivery", "agents")] == text.split("\n").index(
-        next(line for line in text.split("\n") if line.startswith("agents"))) + 1
+    assert (
+        dict(key_lines(text))[("delivery", "agents")]
+        == text.split("\n").index(next(line for line in text.split("\n") if line.startswith("agents"))) + 1
+    )
 
 
 # -- the checker, against pydantic ---------------------------------------------------------------
 def _pydantic_model():
-    from typing import Union
 
     from pydantic import ConfigDict, create_model
 
     def py_type(kind):
         if isinstance(kind, tuple):
             return dict[str, py_type(kind[1])]
-        return {INT: int, FLOAT: float, STR: str, BOOL: bool, DATE: Union[str, datetime.date],
-                STRS: Union[str, list[str]]}[kind]
+        return {
+            INT: int,
+            FLOAT: float,
+            STR: str,
+            BOOL: bool,
+            DATE: str | datetime.date,
+            STRS: str | list[str],
+        }[kind]
 
     strict = ConfigDict(extra="forbid", strict=True)
     fields = {}
@@ -659,19 +729,30 @@ def _pydantic_problems(model, data: dict) -> set[tuple]:
     return set()
 
 
-_ANY = st.one_of(st.integers(-5, 5), st.floats(allow_nan=False, width=32), st.booleans(), st.text(max_size=3),
-                 st.dates(), st.datetimes(), st.lists(st.text(max_size=2), max_size=2),
-                 st.lists(st.integers(), min_size=1, max_size=2),
-                 st.dictionaries(st.sampled_from(["a", "b"]), st.one_of(st.integers(), st.text(max_size=2)),
-                                 max_size=2))
+_ANY = st.one_of(
+    st.integers(-5, 5),
+    st.floats(allow_nan=False, width=32),
+    st.booleans(),
+    st.text(max_size=3),
+    st.dates(),
+    st.datetimes(),
+    st.lists(st.text(max_size=2), max_size=2),
+    st.lists(st.integers(), min_size=1, max_size=2),
+    st.dictionaries(st.sampled_from(["a", "b"]), st.one_of(st.integers(), st.text(max_size=2)), max_size=2),
+)
 
 
 def _good(kind):
     if isinstance(kind, tuple):
         return st.dictionaries(st.sampled_from(["main", "a/b", "x y"]), _good(kind[1]), max_size=2)
-    return {INT: st.integers(-10, 10**6), FLOAT: st.one_of(st.integers(0, 9), st.floats(0, 1)),
-            STR: st.text(max_size=4), BOOL: st.booleans(), DATE: st.one_of(st.dates(), st.text(max_size=4)),
-            STRS: st.one_of(st.text(max_size=3), st.lists(st.text(max_size=3), max_size=2))}[kind]
+    return {
+        INT: st.integers(-10, 10**6),
+        FLOAT: st.one_of(st.integers(0, 9), st.floats(0, 1)),
+        STR: st.text(max_size=4),
+        BOOL: st.booleans(),
+        DATE: st.one_of(st.dates(), st.text(max_size=4)),
+        STRS: st.one_of(st.text(max_size=3), st.lists(st.text(max_size=3), max_size=2)),
+    }[kind]
 
 
 @st.composite

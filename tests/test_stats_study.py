@@ -30,23 +30,40 @@ def hand_built_ledger() -> list[dict]:
     e += [ev("delivered", T0 - D, "s0", "main:a"), ev("blocked", T0 - D + 10, "s0")]
     # first half
     s1 = T0 + 1 * D
-    e += [ev("delivered", s1 + 0, "s1", "main:a"), ev("delivered", s1 + 10, "s1", "main:a"),
-          ev("delivered", s1 + 20, "s1", "main:b"), ev("blocked", s1 + 25, "s1"),
-          ev("delivered", s1 + 30, "s1", "main:a")]
+    e += [
+        ev("delivered", s1 + 0, "s1", "main:a"),
+        ev("delivered", s1 + 10, "s1", "main:a"),
+        ev("delivered", s1 + 20, "s1", "main:b"),
+        ev("blocked", s1 + 25, "s1"),
+        ev("delivered", s1 + 30, "s1", "main:a"),
+    ]
     s2 = T0 + 2 * D
-    e += [ev("delivered", s2 + 0, "s2", "main:a"), ev("delivered", s2 + 10, "s2", "main:c", truncated=1),
-          ev("delivered", s2 + 20, "s2", "main:a"), ev("delivered", s2 + 30, "s2", "main:b"),
-          ev("blocked", s2 + 40, "s2"), ev("lookup_marked", s2 + 50, "s2")]
+    e += [
+        ev("delivered", s2 + 0, "s2", "main:a"),
+        ev("delivered", s2 + 10, "s2", "main:c", truncated=1),
+        ev("delivered", s2 + 20, "s2", "main:a"),
+        ev("delivered", s2 + 30, "s2", "main:b"),
+        ev("blocked", s2 + 40, "s2"),
+        ev("lookup_marked", s2 + 50, "s2"),
+    ]
     s5 = T0 + 3 * D
     e += [ev("delivered", s5 + k, "s5", X[k % 11]) for k in range(22)]
     # second half
     s3 = T0 + 6 * D
-    e += [ev("withheld", s3 + 0, "s3", "main:d"), ev("withheld", s3 + 5, "s3", "main:d"),
-          ev("delivered", s3 + 10, "s3", "main:a"), ev("delivered", s3 + 20, "s3", "main:gone"),
-          ev("blocked", s3 + 30, "s3")]
+    e += [
+        ev("withheld", s3 + 0, "s3", "main:d"),
+        ev("withheld", s3 + 5, "s3", "main:d"),
+        ev("delivered", s3 + 10, "s3", "main:a"),
+        ev("delivered", s3 + 20, "s3", "main:gone"),
+        ev("blocked", s3 + 30, "s3"),
+    ]
     s4 = T0 + 7 * D
-    e += [ev("delivered", s4 + 0, "s4", "main:b"), ev("lookup_marked", s4 + 2, "s4"),
-          ev("withheld", s4 + 5, "s4", "main:a"), ev("delivered", s4 + 8, "s4", "main:a")]
+    e += [
+        ev("delivered", s4 + 0, "s4", "main:b"),
+        ev("lookup_marked", s4 + 2, "s4"),
+        ev("withheld", s4 + 5, "s4", "main:a"),
+        ev("delivered", s4 + 8, "s4", "main:a"),
+    ]
     # after `now`: outside every window that ends now
     e += [ev("delivered", NOW + 100, "s9", "main:b")]
     return e
@@ -56,8 +73,9 @@ def hand_built_ledger() -> list[dict]:
 def loaded(request, tmp_path):
     """(settings, engine) with the hand-built ledger, the plan recorded as rate 0.1, 2 units."""
     url = request.getfixturevalue("pg_url") if request.param == "postgresql" else None
-    s = plain_settings(tmp_path, database_url=url,
-                       withhold_rate=0.1, stop_units=2, stop_date="2026-12-17", control_salt="salt")
+    s = plain_settings(
+        tmp_path, database_url=url, withhold_rate=0.1, stop_units=2, stop_date="2026-12-17", control_salt="salt"
+    )
     engine = models.init_db(s)
     models.insert_events(engine, hand_built_ledger())
     yield s, engine
@@ -111,19 +129,37 @@ def test_stats_without_a_window_start_at_the_first_event(loaded):
 
 def test_study_on_the_hand_built_ledger(loaded):
     s, engine = loaded
-    later = plain_settings(s.home, database_url=s.database_url,
-                           withhold_rate=0.1, stop_units=5, stop_date="2026-12-17", control_salt="salt")
+    later = plain_settings(
+        s.home,
+        database_url=s.database_url,
+        withhold_rate=0.1,
+        stop_units=5,
+        stop_date="2026-12-17",
+        control_salt="salt",
+    )
     d = compute_study(later, engine, today="2026-10-01")
     delivered, withheld = d["arms"]["delivered"], d["arms"]["withheld"]
     # delivered units: s0a, s1a, s1b, s2a, s2c, s2b, 11 x in s5, s3a, s3gone, s4b, s9b = 21
     # lookups after each: s0a 1b; s1a 1b; s1b 1b (blocked at +25 follows b at +20); s2a, s2c, s2b
     # each 1b+1m; x 0; s3a 1b; s3gone 1b; s4b 1m; s9b 0 -> blocked 8, marked 4
-    assert delivered == {"units": 21, "lookups": 12, "blocked": 8, "marked": 4,
-                         "units_with_lookup": 9, "lookups_per_unit": round(12 / 21, 4)}
+    assert delivered == {
+        "units": 21,
+        "lookups": 12,
+        "blocked": 8,
+        "marked": 4,
+        "units_with_lookup": 9,
+        "lookups_per_unit": round(12 / 21, 4),
+    }
     # withheld units: s3d (blocked at +30 follows) and s4a (the marked lookup at +2 came before
     # it at +5); s4a was also delivered later at +8: mixed, counted by its first event
-    assert withheld == {"units": 2, "lookups": 1, "blocked": 1, "marked": 0,
-                        "units_with_lookup": 1, "lookups_per_unit": 0.5}
+    assert withheld == {
+        "units": 2,
+        "lookups": 1,
+        "blocked": 1,
+        "marked": 0,
+        "units_with_lookup": 1,
+        "lookups_per_unit": 0.5,
+    }
     assert d["mixed_units"] == 1 and d["sessions"] == 7
     plan = d["plan"]
     assert plan["recorded"]["rate"] == 0.1 and plan["recorded"]["stop_units"] == 2
@@ -136,8 +172,7 @@ def test_study_on_the_hand_built_ledger(loaded):
 
 def test_study_stop_by_date(loaded):
     s, engine = loaded
-    wide = plain_settings(s.home, database_url=s.database_url,
-                          withhold_rate=0.1, stop_units=2, stop_date="2026-12-17")
+    wide = plain_settings(s.home, database_url=s.database_url, withhold_rate=0.1, stop_units=2, stop_date="2026-12-17")
     assert compute_study(wide, engine, today="2026-12-18")["plan"]["stop_reason"].startswith("stopped: today")
 
 

@@ -71,7 +71,10 @@ def test_findings_keep_their_ids_across_a_rerun(tmp_path):
     assert b[1].id not in ids
     from geode.agents.contract import load_findings
 
-    assert sorted((f.kind, f.path) for f in load_findings(engine, "r")) == [("missing-path", "c.md"), ("orphan", "b.md")]
+    assert sorted((f.kind, f.path) for f in load_findings(engine, "r")) == [
+        ("missing-path", "c.md"),
+        ("orphan", "b.md"),
+    ]
 
 
 def test_reports_are_kept_and_listed(tmp_path):
@@ -127,8 +130,9 @@ def test_upkeep_json_has_the_documented_shape(tmp_path):
     assert run["status"] == "ok"
     assert run["examined"]["notes"] == 6
     exp = expected("docs_tree")
-    assert sorted([f["kind"], f["path"], f["line"], f["target"]] for f in run["findings"]) == \
-        sorted(f[:4] for f in exp["findings"])
+    assert sorted([f["kind"], f["path"], f["line"], f["target"]] for f in run["findings"]) == sorted(
+        f[:4] for f in exp["findings"]
+    )
     assert all(not f["path"].startswith("/") for f in run["findings"])
     assert [sorted(p) for p in run["proposals"]] and all({"id", "kind", "paths"} <= set(p) for p in run["proposals"])
     assert len(run["proposals"]) == exp["proposals"]
@@ -162,8 +166,14 @@ def test_celery_config_guard():
     for t in list(TASKS.values()) + [agent_task]:
         assert t.acks_late is True and t.reject_on_worker_lost is True
     with pytest.raises(CeleryConfigError):
-        make_app(env={"GEODE_BROKER_URL": "redis://x", "GEODE_VISIBILITY_TIMEOUT": "600",
-                      "GEODE_TASK_TIME_LIMIT": "600", "GEODE_HOME": "/nonexistent"})
+        make_app(
+            env={
+                "GEODE_BROKER_URL": "redis://x",
+                "GEODE_VISIBILITY_TIMEOUT": "600",
+                "GEODE_TASK_TIME_LIMIT": "600",
+                "GEODE_HOME": "/nonexistent",
+            }
+        )
     eager = make_app(env={"GEODE_HOME": "/nonexistent"})
     assert eager.conf.task_always_eager is True
     # no task is ever sent with a countdown or an ETA (a delayed message past the visibility

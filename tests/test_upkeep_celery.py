@@ -41,6 +41,7 @@ def _real_redis():
     """These tests need the real broker; without it they fail, never skip (.ci/run starts it)."""
     assert _redis_ok(), "no Redis on 127.0.0.1:6379"
 
+
 TOML = """
 [upkeep]
 agents = { gated = "tests.upkeep_agents:Gated", poison = "tests.upkeep_agents:Poison" }
@@ -54,13 +55,15 @@ class Env:
         self.gate = tmp_path / "gate"
         self.gate.mkdir()
         self.env = dict(os.environ)
-        self.env.update({
-            "GEODE_HOME": self.settings.home,
-            "GEODE_BROKER_URL": f"redis://127.0.0.1:6379/{REDIS_DB}",
-            "GEODE_QUEUE": self.queue,
-            "GEODE_TEST_GATE_DIR": str(self.gate),
-            "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-        })
+        self.env.update(
+            {
+                "GEODE_HOME": self.settings.home,
+                "GEODE_BROKER_URL": f"redis://127.0.0.1:6379/{REDIS_DB}",
+                "GEODE_QUEUE": self.queue,
+                "GEODE_TEST_GATE_DIR": str(self.gate),
+                "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+            }
+        )
         self.procs: list[subprocess.Popen] = []
         self.logs: list[Path] = []
 
@@ -73,10 +76,28 @@ class Env:
         log = self.gate.parent / f"worker-{len(self.procs)}.log"
         self.logs.append(log)
         p = subprocess.Popen(
-            [str(BIN / "celery"), "-A", "geode.agents.celery_app", "worker", "-Q", self.queue, "--concurrency=1",
-             "--pool=prefork", "--loglevel=INFO", "-n", f"{self.queue}-{len(self.procs)}@%h",
-             "--without-gossip", "--without-mingle", "--without-heartbeat"],
-            cwd=REPO, env=self.env, stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True)
+            [
+                str(BIN / "celery"),
+                "-A",
+                "geode.agents.celery_app",
+                "worker",
+                "-Q",
+                self.queue,
+                "--concurrency=1",
+                "--pool=prefork",
+                "--loglevel=INFO",
+                "-n",
+                f"{self.queue}-{len(self.procs)}@%h",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+            ],
+            cwd=REPO,
+            env=self.env,
+            stdout=open(log, "w"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         self.procs.append(p)
         self.wait(lambda: "ready" in log.read_text(), 60, f"worker did not start: {log.read_text()[-2000:]}")
         return p
@@ -97,8 +118,12 @@ class Env:
             holder["r"] = r
             return r is not None and r.status in FINAL_STATUSES
 
-        self.wait(done, timeout, f"run {run_id}/{agent} did not finish: {holder.get('r')}\n"
-                  + "\n".join(p.read_text()[-3000:] for p in self.logs))
+        self.wait(
+            done,
+            timeout,
+            f"run {run_id}/{agent} did not finish: {holder.get('r')}\n"
+            + "\n".join(p.read_text()[-3000:] for p in self.logs),
+        )
         return holder["r"]
 
     def stop(self):
@@ -192,8 +217,9 @@ def test_the_scheduler_enqueues_and_a_second_scheduler_exits_with_a_lock_error(p
     senv = dict(env.env, GEODE_UPKEEP_AT=at.strftime("%H:%M:%S"))
     cmd = [str(BIN / "geode"), "scheduler", "--home", env.settings.home, "--store", str(env.root)]
     log = env.gate.parent / "scheduler.log"
-    sched = subprocess.Popen(cmd, cwd=REPO, env=senv, stdout=open(log, "w"), stderr=subprocess.STDOUT,
-                             start_new_session=True)
+    sched = subprocess.Popen(
+        cmd, cwd=REPO, env=senv, stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True
+    )
     env.procs.append(sched)
     env.logs.append(log)
     env.wait(lambda: "next run" in log.read_text(), 60, f"scheduler did not start: {log.read_text()}")
@@ -209,8 +235,9 @@ def test_the_scheduler_enqueues_and_a_second_scheduler_exits_with_a_lock_error(p
 
     run, _f = tables()
     with env.engine.connect() as conn:
-        triggers = [t for (t,) in conn.execute(select(run.c.trigger).where(run.c.run_id == run_id,
-                                                                            run.c.agent == "librarian"))]
+        triggers = [
+            t for (t,) in conn.execute(select(run.c.trigger).where(run.c.run_id == run_id, run.c.agent == "librarian"))
+        ]
     assert triggers == ["schedule"]
     filed = [p for p in proposals.list_proposals(env.engine, run_id=run_id) if p["agent"] == "librarian"]
     assert len(filed) == expected("obsidian_vault")["proposals"]

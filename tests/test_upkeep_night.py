@@ -110,10 +110,14 @@ type: runbook
 
 {body} Back to the [index](../README.md).
 """
-RETRY_A = ("When the upload to the artifact store fails with a timeout, retry it five times with exponential "
-           "backoff starting at one second, and page the on-call engineer if the fifth attempt fails too.")
-RETRY_B = ("When an upload to the artifact store fails with a timeout, retry it five times using exponential "
-           "backoff starting at one second, and page the on-call engineer when the fifth attempt fails too.")
+RETRY_A = (
+    "When the upload to the artifact store fails with a timeout, retry it five times with exponential "
+    "backoff starting at one second, and page the on-call engineer if the fifth attempt fails too."
+)
+RETRY_B = (
+    "When an upload to the artifact store fails with a timeout, retry it five times using exponential "
+    "backoff starting at one second, and page the on-call engineer when the fifth attempt fails too."
+)
 
 IDEA = """---
 name: idea-{i}
@@ -122,8 +126,13 @@ name: idea-{i}
 
 {text}
 """
-IDEAS = ["Cache the wheel builds between CI jobs.", "Try a smaller runner for lint.", "Move nightly tests to 02:00.",
-         "Drop the old Python 3.9 job.", "Record flaky tests in one list."]
+IDEAS = [
+    "Cache the wheel builds between CI jobs.",
+    "Try a smaller runner for lint.",
+    "Move nightly tests to 02:00.",
+    "Drop the old Python 3.9 job.",
+    "Record flaky tests in one list.",
+]
 
 CLEANER_TOML = '[cleaner.caps]\n"inbox" = 3\n'
 
@@ -144,7 +153,9 @@ def build_night_store(tmp_path: Path, toml: str = CLEANER_TOML):
         "crystals/tail.md": TAIL,
         "facts/db-host.md": DB_HOST,
         "notes/retry-policy.md": RETRY.format(name="retry-policy", title="Retrying uploads", body=RETRY_A),
-        "notes/retry-policy-again.md": RETRY.format(name="retry-policy-again", title="Retrying an upload", body=RETRY_B),
+        "notes/retry-policy-again.md": RETRY.format(
+            name="retry-policy-again", title="Retrying an upload", body=RETRY_B
+        ),
     }
     for i, text in enumerate(IDEAS, 1):
         files[f"inbox/idea-{i}.md"] = IDEA.format(i=i, text=text)
@@ -154,9 +165,16 @@ def build_night_store(tmp_path: Path, toml: str = CLEANER_TOML):
 
     # the rename, done through the queue by a person (no link rewrites: that is what broke them)
     draft = proposals.ProposalDraft(
-        "person", "move", domain, "Rename deploy to deploy-checklist", "a clearer name", [{"ledger_event": 1}],
+        "person",
+        "move",
+        domain,
+        "Rename deploy to deploy-checklist",
+        "a clearer name",
+        [{"ledger_event": 1}],
         CH.move_changes(settings, domain, "runbooks/deploy.md", "runbooks/deploy-checklist.md"),
-        "before-the-night", "rename-deploy")
+        "before-the-night",
+        "rename-deploy",
+    )
     pid = proposals.file_proposal(settings, engine, draft)
     assert apply.approve(settings, engine, pid, "person")["ok"]
 
@@ -164,10 +182,19 @@ def build_night_store(tmp_path: Path, toml: str = CLEANER_TOML):
     now = time.time()
     rows = []
     for n, session in enumerate(("s1", "s2")):
-        rows.append(ledger.new_event(
-            "blocked", ts=now - 3600 + 60 * n, session=session, event_id=uuid.uuid4().hex, domain=domain,
-            action="grep", channel="guard", term="grep",
-            detail={"tool": "Bash", "what": "grep", "command": f"grep -rn kubeconfig {root}"}))
+        rows.append(
+            ledger.new_event(
+                "blocked",
+                ts=now - 3600 + 60 * n,
+                session=session,
+                event_id=uuid.uuid4().hex,
+                domain=domain,
+                action="grep",
+                channel="guard",
+                term="grep",
+                detail={"tool": "Bash", "what": "grep", "command": f"grep -rn kubeconfig {root}"},
+            )
+        )
     assert ledger.append(settings, rows) == "db"
     return settings, engine, root
 
@@ -185,8 +212,11 @@ NIGHT_1_CLEANER = {
     ("cleaner", "archive", ("archive/inbox/idea-1.md", "inbox/idea-1.md")),
     ("cleaner", "archive", ("archive/inbox/idea-2.md", "inbox/idea-2.md")),
     # the merge stub beside the first of the pair (by path), both originals set superseded
-    ("cleaner", "new_note", ("notes/retry-policy-again.merge.md", "notes/retry-policy-again.md",
-                             "notes/retry-policy.md")),
+    (
+        "cleaner",
+        "new_note",
+        ("notes/retry-policy-again.merge.md", "notes/retry-policy-again.md", "notes/retry-policy.md"),
+    ),
 }
 NIGHT_1_GARDENER = {
     ("gardener", "new_note", ("stubs/lookup-kubeconfig.md",)),
@@ -211,30 +241,48 @@ class Night:
         self.queue = f"geode-night-{uuid.uuid4().hex[:10]}"
         self.env = dict(os.environ)
         self.env.pop("GEODE_UPKEEP_AT", None)
-        self.env.update({
-            "GEODE_HOME": self.settings.home,
-            "GEODE_BROKER_URL": f"redis://127.0.0.1:6379/{REDIS_DB}",
-            "GEODE_QUEUE": self.queue,
-            "GEODE_UPKEEP_RUN_ID_SECONDS": "1",  # two nights in one test: run ids to the second
-            "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-        })
+        self.env.update(
+            {
+                "GEODE_HOME": self.settings.home,
+                "GEODE_BROKER_URL": f"redis://127.0.0.1:6379/{REDIS_DB}",
+                "GEODE_QUEUE": self.queue,
+                "GEODE_UPKEEP_RUN_ID_SECONDS": "1",  # two nights in one test: run ids to the second
+                "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+            }
+        )
         self.procs: list[subprocess.Popen] = []
         self.logs: list[Path] = []
 
     def spawn(self, args: list[str], name: str, env: dict | None = None) -> tuple[subprocess.Popen, Path]:
         log = self.tmp / f"{name}.log"
         self.logs.append(log)
-        p = subprocess.Popen(args, cwd=REPO, env=env or self.env, stdout=open(log, "w"), stderr=subprocess.STDOUT,
-                             start_new_session=True)
+        p = subprocess.Popen(
+            args, cwd=REPO, env=env or self.env, stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True
+        )
         self.procs.append(p)
         return p, log
 
     def start_workers(self, n: int = 2) -> None:
         for i in range(n):
             _p, log = self.spawn(
-                [str(BIN / "celery"), "-A", "geode.agents.celery_app", "worker", "-Q", self.queue, "--concurrency=1",
-                 "--pool=prefork", "--loglevel=INFO", "-n", f"{self.queue}-{i}@%h", "--without-gossip",
-                 "--without-mingle", "--without-heartbeat"], f"worker-{i}")
+                [
+                    str(BIN / "celery"),
+                    "-A",
+                    "geode.agents.celery_app",
+                    "worker",
+                    "-Q",
+                    self.queue,
+                    "--concurrency=1",
+                    "--pool=prefork",
+                    "--loglevel=INFO",
+                    "-n",
+                    f"{self.queue}-{i}@%h",
+                    "--without-gossip",
+                    "--without-mingle",
+                    "--without-heartbeat",
+                ],
+                f"worker-{i}",
+            )
             self.wait(lambda log=log: "ready" in log.read_text(), 90, "a worker did not start")
 
     def fire_night(self, lead_s: int = 8) -> str:
@@ -247,15 +295,22 @@ class Night:
             time.sleep((dt.datetime.combine(at.date(), dt.time()) - dt.datetime.now()).total_seconds() + 1)
             at = dt.datetime.now().replace(microsecond=0) + dt.timedelta(seconds=lead_s)
         env = dict(self.env, GEODE_UPKEEP_AT=at.strftime("%H:%M:%S"))
-        proc, log = self.spawn([str(BIN / "geode"), "scheduler", "--home", self.settings.home, "--store",
-                                str(self.root)], f"scheduler-{at.strftime('%H%M%S')}", env)
+        proc, log = self.spawn(
+            [str(BIN / "geode"), "scheduler", "--home", self.settings.home, "--store", str(self.root)],
+            f"scheduler-{at.strftime('%H%M%S')}",
+            env,
+        )
         self.wait(lambda: "next run" in log.read_text(), 60, "the scheduler did not start")
-        assert f"next run {at.strftime('%Y-%m-%d %H:%M:%S')}" in log.read_text(), \
+        assert f"next run {at.strftime('%Y-%m-%d %H:%M:%S')}" in log.read_text(), (
             "the scheduler started after its time: " + log.read_text()
+        )
         run_id = nightly.run_id_for(at, seconds=True)
         self.wait(lambda: run_id in nightly.enqueued_nights(self.settings), 60, "the scheduler never fired")
-        self.wait(lambda: f"fired for {at.strftime('%Y-%m-%d %H:%M:%S')}" in log.read_text(), 30,
-                  "the scheduler wrote the night but never said it fired")
+        self.wait(
+            lambda: f"fired for {at.strftime('%Y-%m-%d %H:%M:%S')}" in log.read_text(),
+            30,
+            "the scheduler wrote the night but never said it fired",
+        )
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(30)
         return run_id
@@ -310,8 +365,11 @@ def _runs_in_order(engine, run_id: str) -> list[tuple[str, float, float]]:
 
     run, _f = tables()
     with engine.connect() as conn:
-        rows = conn.execute(select(run.c.agent, run.c.started_at, run.c.finished_at, run.c.trigger)
-                            .where(run.c.run_id == run_id).order_by(run.c.started_at)).all()
+        rows = conn.execute(
+            select(run.c.agent, run.c.started_at, run.c.finished_at, run.c.trigger)
+            .where(run.c.run_id == run_id)
+            .order_by(run.c.started_at)
+        ).all()
     assert {r.trigger for r in rows} == {"schedule"}
     return [(r.agent, r.started_at, r.finished_at) for r in rows]
 
@@ -327,12 +385,13 @@ def test_one_night_end_to_end_then_the_next_finds_nothing_new(night):
     night.start_workers(2)
     first = night.fire_night()
     reports = night.finished(first, installed)
-    assert {a: r.status for a, r in reports.items()} == {a: ("ok") for a in installed}, \
-        {a: r.message for a, r in reports.items()}
+    assert {a: r.status for a, r in reports.items()} == {a: ("ok") for a in installed}, {
+        a: r.message for a, r in reports.items()
+    }
     # the four ran in their order, each after the one before had finished (a chain, two workers)
     order = _runs_in_order(night.engine, first)
     assert [a for a, _s, _f in order] == [a for a in ORDER if a in installed]
-    for (_a, _s, fin), (_b, start, _f) in zip(order, order[1:]):
+    for (_a, _s, fin), (_b, start, _f) in zip(order, order[1:], strict=False):
         assert start >= fin
 
     filed = proposals.list_proposals(night.engine, run_id=first)
@@ -361,8 +420,9 @@ def test_one_night_end_to_end_then_the_next_finds_nothing_new(night):
     second = night.fire_night()
     assert second != first
     again = night.finished(second, installed)
-    assert all(r.status in ("ok", "nothing-to-learn") for r in again.values()), \
-        {a: (r.status, r.message) for a, r in again.items()}
+    assert all(r.status in ("ok", "nothing-to-learn") for r in again.values()), {
+        a: (r.status, r.message) for a, r in again.items()
+    }
     assert proposals.list_proposals(night.engine, run_id=second) == []
     assert all(r.proposals == [] for r in again.values())
     assert proposals.list_proposals(night.engine, status="pending") == []
@@ -375,8 +435,12 @@ def test_one_night_end_to_end_then_the_next_finds_nothing_new(night):
     assert left.get("librarian", {}).keys() <= {"orphan", "never-fires"}
     for kind, paths in left.get("librarian", {}).items():
         if kind == "orphan":  # the ideas nobody links to, left in the inbox, and the merge to write
-            assert paths == {"inbox/idea-3.md", "inbox/idea-4.md", "inbox/idea-5.md",
-                             "notes/retry-policy-again.merge.md"}
+            assert paths == {
+                "inbox/idea-3.md",
+                "inbox/idea-4.md",
+                "inbox/idea-5.md",
+                "notes/retry-policy-again.merge.md",
+            }
         if kind == "never-fires":  # the Gardener's stub: its essence is a person's to write
             assert paths == {"stubs/lookup-kubeconfig.md"}
     assert not left.get("cleaner") and not left.get("gardener")

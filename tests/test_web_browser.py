@@ -26,8 +26,16 @@ import pytest
 from tests.web_helpers import NOTES, Server, make_night, request, snapshot
 
 CHROMIUM = "/usr/bin/chromium"
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 if not os.path.exists(CHROMIUM):
     if os.environ.get("CI"):
@@ -68,12 +76,20 @@ def new_page(browser, errors: list):
     ctx = browser.new_context(viewport={"width": 1360, "height": 900})
     page = ctx.new_page()
     # a refused decision answers 409 on purpose (the conflict below); the browser logs that
-    page.on("console", lambda m: errors.append(f"console {m.type}: {m.text}")
-            if m.type == "error" and "status of 409" not in m.text else None)
+    page.on(
+        "console",
+        lambda m: (
+            errors.append(f"console {m.type}: {m.text}")
+            if m.type == "error" and "status of 409" not in m.text
+            else None
+        ),
+    )
     page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
     # nothing leaves this machine: any request to another host fails the test
-    page.route(lambda url: not url.startswith("http://127.0.0.1:"), lambda route: (
-        errors.append(f"network request to {route.request.url}"), route.abort()))
+    page.route(
+        lambda url: not url.startswith("http://127.0.0.1:"),
+        lambda route: (errors.append(f"network request to {route.request.url}"), route.abort()),
+    )
     return ctx, page
 
 
@@ -182,8 +198,10 @@ def test_review_a_night_in_the_browser(browser, night, tmp_path):
     assert "Refreshed from proposal" in page.inner_text(".rationale")
     page.click(".decide button.act[data-action='approve']")
     page.wait_for_selector("article[data-status='applied']")
-    assert deploy.read_bytes() == (NOTES["runbooks/deploy.md"].replace("exit-code-old.md", "exit-code.md")
-                                   + "3. Celebrate.\n").encode()
+    assert (
+        deploy.read_bytes()
+        == (NOTES["runbooks/deploy.md"].replace("exit-code-old.md", "exit-code.md") + "3. Celebrate.\n").encode()
+    )
 
     # the history: who did what, when
     page.goto(f"{srv.base}/history")
@@ -280,7 +298,9 @@ def _big(tmp_path: Path) -> Path:
         d.mkdir(parents=True, exist_ok=True)
         (d / f"n{i:05d}.md").write_text(
             f"---\nname: n{i:05d}\ntype: {['fact', 'runbook', 'feedback'][i % 3]}\ntags: [t{i % 17}]\n---\n"
-            f"Note {i} about topic {i % 97}. See [[n{(i + 1) % 10_000:05d}]].\n", encoding="utf-8")
+            f"Note {i} about topic {i % 97}. See [[n{(i + 1) % 10_000:05d}]].\n",
+            encoding="utf-8",
+        )
     (home / "geode.toml").write_text(f"[domains]\nmain = {json.dumps(str(root))}\n", encoding="utf-8")
     s = load_settings(home=home, env={})
     RecallIndex(s).refresh()
@@ -289,10 +309,21 @@ def _big(tmp_path: Path) -> Path:
     for i in range(5_000):
         rel = f"d{i % 100:02d}/n{i:05d}.md"
         data = (root / rel).read_bytes()
-        Q.file_proposal(s, engine, Q.ProposalDraft(
-            agent=agents[i % 4], kind="edit", domain="main", title=f"Edit n{i:05d}", rationale="speed check",
-            evidence=[{"finding": i + 1}], changes=[Q.FileChange(rel, Q.sha256(data), data + b"\nmore\n")],
-            run_id=f"night-2026-02-{1 + i % 28:02d}", key=f"k{i}"))
+        Q.file_proposal(
+            s,
+            engine,
+            Q.ProposalDraft(
+                agent=agents[i % 4],
+                kind="edit",
+                domain="main",
+                title=f"Edit n{i:05d}",
+                rationale="speed check",
+                evidence=[{"finding": i + 1}],
+                changes=[Q.FileChange(rel, Q.sha256(data), data + b"\nmore\n")],
+                run_id=f"night-2026-02-{1 + i % 28:02d}",
+                key=f"k{i}",
+            ),
+        )
     engine.dispose()
     return home
 
@@ -317,10 +348,17 @@ def test_queue_first_paint_at_5000_proposals_and_10000_notes(browser, tmp_path):
         for _ in range(3):
             page.goto(f"{srv.base}/queue", wait_until="load")
             fcp = page.evaluate(FCP_JS)
-            nav = page.evaluate("(() => { const t = performance.getEntriesByType('navigation')[0];"
-                                " return {ttfb: t.responseStart - t.requestStart, load: t.loadEventEnd - t.startTime}; })()")
-            figures.append({"first_contentful_paint_ms": round(fcp, 1), "server_ms": round(nav["ttfb"], 1),
-                            "load_ms": round(nav["load"], 1)})
+            nav = page.evaluate(
+                "(() => { const t = performance.getEntriesByType('navigation')[0];"
+                " return {ttfb: t.responseStart - t.requestStart, load: t.loadEventEnd - t.startTime}; })()"
+            )
+            figures.append(
+                {
+                    "first_contentful_paint_ms": round(fcp, 1),
+                    "server_ms": round(nav["ttfb"], 1),
+                    "load_ms": round(nav["load"], 1),
+                }
+            )
         assert page.locator("li.proposal").count() == 50
         assert "page 1 of 100" in page.inner_text("nav.pager")
         t = time.perf_counter()

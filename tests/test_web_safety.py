@@ -22,12 +22,28 @@ import pytest
 
 from tests.web_helpers import REPO, Server, make_night, request, snapshot
 
-GET_ROUTES = ["/queue", "/history", "/store", "/store?q=pipeline&mode=text", "/health",
-              "/note?a=geode%3A%2F%2Fmain%2Fnotes%2Fexit-code", "/proposals/{fix}",
-              "/api/status", "/api/proposals", "/api/proposals/{fix}", "/api/actions", "/api/nights",
-              "/api/search?q=pipeline&mode=text", "/api/notes/main/notes/exit-code",
-              "/api/context/geode:%2F%2Fmain%2Fnotes%2Fexit-code", "/api/recent", "/api/stats", "/api/study",
-              "/api/bulk?action=approve&agent=cleaner", "/static/app.js"]
+GET_ROUTES = [
+    "/queue",
+    "/history",
+    "/store",
+    "/store?q=pipeline&mode=text",
+    "/health",
+    "/note?a=geode%3A%2F%2Fmain%2Fnotes%2Fexit-code",
+    "/proposals/{fix}",
+    "/api/status",
+    "/api/proposals",
+    "/api/proposals/{fix}",
+    "/api/actions",
+    "/api/nights",
+    "/api/search?q=pipeline&mode=text",
+    "/api/notes/main/notes/exit-code",
+    "/api/context/geode:%2F%2Fmain%2Fnotes%2Fexit-code",
+    "/api/recent",
+    "/api/stats",
+    "/api/study",
+    "/api/bulk?action=approve&agent=cleaner",
+    "/static/app.js",
+]
 SECRET_WORDS = [b"Repair the link", b"pipeline's exit status", b"Archive old-retry", b"night-2026-03-14"]
 
 
@@ -46,9 +62,18 @@ def records(home: Path) -> dict:
     """Every row of the records that cannot be rebuilt (queue, ledger, runs, findings)."""
     con = sqlite3.connect(home / "geode.db")
     try:
-        return {t: con.execute(f"SELECT * FROM {t} ORDER BY id").fetchall()
-                for t in ("proposal", "proposal_change", "proposal_action", "proposal_journal", "ledger_event",
-                          "upkeep_run", "finding")}
+        return {
+            t: con.execute(f"SELECT * FROM {t} ORDER BY id").fetchall()
+            for t in (
+                "proposal",
+                "proposal_change",
+                "proposal_action",
+                "proposal_journal",
+                "ledger_event",
+                "upkeep_run",
+                "finding",
+            )
+        }
     finally:
         con.close()
 
@@ -65,8 +90,12 @@ def test_every_route_answers_with_the_token(served):
 def test_no_token_no_data(served):
     n, srv = served
     for path in routes(n):
-        for hdrs in ({}, {"Authorization": "Bearer wrong"}, {"Cookie": f"geode_token_{srv.port}=wrong"},
-                     {"Cookie": f"geode_token_{srv.port + 1}={srv.token}"}):
+        for hdrs in (
+            {},
+            {"Authorization": "Bearer wrong"},
+            {"Cookie": f"geode_token_{srv.port}=wrong"},
+            {"Cookie": f"geode_token_{srv.port + 1}={srv.token}"},
+        ):
             status, _h, body = request(srv, "GET", path, auth=False, headers=hdrs)
             assert status in (401, 403), (path, hdrs, status)
             assert not any(w in body for w in SECRET_WORDS), (path, body[:200])
@@ -83,15 +112,24 @@ def test_the_url_token_becomes_a_cookie_and_leaves_the_url(served):
     cookie = headers["set-cookie"]
     assert cookie.startswith(f"geode_token_{srv.port}={srv.token};")
     assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
-    status, _h, body = request(srv, "GET", "/queue?agent=cleaner", auth=False,
-                               headers={"Cookie": f"geode_token_{srv.port}={srv.token}"})
+    status, _h, body = request(
+        srv, "GET", "/queue?agent=cleaner", auth=False, headers={"Cookie": f"geode_token_{srv.port}={srv.token}"}
+    )
     assert status == 200 and b"Archive old-retry" in body and b"Repair the link" not in body
 
 
 def test_a_foreign_host_is_refused_even_with_the_token(served):
     n, srv = served
-    for host in ("evil.example", f"evil.example:{srv.port}", f"127.0.0.1:{srv.port + 1}", f"localhost.evil:{srv.port}",
-                 f"127.0.0.1.nip.io:{srv.port}", f"[::2]:{srv.port}", f"127.0.0.1:{srv.port}x", ""):
+    for host in (
+        "evil.example",
+        f"evil.example:{srv.port}",
+        f"127.0.0.1:{srv.port + 1}",
+        f"localhost.evil:{srv.port}",
+        f"127.0.0.1.nip.io:{srv.port}",
+        f"[::2]:{srv.port}",
+        f"127.0.0.1:{srv.port}x",
+        "",
+    ):
         status, _h, body = request(srv, "GET", "/api/proposals", host=host)
         # no Host at all is malformed HTTP/1.1: the server may refuse it before the guard does
         assert status == 403 or (host == "" and status == 400), (host, status)
@@ -115,19 +153,21 @@ def test_cross_origin_posts_are_refused_and_change_nothing(served):
         ({**cookie, "Origin": "http://evil.example", "X-Geode-CSRF": token}, "cross-origin"),
         ({**cookie, "Origin": f"http://127.0.0.1:{srv.port + 1}", "X-Geode-CSRF": token}, "cross-origin"),
         ({**cookie, "Referer": "http://evil.example/page", "X-Geode-CSRF": token}, "Referer"),
-        ({**cookie, "Origin": me}, "CSRF"),                                   # no CSRF token
-        ({**cookie, "Origin": me, "X-Geode-CSRF": "0" * 64}, "CSRF"),        # a wrong one
-        ({**cookie, "X-Geode-CSRF": token}, "Origin or Referer"),            # says nowhere it comes from
+        ({**cookie, "Origin": me}, "CSRF"),  # no CSRF token
+        ({**cookie, "Origin": me, "X-Geode-CSRF": "0" * 64}, "CSRF"),  # a wrong one
+        ({**cookie, "X-Geode-CSRF": token}, "Origin or Referer"),  # says nowhere it comes from
     ]
     for hdrs, why in refused:
-        for path, body in ((f"/api/proposals/{pid}/approve", {}), ("/api/bulk", {"action": "reject",
-                                                                                "filter": {"agent": "librarian"},
-                                                                                "ids": [n.ids["fix-index"], pid]})):
+        for path, body in (
+            (f"/api/proposals/{pid}/approve", {}),
+            ("/api/bulk", {"action": "reject", "filter": {"agent": "librarian"}, "ids": [n.ids["fix-index"], pid]}),
+        ):
             status, _h, out = request(srv, "POST", path, body=body, auth=False, headers=hdrs)
             assert status == 403 and why.encode() in out, (hdrs, path, status, out)
     # the bearer token does not excuse a foreign Origin
-    status, _h, _o = request(srv, "POST", f"/api/proposals/{pid}/approve", body={},
-                             headers={"Origin": "http://evil.example"})
+    status, _h, _o = request(
+        srv, "POST", f"/api/proposals/{pid}/approve", body={}, headers={"Origin": "http://evil.example"}
+    )
     assert status == 403
     # only POST changes anything: other methods are refused before any route runs
     for method in ("PUT", "DELETE", "PATCH"):
@@ -135,8 +175,14 @@ def test_cross_origin_posts_are_refused_and_change_nothing(served):
         assert status == 405
     assert snapshot(n.store) == before_files and records(n.home) == before_rows
     # the positive control: the same request from the page itself goes through
-    status, _h, out = request(srv, "POST", f"/api/proposals/{pid}/reject", body={"reason": "control"}, auth=False,
-                              headers={**cookie, "Origin": me, "X-Geode-CSRF": token})
+    status, _h, out = request(
+        srv,
+        "POST",
+        f"/api/proposals/{pid}/reject",
+        body={"reason": "control"},
+        auth=False,
+        headers={**cookie, "Origin": me, "X-Geode-CSRF": token},
+    )
     assert status == 200 and json.loads(out)["status"] == "rejected"
     assert records(n.home)["proposal_action"][-1][2:5] == ("reject", "rejected", "Ada Reviewer")
 
@@ -145,8 +191,13 @@ def test_a_get_never_changes_anything(served):
     n, srv = served
     before_files, before_rows = snapshot(n.store), records(n.home)
     pid = n.ids["pipefail-stable"]
-    gets = routes(n) + [f"/api/proposals/{pid}/approve", f"/api/proposals/{pid}/undo", "/api/doctor",
-                        f"/api/proposals/{pid}/approve?token={srv.token}", "/queue?agent=corrector&action=approve"]
+    gets = routes(n) + [
+        f"/api/proposals/{pid}/approve",
+        f"/api/proposals/{pid}/undo",
+        "/api/doctor",
+        f"/api/proposals/{pid}/approve?token={srv.token}",
+        "/queue?agent=corrector&action=approve",
+    ]
     for path in gets:
         status, _h, _b = request(srv, "GET", path)
         assert status in (200, 405), (path, status)
@@ -164,13 +215,27 @@ def test_path_parameters_cannot_leave_the_store(served, tmp_path):
     (n.store / "sneaky.md").symlink_to(secret)
     (n.store / "linked").symlink_to(tmp_path, target_is_directory=True)
     outside = [
-        "/api/notes/..%2F..%2Fsecret", "/api/notes/../../secret.md", "/api/notes/main/..%2F..%2Fsecret",
-        f"/api/notes/{quote(str(secret), safe='')}", "/api/notes/main/sneaky", "/api/notes/main/linked/secret",
-        "/api/notes/geode:%2F%2Fmain%2F..%2F..%2Fhome%2Fgeode.toml", "/api/notes/main:%2Fetc%2Fpasswd",
-        "/api/context/..%2F..%2Fsecret", "/api/context/main/sneaky", f"/api/context/{quote(str(secret), safe='')}",
-        "/note?a=..%2F..%2Fsecret", "/note?a=main%3Asneaky", f"/note?a={quote(str(secret), safe='')}",
-        "/api/notes/nowhere:%2Fetc%2Fpasswd", "/api/notes/%00", "/static/../geode.toml", "/static/%2e%2e/app.py",
-        "/static/..%2f..%2fgeode.toml", "/static/vendor/..%2F..%2Fapp.py", "/api/proposals/..%2F1",
+        "/api/notes/..%2F..%2Fsecret",
+        "/api/notes/../../secret.md",
+        "/api/notes/main/..%2F..%2Fsecret",
+        f"/api/notes/{quote(str(secret), safe='')}",
+        "/api/notes/main/sneaky",
+        "/api/notes/main/linked/secret",
+        "/api/notes/geode:%2F%2Fmain%2F..%2F..%2Fhome%2Fgeode.toml",
+        "/api/notes/main:%2Fetc%2Fpasswd",
+        "/api/context/..%2F..%2Fsecret",
+        "/api/context/main/sneaky",
+        f"/api/context/{quote(str(secret), safe='')}",
+        "/note?a=..%2F..%2Fsecret",
+        "/note?a=main%3Asneaky",
+        f"/note?a={quote(str(secret), safe='')}",
+        "/api/notes/nowhere:%2Fetc%2Fpasswd",
+        "/api/notes/%00",
+        "/static/../geode.toml",
+        "/static/%2e%2e/app.py",
+        "/static/..%2f..%2fgeode.toml",
+        "/static/vendor/..%2F..%2Fapp.py",
+        "/api/proposals/..%2F1",
         "/proposals/1%2F..%2F2",
     ]
     for path in outside:
@@ -203,8 +268,13 @@ def test_the_vendored_graph_library_is_the_one_recorded():
 def _geode_web(home: Path, *args: str, timeout: float = 30) -> subprocess.CompletedProcess:
     e = {k: v for k, v in os.environ.items() if not k.startswith("GEODE_")}
     e.update({"GEODE_HOME": str(home), "PYTHONPATH": str(REPO)})
-    return subprocess.run([sys.executable, "-m", "geode", "web", "--no-open", *args], capture_output=True,
-                          text=True, env=e, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "geode", "web", "--no-open", *args],
+        capture_output=True,
+        text=True,
+        env=e,
+        timeout=timeout,
+    )
 
 
 def test_a_non_loopback_bind_needs_the_flag_and_warns(served):

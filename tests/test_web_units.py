@@ -28,17 +28,38 @@ def test_file_diffs_pair_a_move_and_flag_what_a_terminal_shows():
     from geode.web.diffview import file_diffs, split_rows
 
     changes = [
-        {"seq": 0, "path": "archive/a.md", "before_sha": None, "after_sha": "y", "before": None,
-         "after": b"---\nstatus: archived\n---\nbody\n"},
-        {"seq": 1, "path": "index.md", "before_sha": "i", "after_sha": "j", "before": b"one\ntwo\nthree",
-         "after": b"one\n2\nthree\nfour\n"},
-        {"seq": 2, "path": "a.md", "before_sha": "x", "after_sha": None, "before": b"---\nstatus: draft\n---\nbody\n",
-         "after": None},
+        {
+            "seq": 0,
+            "path": "archive/a.md",
+            "before_sha": None,
+            "after_sha": "y",
+            "before": None,
+            "after": b"---\nstatus: archived\n---\nbody\n",
+        },
+        {
+            "seq": 1,
+            "path": "index.md",
+            "before_sha": "i",
+            "after_sha": "j",
+            "before": b"one\ntwo\nthree",
+            "after": b"one\n2\nthree\nfour\n",
+        },
+        {
+            "seq": 2,
+            "path": "a.md",
+            "before_sha": "x",
+            "after_sha": None,
+            "before": b"---\nstatus: draft\n---\nbody\n",
+            "after": None,
+        },
         {"seq": 3, "path": "img.bin", "before_sha": "b", "after_sha": "c", "before": b"\x00\x01", "after": b"\x00\x02"},
     ]
     files = file_diffs("archive", changes)
     assert [(f["op"], f["path"], f["old_path"]) for f in files] == [
-        ("rename", "archive/a.md", "a.md"), ("modify", "index.md", None), ("modify", "img.bin", None)]
+        ("rename", "archive/a.md", "a.md"),
+        ("modify", "index.md", None),
+        ("modify", "img.bin", None),
+    ]
     ren = files[0]
     assert (ren["added"], ren["removed"]) == (1, 1)
     lines = ren["hunks"][0]["lines"]
@@ -47,23 +68,32 @@ def test_file_diffs_pair_a_move_and_flag_what_a_terminal_shows():
     idx = files[1]["hunks"][0]["lines"]
     # "three" lost its missing newline: the old last line is flagged, the new one is not
     assert [(ln["t"], ln["seg"][0][0], ln["noeol"]) for ln in idx if ln["t"] != " "] == [
-        ("-", "two", False), ("-", "three", True), ("+", "2", False), ("+", "three", False), ("+", "four", False)]
+        ("-", "two", False),
+        ("-", "three", True),
+        ("+", "2", False),
+        ("+", "three", False),
+        ("+", "four", False),
+    ]
     assert files[2]["binary"] and not files[2]["hunks"]
     rows = split_rows(idx)
-    assert [(l and l["t"], r and r["t"]) for l, r in rows] == [(" ", " "), ("-", "+"), ("-", "+"), (None, "+")]
+    assert [(left and left["t"], r and r["t"]) for left, r in rows] == [(" ", " "), ("-", "+"), ("-", "+"), (None, "+")]
 
 
 # -- rendering a note -------------------------------------------------------------------------
 def test_a_note_renders_with_links_resolved_and_no_markup_of_its_own():
     from geode.web.render import render_body
 
-    body = ("<!-- crystal:essence -->\nThe **delivered** part.\n<!-- /crystal:essence -->\n"
-            "See [[pipefail|the pipefail note]], [[nowhere]], [runbook](../runbooks/deploy.md), "
-            "[gone](gone.md) and [site](https://example.org).\n<script>alert(1)</script>\n![logo](http://x/l.png)\n"
-            "```\n[[in code]]\n```\n")
-    links = [{"target": "pipefail", "resolved": True, "address": "geode://main/notes/pipefail"},
-             {"target": "nowhere", "resolved": False, "address": None},
-             {"target": "../runbooks/deploy.md", "resolved": True, "address": "geode://main/runbooks/deploy"}]
+    body = (
+        "<!-- crystal:essence -->\nThe **delivered** part.\n<!-- /crystal:essence -->\n"
+        "See [[pipefail|the pipefail note]], [[nowhere]], [runbook](../runbooks/deploy.md), "
+        "[gone](gone.md) and [site](https://example.org).\n<script>alert(1)</script>\n![logo](http://x/l.png)\n"
+        "```\n[[in code]]\n```\n"
+    )
+    links = [
+        {"target": "pipefail", "resolved": True, "address": "geode://main/notes/pipefail"},
+        {"target": "nowhere", "resolved": False, "address": None},
+        {"target": "../runbooks/deploy.md", "resolved": True, "address": "geode://main/runbooks/deploy"},
+    ]
     out = render_body(body, links)
     assert out["essence"] == "<p>The <strong>delivered</strong> part.</p>\n"
     html = out["html"]
@@ -96,8 +126,10 @@ def test_a_page_of_the_queue_groups_by_night_and_agent_with_totals_over_the_filt
     d = page_of(engine, QueueFilter(), page=1, per_page=4)
     assert (d["total"], d["pages"], len(d["proposals"])) == (6, 2, 4)
     assert [(g["night"], g["agent"], g["total"], len(g["proposals"])) for g in d["groups"]] == [
-        ("night of 2026-03-14", "cleaner", 2, 2), ("night of 2026-03-14", "corrector", 1, 1),
-        ("night of 2026-03-14", "librarian", 2, 1)]  # the group's total, though the page holds one of its two
+        ("night of 2026-03-14", "cleaner", 2, 2),
+        ("night of 2026-03-14", "corrector", 1, 1),
+        ("night of 2026-03-14", "librarian", 2, 1),
+    ]  # the group's total, though the page holds one of its two
     d2 = page_of(engine, QueueFilter(), page=2, per_page=4)
     assert [p["id"] for p in d2["proposals"]] == [n.ids["fix-deploy"], n.ids["bind-git-add"]]
     assert [p["id"] for p in page_of(engine, QueueFilter(path="deploy"))["proposals"]] == [n.ids["fix-deploy"]]
@@ -156,9 +188,17 @@ def test_refresh_merges_a_change_on_other_lines_and_refuses_one_on_the_same(nigh
     assert detail(s, engine, pid)["check"]["would"] == "conflict"
     r = refresh(s, engine, pid, "me")
     new = r["new_id"]
-    assert Q.get(engine, pid)["status"] == "rejected" and "refreshed proposal #" + str(new) in Q.get(engine, pid)["message"]
+    assert (
+        Q.get(engine, pid)["status"] == "rejected"
+        and "refreshed proposal #" + str(new) in Q.get(engine, pid)["message"]
+    )
     p = Q.get(engine, new)
-    assert (p["agent"], p["kind"], p["evidence"], p["run_id"]) == ("librarian", "edit", [{"finding": n.findings["index"]}], NIGHT)
+    assert (p["agent"], p["kind"], p["evidence"], p["run_id"]) == (
+        "librarian",
+        "edit",
+        [{"finding": n.findings["index"]}],
+        NIGHT,
+    )
     assert [a["action"] for a in p["actions"]] == ["filed", "refresh"]
     assert decide(s, engine, new, "approve", "me")["status"] == "applied"
     assert index.read_text() == NOTES["index.md"].replace("[[exit-code-old]]", "[[exit-code]]") + "- [[git-add-all]]\n"
@@ -185,7 +225,8 @@ def test_refresh_merges_a_change_on_other_lines_and_refuses_one_on_the_same(nigh
     assert decide(s, engine, new, "approve", "me")["ok"]
     assert not src.exists()
     assert (n.store / "archive/notes/old-retry.md").read_text() == NOTES["notes/old-retry.md"].replace(
-        "status: deprecated", "status: archived") + "\nOne more line.\n"
+        "status: deprecated", "status: archived"
+    ) + "\nOne more line.\n"
 
     with pytest.raises(QueueError, match="not stale"):
         refresh(s, engine, n.ids["fix-deploy"], "me")
@@ -225,8 +266,13 @@ def test_host_values_are_parsed_strictly():
 
 # -- the command and the package ----------------------------------------------------------------
 def test_geode_web_is_a_command():
-    r = subprocess.run([sys.executable, "-m", "geode", "web", "--help"], capture_output=True, text=True,
-                       env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "HOME": "/nonexistent"}, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "geode", "web", "--help"],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "HOME": "/nonexistent"},
+        timeout=60,
+    )
     assert r.returncode == 0, r.stderr
     for flag in ("--host", "--port", "--no-open", "--allow-remote", "--who"):
         assert flag in r.stdout
@@ -238,12 +284,17 @@ def test_an_install_ships_the_templates_and_assets(tmp_path):
     target = _install(tmp_path)
     web = target / "geode" / "web"
     src = REPO / "geode" / "web"
-    want = sorted(str(p.relative_to(src)) for p in src.rglob("*")
-                  if p.is_file() and p.suffix in (".html", ".css", ".js", ".md", ".LICENSE") or p.name.endswith("LICENSE"))
+    want = sorted(
+        str(p.relative_to(src))
+        for p in src.rglob("*")
+        if p.is_file() and p.suffix in (".html", ".css", ".js", ".md", ".LICENSE") or p.name.endswith("LICENSE")
+    )
     assert len(want) >= 12
     missing = [w for w in want if not (web / w).is_file()]
     assert not missing, missing
-    assert (web / "static/vendor/cytoscape.min.js").read_bytes() == (src / "static/vendor/cytoscape.min.js").read_bytes()
+    assert (web / "static/vendor/cytoscape.min.js").read_bytes() == (
+        src / "static/vendor/cytoscape.min.js"
+    ).read_bytes()
     assert (web / "app.py").is_file() and (web / "command.py").is_file()
 
 
@@ -270,8 +321,10 @@ def test_the_queue_and_store_queries_on_postgresql(tmp_path):
         assert engine.dialect.name == "postgresql"
         d = page_of(engine, QueueFilter(), per_page=4)
         assert [(g["night"], g["agent"], g["total"]) for g in d["groups"]] == [
-            ("night of 2026-03-14", "cleaner", 2), ("night of 2026-03-14", "corrector", 1),
-            ("night of 2026-03-14", "librarian", 2)]
+            ("night of 2026-03-14", "cleaner", 2),
+            ("night of 2026-03-14", "corrector", 1),
+            ("night of 2026-03-14", "librarian", 2),
+        ]
         assert [p["id"] for p in page_of(engine, QueueFilter(path="deploy"))["proposals"]] == [n.ids["fix-deploy"]]
         assert page_of(engine, QueueFilter(path="_"))["total"] == 0
         assert [c["value"] for c in choices(engine)["night"]] == [NIGHT, "night-2026-03-13"]

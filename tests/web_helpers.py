@@ -26,32 +26,36 @@ EARLIER = "night-2026-03-13"
 NOTES = {
     "notes/exit-code.md": (
         "---\nname: exit-code\ndescription: After `a | b`, $? is b's status.\ntype: feedback\ntags: [shell, ci]\n"
-        "crystal:\n  deliver: act\n  on: bash\n  match: \"| tail, |tail\"\n---\n"
+        'crystal:\n  deliver: act\n  on: bash\n  match: "| tail, |tail"\n---\n'
         "<!-- crystal:essence -->\nA pipeline's exit status is the status of its **last** command.\n"
         "<!-- /crystal:essence -->\n\n## Where this came from\nThe build looked green.\n\n"
-        "- relates_to [[pipefail]]\nSee also [[git-add-all]] and [[missing-note]].\n"),
+        "- relates_to [[pipefail]]\nSee also [[git-add-all]] and [[missing-note]].\n"
+    ),
     "notes/pipefail.md": (
         "---\nname: pipefail\ndescription: set -o pipefail keeps the first failure\ntype: fact\ntags: [shell]\n"
         "status: draft\n---\nUse `set -o pipefail` so a failing stage fails the pipeline.\n\n"
-        "- part_of [[exit-code]]\n"),
+        "- part_of [[exit-code]]\n"
+    ),
     "notes/git-add-all.md": (
         "---\nname: git-add-all\ndescription: git add -A sweeps stray build output\ntype: feedback\ntags: [git]\n"
-        "crystal:\n  deliver: act\n  on: commit\n  match: \"git add -A\"\n---\n"
+        'crystal:\n  deliver: act\n  on: commit\n  match: "git add -A"\n---\n'
         "<!-- crystal:essence -->\n`git add -A` stages everything, build output included.\n"
-        "<!-- /crystal:essence -->\n"),
+        "<!-- /crystal:essence -->\n"
+    ),
     "notes/old-retry.md": (
         "---\nname: old-retry\ndescription: the retry cut-off of 2025\nstatus: deprecated\n---\n"
-        "Retries stopped after three attempts (2025).\n"),
-    "notes/dup-b.md": (
-        "---\nname: dup-b\ndescription: a duplicate of pipefail\n---\nUse pipefail.\n"),
+        "Retries stopped after three attempts (2025).\n"
+    ),
+    "notes/dup-b.md": ("---\nname: dup-b\ndescription: a duplicate of pipefail\n---\nUse pipefail.\n"),
     "runbooks/deploy.md": (
         "---\nname: deploy\ndescription: how a deploy goes\ntype: runbook\ntags: [ci]\n---\n"
-        "1. Build with [the pipe note](../notes/exit-code-old.md) in mind.\n2. Ship.\n"),
-    "index.md": (
-        "---\nname: index\n---\n# Index\n\n- [[exit-code-old]]\n- [[pipefail]]\n- [[old-retry]]\n"),
+        "1. Build with [the pipe note](../notes/exit-code-old.md) in mind.\n2. Ship.\n"
+    ),
+    "index.md": ("---\nname: index\n---\n# Index\n\n- [[exit-code-old]]\n- [[pipefail]]\n- [[old-retry]]\n"),
     "evil.md": (
         "---\nname: evil\n---\nA note that tries <script>document.title='pwned'</script> and "
-        "<img src=x onerror=alert(1)>.\n"),
+        "<img src=x onerror=alert(1)>.\n"
+    ),
 }
 
 
@@ -78,9 +82,9 @@ def snapshot(root: Path) -> dict[str, bytes]:
 def make_night(tmp_path: Path, toml_extra: str = "") -> Night:
     """GEODE_HOME and a store under ``tmp_path``, with two nights of known proposals
     (``toml_extra``: more of geode.toml, e.g. a ``[database]`` table)."""
+    from geode.agents import changes as CH
     from geode.agents import contract, recording
     from geode.agents import proposals as Q
-    from geode.agents import changes as CH
     from geode.delivery import ledger
     from geode.delivery.config import load_settings
     from geode.delivery.models import insert_events
@@ -91,18 +95,37 @@ def make_night(tmp_path: Path, toml_extra: str = "") -> Night:
     for rel, text in NOTES.items():
         write(store, rel, text)
     (home / "geode.toml").write_text(
-        f'[domains]\nmain = {json.dumps(str(store))}\n\n[web]\nwho = "Ada Reviewer"\n{toml_extra}', encoding="utf-8")
+        f'[domains]\nmain = {json.dumps(str(store))}\n\n[web]\nwho = "Ada Reviewer"\n{toml_extra}', encoding="utf-8"
+    )
     s = load_settings(home=home, env={})
     engine = Q.open_queue(s)
     contract.ensure_tables(engine)
     n = Night(home, store, s)
 
     now = time.time()
-    events = [ledger.new_event("blocked", ts=now - 3600, session="s1", domain="main", action="bash",
-                               detail=json.dumps({"command": "grep -r 'git add' ~/.geode/store"})),
-              ledger.new_event("delivered", ts=now - 1800, session="s2", domain="main",
-                               crystal_id="main:notes/exit-code.md", path="notes/exit-code.md", action="bash",
-                               channel="act", term="| tail", chars=120, agent="main")]
+    events = [
+        ledger.new_event(
+            "blocked",
+            ts=now - 3600,
+            session="s1",
+            domain="main",
+            action="bash",
+            detail=json.dumps({"command": "grep -r 'git add' ~/.geode/store"}),
+        ),
+        ledger.new_event(
+            "delivered",
+            ts=now - 1800,
+            session="s2",
+            domain="main",
+            crystal_id="main:notes/exit-code.md",
+            path="notes/exit-code.md",
+            action="bash",
+            channel="act",
+            term="| tail",
+            chars=120,
+            agent="main",
+        ),
+    ]
     insert_events(engine, events)
     from sqlalchemy import select
 
@@ -122,51 +145,121 @@ def make_night(tmp_path: Path, toml_extra: str = "") -> Night:
     _kept: dict = {}
 
     def file(name: str, agent: str, kind: str, title: str, changes, evidence, run: str = NIGHT):
-        pid = Q.file_proposal(s, engine, Q.ProposalDraft(
-            agent=agent, kind=kind, domain="main", title=title, rationale=f"{title}: because the test says so.",
-            evidence=evidence, changes=changes, run_id=run, key=name))
+        pid = Q.file_proposal(
+            s,
+            engine,
+            Q.ProposalDraft(
+                agent=agent,
+                kind=kind,
+                domain="main",
+                title=title,
+                rationale=f"{title}: because the test says so.",
+                evidence=evidence,
+                changes=changes,
+                run_id=run,
+                key=name,
+            ),
+        )
         assert pid is not None
         n.ids[name] = pid
 
-    f1 = finding(NIGHT, "librarian", "broken-link", "index.md", 6, "exit-code-old", "no note named exit-code-old",
-                 "exit-code")
-    f2 = finding(NIGHT, "librarian", "broken-link", "runbooks/deploy.md", 7, "../notes/exit-code-old.md",
-                 "no such file", "../notes/exit-code.md")
+    f1 = finding(
+        NIGHT, "librarian", "broken-link", "index.md", 6, "exit-code-old", "no note named exit-code-old", "exit-code"
+    )
+    f2 = finding(
+        NIGHT,
+        "librarian",
+        "broken-link",
+        "runbooks/deploy.md",
+        7,
+        "../notes/exit-code-old.md",
+        "no such file",
+        "../notes/exit-code.md",
+    )
     f3 = finding(NIGHT, "cleaner", "retired-note", "notes/old-retry.md", 1, "", "deprecated for 90 days")
     f4 = finding(NIGHT, "cleaner", "duplicate", "notes/dup-b.md", 1, "notes/pipefail.md", "says what pipefail says")
     f5 = finding(NIGHT, "corrector", "stale-status", "notes/pipefail.md", 6, "", "draft for 200 days")
     n.findings = {"index": f1, "deploy": f2, "old-retry": f3, "dup-b": f4, "pipefail": f5}
 
     # the earlier night first, as a real schedule files them
-    file("bind-git-add", "gardener", "edit", "Bind git-add-all to `git add .` too (found by a blocked lookup)",
-         [Q.edit_change(s, "main", "notes/git-add-all.md",
-                        NOTES["notes/git-add-all.md"].replace('match: "git add -A"', 'match: "git add -A, git add ."'))],
-         [{"ledger_event": n.ledger["blocked"]}], run=EARLIER)
+    file(
+        "bind-git-add",
+        "gardener",
+        "edit",
+        "Bind git-add-all to `git add .` too (found by a blocked lookup)",
+        [
+            Q.edit_change(
+                s,
+                "main",
+                "notes/git-add-all.md",
+                NOTES["notes/git-add-all.md"].replace('match: "git add -A"', 'match: "git add -A, git add ."'),
+            )
+        ],
+        [{"ledger_event": n.ledger["blocked"]}],
+        run=EARLIER,
+    )
     time.sleep(0.01)
-    file("fix-index", "librarian", "edit", "Repair the link to exit-code in index.md",
-         [Q.edit_change(s, "main", "index.md", NOTES["index.md"].replace("[[exit-code-old]]", "[[exit-code]]"))],
-         [{"finding": f1}])
-    file("fix-deploy", "librarian", "edit", "Repair the path to the pipe note in the deploy runbook",
-         [Q.edit_change(s, "main", "runbooks/deploy.md",
-                        NOTES["runbooks/deploy.md"].replace("exit-code-old.md", "exit-code.md"))],
-         [{"finding": f2}])
-    file("archive-old-retry", "cleaner", "archive", "Archive old-retry (deprecated)",
-         CH.archive_changes(s, "main", "notes/old-retry.md"), [{"finding": f3}])
-    file("archive-dup-b", "cleaner", "archive", "Archive dup-b (a duplicate of pipefail)",
-         CH.archive_changes(s, "main", "notes/dup-b.md"), [{"finding": f4}])
-    file("pipefail-stable", "corrector", "status", "Mark pipefail stable",
-         [CH.status_change(s, "main", "notes/pipefail.md", "stable")], [{"finding": f5}])
+    file(
+        "fix-index",
+        "librarian",
+        "edit",
+        "Repair the link to exit-code in index.md",
+        [Q.edit_change(s, "main", "index.md", NOTES["index.md"].replace("[[exit-code-old]]", "[[exit-code]]"))],
+        [{"finding": f1}],
+    )
+    file(
+        "fix-deploy",
+        "librarian",
+        "edit",
+        "Repair the path to the pipe note in the deploy runbook",
+        [
+            Q.edit_change(
+                s, "main", "runbooks/deploy.md", NOTES["runbooks/deploy.md"].replace("exit-code-old.md", "exit-code.md")
+            )
+        ],
+        [{"finding": f2}],
+    )
+    file(
+        "archive-old-retry",
+        "cleaner",
+        "archive",
+        "Archive old-retry (deprecated)",
+        CH.archive_changes(s, "main", "notes/old-retry.md"),
+        [{"finding": f3}],
+    )
+    file(
+        "archive-dup-b",
+        "cleaner",
+        "archive",
+        "Archive dup-b (a duplicate of pipefail)",
+        CH.archive_changes(s, "main", "notes/dup-b.md"),
+        [{"finding": f4}],
+    )
+    file(
+        "pipefail-stable",
+        "corrector",
+        "status",
+        "Mark pipefail stable",
+        [CH.status_change(s, "main", "notes/pipefail.md", "stable")],
+        [{"finding": f5}],
+    )
 
     for run, agent, examined, props in (
-            (EARLIER, "gardener", {"notes": 8, "ledger_events": 1}, ["bind-git-add"]),
-            (NIGHT, "librarian", {"notes": 8, "links": 9}, ["fix-index", "fix-deploy"]),
-            (NIGHT, "cleaner", {"notes": 8, "folders": 3}, ["archive-old-retry", "archive-dup-b"]),
-            (NIGHT, "corrector", {"notes": 8, "findings": 5}, ["pipefail-stable"]),
-            (NIGHT, "gardener", {"notes": 8, "ledger_events": 2}, [])):
+        (EARLIER, "gardener", {"notes": 8, "ledger_events": 1}, ["bind-git-add"]),
+        (NIGHT, "librarian", {"notes": 8, "links": 9}, ["fix-index", "fix-deploy"]),
+        (NIGHT, "cleaner", {"notes": 8, "folders": 3}, ["archive-old-retry", "archive-dup-b"]),
+        (NIGHT, "corrector", {"notes": 8, "findings": 5}, ["pipefail-stable"]),
+        (NIGHT, "gardener", {"notes": 8, "ledger_events": 2}, []),
+    ):
         recording.begin_attempt(engine, run, agent, trigger="schedule")
-        rep = contract.Report(agent=agent, status=contract.OK if props else contract.NOTHING_TO_LEARN,
-                              examined=examined, run_id=run, store_notes=8,
-                              proposals=[{"id": n.ids[k], "kind": "edit", "paths": []} for k in props])
+        rep = contract.Report(
+            agent=agent,
+            status=contract.OK if props else contract.NOTHING_TO_LEARN,
+            examined=examined,
+            run_id=run,
+            store_notes=8,
+            proposals=[{"id": n.ids[k], "kind": "edit", "paths": []} for k in props],
+        )
         recording.finish_run(engine, rep)
         time.sleep(0.01)
     engine.dispose()
@@ -184,8 +277,14 @@ class Server:
         e = {k: v for k, v in os.environ.items() if not k.startswith("GEODE_")}
         e.update({"GEODE_HOME": str(home), "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"})
         e.update(env or {})
-        self.proc = subprocess.Popen([sys.executable, "-m", "geode", "web", "--port", "0", "--no-open", *extra],
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=e, cwd=str(home))
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "geode", "web", "--port", "0", "--no-open", *extra],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=e,
+            cwd=str(home),
+        )
         deadline = time.monotonic() + timeout
         line = ""
         while time.monotonic() < deadline:
@@ -224,15 +323,23 @@ class Server:
                 self.proc.wait()
         return self.proc.stderr.read() if self.proc.stderr else ""
 
-    def __enter__(self) -> "Server":
+    def __enter__(self) -> Server:
         return self
 
     def __exit__(self, *exc) -> None:
         self.stop()
 
 
-def request(server: Server, method: str, path: str, *, body=None, headers: dict | None = None,
-            auth: bool = True, host: str | None = None) -> tuple[int, dict, bytes]:
+def request(
+    server: Server,
+    method: str,
+    path: str,
+    *,
+    body=None,
+    headers: dict | None = None,
+    auth: bool = True,
+    host: str | None = None,
+) -> tuple[int, dict, bytes]:
     """One raw HTTP request (``http.client``: every header, Host included, exactly as given;
     ``host=""`` sends none)."""
     import http.client

@@ -49,8 +49,9 @@ def _log_unrecorded(proposal_id: int, action: str, exc: BaseException) -> None:
     """An action row that could not be written (the database failed too): logged, never silent."""
     import logging
 
-    logging.getLogger(__name__).warning("proposal %s: the %s action could not be recorded: %s",
-                                        proposal_id, action, exc)
+    logging.getLogger(__name__).warning(
+        "proposal %s: the %s action could not be recorded: %s", proposal_id, action, exc
+    )
 
 
 # -- the lock ------------------------------------------------------------------------------
@@ -127,8 +128,11 @@ def _execute(settings, engine, proposal_id: int, who: str, op: str) -> dict:
     def settle(ok: bool, outcome: str, message: str, status: str | None = None, detail=None) -> dict:
         with engine.begin() as conn:
             if status is not None and status != prior:
-                conn.execute(P.update().where(P.c.id == proposal_id).values(
-                    status=status, message=message, updated_at=proposals._now()))
+                conn.execute(
+                    P.update()
+                    .where(P.c.id == proposal_id)
+                    .values(status=status, message=message, updated_at=proposals._now())
+                )
             record(conn, proposal_id, action, outcome, who, dict(detail or {}, message=message))
         return result(proposal_id, action, ok, status or prior, message, files)
 
@@ -138,8 +142,9 @@ def _execute(settings, engine, proposal_id: int, who: str, op: str) -> dict:
         return settle(False, "refused", f"not {'applied' if op == 'apply' else 'undone'}: {why}")
     root = settings.domains.get(row["domain"])
     if root is None:
-        return settle(False, "failed", f"domain {row['domain']!r} is not configured here",
-                      "failed" if op == "apply" else None)
+        return settle(
+            False, "failed", f"domain {row['domain']!r} is not configured here", "failed" if op == "apply" else None
+        )
 
     ordered = list(changes) if op == "apply" else list(reversed(changes))
     plan, stale, unsafe = [], [], []
@@ -162,35 +167,73 @@ def _execute(settings, engine, proposal_id: int, who: str, op: str) -> dict:
             to_mode = c["mode"] if c["mode"] is not None else (from_mode if from_mode is not None else default_mode())
         else:
             to_mode = c["before_mode"] if c["before_mode"] is not None else default_mode()
-        plan.append({"seq": c["seq"], "path": c["path"], "from_sha": from_sha, "to_sha": to_sha,
-                     "from_mode": from_mode, "to_mode": to_mode, "tmp": ""})
+        plan.append(
+            {
+                "seq": c["seq"],
+                "path": c["path"],
+                "from_sha": from_sha,
+                "to_sha": to_sha,
+                "from_mode": from_mode,
+                "to_mode": to_mode,
+                "tmp": "",
+            }
+        )
     if unsafe:
         return settle(False, "failed", "refused path: " + "; ".join(unsafe), "failed" if op == "apply" else None)
     if stale:
         if op == "apply":
-            return settle(False, "conflict", "changed since proposed (sha256 differs): " + ", ".join(stale),
-                          "conflict", {"paths": stale})
-        return settle(False, "refused", "changed after the apply (sha256 differs from after): "
-                      + ", ".join(stale), None, {"paths": stale})
+            return settle(
+                False,
+                "conflict",
+                "changed since proposed (sha256 differs): " + ", ".join(stale),
+                "conflict",
+                {"paths": stale},
+            )
+        return settle(
+            False,
+            "refused",
+            "changed after the apply (sha256 differs from after): " + ", ".join(stale),
+            None,
+            {"paths": stale},
+        )
 
     # The intent, and the claim, in one transaction.
     now = proposals._now()
     with engine.begin() as conn:
-        jid = conn.execute(J.insert().values(
-            proposal_id=proposal_id, op=op, direction="forward", state="open", prior_status=prior, who=who,
-            pid=os.getpid(), host=socket.gethostname(), started_at=now, finished_at=None, plan="[]",
-        ).returning(J.c.id)).scalar_one()
+        jid = conn.execute(
+            J.insert()
+            .values(
+                proposal_id=proposal_id,
+                op=op,
+                direction="forward",
+                state="open",
+                prior_status=prior,
+                who=who,
+                pid=os.getpid(),
+                host=socket.gethostname(),
+                started_at=now,
+                finished_at=None,
+                plan="[]",
+            )
+            .returning(J.c.id)
+        ).scalar_one()
         for e in plan:
             e["tmp"] = f".geode-{jid}-{e['seq']}.tmp"
         conn.execute(J.update().where(J.c.id == jid).values(plan=json.dumps(plan)))
-        claimed = conn.execute(P.update().where(
-            P.c.id == proposal_id, P.c.status == prior, P.c.journal_id.is_(None)).values(journal_id=jid))
+        claimed = conn.execute(
+            P.update()
+            .where(P.c.id == proposal_id, P.c.status == prior, P.c.journal_id.is_(None))
+            .values(journal_id=jid)
+        )
         if claimed.rowcount != 1:
             raise ProposalError(f"proposal {proposal_id} changed while being {action}d; try again")
         if op == "apply":
             for e in plan:
-                conn.execute(C.update().where(C.c.proposal_id == proposal_id, C.c.seq == e["seq"]).values(
-                    before_mode=e["from_mode"]))
+                conn.execute(
+                    C.update()
+                    .where(C.c.proposal_id == proposal_id, C.c.seq == e["seq"])
+                    .values(before_mode=e["from_mode"])
+                )
     atomic_put.after_step("journal_intent", "")
 
     content = _content(changes, op)
@@ -205,8 +248,11 @@ def _execute(settings, engine, proposal_id: int, who: str, op: str) -> dict:
     new_status = "applied" if op == "apply" else "undone"
     with engine.begin() as conn:
         conn.execute(J.update().where(J.c.id == jid).values(state="done", finished_at=proposals._now()))
-        conn.execute(P.update().where(P.c.id == proposal_id).values(
-            status=new_status, journal_id=None, message="", updated_at=proposals._now()))
+        conn.execute(
+            P.update()
+            .where(P.c.id == proposal_id)
+            .values(status=new_status, journal_id=None, message="", updated_at=proposals._now())
+        )
         record(conn, proposal_id, action, new_status, who, {"journal": jid})
     atomic_put.after_step("journal_mark", "")
     return result(proposal_id, action, True, new_status, new_status, files)
@@ -239,17 +285,29 @@ def _abort(settings, engine, row, op, jid, plan, started, content, exc, who, fil
             remove_tmp(root, e["path"], e["tmp"])
         with engine.begin() as conn:
             conn.execute(J.update().where(J.c.id == jid).values(state="rolled_back", finished_at=proposals._now()))
-            conn.execute(P.update().where(P.c.id == row["id"]).values(
-                status=status, journal_id=None, message=message, updated_at=proposals._now()))
-            record(conn, row["id"], action, outcome, who,
-                   {"journal": jid, "error": str(exc), "rolled_back": [e["path"] for e in done]})
+            conn.execute(
+                P.update()
+                .where(P.c.id == row["id"])
+                .values(status=status, journal_id=None, message=message, updated_at=proposals._now())
+            )
+            record(
+                conn,
+                row["id"],
+                action,
+                outcome,
+                who,
+                {"journal": jid, "error": str(exc), "rolled_back": [e["path"] for e in done]},
+            )
     except (FileConflict, safepath.UnsafePath, OSError, SQLAlchemyError) as exc2:
         # the journal stays open (direction back): the next start finishes it
-        message = (f"{message}; putting the files back also failed ({exc2}); the next `geode proposals` "
-                   f"command rolls it back")
+        message = (
+            f"{message}; putting the files back also failed ({exc2}); the next `geode proposals` command rolls it back"
+        )
         try:
             with engine.begin() as conn:
-                record(conn, row["id"], action, "error", who, {"journal": jid, "error": str(exc), "rollback": str(exc2)})
+                record(
+                    conn, row["id"], action, "error", who, {"journal": jid, "error": str(exc), "rollback": str(exc2)}
+                )
         except SQLAlchemyError as exc3:  # the result carries the message; the log says why the row is missing
             _log_unrecorded(row["id"], action, exc3)
         return result(row["id"], action, False, prior, message, files)
@@ -272,8 +330,16 @@ def undo(settings, engine, proposal_id: int, who: str) -> dict:
     return execute(settings, engine, proposal_id, who, "undo")
 
 
-def approve_many(settings, engine, who: str, *, agent: str | None = None, kind: str | None = None,
-                 domain: str | None = None, dry_run: bool = False) -> list[dict]:
+def approve_many(
+    settings,
+    engine,
+    who: str,
+    *,
+    agent: str | None = None,
+    kind: str | None = None,
+    domain: str | None = None,
+    dry_run: bool = False,
+) -> list[dict]:
     """Approve every pending proposal of ``agent`` and/or ``kind`` (and ``domain``), oldest
     first. With ``dry_run`` nothing is written anywhere (no file, no row): each result says
     what approving would do now (``would``: ``apply`` | ``conflict`` | ``failed``)."""
@@ -308,8 +374,15 @@ def _reconcile_one(settings, engine, j: dict, who: str) -> dict:
     with engine.connect() as conn:
         row, changes = proposals.load(conn, j["proposal_id"])
     names = {"from": "before", "to": "after"} if op == "apply" else {"from": "after", "to": "before"}
-    report = {"id": j["proposal_id"], "journal": jid, "op": op, "outcome": "error", "status": row["status"],
-              "message": "", "files": []}
+    report = {
+        "id": j["proposal_id"],
+        "journal": jid,
+        "op": op,
+        "outcome": "error",
+        "status": row["status"],
+        "message": "",
+        "files": [],
+    }
     root = settings.domains.get(row["domain"])
     if root is None:
         report["message"] = f"domain {row['domain']!r} is not configured here; left for a later start"
@@ -320,17 +393,17 @@ def _reconcile_one(settings, engine, j: dict, who: str) -> dict:
         for e in plan:
             remove_tmp(root, e["path"], e["tmp"])
             states.append(file_state(root, e["path"], e["from_sha"], e["to_sha"]))
-        report["files"] = [{"path": e["path"], "found": names.get(s, s)} for e, s in zip(plan, states)]
-        others = [e["path"] for e, s in zip(plan, states) if s not in ("from", "to")]
+        report["files"] = [{"path": e["path"], "found": names.get(s, s)} for e, s in zip(plan, states, strict=False)]
+        others = [e["path"] for e, s in zip(plan, states, strict=False) if s not in ("from", "to")]
         if j["direction"] == "forward" and not others:
-            for e, s in zip(plan, states):
+            for e, s in zip(plan, states, strict=False):
                 if s == "from":
                     put(root, e["path"], content[e["seq"]][1], e["to_mode"], e["from_sha"], e["tmp"])
             outcome = "finished"
             status = "applied" if op == "apply" else "undone"
             message = f"{op} interrupted; finished by reconcile"
         else:
-            for e, s in reversed(list(zip(plan, states))):
+            for e, s in reversed(list(zip(plan, states, strict=False))):
                 if s == "to":
                     put(root, e["path"], content[e["seq"]][0], e["from_mode"], e["to_sha"], e["tmp"])
             outcome = "rolled_back"
@@ -339,7 +412,8 @@ def _reconcile_one(settings, engine, j: dict, who: str) -> dict:
             else:
                 status = j["prior_status"]
             message = f"{op} interrupted; rolled back by reconcile" + (
-                f"; changed by someone else meanwhile: {', '.join(others)}" if others else "")
+                f"; changed by someone else meanwhile: {', '.join(others)}" if others else ""
+            )
         for e in plan:
             remove_tmp(root, e["path"], e["tmp"])
     except (FileConflict, safepath.UnsafePath, OSError) as exc:
@@ -351,10 +425,16 @@ def _reconcile_one(settings, engine, j: dict, who: str) -> dict:
             _log_unrecorded(row["id"], "reconcile", exc3)
         return report
     with engine.begin() as conn:
-        conn.execute(J.update().where(J.c.id == jid).values(
-            state="done" if outcome == "finished" else "rolled_back", finished_at=proposals._now()))
-        conn.execute(P.update().where(P.c.id == row["id"]).values(
-            status=status, journal_id=None, message=message, updated_at=proposals._now()))
+        conn.execute(
+            J.update()
+            .where(J.c.id == jid)
+            .values(state="done" if outcome == "finished" else "rolled_back", finished_at=proposals._now())
+        )
+        conn.execute(
+            P.update()
+            .where(P.c.id == row["id"])
+            .values(status=status, journal_id=None, message=message, updated_at=proposals._now())
+        )
         record(conn, row["id"], "reconcile", outcome, who, {"journal": jid, "op": op, "files": report["files"]})
     report.update(outcome=outcome, status=status, message=message)
     return report

@@ -20,6 +20,7 @@ from geode.agents import safepath
 from geode.agents.proposals import sha256
 from geode.delivery.errors import StoreError
 
+
 def after_step(step: str, path: str) -> None:
     """Called after each step, in this order: ``journal_intent`` (``apply``), ``write``,
     ``fsync``, ``chmod``, ``replace``, ``dir_fsync`` (here, per file), ``journal_mark``
@@ -30,8 +31,9 @@ class FileConflict(StoreError):
     """A file's sha256 is not the one expected immediately before replacing it."""
 
     def __init__(self, path: str, expected: str | None, found: str | None):
-        super().__init__(f"{path}: changed meanwhile (sha256 {(found or 'absent')[:12]}, "
-                         f"expected {(expected or 'absent')[:12]})")
+        super().__init__(
+            f"{path}: changed meanwhile (sha256 {(found or 'absent')[:12]}, expected {(expected or 'absent')[:12]})"
+        )
         self.path = path
 
 
@@ -90,8 +92,7 @@ def put(root: str, rel: str, data: bytes | None, mode: int | None, expect_sha: s
             after_step("dir_fsync", rel)
             return
         _unlink_quiet(tmp, dirfd)  # a leftover of a crash of this same journal entry
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
-                     dir_fd=dirfd)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dirfd)
         try:
             try:
                 view = memoryview(data)

@@ -48,9 +48,15 @@ def broker_settings(settings) -> dict:
     if not 0 < soft <= hard < vt:
         raise CeleryConfigError(
             f"[upkeep] limits must satisfy 0 < soft_time_limit ({soft}) <= time_limit ({hard}) "
-            f"< visibility_timeout ({vt}): a task still running at the visibility timeout is given to a second worker")
-    return {"broker_url": up["broker_url"] or None, "visibility_timeout": vt, "time_limit": hard,
-            "soft_time_limit": soft, "queue": up["queue"]}
+            f"< visibility_timeout ({vt}): a task still running at the visibility timeout is given to a second worker"
+        )
+    return {
+        "broker_url": up["broker_url"] or None,
+        "visibility_timeout": vt,
+        "time_limit": hard,
+        "soft_time_limit": soft,
+        "queue": up["queue"],
+    }
 
 
 def _conf(settings) -> dict:
@@ -120,8 +126,9 @@ def _engine(settings):
     return _ENGINES[key]
 
 
-def run_task(run_id: str, agent: str, home: str | None = None, store: str | None = None,
-             trigger: str = "celery") -> dict:
+def run_task(
+    run_id: str, agent: str, home: str | None = None, store: str | None = None, trigger: str = "celery"
+) -> dict:
     """The body every task shares: settings from ids, one agent, the stored report's summary."""
     from geode.agents.upkeep import run_agent
     from geode.delivery.config import load_settings
@@ -129,8 +136,14 @@ def run_task(run_id: str, agent: str, home: str | None = None, store: str | None
     settings = load_settings(store=store, home=home)
     engine = _engine(settings)
     report = run_agent(settings, engine, run_id, agent, trigger, MAX_ATTEMPTS)
-    return {"run_id": run_id, "agent": agent, "status": report.status, "attempts": report.attempts,
-            "findings": len(report.findings), "proposals": len(report.proposals)}
+    return {
+        "run_id": run_id,
+        "agent": agent,
+        "status": report.status,
+        "attempts": report.attempts,
+        "findings": len(report.findings),
+        "proposals": len(report.proposals),
+    }
 
 
 def _make_task(agent: str):
@@ -146,25 +159,26 @@ TASKS = {name: _make_task(name) for name in AGENT_TASKS}
 
 
 @app.task(name="geode.upkeep.agent", bind=True, acks_late=True, reject_on_worker_lost=True)
-def agent_task(self, run_id: str, agent: str, home: str | None = None, store: str | None = None,
-               trigger: str = "celery"):
+def agent_task(
+    self, run_id: str, agent: str, home: str | None = None, store: str | None = None, trigger: str = "celery"
+):
     """Agents added by ``[upkeep] agents`` (plugins) run through this one."""
     return run_task(run_id, agent, home, store, trigger)
 
 
-def signature_for(agent: str, run_id: str, home: str | None, store: str | None, trigger: str,
-                  celery_app: Celery | None = None):
+def signature_for(
+    agent: str, run_id: str, home: str | None, store: str | None, trigger: str, celery_app: Celery | None = None
+):
     capp = celery_app or app
     queue = capp.conf.task_default_queue
     if agent in TASKS:
-        return capp.signature(f"geode.upkeep.{agent}", args=(run_id, home, store, trigger), immutable=True,
-                              queue=queue)
-    return capp.signature("geode.upkeep.agent", args=(run_id, agent, home, store, trigger), immutable=True,
-                          queue=queue)
+        return capp.signature(f"geode.upkeep.{agent}", args=(run_id, home, store, trigger), immutable=True, queue=queue)
+    return capp.signature("geode.upkeep.agent", args=(run_id, agent, home, store, trigger), immutable=True, queue=queue)
 
 
-def enqueue_upkeep(settings, run_id: str, agents: list[str] | None = None, trigger: str = "celery",
-                   celery_app: Celery | None = None):
+def enqueue_upkeep(
+    settings, run_id: str, agents: list[str] | None = None, trigger: str = "celery", celery_app: Celery | None = None
+):
     """Send one upkeep run: the agents chained in their order (the Corrector last, so it sees
     the others' stored findings). Without a broker the chain runs here, now. No countdown and
     no ETA: a delayed message past the visibility timeout would be delivered twice."""

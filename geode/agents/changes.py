@@ -25,8 +25,9 @@ def new_note_change(settings, domain: str, path: str, text, mode: int | None = N
     return FileChange(path, None, as_bytes(text), mode)
 
 
-def move_changes(settings, domain: str, src: str, dst: str, *, content=None,
-                 rewrites: dict | None = None) -> list[FileChange]:
+def move_changes(
+    settings, domain: str, src: str, dst: str, *, content=None, rewrites: dict | None = None
+) -> list[FileChange]:
     """A move of ``src`` to ``dst`` (same bytes and mode unless ``content`` is given), plus the
     link rewrites in other files (``{path: new bytes}``): one proposal, several changes.
     Order: the new file first, the rewrites, the removal of the source last."""
@@ -45,8 +46,9 @@ def move_changes(settings, domain: str, src: str, dst: str, *, content=None,
     return changes
 
 
-def archive_changes(settings, domain: str, path: str, *, archive_dir: str = DEFAULT_ARCHIVE_DIR,
-                    rewrites: dict | None = None) -> list[FileChange]:
+def archive_changes(
+    settings, domain: str, path: str, *, archive_dir: str = DEFAULT_ARCHIVE_DIR, rewrites: dict | None = None
+) -> list[FileChange]:
     """A move of ``path`` into the archive folder (same relative path under it) with
     frontmatter ``status: archived``."""
     cur = current(settings, domain, path)
@@ -55,8 +57,14 @@ def archive_changes(settings, domain: str, path: str, *, archive_dir: str = DEFA
     archive_dir = archive_dir.strip("/")
     if path == archive_dir or path.startswith(archive_dir + "/"):
         raise ProposalError(f"{path}: already in the archive folder {archive_dir}/")
-    return move_changes(settings, domain, path, f"{archive_dir}/{path}",
-                        content=set_frontmatter_status(cur[0], "archived", path), rewrites=rewrites)
+    return move_changes(
+        settings,
+        domain,
+        path,
+        f"{archive_dir}/{path}",
+        content=set_frontmatter_status(cur[0], "archived", path),
+        rewrites=rewrites,
+    )
 
 
 def status_change(settings, domain: str, path: str, status: str) -> FileChange:

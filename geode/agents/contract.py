@@ -115,8 +115,17 @@ class Report:
             "examined": dict(self.examined),
             "store_notes": self.store_notes,
             "findings": [
-                {"id": f.id, "kind": f.kind, "path": f.path, "line": f.line, "target": f.target,
-                 "message": f.message, "domain": f.domain, "suggestion": f.suggestion, "severity": f.severity}
+                {
+                    "id": f.id,
+                    "kind": f.kind,
+                    "path": f.path,
+                    "line": f.line,
+                    "target": f.target,
+                    "message": f.message,
+                    "domain": f.domain,
+                    "suggestion": f.suggestion,
+                    "severity": f.severity,
+                }
                 for f in self.findings
             ],
             "skipped": [s.as_dict() for s in self.skipped],
@@ -142,7 +151,7 @@ class Context:
     def domains(self) -> list[tuple[str, str]]:
         return self.settings.domain_roots()
 
-    def readable(self, report: "Report"):
+    def readable(self, report: Report):
         """``(domain, load)`` for each domain that holds notes, after recording the files it
         could not read as ``unreadable`` findings (and in ``examined["unreadable"]``): the
         preamble every agent needs, so that none can forget to report what it could not see."""
@@ -214,12 +223,16 @@ def apply_rule(report: Report, counted: Census) -> Report:
     if counted.notes == 0:
         reasons.append("the store holds no note files (.md, .mdc, .markdown): there is nothing to examine")
     if examined == 0:
-        reasons.append(f"{report.agent} examined no notes" +
-                       (f" (all {unreadable} note files were unreadable)" if unreadable else ""))
+        reasons.append(
+            f"{report.agent} examined no notes"
+            + (f" (all {unreadable} note files were unreadable)" if unreadable else "")
+        )
     elif examined + unreadable < counted.notes:
-        reasons.append(f"{report.agent} examined {examined} notes (and {unreadable} unreadable) "
-                       f"of the {counted.notes} note files the store holds: "
-                       f"{counted.notes - examined - unreadable} were never looked at")
+        reasons.append(
+            f"{report.agent} examined {examined} notes (and {unreadable} unreadable) "
+            f"of the {counted.notes} note files the store holds: "
+            f"{counted.notes - examined - unreadable} were never looked at"
+        )
     if reasons:
         report.status = FAILED
         report.message = "; ".join(reasons) + (f"; {report.message}" if report.message else "")
@@ -233,8 +246,9 @@ def unreadable_findings(load: StoreLoad) -> list[Finding]:
         if p.code == "no-store":
             continue
         if p.code.startswith("skip-") and p.severity == "error":
-            out.append(Finding("unreadable", p.path, p.line, "", f"{p.message} [{p.code}]", load.domain,
-                               severity="error"))
+            out.append(
+                Finding("unreadable", p.path, p.line, "", f"{p.message} [{p.code}]", load.domain, severity="error")
+            )
     return out
 
 
@@ -255,7 +269,8 @@ def tables():
         _TABLES = (md.tables["upkeep_run"], md.tables["finding"])
         return _TABLES
     run = Table(
-        "upkeep_run", md,
+        "upkeep_run",
+        md,
         Column("id", Integer, primary_key=True, autoincrement=True),
         Column("run_id", String(120), nullable=False),
         Column("agent", String(80), nullable=False),
@@ -273,7 +288,8 @@ def tables():
         Index("ix_upkeep_run_started", "started_at"),
     )
     finding = Table(
-        "finding", md,
+        "finding",
+        md,
         Column("id", Integer, primary_key=True, autoincrement=True),
         Column("run_id", String(120), nullable=False),
         Column("agent", String(80), nullable=False),
@@ -316,8 +332,20 @@ def load_findings(conn_or_engine, run_id: str, agent: str | None = None, kinds: 
     q = q.order_by(finding.c.id)
 
     def _read(conn):
-        return [Finding(r["kind"], r["path"], r["line"], r["target"], r["message"], r["domain"], r["suggestion"],
-                        r["severity"], r["id"]) for r in conn.execute(q).mappings()]
+        return [
+            Finding(
+                r["kind"],
+                r["path"],
+                r["line"],
+                r["target"],
+                r["message"],
+                r["domain"],
+                r["suggestion"],
+                r["severity"],
+                r["id"],
+            )
+            for r in conn.execute(q).mappings()
+        ]
 
     from sqlalchemy.engine import Engine
 
@@ -329,12 +357,17 @@ def load_findings(conn_or_engine, run_id: str, agent: str | None = None, kinds: 
 
 def report_from_row(row, conn=None) -> Report:
     r = Report(
-        agent=row["agent"], status=row["status"], message=row["message"],
+        agent=row["agent"],
+        status=row["status"],
+        message=row["message"],
         examined=json.loads(row["examined"] or "{}"),
         skipped=[Skipped(**s) for s in json.loads(row["skipped"] or "[]")],
         proposals=json.loads(row["proposals"] or "[]"),
-        run_id=row["run_id"], attempts=int(row["attempts"]), started_at=float(row["started_at"]),
-        finished_at=float(row["finished_at"]), store_notes=int(row["store_notes"]),
+        run_id=row["run_id"],
+        attempts=int(row["attempts"]),
+        started_at=float(row["started_at"]),
+        finished_at=float(row["finished_at"]),
+        store_notes=int(row["store_notes"]),
     )
     if conn is not None:
         r.findings = load_findings(conn, row["run_id"], row["agent"])
@@ -356,13 +389,31 @@ def list_runs(engine, limit: int = 50) -> list[dict]:
 
     run, finding = tables()
     with engine.connect() as conn:
-        counts = dict(conn.execute(select(finding.c.run_id + "\x1f" + finding.c.agent, func.count())
-                                   .group_by(finding.c.run_id, finding.c.agent)).all())
-        rows = conn.execute(select(run).order_by(run.c.started_at.desc(), run.c.id.desc()).limit(limit)).mappings().all()
+        counts = dict(
+            conn.execute(
+                select(finding.c.run_id + "\x1f" + finding.c.agent, func.count()).group_by(
+                    finding.c.run_id, finding.c.agent
+                )
+            ).all()
+        )
+        rows = (
+            conn.execute(select(run).order_by(run.c.started_at.desc(), run.c.id.desc()).limit(limit)).mappings().all()
+        )
     out = []
     for r in rows:
-        out.append({"run_id": r["run_id"], "agent": r["agent"], "status": r["status"], "message": r["message"],
-                    "examined": json.loads(r["examined"] or "{}"), "findings": counts.get(f"{r['run_id']}\x1f{r['agent']}", 0),
-                    "proposals": len(json.loads(r["proposals"] or "[]")), "attempts": r["attempts"],
-                    "started_at": r["started_at"], "finished_at": r["finished_at"], "trigger": r["trigger"]})
+        out.append(
+            {
+                "run_id": r["run_id"],
+                "agent": r["agent"],
+                "status": r["status"],
+                "message": r["message"],
+                "examined": json.loads(r["examined"] or "{}"),
+                "findings": counts.get(f"{r['run_id']}\x1f{r['agent']}", 0),
+                "proposals": len(json.loads(r["proposals"] or "[]")),
+                "attempts": r["attempts"],
+                "started_at": r["started_at"],
+                "finished_at": r["finished_at"],
+                "trigger": r["trigger"],
+            }
+        )
     return out

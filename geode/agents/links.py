@@ -47,8 +47,34 @@ from geode.delivery.store import SKIP_DIRS, StoreLoad
 
 HTML_SUFFIXES = (".html", ".htm")
 #: extensions a wikilink names when it embeds a file rather than a note (Obsidian attachments)
-_FILE_EXTS = frozenset({"png", "jpg", "jpeg", "gif", "svg", "webp", "bmp", "pdf", "mp3", "mp4", "webm", "wav", "ogg",
-                        "m4a", "mov", "csv", "xlsx", "docx", "pptx", "zip", "canvas", "excalidraw", "txt", "json"})
+_FILE_EXTS = frozenset(
+    {
+        "png",
+        "jpg",
+        "jpeg",
+        "gif",
+        "svg",
+        "webp",
+        "bmp",
+        "pdf",
+        "mp3",
+        "mp4",
+        "webm",
+        "wav",
+        "ogg",
+        "m4a",
+        "mov",
+        "csv",
+        "xlsx",
+        "docx",
+        "pptx",
+        "zip",
+        "canvas",
+        "excalidraw",
+        "txt",
+        "json",
+    }
+)
 SIGNPOST_STEMS = frozenset({"readme", "index", "_index", "summary", "moc", "contents", "toc", "home"})
 
 
@@ -100,12 +126,18 @@ def find_project_root(root: str) -> str | None:
 class StoreLinks:
     """The link resolver for one loaded store."""
 
-    def __init__(self, load: StoreLoad, project_root: str | None = None, moves: dict[str, str] | None = None,
-                 find_project: bool = True):
+    def __init__(
+        self,
+        load: StoreLoad,
+        project_root: str | None = None,
+        moves: dict[str, str] | None = None,
+        find_project: bool = True,
+    ):
         self.load = load
         self.root = load.root
-        self.project_root = project_root if project_root is not None else (
-            find_project_root(load.root) if find_project else None)
+        self.project_root = (
+            project_root if project_root is not None else (find_project_root(load.root) if find_project else None)
+        )
         self.moves = dict(moves or {})
         self.notes = {n.path: n for n in load.notes}
         self.files: set[str] = set()
@@ -118,8 +150,13 @@ class StoreLinks:
         self.by_loose: dict[str, set[str]] = {}
         self.stems: dict[str, set[str]] = {}
         for n in load.notes:
-            keys = {strip_suffix(n.path).casefold(), n.stem.casefold(), n.name.casefold(), n.permalink.casefold(),
-                    n.path.casefold()}
+            keys = {
+                strip_suffix(n.path).casefold(),
+                n.stem.casefold(),
+                n.name.casefold(),
+                n.permalink.casefold(),
+                n.path.casefold(),
+            }
             if n.frontmatter.get("title"):
                 keys.add(str(n.frontmatter["title"]).casefold())
             for k in keys:
@@ -227,10 +264,13 @@ class StoreLinks:
         hits = self.by_loose.get(loose(t), set())
         if len(hits) == 1:
             return next(iter(hits))
-        folded = self._files_folded.get(posixpath.normpath(posixpath.join(base, t)).casefold() if base else t.casefold(), [])
+        folded = self._files_folded.get(
+            posixpath.normpath(posixpath.join(base, t)).casefold() if base else t.casefold(), []
+        )
         if len(folded) == 1:
             return folded[0]
         return ""
+
     def anchors_of(self, path: str) -> set[str]:
         if path in self._anchor_cache:
             return self._anchor_cache[path]
@@ -254,9 +294,13 @@ class StoreLinks:
         if ref.syntax in ("wiki", "relation"):
             hit = self._wiki_lookup(ref.target, note)
             last = ref.target.rsplit("/", 1)[-1]
-            if hit is None and "." in last and not last.lower().endswith(NOTE_SUFFIXES) \
-                    and re.fullmatch(r"[A-Za-z][A-Za-z0-9]{0,7}", last.rsplit(".", 1)[1]) \
-                    and last.rsplit(".", 1)[1].lower() in _FILE_EXTS:
+            if (
+                hit is None
+                and "." in last
+                and not last.lower().endswith(NOTE_SUFFIXES)
+                and re.fullmatch(r"[A-Za-z][A-Za-z0-9]{0,7}", last.rsplit(".", 1)[1])
+                and last.rsplit(".", 1)[1].lower() in _FILE_EXTS
+            ):
                 return Resolution("missing-file", ref.target, reason="no such file in the store")
             if hit is None:
                 sugg = self.suggest(ref.target, note.path)
@@ -334,8 +378,9 @@ class StoreLinks:
             sugg = self.suggest(rel if "." in rel.rsplit("/", 1)[-1] else rel + ".md", note.path)
             return Resolution("broken", rel, suggestion=sugg, reason="no such note")
         sugg = self.suggest(rel)
-        return Resolution("missing-file", rel, suggestion=sugg if sugg and sugg in self.files else "",
-                          reason="no such file")
+        return Resolution(
+            "missing-file", rel, suggestion=sugg if sugg and sugg in self.files else "", reason="no such file"
+        )
 
     def _anchored(self, rel: str, ref: Ref) -> Resolution:
         if ref.anchor and not self._anchor_ok(rel, ref.anchor):
@@ -370,12 +415,16 @@ class StoreLinks:
         first = t.split("/", 1)[0]
         anchored = t.startswith(("./", "../")) or is_note or "/" not in t
         if not anchored:
-            anchored = any(
-                (posixpath.normpath(posixpath.join(b, first)) in self.dirs) for b in ({base, ""})
-            ) or bool(self.project_root and os.path.isdir(os.path.join(self.project_root, first)))
+            anchored = any((posixpath.normpath(posixpath.join(b, first)) in self.dirs) for b in ({base, ""})) or bool(
+                self.project_root and os.path.isdir(os.path.join(self.project_root, first))
+            )
         if not anchored:
-            return Resolution("skipped", t, reason="names a path outside anything the store can see "
-                                                   f"(no folder {first!r} in the store or the project)")
+            return Resolution(
+                "skipped",
+                t,
+                reason="names a path outside anything the store can see "
+                f"(no folder {first!r} in the store or the project)",
+            )
         rel = rels[0]
         sugg = self.suggest(t, note.path) if is_note else ""
         if is_note:

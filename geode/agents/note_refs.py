@@ -23,8 +23,7 @@ _ANGLE_RE = re.compile(r"<[^>\n]*>")
 _REFUSE_RE = re.compile(r"(?<![\]\\!])\[([^\[\]\n]+)\]\[([^\[\]\n]*)\](?!\()")
 _REFDEF_RE = re.compile(r"^\s{0,3}\[([^\]]+)\]:")
 _CODE_SPAN_RE = re.compile(r"`([^`\n]*)`")
-_PATH_RE = re.compile(
-    r"(?<![\w/.:~$%-])@?((?:\.{1,2}/)*[\w][\w.+-]*(?:/[\w.+-]+)*\.[A-Za-z][A-Za-z0-9]{0,7})(?![\w/])")
+_PATH_RE = re.compile(r"(?<![\w/.:~$%-])@?((?:\.{1,2}/)*[\w][\w.+-]*(?:/[\w.+-]+)*\.[A-Za-z][A-Za-z0-9]{0,7})(?![\w/])")
 _HEADING_ID_RE = re.compile(r"\s*\{#([^}\s]+)[^}]*\}\s*$")
 _HTML_ID_RE = re.compile(r"<a\s[^>]*(?:id|name)\s*=\s*[\"']([^\"']+)[\"']", re.I)
 _BLOCK_ID_RE = re.compile(r"\s\^([A-Za-z0-9-]+)\s*$", re.M)
@@ -42,7 +41,6 @@ class Ref:
     alias: str = ""
     relation: str = "links_to"
     raw: str = ""  # the target text as written (for rewrites)
-
 
 
 def slug(text: str) -> str:

@@ -139,8 +139,10 @@ def _validate_kind(kind: str, changes: list[FileChange]) -> None:
     if kind == "new_note" and (not creates or removes):
         raise ProposalError("a new_note proposal creates files and removes none")
     if kind in ("move", "archive") and (len(creates) != 1 or len(removes) != 1):
-        raise ProposalError(f"a {kind} proposal creates exactly one file and removes exactly one "
-                            f"(the rest are link rewrites); got {len(creates)} and {len(removes)}")
+        raise ProposalError(
+            f"a {kind} proposal creates exactly one file and removes exactly one "
+            f"(the rest are link rewrites); got {len(creates)} and {len(removes)}"
+        )
     del edits
 
 
@@ -154,8 +156,11 @@ def _validate(settings, draft: ProposalDraft) -> tuple[str, list[tuple[FileChang
     if len(draft.run_id) > 255 or len(draft.key) > 255:
         raise ProposalError("run_id and key are at most 255 characters")
     ev = draft.evidence
-    if not isinstance(ev, list) or not ev or not all(
-            isinstance(e, dict) and ("finding" in e or "ledger_event" in e) for e in ev):
+    if (
+        not isinstance(ev, list)
+        or not ev
+        or not all(isinstance(e, dict) and ("finding" in e or "ledger_event" in e) for e in ev)
+    ):
         raise ProposalError('evidence must be a non-empty list of {"finding": id} / {"ledger_event": id}')
     root = domain_root(settings, draft.domain)
     changes = list(draft.changes)
@@ -214,16 +219,42 @@ def file_proposal(settings, engine, draft: ProposalDraft) -> int | None:
         with engine.begin() as conn:
             if conn.execute(select(P.c.id).where(P.c.run_id == draft.run_id, P.c.key == draft.key)).first():
                 return None
-            pid = conn.execute(P.insert().values(
-                run_id=draft.run_id, key=draft.key, agent=draft.agent, kind=draft.kind, domain=draft.domain,
-                title=draft.title, rationale=draft.rationale or "", evidence=json.dumps(draft.evidence, default=str),
-                status="pending", message="", created_at=now, updated_at=now, journal_id=None,
-            ).returning(P.c.id)).scalar_one()
-            conn.execute(C.insert(), [
-                dict(proposal_id=pid, seq=i, path=c.path, before_sha=c.before_sha, after_sha=sha256(c.after),
-                     before=data, after=c.after, mode=c.mode, before_mode=None)
-                for i, (c, data) in enumerate(checked)
-            ])
+            pid = conn.execute(
+                P.insert()
+                .values(
+                    run_id=draft.run_id,
+                    key=draft.key,
+                    agent=draft.agent,
+                    kind=draft.kind,
+                    domain=draft.domain,
+                    title=draft.title,
+                    rationale=draft.rationale or "",
+                    evidence=json.dumps(draft.evidence, default=str),
+                    status="pending",
+                    message="",
+                    created_at=now,
+                    updated_at=now,
+                    journal_id=None,
+                )
+                .returning(P.c.id)
+            ).scalar_one()
+            conn.execute(
+                C.insert(),
+                [
+                    dict(
+                        proposal_id=pid,
+                        seq=i,
+                        path=c.path,
+                        before_sha=c.before_sha,
+                        after_sha=sha256(c.after),
+                        before=data,
+                        after=c.after,
+                        mode=c.mode,
+                        before_mode=None,
+                    )
+                    for i, (c, data) in enumerate(checked)
+                ],
+            )
             record(conn, pid, "filed", "pending", draft.agent, {"run_id": draft.run_id, "key": draft.key})
             return int(pid)
     except IntegrityError:
@@ -237,10 +268,16 @@ def file_proposal(settings, engine, draft: ProposalDraft) -> int | None:
 
 def record(conn, proposal_id: int, action: str, outcome: str, who: str, detail=None) -> None:
     """One row of who did what, when."""
-    conn.execute(A.insert().values(
-        proposal_id=proposal_id, action=action, outcome=outcome, who=who or "unknown", at=_now(),
-        detail=json.dumps(detail, default=str) if detail is not None else "",
-    ))
+    conn.execute(
+        A.insert().values(
+            proposal_id=proposal_id,
+            action=action,
+            outcome=outcome,
+            who=who or "unknown",
+            at=_now(),
+            detail=json.dumps(detail, default=str) if detail is not None else "",
+        )
+    )
 
 
 # -- reading -------------------------------------------------------------------------------
@@ -249,7 +286,7 @@ def _iso(ts: float | None) -> str | None:
         return None
     import datetime as dt
 
-    return dt.datetime.fromtimestamp(ts, dt.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return dt.datetime.fromtimestamp(ts, dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def _op(before_sha, after_sha) -> str:
@@ -262,22 +299,42 @@ def _op(before_sha, after_sha) -> str:
 
 def _summary(row, paths: list[str]) -> dict:
     return {
-        "id": row["id"], "agent": row["agent"], "kind": row["kind"], "domain": row["domain"],
-        "title": row["title"], "status": row["status"], "paths": paths,
-        "run_id": row["run_id"], "key": row["key"],
-        "created_at": _iso(row["created_at"]), "updated_at": _iso(row["updated_at"]),
+        "id": row["id"],
+        "agent": row["agent"],
+        "kind": row["kind"],
+        "domain": row["domain"],
+        "title": row["title"],
+        "status": row["status"],
+        "paths": paths,
+        "run_id": row["run_id"],
+        "key": row["key"],
+        "created_at": _iso(row["created_at"]),
+        "updated_at": _iso(row["updated_at"]),
         "message": row["message"],
     }
 
 
-def list_proposals(engine, *, agent: str | None = None, kind: str | None = None, status: str | None = None,
-                   domain: str | None = None, run_id: str | None = None, limit: int | None = None) -> list[dict]:
+def list_proposals(
+    engine,
+    *,
+    agent: str | None = None,
+    kind: str | None = None,
+    status: str | None = None,
+    domain: str | None = None,
+    run_id: str | None = None,
+    limit: int | None = None,
+) -> list[dict]:
     """Proposals matching every filter given, oldest first: ``[{id, agent, kind, domain, title,
     status, paths, run_id, key, created_at, updated_at, message}]``."""
     ensure_tables(engine)
     stmt = select(P).order_by(P.c.id)
-    for col, value in ((P.c.agent, agent), (P.c.kind, kind), (P.c.status, status), (P.c.domain, domain),
-                       (P.c.run_id, run_id)):
+    for col, value in (
+        (P.c.agent, agent),
+        (P.c.kind, kind),
+        (P.c.status, status),
+        (P.c.domain, domain),
+        (P.c.run_id, run_id),
+    ):
         if value is not None:
             stmt = stmt.where(col == value)
     if limit is not None:
@@ -288,8 +345,11 @@ def list_proposals(engine, *, agent: str | None = None, kind: str | None = None,
         if rows:
             ids = [r["id"] for r in rows]
             for start in range(0, len(ids), 500):
-                for pid, path in conn.execute(select(C.c.proposal_id, C.c.path).where(
-                        C.c.proposal_id.in_(ids[start:start + 500])).order_by(C.c.proposal_id, C.c.seq)):
+                for pid, path in conn.execute(
+                    select(C.c.proposal_id, C.c.path)
+                    .where(C.c.proposal_id.in_(ids[start : start + 500]))
+                    .order_by(C.c.proposal_id, C.c.seq)
+                ):
                     paths.setdefault(pid, []).append(path)
     return [_summary(r, paths.get(r["id"], [])) for r in rows]
 
@@ -316,14 +376,27 @@ def get(engine, proposal_id: int) -> dict | None:
     out = _summary(row, [c["path"] for c in changes])
     out["rationale"] = row["rationale"]
     out["evidence"] = json.loads(row["evidence"] or "[]")
-    out["changes"] = [{
-        "path": c["path"], "op": _op(c["before_sha"], c["after_sha"]), "before_sha": c["before_sha"],
-        "after_sha": c["after_sha"], "mode": _mode_str(c["mode"]), "before_mode": _mode_str(c["before_mode"]),
-    } for c in changes]
-    out["actions"] = [{
-        "action": a["action"], "outcome": a["outcome"], "who": a["who"], "at": _iso(a["at"]),
-        "detail": json.loads(a["detail"]) if a["detail"] else None,
-    } for a in actions]
+    out["changes"] = [
+        {
+            "path": c["path"],
+            "op": _op(c["before_sha"], c["after_sha"]),
+            "before_sha": c["before_sha"],
+            "after_sha": c["after_sha"],
+            "mode": _mode_str(c["mode"]),
+            "before_mode": _mode_str(c["before_mode"]),
+        }
+        for c in changes
+    ]
+    out["actions"] = [
+        {
+            "action": a["action"],
+            "outcome": a["outcome"],
+            "who": a["who"],
+            "at": _iso(a["at"]),
+            "detail": json.loads(a["detail"]) if a["detail"] else None,
+        }
+        for a in actions
+    ]
     return out
 
 
@@ -393,12 +466,16 @@ def reject(settings, engine, proposal_id: int, who: str, reason: str = "") -> di
             raise ProposalError(f"no proposal {proposal_id}")
         files = [{"path": c["path"], "op": _op(c["before_sha"], c["after_sha"])} for c in changes]
         if row["status"] not in REJECTABLE or row["journal_id"] is not None:
-            why = ("an apply or undo of it is in progress or was interrupted" if row["journal_id"] is not None
-                   else f"it is {row['status']}" + ("; undo it first" if row["status"] == "applied" else ""))
+            why = (
+                "an apply or undo of it is in progress or was interrupted"
+                if row["journal_id"] is not None
+                else f"it is {row['status']}" + ("; undo it first" if row["status"] == "applied" else "")
+            )
             record(conn, proposal_id, "reject", "refused", who, {"reason": reason, "why": why})
             return result(proposal_id, "reject", False, row["status"], f"not rejected: {why}", files)
-        conn.execute(P.update().where(P.c.id == proposal_id).values(
-            status="rejected", message=reason or "", updated_at=_now()))
+        conn.execute(
+            P.update().where(P.c.id == proposal_id).values(status="rejected", message=reason or "", updated_at=_now())
+        )
         record(conn, proposal_id, "reject", "rejected", who, {"reason": reason} if reason else None)
     return result(proposal_id, "reject", True, "rejected", reason or "rejected", files)
 

@@ -39,9 +39,20 @@ def begin_attempt(engine, run_id: str, agent: str, trigger: str = "", max_attemp
     run, _finding = tables()
     now = time.time()
     with engine.begin() as conn:
-        ins = _insert(conn)(run).values(run_id=run_id, agent=agent, status=RUNNING, message="", examined="{}",
-                                        skipped="[]", proposals="[]", store_notes=0, attempts=0,
-                                        started_at=now, finished_at=0.0, trigger=trigger)
+        ins = _insert(conn)(run).values(
+            run_id=run_id,
+            agent=agent,
+            status=RUNNING,
+            message="",
+            examined="{}",
+            skipped="[]",
+            proposals="[]",
+            store_notes=0,
+            attempts=0,
+            started_at=now,
+            finished_at=0.0,
+            trigger=trigger,
+        )
         conn.execute(ins.on_conflict_do_nothing(index_elements=["run_id", "agent"]))
         q = select(run).where(run.c.run_id == run_id, run.c.agent == agent)
         if conn.dialect.name == "postgresql":
@@ -51,14 +62,18 @@ def begin_attempt(engine, run_id: str, agent: str, trigger: str = "", max_attemp
             return "done", report_from_row(row, conn)
         attempts = int(row["attempts"]) + 1
         if attempts > max_attempts:
-            msg = (f"gave up after {max_attempts} attempts: the task died each time before it finished "
-                   "(a killed or crashing worker, a time limit); see the worker's log")
-            conn.execute(update(run).where(run.c.id == row["id"]).values(
-                status=FAILED, message=msg, attempts=attempts, finished_at=now))
+            msg = (
+                f"gave up after {max_attempts} attempts: the task died each time before it finished "
+                "(a killed or crashing worker, a time limit); see the worker's log"
+            )
+            conn.execute(
+                update(run)
+                .where(run.c.id == row["id"])
+                .values(status=FAILED, message=msg, attempts=attempts, finished_at=now)
+            )
             row = conn.execute(select(run).where(run.c.id == row["id"])).mappings().one()
             return "exhausted", report_from_row(row, conn)
-        conn.execute(update(run).where(run.c.id == row["id"]).values(attempts=attempts, status=RUNNING,
-                                                                     started_at=now))
+        conn.execute(update(run).where(run.c.id == row["id"]).values(attempts=attempts, status=RUNNING, started_at=now))
         return "run", attempts
 
 
@@ -71,18 +86,40 @@ def store_findings(engine, run_id: str, agent: str, findings: list[Finding]) -> 
     for f in findings:
         by_key.setdefault(f.key, f)
     with engine.begin() as conn:
-        existing = {r.key: r.id for r in conn.execute(
-            select(finding.c.key, finding.c.id).where(finding.c.run_id == run_id, finding.c.agent == agent))}
+        existing = {
+            r.key: r.id
+            for r in conn.execute(
+                select(finding.c.key, finding.c.id).where(finding.c.run_id == run_id, finding.c.agent == agent)
+            )
+        }
         stale = [fid for key, fid in existing.items() if key not in by_key]
         for start in range(0, len(stale), 500):
-            conn.execute(delete(finding).where(finding.c.id.in_(stale[start:start + 500])))
-        rows = [{"run_id": run_id, "agent": agent, "key": key, "kind": f.kind, "domain": f.domain, "path": f.path,
-                 "line": int(f.line), "target": f.target, "message": f.message, "suggestion": f.suggestion,
-                 "severity": f.severity} for key, f in by_key.items() if key not in existing]
+            conn.execute(delete(finding).where(finding.c.id.in_(stale[start : start + 500])))
+        rows = [
+            {
+                "run_id": run_id,
+                "agent": agent,
+                "key": key,
+                "kind": f.kind,
+                "domain": f.domain,
+                "path": f.path,
+                "line": int(f.line),
+                "target": f.target,
+                "message": f.message,
+                "suggestion": f.suggestion,
+                "severity": f.severity,
+            }
+            for key, f in by_key.items()
+            if key not in existing
+        ]
         for start in range(0, len(rows), 500):
-            conn.execute(finding.insert(), rows[start:start + 500])
-        ids = {r.key: r.id for r in conn.execute(
-            select(finding.c.key, finding.c.id).where(finding.c.run_id == run_id, finding.c.agent == agent))}
+            conn.execute(finding.insert(), rows[start : start + 500])
+        ids = {
+            r.key: r.id
+            for r in conn.execute(
+                select(finding.c.key, finding.c.id).where(finding.c.run_id == run_id, finding.c.agent == agent)
+            )
+        }
     for f in findings:
         f.id = ids.get(f.key)
 
@@ -93,10 +130,16 @@ def finish_run(engine, report: Report) -> None:
 
     run, _finding = tables()
     with engine.begin() as conn:
-        conn.execute(update(run).where(run.c.run_id == report.run_id, run.c.agent == report.agent).values(
-            status=report.status, message=report.message,
-            examined=json.dumps(report.examined, sort_keys=True),
-            skipped=json.dumps([s.as_dict() for s in report.skipped]),
-            proposals=json.dumps(report.proposals),
-            store_notes=int(report.store_notes),
-            finished_at=report.finished_at or time.time()))
+        conn.execute(
+            update(run)
+            .where(run.c.run_id == report.run_id, run.c.agent == report.agent)
+            .values(
+                status=report.status,
+                message=report.message,
+                examined=json.dumps(report.examined, sort_keys=True),
+                skipped=json.dumps([s.as_dict() for s in report.skipped]),
+                proposals=json.dumps(report.proposals),
+                store_notes=int(report.store_notes),
+                finished_at=report.finished_at or time.time(),
+            )
+        )

@@ -25,26 +25,26 @@ def rewrite_line(line: str, ref: Ref, new_text: str) -> str | None:
             for i, part in enumerate(parts):
                 head = part.split("#", 1)[0]
                 if head.strip() == old.strip():
-                    rest = part[len(head):]
+                    rest = part[len(head) :]
                     lead = head[: len(head) - len(head.lstrip())]
-                    trail = head[len(head.rstrip()):]
+                    trail = head[len(head.rstrip()) :]
                     parts[i] = lead + new_text + trail + rest
                     new_inner = "|".join(parts)
-                    return line[: m.start(2)] + new_inner + line[m.end(2):]
+                    return line[: m.start(2)] + new_inner + line[m.end(2) :]
         return None
     if ref.syntax == "markdown":
         for m in re.finditer(r"\]\(\s*<?([^)\s>]+)", line):
             target = m.group(1)
             head = target.split("#", 1)[0]
             if head == old or unquote(head) == unquote(old):
-                return line[: m.start(1)] + new_text + target[len(head):] + line[m.end(1):]
+                return line[: m.start(1)] + new_text + target[len(head) :] + line[m.end(1) :]
         return None
     if ref.syntax == "reference":
         m = re.match(r"^(\s{0,3}\[[^\]]+\]:\s*<?)(\S+?)(>?(?:\s+.*)?)$", line)
         if m:
             head = m.group(2).split("#", 1)[0]
             if head == old or unquote(head) == unquote(old):
-                return line[: m.start(2)] + new_text + m.group(2)[len(head):] + line[m.end(2):]
+                return line[: m.start(2)] + new_text + m.group(2)[len(head) :] + line[m.end(2) :]
         return None
     if ref.syntax == "path":
         idx = line.find(old)
@@ -52,7 +52,7 @@ def rewrite_line(line: str, ref: Ref, new_text: str) -> str | None:
             before = line[idx - 1] if idx > 0 else " "
             after = line[idx + len(old)] if idx + len(old) < len(line) else " "
             if not (before.isalnum() or before in "/.-_") and not (after.isalnum() or after in "/_-"):
-                return line[:idx] + new_text + line[idx + len(old):]
+                return line[:idx] + new_text + line[idx + len(old) :]
             idx = line.find(old, idx + 1)
         return None
     return None
@@ -70,10 +70,12 @@ def move_history(engine) -> dict[str, dict[str, str]]:
 
     q.ensure_tables(engine)
     out: dict[str, dict[str, str]] = {}
-    stmt = (select(q.P.c.id, q.P.c.domain, q.C.c.path, q.C.c.before_sha, q.C.c.after_sha)
-            .join(q.C, q.C.c.proposal_id == q.P.c.id)
-            .where(q.P.c.status == "applied", q.P.c.kind.in_(("move", "archive")))
-            .order_by(q.P.c.updated_at, q.P.c.id, q.C.c.seq))
+    stmt = (
+        select(q.P.c.id, q.P.c.domain, q.C.c.path, q.C.c.before_sha, q.C.c.after_sha)
+        .join(q.C, q.C.c.proposal_id == q.P.c.id)
+        .where(q.P.c.status == "applied", q.P.c.kind.in_(("move", "archive")))
+        .order_by(q.P.c.updated_at, q.P.c.id, q.C.c.seq)
+    )
     per: dict[int, dict] = {}
     with engine.connect() as conn:
         for pid, domain, path, before_sha, after_sha in conn.execute(stmt):

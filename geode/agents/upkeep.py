@@ -22,8 +22,7 @@ import logging
 import time
 import uuid
 
-from geode.agents.contract import (FAILED, Agent, Context, Report, apply_rule, census, ensure_tables,
-                                   load_findings)
+from geode.agents.contract import FAILED, Agent, Context, Report, apply_rule, census, ensure_tables, load_findings
 from geode.agents.recording import MAX_ATTEMPTS, begin_attempt, finish_run, store_findings
 from geode.delivery.errors import GeodeError, NotFoundError
 
@@ -83,8 +82,13 @@ def available(settings=None) -> tuple[list[str], list[str]]:
         try:
             cls = _find_spec(registry(settings)[name])
         except Exception as exc:  # plugin boundary: a configured agent module may raise anything on import
-            logging.getLogger(__name__).warning("agent %r cannot be loaded, counted as not installed: %s: %s",
-                                                name, type(exc).__name__, exc, exc_info=True)
+            logging.getLogger(__name__).warning(
+                "agent %r cannot be loaded, counted as not installed: %s: %s",
+                name,
+                type(exc).__name__,
+                exc,
+                exc_info=True,
+            )
             cls = None
         (have if cls is not None else missing).append(name)
     return have, missing
@@ -110,8 +114,9 @@ def _proposal_id(engine, run_id: str, key: str) -> int | None:
     return None
 
 
-def run_agent(settings, engine, run_id: str, name: str, trigger: str = "manual",
-              max_attempts: int = MAX_ATTEMPTS) -> Report:
+def run_agent(
+    settings, engine, run_id: str, name: str, trigger: str = "manual", max_attempts: int = MAX_ATTEMPTS
+) -> Report:
     """Run one agent for ``run_id`` exactly once (a rerun returns the stored report)."""
     from sqlalchemy.exc import SQLAlchemyError
 
@@ -131,8 +136,14 @@ def run_agent(settings, engine, run_id: str, name: str, trigger: str = "manual",
         report = agent.examine(ctx)
         report.agent = name
     except Exception as exc:  # plugin boundary and worker task wrapper: a failed run with the reason, never silence
-        logging.getLogger(__name__).warning("agent %s failed in run %s: %s: %s", name, run_id, type(exc).__name__, exc,
-                                            exc_info=not isinstance(exc, GeodeError))
+        logging.getLogger(__name__).warning(
+            "agent %s failed in run %s: %s: %s",
+            name,
+            run_id,
+            type(exc).__name__,
+            exc,
+            exc_info=not isinstance(exc, GeodeError),
+        )
         report = Report(agent=name, status=FAILED, message=f"{type(exc).__name__}: {exc}")
         report.examined.setdefault("notes", 0)
     report.run_id, report.attempts, report.started_at = run_id, attempts, started
@@ -152,8 +163,9 @@ def run_agent(settings, engine, run_id: str, name: str, trigger: str = "manual",
     for prop in report.proposed:
         draft = prop.draft
         draft.run_id = run_id
-        draft.evidence = ([{"finding": f.id} for f in prop.findings if f.id is not None]
-                          + [{"ledger_event": e} for e in prop.ledger_events])
+        draft.evidence = [{"finding": f.id} for f in prop.findings if f.id is not None] + [
+            {"ledger_event": e} for e in prop.ledger_events
+        ]
         try:
             pid = file_one(settings, engine, draft)
             if pid is None:
@@ -162,18 +174,27 @@ def run_agent(settings, engine, run_id: str, name: str, trigger: str = "manual",
         except (ProposalError, UnsafePath, OSError, SQLAlchemyError) as exc:
             problems.append(f"{draft.key}: {exc}")
             continue
-        report.proposals.append({"id": pid, "kind": draft.kind, "paths": [c.path for c in draft.changes],
-                                 "domain": draft.domain, "title": draft.title})
+        report.proposals.append(
+            {
+                "id": pid,
+                "kind": draft.kind,
+                "paths": [c.path for c in draft.changes],
+                "domain": draft.domain,
+                "title": draft.title,
+            }
+        )
     if problems:
-        report.message = "; ".join(filter(None, [report.message, f"{len(problems)} proposal(s) not filed: "
-                                                 + "; ".join(problems[:5])]))
+        report.message = "; ".join(
+            filter(None, [report.message, f"{len(problems)} proposal(s) not filed: " + "; ".join(problems[:5])])
+        )
     report.finished_at = time.time()
     finish_run(engine, report)
     return report
 
 
-def run_upkeep(settings, engine, run_id: str | None = None, agents: list[str] | None = None,
-               trigger: str = "manual") -> list[Report]:
+def run_upkeep(
+    settings, engine, run_id: str | None = None, agents: list[str] | None = None, trigger: str = "manual"
+) -> list[Report]:
     """Run the installed agents (or ``agents``) in their order, in this process."""
     run_id = run_id or new_run_id()
     names = agents or available(settings)[0]

@@ -35,10 +35,25 @@ from geode.delivery.config import default
 #: ledger kinds that mean a note was used
 USE_KINDS = ("delivered", "read")
 
-EXAMINED_KEYS = ("notes", "unreadable", "folders", "folders_capped", "folders_over_cap", "ledger_rows",
-                 "notes_used", "stable_notes", "supersedes_edges", "subject_pairs", "notes_shingled",
-                 "notes_too_short", "pairs_compared", "pairs_text_similar", "pairs_embedded", "notes_embedded",
-                 "vectors_reused")
+EXAMINED_KEYS = (
+    "notes",
+    "unreadable",
+    "folders",
+    "folders_capped",
+    "folders_over_cap",
+    "ledger_rows",
+    "notes_used",
+    "stable_notes",
+    "supersedes_edges",
+    "subject_pairs",
+    "notes_shingled",
+    "notes_too_short",
+    "pairs_compared",
+    "pairs_text_similar",
+    "pairs_embedded",
+    "notes_embedded",
+    "vectors_reused",
+)
 
 
 def _folder_key(folder: str) -> str:
@@ -70,10 +85,19 @@ class Cleaner(Contradictions, NearDuplicates, FolderCaps, Agent):
             report.skipped.append(Skipped("", 0, "ledger", ledger_note))
         for domain, load in ctx.readable(report):
             self._domain(ctx, domain, load, usage, report)
-        report.message = "; ".join(filter(None, [report.message, (
-            f"near-duplicate: text Jaccard >= {TEXT_MIN:.2f} (character 5-grams, boilerplate dropped) "
-            f"and embedding cosine >= {EMBED_MIN:.2f} ({getattr(self, 'model_id', '') or 'model not loaded: no pair passed the text test'}); "
-            f"cap {self.cap} per folder" + (f", {len(self.caps)} folder cap(s) set" if self.caps else ""))]))
+        report.message = "; ".join(
+            filter(
+                None,
+                [
+                    report.message,
+                    (
+                        f"near-duplicate: text Jaccard >= {TEXT_MIN:.2f} (character 5-grams, boilerplate dropped) "
+                        f"and embedding cosine >= {EMBED_MIN:.2f} ({getattr(self, 'model_id', '') or 'model not loaded: no pair passed the text test'}); "
+                        f"cap {self.cap} per folder" + (f", {len(self.caps)} folder cap(s) set" if self.caps else "")
+                    ),
+                ],
+            )
+        )
         return report
 
     # -- the ledger ------------------------------------------------------------------------
@@ -90,9 +114,11 @@ class Cleaner(Contradictions, NearDuplicates, FolderCaps, Agent):
             from geode.delivery.models import LedgerEvent
 
             t = LedgerEvent.__table__
-            q = (select(t.c.domain, t.c.path, t.c.crystal_id, func.count(), func.max(t.c.ts), func.max(t.c.id))
-                 .where(or_(t.c.kind.in_(USE_KINDS), t.c.action == "read"))
-                 .group_by(t.c.domain, t.c.path, t.c.crystal_id))
+            q = (
+                select(t.c.domain, t.c.path, t.c.crystal_id, func.count(), func.max(t.c.ts), func.max(t.c.id))
+                .where(or_(t.c.kind.in_(USE_KINDS), t.c.action == "read"))
+                .group_by(t.c.domain, t.c.path, t.c.crystal_id)
+            )
             out: dict = {}
             rows = 0
             with engine.connect() as conn:
@@ -151,8 +177,11 @@ class Cleaner(Contradictions, NearDuplicates, FolderCaps, Agent):
         self._by = by
 
     def resolve(self, target: str) -> str | None:
-        for k in (target.casefold(), target.rsplit(".", 1)[0].casefold() if target.lower().endswith(".md") else None,
-                  loose(target)):
+        for k in (
+            target.casefold(),
+            target.rsplit(".", 1)[0].casefold() if target.lower().endswith(".md") else None,
+            loose(target),
+        ):
             if k and k in self._by and len(self._by[k]) == 1:
                 return next(iter(self._by[k]))
         return None
@@ -183,8 +212,9 @@ class Cleaner(Contradictions, NearDuplicates, FolderCaps, Agent):
     def _free(self, *paths: str) -> bool:
         return not any(p in self.touched for p in paths)
 
-    def _status_proposal(self, report, path: str, status: str, key: str, title: str, why: str,
-                         findings: list[Finding]) -> None:
+    def _status_proposal(
+        self, report, path: str, status: str, key: str, title: str, why: str, findings: list[Finding]
+    ) -> None:
         from geode.agents.changes import set_frontmatter_status
         from geode.agents.proposals import FileChange, ProposalDraft, ProposalError
 
@@ -199,7 +229,15 @@ class Cleaner(Contradictions, NearDuplicates, FolderCaps, Agent):
             report.skipped.append(Skipped(path, 0, "status", f"no proposal: {exc}", self.domain))
             return
         self.touched.add(path)
-        draft = ProposalDraft(agent=self.name, kind="status", domain=self.domain, title=title, rationale=why,
-                              evidence=[], changes=[FileChange(path, hashlib.sha256(data).hexdigest(), after)],
-                              run_id=self.ctx.run_id or "adhoc", key=proposal_key(key))
+        draft = ProposalDraft(
+            agent=self.name,
+            kind="status",
+            domain=self.domain,
+            title=title,
+            rationale=why,
+            evidence=[],
+            changes=[FileChange(path, hashlib.sha256(data).hexdigest(), after)],
+            run_id=self.ctx.run_id or "adhoc",
+            key=proposal_key(key),
+        )
         report.proposed.append(Proposed(draft, findings))

@@ -53,8 +53,14 @@ class FolderCaps:
             ex["folders_over_cap"] += 1
             need = len(members) - cap
             shown = folder or "."
-            f = Finding("folder-over-cap", shown, 0, shown,
-                        f"{shown} holds {len(members)} notes, over its cap of {cap}: {need} to archive", self.domain)
+            f = Finding(
+                "folder-over-cap",
+                shown,
+                0,
+                shown,
+                f"{shown} holds {len(members)} notes, over its cap of {cap}: {need} to archive",
+                self.domain,
+            )
             report.findings.append(f)
             if incoming is None:
                 incoming = self._incoming()
@@ -74,19 +80,29 @@ class FolderCaps:
                 else:
                     passed += 1
             if limited:
-                f.message += (f"; {chosen} archive proposals this run: the run reached its limit of "
-                              f"{self.max_archives} ([cleaner] max_archives); the rest follow on later nights")
+                f.message += (
+                    f"; {chosen} archive proposals this run: the run reached its limit of "
+                    f"{self.max_archives} ([cleaner] max_archives); the rest follow on later nights"
+                )
             elif chosen < need:
-                f.message += (f"; only {chosen} archive proposals could be made this run ({passed} candidates touch "
-                              f"files other proposals of this run touch, "
-                              f"{len(members) - len(ranked)} are signposts)")
+                f.message += (
+                    f"; only {chosen} archive proposals could be made this run ({passed} candidates touch "
+                    f"files other proposals of this run touch, "
+                    f"{len(members) - len(ranked)} are signposts)"
+                )
 
     def _archive_rank(self, path: str) -> tuple:
         n = self.notes[path]
         uses, last, _ = self.used.get(path, (0, 0.0, 0))
         superseded = any(r == path for r in self._superseded_targets())
-        return (0 if n.status in RETIRED_STATUSES else 1, 0 if superseded else 1, 0 if not uses else 1,
-                date_of(n, "last_verified") or _dt.date.min, last, path)
+        return (
+            0 if n.status in RETIRED_STATUSES else 1,
+            0 if superseded else 1,
+            0 if not uses else 1,
+            date_of(n, "last_verified") or _dt.date.min,
+            last,
+            path,
+        )
 
     def _superseded_targets(self) -> set[str]:
         if getattr(self, "_sup_cache", None) is None or self._sup_cache[0] is not self.notes:
@@ -173,17 +189,35 @@ class FolderCaps:
             return False
         self.touched.update((path, new_path, *incoming))
         uses, last, last_id = self.used.get(path, (0, 0.0, 0))
-        why = [f"status {note.status}" if note.status in RETIRED_STATUSES else "",
-               "superseded by a live note" if path in self._superseded_targets() else "",
-               f"used {uses} time(s) in the ledger" if uses else "never delivered or read in the ledger",
-               f"last_verified {date_of(note, 'last_verified').isoformat()}"
-               if date_of(note, "last_verified") else "no last_verified"]
+        why = [
+            f"status {note.status}" if note.status in RETIRED_STATUSES else "",
+            "superseded by a live note" if path in self._superseded_targets() else "",
+            f"used {uses} time(s) in the ledger" if uses else "never delivered or read in the ledger",
+            f"last_verified {date_of(note, 'last_verified').isoformat()}"
+            if date_of(note, "last_verified")
+            else "no last_verified",
+        ]
         draft = ProposalDraft(
-            agent=self.name, kind="archive", domain=self.domain, title=f"Archive {path}",
-            rationale=(f"{f.message.split(':')[0]}. Chosen by evidence: " + ", ".join(w for w in why if w) + "."
-                       + (f" Rewrites {sum(len(r) for r in incoming.values())} link(s) in {len(incoming)} note(s)"
-                          f" that name it by path." if incoming else "")
-                       + (f" Its own {own} relative link(s) are rewritten for the new place." if own else "")),
-            evidence=[], changes=changes, run_id=self.ctx.run_id or "adhoc", key=proposal_key(f"archive:{self.domain}:{path}"))
+            agent=self.name,
+            kind="archive",
+            domain=self.domain,
+            title=f"Archive {path}",
+            rationale=(
+                f"{f.message.split(':')[0]}. Chosen by evidence: "
+                + ", ".join(w for w in why if w)
+                + "."
+                + (
+                    f" Rewrites {sum(len(r) for r in incoming.values())} link(s) in {len(incoming)} note(s)"
+                    f" that name it by path."
+                    if incoming
+                    else ""
+                )
+                + (f" Its own {own} relative link(s) are rewritten for the new place." if own else "")
+            ),
+            evidence=[],
+            changes=changes,
+            run_id=self.ctx.run_id or "adhoc",
+            key=proposal_key(f"archive:{self.domain}:{path}"),
+        )
         report.proposed.append(Proposed(draft, [f], [last_id] if uses else []))
         return True

@@ -50,9 +50,15 @@ class Contradictions:
             oldest = min((notes[p] for p in members), key=self._age)
             drop = [t for t, r in edges.get(oldest.path, []) if r in comp]
             chain = " -> ".join(members)
-            f = Finding("supersedes-loop", oldest.path, oldest.line_of("supersedes"), chain,
-                        f"supersedes chain loops ({chain}); the oldest note of the loop, {oldest.path}, "
-                        f"drops its supersedes entries {drop} and becomes superseded", self.domain)
+            f = Finding(
+                "supersedes-loop",
+                oldest.path,
+                oldest.line_of("supersedes"),
+                chain,
+                f"supersedes chain loops ({chain}); the oldest note of the loop, {oldest.path}, "
+                f"drops its supersedes entries {drop} and becomes superseded",
+                self.domain,
+            )
             report.findings.append(f)
             # after the drop, the members still superseded by a member of the loop (the head, the
             # one nobody in the loop supersedes any more, stays)
@@ -67,13 +73,25 @@ class Contradictions:
                 if r == p or r in in_loop or notes[r].status != "stable":
                     continue
                 old = notes[r]
-                f = Finding("superseded-still-stable", r, old.line_of("status"), p,
-                            f"{p} supersedes {r}, which is still marked stable", self.domain)
+                f = Finding(
+                    "superseded-still-stable",
+                    r,
+                    old.line_of("status"),
+                    p,
+                    f"{p} supersedes {r}, which is still marked stable",
+                    self.domain,
+                )
                 report.findings.append(f)
-                self._status_proposal(report, r, "superseded", f"supersede:{self.domain}:{r}",
-                                      f"Mark {r} superseded (superseded by {p})",
-                                      f"{p} names {r} in its supersedes, yet {r} is still status: stable; two "
-                                      f"versions of one truth would both be delivered.", [f])
+                self._status_proposal(
+                    report,
+                    r,
+                    "superseded",
+                    f"supersede:{self.domain}:{r}",
+                    f"Mark {r} superseded (superseded by {p})",
+                    f"{p} names {r} in its supersedes, yet {r} is still status: stable; two "
+                    f"versions of one truth would both be delivered.",
+                    [f],
+                )
         # 3. two stable notes on one subject with overlapping validity
         related = {(a, b) for a, es in edges.items() for _t, b in es}
         subjects: dict[str, list] = {}
@@ -96,23 +114,40 @@ class Contradictions:
                     bad = next(((n, e) for n in (a, b) for e in _window(n).problems), None)
                     if bad is not None:
                         n, e = bad
-                        report.skipped.append(Skipped(n.path, n.line_of(e.field), b.path if n is a else a.path,
-                                                      f"not judged against a note on the same subject: {e}",
-                                                      self.domain))
+                        report.skipped.append(
+                            Skipped(
+                                n.path,
+                                n.line_of(e.field),
+                                b.path if n is a else a.path,
+                                f"not judged against a note on the same subject: {e}",
+                                self.domain,
+                            )
+                        )
                         continue
                     if not _overlap(a, b):
                         continue
-                    f = Finding("contradiction", a.path, a.line_of("status"), b.path,
-                                f"{a.path} and {b.path} are both stable on one subject "
-                                f"({a.frontmatter.get('subject') or a.title!s}) with overlapping validity", self.domain)
+                    f = Finding(
+                        "contradiction",
+                        a.path,
+                        a.line_of("status"),
+                        b.path,
+                        f"{a.path} and {b.path} are both stable on one subject "
+                        f"({a.frontmatter.get('subject') or a.title!s}) with overlapping validity",
+                        self.domain,
+                    )
                     report.findings.append(f)
-                    self._status_proposal(report, a.path, "superseded", f"overlap:{self.domain}:{a.path}",
-                                          f"Mark {a.path} superseded by the newer {b.path}",
-                                          f"Both are status: stable on the same subject and their validity windows "
-                                          f"overlap; {a.path} is the older (valid_from/last_verified).", [f])
+                    self._status_proposal(
+                        report,
+                        a.path,
+                        "superseded",
+                        f"overlap:{self.domain}:{a.path}",
+                        f"Mark {a.path} superseded by the newer {b.path}",
+                        f"Both are status: stable on the same subject and their validity windows "
+                        f"overlap; {a.path} is the older (valid_from/last_verified).",
+                        [f],
+                    )
 
-    def _loop_proposal(self, report, note, drop: list[str], set_status: bool, others: list[str],
-                       f: Finding) -> None:
+    def _loop_proposal(self, report, note, drop: list[str], set_status: bool, others: list[str], f: Finding) -> None:
         from geode.agents.changes import set_frontmatter_status
         from geode.agents.proposals import FileChange, ProposalDraft, ProposalError
 
@@ -132,21 +167,29 @@ class Contradictions:
                 qd = self._bytes(q)
                 if qd is None:
                     return
-                changes.append(FileChange(q, hashlib.sha256(qd).hexdigest(),
-                                          set_frontmatter_status(qd, "superseded", q)))
+                changes.append(
+                    FileChange(q, hashlib.sha256(qd).hexdigest(), set_frontmatter_status(qd, "superseded", q))
+                )
         except (ProposalError, FrontmatterEditError) as exc:
             report.skipped.append(Skipped(note.path, f.line, f.target, f"no proposal: {exc}", self.domain))
             return
         self.touched.update((note.path, *others))
-        draft = ProposalDraft(agent=self.name, kind="edit", domain=self.domain,
-                              title=f"Break the supersedes loop at {note.path}",
-                              rationale=f"The supersedes chain loops ({f.target}). {note.path} is the oldest "
-                                        f"note of the loop: its entries {drop} are dropped"
-                                        + (" and it is marked superseded." if set_status else ".")
-                                        + (f" {', '.join(others)}, still superseded within the chain, "
-                                           f"are marked superseded too." if others else ""),
-                              evidence=[], changes=changes,
-                              run_id=self.ctx.run_id or "adhoc", key=proposal_key(f"loop:{self.domain}:{note.path}"))
+        draft = ProposalDraft(
+            agent=self.name,
+            kind="edit",
+            domain=self.domain,
+            title=f"Break the supersedes loop at {note.path}",
+            rationale=f"The supersedes chain loops ({f.target}). {note.path} is the oldest "
+            f"note of the loop: its entries {drop} are dropped"
+            + (" and it is marked superseded." if set_status else ".")
+            + (
+                f" {', '.join(others)}, still superseded within the chain, are marked superseded too." if others else ""
+            ),
+            evidence=[],
+            changes=changes,
+            run_id=self.ctx.run_id or "adhoc",
+            key=proposal_key(f"loop:{self.domain}:{note.path}"),
+        )
         report.proposed.append(Proposed(draft, [f]))
 
 

@@ -41,9 +41,13 @@ class NearDuplicates:
         from geode.cleaner import similar as sim
 
         ex = report.examined
-        live = [p for p, n in sorted(self.notes.items())
-                if n.status not in RETIRED_STATUSES and not self._archived(p)
-                and str(n.frontmatter.get("type") or "").lower() != "merge"]
+        live = [
+            p
+            for p, n in sorted(self.notes.items())
+            if n.status not in RETIRED_STATUSES
+            and not self._archived(p)
+            and str(n.frontmatter.get("type") or "").lower() != "merge"
+        ]
         texts = {p: _plain(self.notes[p]) for p in live}
         df = sim.DocFreq()
         for p in live:
@@ -59,9 +63,15 @@ class NearDuplicates:
         ex["notes_shingled"] += len(sigs)
         pairs, oversize = sim.candidate_pairs(sigs)
         for size in oversize:
-            report.skipped.append(Skipped("", 0, f"{size} notes",
-                                          "a MinHash bucket this large (templated notes) is not expanded into "
-                                          "pairs", self.domain))
+            report.skipped.append(
+                Skipped(
+                    "",
+                    0,
+                    f"{size} notes",
+                    "a MinHash bucket this large (templated notes) is not expanded into pairs",
+                    self.domain,
+                )
+            )
         text_ok = []
         cache: dict[int, object] = {}
 
@@ -89,9 +99,15 @@ class NearDuplicates:
                 dups.append((a, b, j, c))
         dups.sort(key=lambda d: (-(d[2] + d[3]), d[0], d[1]))
         for a, b, j, c in dups:
-            f = Finding("near-duplicate", a, 0, b,
-                        f"{a} and {b}: text overlap {j:.2f} (>= {TEXT_MIN:.2f}), embedding cosine {c:.3f} "
-                        f"(>= {EMBED_MIN:.2f})", self.domain, severity="info")
+            f = Finding(
+                "near-duplicate",
+                a,
+                0,
+                b,
+                f"{a} and {b}: text overlap {j:.2f} (>= {TEXT_MIN:.2f}), embedding cosine {c:.3f} (>= {EMBED_MIN:.2f})",
+                self.domain,
+                severity="info",
+            )
             report.findings.append(f)
             self._merge_proposal(report, a, b, j, c, f)
 
@@ -104,8 +120,12 @@ class NearDuplicates:
             n = notes[p]
             tags = n.frontmatter.get("tags") or []
             tags = [str(t) for t in (tags if isinstance(tags, list) else str(tags).split(","))]
-            passages[p] = passage_text(n.title, str(n.frontmatter.get("description") or ""), tags,
-                                       n.body.replace(ESSENCE_OPEN, "").replace(ESSENCE_CLOSE, ""))
+            passages[p] = passage_text(
+                n.title,
+                str(n.frontmatter.get("description") or ""),
+                tags,
+                n.body.replace(ESSENCE_OPEN, "").replace(ESSENCE_CLOSE, ""),
+            )
         from geode.recall.embed import ModelUnavailable
 
         try:
@@ -116,9 +136,16 @@ class NearDuplicates:
                 emb = get_embedder(self.ctx.settings)
             self.model_id = emb.model_id
         except (ModelUnavailable, ValueError) as exc:  # not installed here, or an unknown [recall] model
-            report.skipped.append(Skipped("", 0, f"{len(paths)} notes",
-                                          f"the embedding model could not load ({type(exc).__name__}: {exc}); "
-                                          f"text-similar pairs are not judged", self.domain))
+            report.skipped.append(
+                Skipped(
+                    "",
+                    0,
+                    f"{len(paths)} notes",
+                    f"the embedding model could not load ({type(exc).__name__}: {exc}); "
+                    f"text-similar pairs are not judged",
+                    self.domain,
+                )
+            )
             return None
         out = self._stored_vectors(emb, passages)
         report.examined["vectors_reused"] += len(out)
@@ -186,23 +213,31 @@ class NearDuplicates:
             "\n"
             f"- merges [[{la}]]\n"
             f"- merges [[{lb}]]\n"
-        ).encode("utf-8")
+        ).encode()
         try:
-            changes = [FileChange(stub, None, text),
-                       FileChange(a, hashlib.sha256(da).hexdigest(), set_frontmatter_status(da, "superseded", a)),
-                       FileChange(b, hashlib.sha256(db).hexdigest(), set_frontmatter_status(db, "superseded", b))]
+            changes = [
+                FileChange(stub, None, text),
+                FileChange(a, hashlib.sha256(da).hexdigest(), set_frontmatter_status(da, "superseded", a)),
+                FileChange(b, hashlib.sha256(db).hexdigest(), set_frontmatter_status(db, "superseded", b)),
+            ]
         except ProposalError as exc:
             report.skipped.append(Skipped(a, 0, b, f"no merge proposal: {exc}", self.domain))
             return
         self.touched.update((a, b, stub))
-        draft = ProposalDraft(agent=self.name, kind="new_note", domain=self.domain,
-                              title=f"Merge stub for near-duplicates {a} and {b}",
-                              rationale=f"Two versions of one truth: text overlap {j:.2f} (>= {TEXT_MIN:.2f}) and "
-                                        f"embedding cosine {c:.3f} (>= {EMBED_MIN:.2f}). A stub {stub} links both "
-                                        f"for a person to write the merged wording; both originals stay in place, "
-                                        f"marked superseded.",
-                              evidence=[], changes=changes, run_id=self.ctx.run_id or "adhoc",
-                              key=proposal_key(f"merge:{self.domain}:{a}:{b}"))
+        draft = ProposalDraft(
+            agent=self.name,
+            kind="new_note",
+            domain=self.domain,
+            title=f"Merge stub for near-duplicates {a} and {b}",
+            rationale=f"Two versions of one truth: text overlap {j:.2f} (>= {TEXT_MIN:.2f}) and "
+            f"embedding cosine {c:.3f} (>= {EMBED_MIN:.2f}). A stub {stub} links both "
+            f"for a person to write the merged wording; both originals stay in place, "
+            f"marked superseded.",
+            evidence=[],
+            changes=changes,
+            run_id=self.ctx.run_id or "adhoc",
+            key=proposal_key(f"merge:{self.domain}:{a}:{b}"),
+        )
         report.proposed.append(Proposed(draft, [f]))
 
 

@@ -36,7 +36,7 @@ _WORD = re.compile(r"\w+")
 _MASK61 = np.uint64((1 << 61) - 1)
 
 _rng = np.random.default_rng(20261129)
-_A = (_rng.integers(1, 2**63 - 1, size=NUM_PERM, dtype=np.int64).astype(np.uint64) | np.uint64(1))
+_A = _rng.integers(1, 2**63 - 1, size=NUM_PERM, dtype=np.int64).astype(np.uint64) | np.uint64(1)
 _B = _rng.integers(0, 2**63 - 1, size=NUM_PERM, dtype=np.int64).astype(np.uint64)
 
 
@@ -54,7 +54,7 @@ def shingles(text: str) -> np.ndarray:
     h = np.full(n, np.uint64(1469598103934665603), dtype=np.uint64)
     with np.errstate(over="ignore"):
         for j in range(SHINGLE):  # FNV-1a over the window, vectorised
-            h = (h ^ data[j:j + n]) * np.uint64(1099511628211)
+            h = (h ^ data[j : j + n]) * np.uint64(1099511628211)
         h ^= h >> np.uint64(29)
     return np.unique(h)
 
@@ -62,7 +62,7 @@ def shingles(text: str) -> np.ndarray:
 def signature(sh: np.ndarray) -> np.ndarray:
     """The MinHash signature (``NUM_PERM`` uint64) of a shingle set."""
     with np.errstate(over="ignore"):
-        mixed = (sh[:, None] * _A[None, :] + _B[None, :])
+        mixed = sh[:, None] * _A[None, :] + _B[None, :]
         mixed ^= mixed >> np.uint64(31)
     return mixed.min(axis=0)
 
@@ -113,7 +113,7 @@ def candidate_pairs(sigs: dict[int, np.ndarray]) -> tuple[set[tuple[int, int]], 
         return pairs, oversize
     mat = np.stack([sigs[k] for k in keys])
     for band in range(BANDS):
-        part = np.ascontiguousarray(mat[:, band * ROWS:(band + 1) * ROWS])
+        part = np.ascontiguousarray(mat[:, band * ROWS : (band + 1) * ROWS])
         buckets: dict[bytes, list[int]] = {}
         for idx, row in enumerate(part):
             buckets.setdefault(row.tobytes(), []).append(keys[idx])

@@ -57,6 +57,8 @@ def engine_of(settings: Settings):
         return models.init_db(settings)
     except SQLAlchemyError as exc:
         where = settings.db_url.split("@")[-1]
-        raise RecordsError(f"the records database {where} cannot be used ({getattr(exc, 'orig', None) or exc})",
-                           hint="check [database] url in geode.toml (or GEODE_DATABASE_URL), that the database "
-                                "runs and that this user may write there") from exc
+        raise RecordsError(
+            f"the records database {where} cannot be used ({getattr(exc, 'orig', None) or exc})",
+            hint="check [database] url in geode.toml (or GEODE_DATABASE_URL), that the database "
+            "runs and that this user may write there",
+        ) from exc

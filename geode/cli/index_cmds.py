@@ -50,8 +50,8 @@ class Progress:
 
 # -- reindex ----------------------------------------------------------------------------------
 def cmd_reindex(args) -> int:
-    from geode.recall import vectors
     from geode.delivery.index import Index
+    from geode.recall import vectors
     from geode.recall.recall_index import RecallIndex
 
     settings = settings_of(args)
@@ -89,8 +89,10 @@ def cmd_reindex(args) -> int:
         return 0
     b, r, v = out["bindings"], out["recall"], out["vectors"]
     print(f"binding index: {b['crystals']} crystals in {b['files']} note files ({b['seconds']} s)")
-    print(f"recall index:  {r['files']} files, {r['added']} added, {r['changed']} changed, {r['removed']} removed, "
-          f"{r['unchanged']} unchanged, {r['problems']} skipped ({r['seconds']} s)")
+    print(
+        f"recall index:  {r['files']} files, {r['added']} added, {r['changed']} changed, {r['removed']} removed, "
+        f"{r['unchanged']} unchanged, {r['problems']} skipped ({r['seconds']} s)"
+    )
     if v.get("left_to_worker"):
         print("vectors:       left to the background embedder (--no-wait)")
     elif v.get("locked"):
@@ -103,21 +105,26 @@ def cmd_reindex(args) -> int:
 # -- status ------------------------------------------------------------------------------------
 def recall_status(settings) -> dict:
     """Notes, embedded and pending, model and device, index age against the files, what is out of sync."""
+    from sqlalchemy import select
+
     from geode.delivery.prompt_recall import socket_path
+    from geode.delivery.store import iter_note_paths
     from geode.recall import vectors
     from geode.recall.embed import get_embedder, model_spec
     from geode.recall.index_tables import notes_t
     from geode.recall.recall_index import RecallIndex
-    from geode.delivery.store import iter_note_paths
-    from sqlalchemy import select
 
     idx = RecallIndex(settings)
     emb = get_embedder(settings)
     counts = idx.counts(emb.model_id)
     refreshed = idx.meta("refreshed_at")
     with idx.reader.connect() as conn:
-        known = {(d, p): (m, s) for d, p, m, s in conn.execute(select(
-            notes_t.c.domain, notes_t.c.path, notes_t.c.mtime_ns, notes_t.c.size)).all()}
+        known = {
+            (d, p): (m, s)
+            for d, p, m, s in conn.execute(
+                select(notes_t.c.domain, notes_t.c.path, notes_t.c.mtime_ns, notes_t.c.size)
+            ).all()
+        }
     new, changed, seen = [], [], set()
     newest_file = 0
     for domain, root in settings.domain_roots():
@@ -141,20 +148,39 @@ def recall_status(settings) -> dict:
     now = time.time()
     age = round(now - float(refreshed), 1) if refreshed else None
     behind = round(max(0.0, newest_file / 1e9 - float(refreshed)), 1) if refreshed and newest_file else None
-    out_of_sync = {"files_not_indexed": len(new), "files_changed": len(changed), "indexed_files_gone": len(removed),
-                   "examples": (new + changed + removed)[:10], "notes_pending_vectors": counts["pending"],
-                   "vectors_in_chroma": vcount, "vectors_expected": counts["embedded"],
-                   "other_models": {m: n for m, n in counts["by_model"].items() if m != emb.model_id}}
+    out_of_sync = {
+        "files_not_indexed": len(new),
+        "files_changed": len(changed),
+        "indexed_files_gone": len(removed),
+        "examples": (new + changed + removed)[:10],
+        "notes_pending_vectors": counts["pending"],
+        "vectors_in_chroma": vcount,
+        "vectors_expected": counts["embedded"],
+        "other_models": {m: n for m, n in counts["by_model"].items() if m != emb.model_id},
+    }
     in_sync = not (new or changed or removed or counts["pending"]) and (vcount == counts["embedded"] or vs.remote)
     return {
-        "notes": counts["notes"], "embedded": counts["embedded"], "pending": counts["pending"],
-        "model": emb.model_id, "model_spec": model_spec(settings), "dim": emb.dim, "device": emb.device,
-        "index": {"database": idx.dialect, "refreshed_at": refreshed and time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(float(refreshed))),
-                  "age_s": age, "newest_file_after_refresh_s": behind},
-        "vectors": {"location": vectors.chroma_url(settings) or vs.folder, "count": vcount,
-                    "writer_active": vectors.writer_active(settings)},
+        "notes": counts["notes"],
+        "embedded": counts["embedded"],
+        "pending": counts["pending"],
+        "model": emb.model_id,
+        "model_spec": model_spec(settings),
+        "dim": emb.dim,
+        "device": emb.device,
+        "index": {
+            "database": idx.dialect,
+            "refreshed_at": refreshed and time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(float(refreshed))),
+            "age_s": age,
+            "newest_file_after_refresh_s": behind,
+        },
+        "vectors": {
+            "location": vectors.chroma_url(settings) or vs.folder,
+            "count": vcount,
+            "writer_active": vectors.writer_active(settings),
+        },
         "serve": os.path.exists(socket_path(settings.home)),
-        "out_of_sync": out_of_sync, "in_sync": in_sync,
+        "out_of_sync": out_of_sync,
+        "in_sync": in_sync,
     }
 
 
@@ -167,17 +193,23 @@ def cmd_status(args) -> int:
     print(f"notes      {st['notes']} ({st['embedded']} embedded, {st['pending']} pending)")
     print(f"model      {st['model']} ({st['dim']} dimensions) on {st['device']}")
     ix = st["index"]
-    print(f"index      {ix['database']}, refreshed {ix['refreshed_at'] or 'never'}"
-          + (f" ({ix['age_s']} s ago)" if ix["age_s"] is not None else ""))
-    print(f"vectors    {st['vectors']['count']} in {st['vectors']['location']}"
-          + (" (a writer is embedding now)" if st["vectors"]["writer_active"] else ""))
+    print(
+        f"index      {ix['database']}, refreshed {ix['refreshed_at'] or 'never'}"
+        + (f" ({ix['age_s']} s ago)" if ix["age_s"] is not None else "")
+    )
+    print(
+        f"vectors    {st['vectors']['count']} in {st['vectors']['location']}"
+        + (" (a writer is embedding now)" if st["vectors"]["writer_active"] else "")
+    )
     o = st["out_of_sync"]
     if st["in_sync"]:
         print("in sync    the index matches the files and every note has its vector")
     else:
-        print(f"out of sync: {o['files_not_indexed']} new, {o['files_changed']} changed, {o['indexed_files_gone']} gone "
-              f"files; {o['notes_pending_vectors']} notes wait for a vector; Chroma holds {o['vectors_in_chroma']} "
-              f"of {o['vectors_expected']} expected")
+        print(
+            f"out of sync: {o['files_not_indexed']} new, {o['files_changed']} changed, {o['indexed_files_gone']} gone "
+            f"files; {o['notes_pending_vectors']} notes wait for a vector; Chroma holds {o['vectors_in_chroma']} "
+            f"of {o['vectors_expected']} expected"
+        )
         for e in o["examples"]:
             print(f"  {e}")
         print("  run `geode reindex` to catch up")
@@ -193,5 +225,7 @@ def register(sub, common) -> None:
     s.add_argument("--no-wait", action="store_true", help="leave the vectors to the background embedder")
     s.set_defaults(func=cmd_reindex)
 
-    s = sub.add_parser("status", parents=[common], help="the recall index: notes, vectors, model, device, what is out of sync")
+    s = sub.add_parser(
+        "status", parents=[common], help="the recall index: notes, vectors, model, device, what is out of sync"
+    )
     s.set_defaults(func=cmd_status)

@@ -33,22 +33,22 @@ def write_default_config(settings: Settings, store_root: str) -> Path:
     stop = (dt.date.today() + dt.timedelta(days=90)).isoformat()
     path.write_text(
         "# geode configuration. Documented in README.md.\n"
-        "[store]\ndefault = \"main\"\n\n"
+        '[store]\ndefault = "main"\n\n'
         "[domains]\n"
         f"main = {json.dumps(store_root)}\n\n"
         "[delivery]\n"
         "budget = 4000          # characters per action, shared by every crystal that matched\n"
         "inject_budget = 1200   # characters per prompt for inject crystals\n"
         "boot_chars = 300       # each boot crystal is cut here, with a visible mark\n"
-        "act_mode = \"context\"   # or \"deny-once\": see README, 'When additionalContext does not arrive'\n"
+        'act_mode = "context"   # or "deny-once": see README, \'When additionalContext does not arrive\'\n'
         "block_lookups = true\n\n"
         "# The control arm. Fixed here before any data exists; the ledger records it on creation\n"
         "# and later edits do not change the plan in force (geode study reports any difference).\n"
         "[control]\n"
         "withhold_rate = 0.10\n"
         "stop_units = 100\n"
-        f"stop_date = \"{stop}\"\n"
-        f"salt = \"{secrets.token_hex(16)}\"\n",
+        f'stop_date = "{stop}"\n'
+        f'salt = "{secrets.token_hex(16)}"\n',
         encoding="utf-8",
     )
     return path
@@ -89,8 +89,13 @@ def cmd_init(args) -> int:
     if args.store_dir:
         settings = load_settings(store=args.store_dir, home=args.home)
     r = ensure_store(settings, with_starter=not args.empty)
-    out = {"home": r["settings"].home, "store": r["store"], "starter_written": r["created"], "index": r["index"],
-           "config": r["settings"].config_path}
+    out = {
+        "home": r["settings"].home,
+        "store": r["store"],
+        "starter_written": r["created"],
+        "index": r["index"],
+        "config": r["settings"].config_path,
+    }
     if args.json:
         print_json(out)
     else:
@@ -115,8 +120,12 @@ def cmd_hooks(args) -> int:
         if args.action == "install" and not args.print and mcp:  # before anything is written
             inst.verify_mcp_entry(inst.mcp_entry(home=home, store=store))
         for agent in agents:
-            kw = dict(scope=args.scope, project=args.project or os.getcwd(),
-                      local=args.local and agent == "claude", home_dir=args.home_dir)
+            kw = dict(
+                scope=args.scope,
+                project=args.project or os.getcwd(),
+                local=args.local and agent == "claude",
+                home_dir=args.home_dir,
+            )
             if args.action == "uninstall":
                 r = inst.uninstall(agent, **kw)
                 if mcp:
@@ -170,8 +179,10 @@ def cmd_hooks(args) -> int:
         else:
             print(f"{r['agent']}: {r['path']}: removed {r.get('removed', 0)} geode hook(s)")
             if m:
-                print(f"{r['agent']}: {m['path']}: removed {m['removed']} MCP server entry"
-                      + (f" (kept: {m['kept']})" if m.get("kept") else ""))
+                print(
+                    f"{r['agent']}: {m['path']}: removed {m['removed']} MCP server entry"
+                    + (f" (kept: {m['kept']})" if m.get("kept") else "")
+                )
     return EXIT_OK
 
 
@@ -202,8 +213,12 @@ def cmd_deliver(args) -> int:
     try:
         idx.ensure()
         idx.refresh()
-        d = Delivery(settings, args.session or f"cli-{os.getpid()}", os.environ.get("GEODE_AGENT") and
-                     f"main:{os.environ['GEODE_AGENT']}" or "main", idx)
+        d = Delivery(
+            settings,
+            args.session or f"cli-{os.getpid()}",
+            os.environ.get("GEODE_AGENT") and f"main:{os.environ['GEODE_AGENT']}" or "main",
+            idx,
+        )
         if args.on == "boot":
             res = d.boot()
         elif args.on == "prompt":
@@ -214,8 +229,10 @@ def cmd_deliver(args) -> int:
 
             bad = [a for a in actions if a not in ACTIONS]
             if bad:
-                raise CLIError(f"--on {args.on!r}: unknown action {bad[0]!r}; expected one of "
-                               f"{', '.join(ACTIONS)}, boot, prompt", EXIT_USAGE)
+                raise CLIError(
+                    f"--on {args.on!r}: unknown action {bad[0]!r}; expected one of {', '.join(ACTIONS)}, boot, prompt",
+                    EXIT_USAGE,
+                )
             if args.text is None:
                 raise CLIError("--text is required for an action", EXIT_USAGE)
             from geode.delivery.hook import is_commit
@@ -258,8 +275,11 @@ def _term_shares(settings):
         finally:
             engine.dispose()
     except (GeodeError, SQLAlchemyError, OSError) as exc:  # the other checks do not depend on the ledger
-        print(f"geode lint: the ledger could not be read ({type(exc).__name__}: {exc}); "
-              "terms were not checked against it", file=sys.stderr)
+        print(
+            f"geode lint: the ledger could not be read ({type(exc).__name__}: {exc}); "
+            "terms were not checked against it",
+            file=sys.stderr,
+        )
         return None
 
 
@@ -281,11 +301,15 @@ def cmd_lint(args) -> int:
             dom = f"{p['domain']}:" if len(settings.domains) > 1 and p.get("domain") else ""
             print(f"{dom}{p['path']}:{p['line']}: {p['severity']}: {p['message']} [{p['code']}]")
         ex = r["examined"]
-        print(f"examined {ex['notes']} notes ({ex['crystals']} crystals) in {ex['files']} files across "
-              f"{ex['domains']} domain(s); {r['errors']} errors, {r['warnings']} warnings")
+        print(
+            f"examined {ex['notes']} notes ({ex['crystals']} crystals) in {ex['files']} files across "
+            f"{ex['domains']} domain(s); {r['errors']} errors, {r['warnings']} warnings"
+        )
         if changed:
-            print(f"{changed} match term(s) mean something else under token-aware matching than under the old "
-                  "substring rule: `geode lint --verbose` lists each (README, 'Migrating from substring matching')")
+            print(
+                f"{changed} match term(s) mean something else under token-aware matching than under the old "
+                "substring rule: `geode lint --verbose` lists each (README, 'Migrating from substring matching')"
+            )
     return EXIT_PROBLEMS if r["errors"] else EXIT_OK
 
 
@@ -300,7 +324,11 @@ def registered_crystals(settings: Settings) -> tuple[list[str], list[str]]:
             if isinstance(n.frontmatter.get("crystal"), dict):
                 cid = f"{domain}:{n.path}"
                 ids.append(cid)
-                if n.essence and len(render(Item(cid, domain, n.path, n.path, n.name, "x" * 12, n.essence), "bash")) > settings.budget:
+                if (
+                    n.essence
+                    and len(render(Item(cid, domain, n.path, n.path, n.name, "x" * 12, n.essence), "bash"))
+                    > settings.budget
+                ):
                     oversize.append(cid)
     return ids, oversize
 
@@ -348,8 +376,10 @@ def cmd_reindex(args) -> int:
     if args.json:
         print_json({"bindings": counts})
     else:
-        print(f"binding index: {counts['crystals']} crystals in {counts['files']} note files, "
-              f"{counts['folders']} folders ({counts['seconds']} s)")
+        print(
+            f"binding index: {counts['crystals']} crystals in {counts['files']} note files, "
+            f"{counts['folders']} folders ({counts['seconds']} s)"
+        )
     return EXIT_OK
 
 
@@ -376,8 +406,12 @@ def cmd_run(args) -> int:
     try:
         idx.ensure()
         idx.refresh()
-        d = Delivery(settings.replace(withhold_rate=0.0, withhold_rate_source="GEODE_WITHHOLD_RATE"),
-                     f"geode-run-{os.getpid()}", "main", idx)
+        d = Delivery(
+            settings.replace(withhold_rate=0.0, withhold_rate_source="GEODE_WITHHOLD_RATE"),
+            f"geode-run-{os.getpid()}",
+            "main",
+            idx,
+        )
         res = d.act(("bash",), command, "bash")
         d.events = []  # a demonstration is not usage: it goes to no ledger
         d.close()
@@ -386,7 +420,9 @@ def cmd_run(args) -> int:
     print(f"\n== what an agent about to run `{command}` is handed (withholding off for this demonstration):\n")
     print(res["text"] or "(nothing matched)")
     for e in res["delivered"]:
-        print(f"   delivered {e['name']}: matched {e['term']!r}, {e['chars']} chars{' (cut)' if e['truncated'] else ''}")
+        print(
+            f"   delivered {e['name']}: matched {e['term']!r}, {e['chars']} chars{' (cut)' if e['truncated'] else ''}"
+        )
     print("\n== geode lint")
     lint_args = argparse.Namespace(store=args.store, home=args.home, json=False, verbose=False)
     lint_rc = cmd_lint(lint_args)
@@ -394,8 +430,10 @@ def cmd_run(args) -> int:
     cmd_stats(argparse.Namespace(store=args.store, home=args.home, json=False, days=None))
     upkeep_rc = _run_upkeep(args)
     if not res["delivered"]:
-        print("\nerror: the demonstration delivered nothing; the store has no crystal bound to this command",
-              file=sys.stderr)
+        print(
+            "\nerror: the demonstration delivered nothing; the store has no crystal bound to this command",
+            file=sys.stderr,
+        )
         return EXIT_PROBLEMS
     return lint_rc or upkeep_rc
 
@@ -409,9 +447,19 @@ def _run_upkeep(args) -> int:
             raise
         return EXIT_OK
     print("\n== geode upkeep (in this process; proposals wait for a person: geode proposals list)")
-    return upkeep_cmds.cmd_upkeep(argparse.Namespace(
-        store=args.store, home=args.home, json=False, list=False, run_id=None, agent=None, limit=50,
-        in_process=True, wait=600.0))
+    return upkeep_cmds.cmd_upkeep(
+        argparse.Namespace(
+            store=args.store,
+            home=args.home,
+            json=False,
+            list=False,
+            run_id=None,
+            agent=None,
+            limit=50,
+            in_process=True,
+            wait=600.0,
+        )
+    )
 
 
 # -- parser -----------------------------------------------------------------------------------
@@ -425,8 +473,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command_name", metavar="COMMAND")
     sub.required = True
 
-    s = sub.add_parser("run", parents=[common], help="the main job on the embedded default: store, a delivery, lint, stats")
-    s.add_argument("--command", default="npm run build 2>&1 | tail -20", help="the shell command to show a delivery for")
+    s = sub.add_parser(
+        "run", parents=[common], help="the main job on the embedded default: store, a delivery, lint, stats"
+    )
+    s.add_argument(
+        "--command", default="npm run build 2>&1 | tail -20", help="the shell command to show a delivery for"
+    )
     s.set_defaults(func=cmd_run)
 
     s = sub.add_parser("init", parents=[common], help="create GEODE_HOME, geode.toml and a store with the starter set")
@@ -437,14 +489,18 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("hooks", parents=[common], help="install or remove the agent hooks and the MCP server")
     s.add_argument("action", choices=["install", "uninstall"])
     s.add_argument("--agent", default="claude", choices=["claude", "codex", "all"])
-    s.add_argument("--scope", choices=["project", "user"], default=None,
-                   help="default: project for Claude Code, user for Codex")
+    s.add_argument(
+        "--scope", choices=["project", "user"], default=None, help="default: project for Claude Code, user for Codex"
+    )
     s.add_argument("--local", action="store_true", help="Claude Code: .claude/settings.local.json")
     s.add_argument("--project", metavar="DIR", help="project folder (default: the current folder)")
     s.add_argument("--home-dir", metavar="DIR", help=argparse.SUPPRESS)
     s.add_argument("--print", action="store_true", help="show the exact commands, write nothing")
-    s.add_argument("--no-mcp", action="store_true",
-                   help="hooks only: do not register (or remove) the MCP server of the recall tools")
+    s.add_argument(
+        "--no-mcp",
+        action="store_true",
+        help="hooks only: do not register (or remove) the MCP server of the recall tools",
+    )
     s.set_defaults(func=cmd_hooks)
 
     s = sub.add_parser("hook", help="run one hook call (JSON on stdin); what the installed hooks call")
@@ -478,9 +534,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 #: Command modules of the other rooms' issues. Each has ``register(sub, common)`` and imports
 #: its heavy dependencies only inside the command functions.
-EXTENSIONS = ("geode.cli.recall_cmds", "geode.cli.upkeep_cmds",
-              "geode.cli.proposals_cmds",
-              "geode.web.command", "geode.mcp.command",)
+EXTENSIONS = (
+    "geode.cli.recall_cmds",
+    "geode.cli.upkeep_cmds",
+    "geode.cli.proposals_cmds",
+    "geode.web.command",
+    "geode.mcp.command",
+)
 
 
 def _register_extension(name: str, sub, common) -> None:

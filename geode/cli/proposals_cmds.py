@@ -33,7 +33,8 @@ def _who(args) -> str:
 def _open(args):
     from geode.agents import apply as A
     from geode.agents import proposals as Q
-    from geode.cli.common import engine_of, settings_of as _settings
+    from geode.cli.common import engine_of
+    from geode.cli.common import settings_of as _settings
 
     settings = _settings(args)
     engine = engine_of(settings)  # a database that cannot be used is a message, not a traceback
@@ -60,14 +61,17 @@ def cmd_list(args) -> int:
         return 0
     for r in rows:
         n = len(r["paths"])
-        print(f"{r['id']:>5}  {r['status']:<9} {r['agent']:<10} {r['kind']:<8} {r['domain']:<8} {r['title']}"
-              f"  ({n} file{'s' if n != 1 else ''})")
+        print(
+            f"{r['id']:>5}  {r['status']:<9} {r['agent']:<10} {r['kind']:<8} {r['domain']:<8} {r['title']}"
+            f"  ({n} file{'s' if n != 1 else ''})"
+        )
     return 0
 
 
 def cmd_show(args) -> int:
     from geode.agents import proposals as Q
-    from geode.cli.common import CLIError, print_json as _print_json
+    from geode.cli.common import CLIError
+    from geode.cli.common import print_json as _print_json
 
     _settings, engine, reconciled = _open(args)
     p = Q.get(engine, args.id)
@@ -101,8 +105,10 @@ def _print_results(args, results: list[dict], reconciled: list[dict], dry_run: b
             print("no pending proposals match")
         for r in results:
             if dry_run:
-                print(f"{r['id']:>5}  would {r['would']:<8} {r.get('agent', '')} {r.get('kind', '')} "
-                      f"{r.get('title', '')}: {r['message']}")
+                print(
+                    f"{r['id']:>5}  would {r['would']:<8} {r.get('agent', '')} {r.get('kind', '')} "
+                    f"{r.get('title', '')}: {r['message']}"
+                )
             else:
                 mark = "ok" if r["ok"] else "NOT DONE"
                 print(f"{r['id']:>5}  {r['action']} {mark}: {r['status']}: {r['message']}")
@@ -112,7 +118,7 @@ def _print_results(args, results: list[dict], reconciled: list[dict], dry_run: b
 def cmd_approve(args) -> int:
     from geode.agents import apply as A
     from geode.agents import proposals as Q
-    from geode.cli.common import CLIError, EXIT_USAGE
+    from geode.cli.common import EXIT_USAGE, CLIError
 
     if args.ids and (args.agent or args.kind or args.domain):
         raise CLIError("give proposal ids, or --agent/--kind (with --domain), not both", EXIT_USAGE)
@@ -127,8 +133,9 @@ def cmd_approve(args) -> int:
             else:
                 results = [A.approve(settings, engine, i, who) for i in args.ids]
         else:
-            results = A.approve_many(settings, engine, who, agent=args.agent, kind=args.kind,
-                                     domain=args.domain, dry_run=args.dry_run)
+            results = A.approve_many(
+                settings, engine, who, agent=args.agent, kind=args.kind, domain=args.domain, dry_run=args.dry_run
+            )
     except Q.ProposalError as exc:
         raise CLIError(str(exc)) from exc
     return _print_results(args, results, reconciled, args.dry_run)
@@ -192,8 +199,11 @@ def register(sub, common) -> None:
     s = ps.add_parser("approve", parents=[common], help="apply proposals (by id, or in bulk by agent and kind)")
     s.add_argument("ids", type=int, nargs="*", metavar="ID")
     s.add_argument("--agent", help="bulk: every pending proposal of this agent")
-    s.add_argument("--kind", choices=["edit", "move", "archive", "status", "new_note"],
-                   help="bulk: every pending proposal of this kind")
+    s.add_argument(
+        "--kind",
+        choices=["edit", "move", "archive", "status", "new_note"],
+        help="bulk: every pending proposal of this kind",
+    )
     s.add_argument("--domain", help="bulk: only this domain")
     s.add_argument("--dry-run", action="store_true", help="say what would be applied; change nothing")
     who(s)

@@ -16,7 +16,6 @@ from geode.cli import index_cmds, serve_cmds
 from geode.cli.common import print_json, settings_of
 from geode.delivery.dates import argparse_date
 
-
 # -- search -----------------------------------------------------------------------------------
 _OPS = (">=", "<=", "!=", ">", "<", "~", "=")
 _OPNAME = {">=": "$gte", "<=": "$lte", ">": "$gt", "<": "$lt", "!=": "$ne", "~": "$contains"}
@@ -74,9 +73,18 @@ def parse_where(items: list[str], filter_json: str | None) -> dict:
 
 
 def _search_kwargs(args) -> dict:
-    return dict(limit=args.limit, domain=args.domain or None, type=args.type or None, status=args.status or None,
-                tags=args.tag or None, where=parse_where(args.where, args.filter) or None, after=args.after,
-                as_of=args.as_of, mode=args.mode, blend=args.blend)
+    return dict(
+        limit=args.limit,
+        domain=args.domain or None,
+        type=args.type or None,
+        status=args.status or None,
+        tags=args.tag or None,
+        where=parse_where(args.where, args.filter) or None,
+        after=args.after,
+        as_of=args.as_of,
+        mode=args.mode,
+        blend=args.blend,
+    )
 
 
 def _print_hits(res: dict) -> None:
@@ -158,8 +166,9 @@ def cmd_search(args) -> int:
                     print(f"== {q}")
                     _print_hits(res)
             return 0
-        if args.query is None and not any([args.domain, args.type, args.status, args.tag, args.where, args.filter,
-                                           args.after, args.as_of]):
+        if args.query is None and not any(
+            [args.domain, args.type, args.status, args.tag, args.where, args.filter, args.after, args.as_of]
+        ):
             raise CLIError("give a query, a filter, or --queries FILE", 2)
         res = search(settings, args.query or "", refresh=not args.no_refresh, background=not args.no_background, **kw)
     except (FilterError, ValueError, OSError) as exc:
@@ -173,9 +182,8 @@ def cmd_search(args) -> int:
 
 
 def cmd_context(args) -> int:
-    from geode.recall.context import NotFound, build_context
-
     from geode.cli.common import CLIError
+    from geode.recall.context import NotFound, build_context
 
     settings = settings_of(args)
     try:
@@ -185,18 +193,21 @@ def cmd_context(args) -> int:
     if args.json:
         print_json(res)
         return 0
-    print(f"neighbourhood of {', '.join(res['anchors'][:5])}{' …' if len(res['anchors']) > 5 else ''} "
-          f"({res['total']} within {res['depth']} hops, top {len(res['related'])})")
+    print(
+        f"neighbourhood of {', '.join(res['anchors'][:5])}{' …' if len(res['anchors']) > 5 else ''} "
+        f"({res['total']} within {res['depth']} hops, top {len(res['related'])})"
+    )
     for r in res["related"]:
         arrow = "->" if r["direction"] == "out" else "<-"
-        print(f"{r['score']:.3f}  {r['title']}  {r['address']}  {arrow} {r['relation']} (hops {r['hops']}, paths {r['paths']})")
+        print(
+            f"{r['score']:.3f}  {r['title']}  {r['address']}  {arrow} {r['relation']} (hops {r['hops']}, paths {r['paths']})"
+        )
     return 0
 
 
 def cmd_read(args) -> int:
-    from geode.recall.context import NotFound, read_note
-
     from geode.cli.common import CLIError
+    from geode.recall.context import NotFound, read_note
 
     settings = settings_of(args)
     try:
@@ -223,9 +234,8 @@ def cmd_read(args) -> int:
 
 
 def cmd_recent(args) -> int:
-    from geode.recall.context import recent_activity
-
     from geode.cli.common import CLIError
+    from geode.recall.context import recent_activity
 
     settings = settings_of(args)
     try:
@@ -248,14 +258,27 @@ def register(sub, common) -> None:
     s.add_argument("--limit", type=int, default=10)
     s.add_argument("--domain", action="append", help="only this domain (repeatable)")
     s.add_argument("--type", action="append", help="only notes of this type (repeatable: any of them)")
-    s.add_argument("--tag", action="append", help="notes carrying this tag, through the domain's tag aliases (repeatable: all)")
+    s.add_argument(
+        "--tag", action="append", help="notes carrying this tag, through the domain's tag aliases (repeatable: all)"
+    )
     s.add_argument("--status", action="append", help="only this status, e.g. stable (repeatable: any of them)")
-    s.add_argument("--where", action="append", metavar="KEY=VALUE",
-                   help="frontmatter filter: key=value, key=[a,b] (any), key~value (list contains), key>=value, key<value, key!=value")
-    s.add_argument("--filter", metavar="JSON", help='frontmatter filter as JSON: {"sources": {"$contains_any": ["a", "b"]}}')
+    s.add_argument(
+        "--where",
+        action="append",
+        metavar="KEY=VALUE",
+        help="frontmatter filter: key=value, key=[a,b] (any), key~value (list contains), key>=value, key<value, key!=value",
+    )
+    s.add_argument(
+        "--filter", metavar="JSON", help='frontmatter filter as JSON: {"sources": {"$contains_any": ["a", "b"]}}'
+    )
     s.add_argument("--after", metavar="DATE", type=argparse_date, help="recorded on or after this date (YYYY-MM-DD)")
-    s.add_argument("--as-of", dest="as_of", metavar="DATE", type=argparse_date,
-                   help="what applied on that date, YYYY-MM-DD (valid_from through valid_to, both inclusive; absent = unbounded)")
+    s.add_argument(
+        "--as-of",
+        dest="as_of",
+        metavar="DATE",
+        type=argparse_date,
+        help="what applied on that date, YYYY-MM-DD (valid_from through valid_to, both inclusive; absent = unbounded)",
+    )
     s.add_argument("--mode", choices=["hybrid", "text", "semantic"], default="hybrid")
     s.add_argument("--blend", choices=["score", "rrf"], default="score", help=argparse_suppress())
     s.add_argument("--queries", metavar="FILE", help="one query per line; one JSON object per line with --json")

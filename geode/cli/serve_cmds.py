@@ -57,12 +57,22 @@ def serve(settings, interval_s: float = 5.0, full_every_s: float = 120.0, ready=
                     reply = {"ok": True, "pid": os.getpid()}
                 else:
                     with lock:
-                        res = search(settings, str(req.get("q") or ""), limit=int(req.get("limit") or 10),
-                                     domain=req.get("domain"), type=req.get("type"), status=req.get("status"),
-                                     tags=req.get("tags"), where=req.get("where"), after=req.get("after"),
-                                     as_of=req.get("as_of"), mode=req.get("mode") or "hybrid",
-                                     blend=req.get("blend") or "score", refresh=bool(req.get("refresh")),
-                                     chain=not req.get("prompt"))
+                        res = search(
+                            settings,
+                            str(req.get("q") or ""),
+                            limit=int(req.get("limit") or 10),
+                            domain=req.get("domain"),
+                            type=req.get("type"),
+                            status=req.get("status"),
+                            tags=req.get("tags"),
+                            where=req.get("where"),
+                            after=req.get("after"),
+                            as_of=req.get("as_of"),
+                            mode=req.get("mode") or "hybrid",
+                            blend=req.get("blend") or "score",
+                            refresh=bool(req.get("refresh")),
+                            chain=not req.get("prompt"),
+                        )
                     reply = dict(res, domains=[list(x) for x in sorted(settings.domains.items())])
             except Exception as exc:  # serve loop entry: a bad request gets its error, never takes the server down
                 reply = {"error": str(exc)}

@@ -50,14 +50,21 @@ def register(sub, common) -> None:
 # -- upkeep ---------------------------------------------------------------------------------
 def _render(report: dict) -> str:
     ex = report["examined"]
-    lines = [f"== {report['agent']}: {report['status'].upper()}" + (f" ({report['message']})" if report["message"] else "")]
-    lines.append("   examined " + ", ".join(f"{k} {v}" for k, v in ex.items() if v or k == "notes")
-                 + f"  (the store holds {report.get('store_notes', 0)} note files)")
+    lines = [
+        f"== {report['agent']}: {report['status'].upper()}" + (f" ({report['message']})" if report["message"] else "")
+    ]
+    lines.append(
+        "   examined "
+        + ", ".join(f"{k} {v}" for k, v in ex.items() if v or k == "notes")
+        + f"  (the store holds {report.get('store_notes', 0)} note files)"
+    )
     by_kind: dict[str, int] = {}
     for f in report["findings"]:
         by_kind[f["kind"]] = by_kind.get(f["kind"], 0) + 1
-    lines.append(f"   found {len(report['findings'])}" + (": " + ", ".join(f"{k} {v}" for k, v in sorted(by_kind.items()))
-                                                        if by_kind else ""))
+    lines.append(
+        f"   found {len(report['findings'])}"
+        + (": " + ", ".join(f"{k} {v}" for k, v in sorted(by_kind.items())) if by_kind else "")
+    )
     for f in report["findings"][:200]:
         sugg = f"  -> {f['suggestion']}" if f.get("suggestion") else ""
         where = f"{f['domain']}:" if f.get("domain") else ""
@@ -69,8 +76,10 @@ def _render(report: dict) -> str:
         for s in report["skipped"]:
             reasons[s["reason"]] = reasons.get(s["reason"], 0) + 1
         lines.append(f"   skipped {len(report['skipped'])}: " + "; ".join(f"{n} x {r}" for r, n in reasons.items()))
-    lines.append(f"   proposed {len(report['proposals'])}" + "".join(
-        f"\n   #{p['id']} {p['kind']} {', '.join(p['paths'])}" for p in report["proposals"]))
+    lines.append(
+        f"   proposed {len(report['proposals'])}"
+        + "".join(f"\n   #{p['id']} {p['kind']} {', '.join(p['paths'])}" for p in report["proposals"])
+    )
     return "\n".join(lines)
 
 
@@ -110,9 +119,11 @@ def cmd_upkeep(args) -> int:
                 print("no upkeep reports kept yet")
             for r in runs:
                 when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r["started_at"]))
-                print(f"{when}  {r['run_id']:<34} {r['agent']:<10} {r['status']:<16} "
-                      f"notes {r['examined'].get('notes', 0):>6}  findings {r['findings']:>5}  "
-                      f"proposals {r['proposals']:>3}  {r['message'][:80]}")
+                print(
+                    f"{when}  {r['run_id']:<34} {r['agent']:<10} {r['status']:<16} "
+                    f"notes {r['examined'].get('notes', 0):>6}  findings {r['findings']:>5}  "
+                    f"proposals {r['proposals']:>3}  {r['message'][:80]}"
+                )
         return EXIT_OK
 
     have, missing = upkeep.available(settings)
@@ -133,11 +144,17 @@ def cmd_upkeep(args) -> int:
         reports = _wait_for(engine, run_id, names, args.wait)
         for i, r in enumerate(reports):
             if r is None or r.status not in contract.FINAL_STATUSES:
-                reports[i] = contract.Report(agent=names[i], status=contract.FAILED, run_id=run_id,
-                                             message=f"no worker finished it within {args.wait:.0f} s "
-                                                     "(is `geode worker` running?)")
-    out = {"run_id": run_id, "runs": [r.as_dict() for r in reports], "not_installed": [m for m in missing
-                                                                                       if not args.agent]}
+                reports[i] = contract.Report(
+                    agent=names[i],
+                    status=contract.FAILED,
+                    run_id=run_id,
+                    message=f"no worker finished it within {args.wait:.0f} s (is `geode worker` running?)",
+                )
+    out = {
+        "run_id": run_id,
+        "runs": [r.as_dict() for r in reports],
+        "not_installed": [m for m in missing if not args.agent],
+    }
     if args.json:
         print_json(out)
     else:
@@ -175,11 +192,19 @@ def cmd_worker(args) -> int:
     from geode.cli.common import CLIError
 
     if app.conf.task_always_eager:
-        raise CLIError("no broker configured ([upkeep] broker_url or GEODE_BROKER_URL): with the embedded "
-                       "default, `geode upkeep` runs the agents in-process and no worker is needed")
+        raise CLIError(
+            "no broker configured ([upkeep] broker_url or GEODE_BROKER_URL): with the embedded "
+            "default, `geode upkeep` runs the agents in-process and no worker is needed"
+        )
     _engine(settings)
-    argv = ["worker", f"--loglevel={args.loglevel}", f"--concurrency={args.concurrency}",
-            "-Q", app.conf.task_default_queue, "--prefetch-multiplier=1"]
+    argv = [
+        "worker",
+        f"--loglevel={args.loglevel}",
+        f"--concurrency={args.concurrency}",
+        "-Q",
+        app.conf.task_default_queue,
+        "--prefetch-multiplier=1",
+    ]
     app.worker_main(argv)
     return EXIT_OK
 
@@ -203,8 +228,11 @@ def cmd_scheduler(args) -> int:
         problems: list[str] = []
         sched = nightly.build_scheduler_keeping_missed(settings, problems=problems)
         job = None
-        print(f"geode scheduler: nightly upkeep at {cfg['at']} local time "
-              f"(misfire grace {cfg['misfire_grace_time'] // 3600} h, coalesced); pid {os.getpid()}", flush=True)
+        print(
+            f"geode scheduler: nightly upkeep at {cfg['at']} local time "
+            f"(misfire grace {cfg['misfire_grace_time'] // 3600} h, coalesced); pid {os.getpid()}",
+            flush=True,
+        )
         for p in problems:  # logged on stderr too; here in the scheduler's own report of how it started
             print(f"geode scheduler: WARNING: {p}", flush=True)
 
@@ -220,11 +248,16 @@ def cmd_scheduler(args) -> int:
             if event.code == EVENT_JOB_ERROR:
                 print(f"geode scheduler: upkeep enqueue failed: {event.exception}", file=sys.stderr, flush=True)
             elif event.code == EVENT_JOB_MISSED:
-                print(f"geode scheduler: MISSED the run due {event.scheduled_run_time} (beyond the grace)",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"geode scheduler: MISSED the run due {event.scheduled_run_time} (beyond the grace)",
+                    file=sys.stderr,
+                    flush=True,
+                )
             if event.code == EVENT_JOB_EXECUTED:
-                print(f"geode scheduler: fired for {event.scheduled_run_time}: {event.retval or 'already enqueued'}",
-                      flush=True)
+                print(
+                    f"geode scheduler: fired for {event.scheduled_run_time}: {event.retval or 'already enqueued'}",
+                    flush=True,
+                )
             announce()
 
         sched.add_listener(on_event, EVENT_JOB_EXECUTED | EVENT_JOB_ERROR | EVENT_JOB_MISSED)
@@ -270,7 +303,12 @@ def doctor_checks(settings, skip_model: bool = False) -> list[dict]:
     elif counted.notes == 0:
         add("store", False, {"notes": 0}, f"no note files (.md, .mdc, .markdown) in {roots}: nothing to work on")
     else:
-        add("store", True, {"notes": counted.notes, "folders": counted.folders}, f"{counted.notes} note files in {roots}")
+        add(
+            "store",
+            True,
+            {"notes": counted.notes, "folders": counted.folders},
+            f"{counted.notes} note files in {roots}",
+        )
 
     engine = None
     try:
@@ -279,12 +317,30 @@ def doctor_checks(settings, skip_model: bool = False) -> list[dict]:
 
         run, _f = contract.tables()
         with engine.begin() as conn:
-            conn.execute(run.insert().values(run_id=f"doctor-probe-{os.getpid()}", agent="doctor", status="running",
-                                             message="", examined="{}", skipped="[]", proposals="[]", store_notes=0,
-                                             attempts=0, started_at=0.0, finished_at=0.0, trigger="doctor"))
+            conn.execute(
+                run.insert().values(
+                    run_id=f"doctor-probe-{os.getpid()}",
+                    agent="doctor",
+                    status="running",
+                    message="",
+                    examined="{}",
+                    skipped="[]",
+                    proposals="[]",
+                    store_notes=0,
+                    attempts=0,
+                    started_at=0.0,
+                    finished_at=0.0,
+                    trigger="doctor",
+                )
+            )
             n = conn.execute(text("SELECT COUNT(*) FROM upkeep_run")).scalar_one()
             conn.execute(run.delete().where(run.c.run_id == f"doctor-probe-{os.getpid()}"))
-        add("ledger", True, {"upkeep_runs": int(n) - 1}, f"the records database takes writes ({settings.db_url.split('@')[-1]})")
+        add(
+            "ledger",
+            True,
+            {"upkeep_runs": int(n) - 1},
+            f"the records database takes writes ({settings.db_url.split('@')[-1]})",
+        )
     except (RecordsError, SQLAlchemyError) as exc:
         add("ledger", False, {}, f"the records database cannot be written: {type(exc).__name__}: {exc}")
 
@@ -296,8 +352,13 @@ def doctor_checks(settings, skip_model: bool = False) -> list[dict]:
             rep = agent.examine(ctx)
             rep.agent = name
         except Exception as exc:  # plugin boundary: a configured agent may raise anything; its check fails with why
-            logging.getLogger(__name__).warning("doctor: agent %s failed: %s: %s", name, type(exc).__name__, exc,
-                                                exc_info=not isinstance(exc, GeodeError))
+            logging.getLogger(__name__).warning(
+                "doctor: agent %s failed: %s: %s",
+                name,
+                type(exc).__name__,
+                exc,
+                exc_info=not isinstance(exc, GeodeError),
+            )
             rep = contract.Report(agent=name, status=contract.FAILED, message=f"{type(exc).__name__}: {exc}")
         contract.apply_rule(rep, counted)
         unreadable = [f for f in rep.findings if f.kind == "unreadable"]
@@ -307,14 +368,21 @@ def doctor_checks(settings, skip_model: bool = False) -> list[dict]:
         elif rep.status == contract.FAILED:
             msg = rep.message
         else:
-            msg = (f"examined {rep.examined.get('notes', 0)} of {counted.notes} note files; could not read "
-                   + ", ".join(f"{f.path}:{f.line} ({f.message})" for f in unreadable[:10])
-                   + (f" and {len(unreadable) - 10} more" if len(unreadable) > 10 else ""))
+            msg = (
+                f"examined {rep.examined.get('notes', 0)} of {counted.notes} note files; could not read "
+                + ", ".join(f"{f.path}:{f.line} ({f.message})" for f in unreadable[:10])
+                + (f" and {len(unreadable) - 10} more" if len(unreadable) > 10 else "")
+            )
         add(f"agent:{name}", ok, dict(rep.examined), msg)
     if not have:
         add("agents", False, {}, "no maintenance agent is installed")
     elif missing:
-        add("agents", True, {"installed": len(have)}, f"installed: {', '.join(have)}; cannot be imported: {', '.join(missing)}")
+        add(
+            "agents",
+            True,
+            {"installed": len(have)},
+            f"installed: {', '.join(have)}; cannot be imported: {', '.join(missing)}",
+        )
 
     try:
         from geode.delivery.index import Index
@@ -327,9 +395,14 @@ def doctor_checks(settings, skip_model: bool = False) -> list[dict]:
         finally:
             idx.close()
         ok = counts["files"] == counted.notes
-        add("index", ok, {"files": counts["files"], "crystals": counts["crystals"]},
-            f"binding index holds {counts['files']} note files, as the store does" if ok else
-            f"binding index holds {counts['files']} note files, the store {counted.notes}: run `geode reindex`")
+        add(
+            "index",
+            ok,
+            {"files": counts["files"], "crystals": counts["crystals"]},
+            f"binding index holds {counts['files']} note files, as the store does"
+            if ok
+            else f"binding index holds {counts['files']} note files, the store {counted.notes}: run `geode reindex`",
+        )
     except (sqlite3.Error, OSError) as exc:
         add("index", False, {}, f"the binding index cannot be read or built: {type(exc).__name__}: {exc}")
 
@@ -352,8 +425,14 @@ def doctor_checks(settings, skip_model: bool = False) -> list[dict]:
             emb = get_embedder(settings)
             vec = emb.embed_query("doctor: can the model embed one question?")
             ok = len(vec) == emb.dim and emb.dim > 0
-            add("model", ok, {"dim": emb.dim}, f"{emb.model_id} loads and embeds ({emb.dim} dimensions)" if ok
-                else f"{emb.model_id} returned {len(vec)} values, expected {emb.dim}")
+            add(
+                "model",
+                ok,
+                {"dim": emb.dim},
+                f"{emb.model_id} loads and embeds ({emb.dim} dimensions)"
+                if ok
+                else f"{emb.model_id} returned {len(vec)} values, expected {emb.dim}",
+            )
         except (ModelUnavailable, ValueError, RuntimeError) as exc:  # not installed, unknown, or failing to embed
             add("model", False, {}, f"the embedding model does not load: {type(exc).__name__}: {exc}")
     return checks
@@ -368,6 +447,7 @@ def cmd_doctor(args) -> int:
     else:
         for c in checks:
             print(f"{'ok  ' if c['ok'] else 'FAIL'}  {c['name']:<18} {c['message']}")
-        print("all parts can do their job on this store" if ok else
-              f"{sum(not c['ok'] for c in checks)} check(s) failed")
+        print(
+            "all parts can do their job on this store" if ok else f"{sum(not c['ok'] for c in checks)} check(s) failed"
+        )
     return EXIT_OK if ok else EXIT_FAILED

@@ -75,9 +75,22 @@ class Corrector(Fixes, Agent):
     def examine(self, ctx: Context) -> Report:
         report = Report(agent=self.name)
         ex = report.examined
-        for key in ("notes", "unreadable", "findings_read", "findings_acted_on", "notes_touched", "lines_changed",
-                    "fixes_proposed", "already_proposed", "deferred", "over_bound", "not_mechanical",
-                    "awaiting_review", "no_good_target", "stale_checked"):
+        for key in (
+            "notes",
+            "unreadable",
+            "findings_read",
+            "findings_acted_on",
+            "notes_touched",
+            "lines_changed",
+            "fixes_proposed",
+            "already_proposed",
+            "deferred",
+            "over_bound",
+            "not_mechanical",
+            "awaiting_review",
+            "no_good_target",
+            "stale_checked",
+        ):
             ex.setdefault(key, 0)
         prior = self._prior(ctx, report)
         for f in prior:
@@ -113,8 +126,9 @@ class Corrector(Fixes, Agent):
             except SQLAlchemyError as exc:  # logged: an earlier attempt's own findings may be read again
                 import logging
 
-                logging.getLogger(__name__).warning("corrector: its earlier findings of run %s cannot be read: %s",
-                                                    ctx.run_id, exc)
+                logging.getLogger(__name__).warning(
+                    "corrector: its earlier findings of run %s cannot be read: %s", ctx.run_id, exc
+                )
                 own = set()
         return [f for f in ctx.prior_findings if f.id is None or f.id not in own]
 
@@ -146,8 +160,14 @@ class Corrector(Fixes, Agent):
         for note in load.notes:  # the lenient forms no agent before it flags
             for line, code, message in note.fm_warnings:
                 if code == "lenient-block-indicator" and (note.path, line) not in flagged:
-                    f = Finding("frontmatter-not-yaml", note.path, line, "", f"{message} (other YAML readers reject "
-                                "this file)", domain)
+                    f = Finding(
+                        "frontmatter-not-yaml",
+                        note.path,
+                        line,
+                        "",
+                        f"{message} (other YAML readers reject this file)",
+                        domain,
+                    )
                     report.findings.append(f)
                     fix = self._quote_fix(note, f, report)
                     if fix is not None:
@@ -180,13 +200,13 @@ class Corrector(Fixes, Agent):
         out: dict[str, list[dict]] = {}
         with ctx.engine.connect() as conn:
             for start in range(0, len(paths), 500):
-                chunk = paths[start:start + 500]
+                chunk = paths[start : start + 500]
                 rows = conn.execute(
-                    select(q.P.c.id, q.P.c.agent, q.P.c.run_id, q.C.c.path, q.C.c.before_sha, q.C.c.before,
-                           q.C.c.after)
+                    select(q.P.c.id, q.P.c.agent, q.P.c.run_id, q.C.c.path, q.C.c.before_sha, q.C.c.before, q.C.c.after)
                     .join(q.C, q.C.c.proposal_id == q.P.c.id)
                     .where(q.P.c.status == "pending", q.P.c.domain == domain, q.C.c.path.in_(chunk))
-                    .order_by(q.P.c.id)).all()
+                    .order_by(q.P.c.id)
+                ).all()
                 for pid, agent, run_id, path, before_sha, before, after in rows:
                     if agent == self.name and run_id == ctx.run_id:
                         continue  # its own, from an interrupted attempt: filed again under the same key
@@ -197,8 +217,9 @@ class Corrector(Fixes, Agent):
         return out
 
     # -- one file ----------------------------------------------------------------------------
-    def _propose(self, ctx: Context, domain: str, root: str, note, fixes: list[Fix], pending: list[dict],
-                 report: Report) -> None:
+    def _propose(
+        self, ctx: Context, domain: str, root: str, note, fixes: list[Fix], pending: list[dict], report: Report
+    ) -> None:
         ex = report.examined
         path = note.path
         try:
@@ -209,8 +230,9 @@ class Corrector(Fixes, Agent):
             report.skipped.append(Skipped(path, 0, "", f"cannot read it again: {exc}", domain))
             return
         if text != note.text:
-            report.skipped.append(Skipped(path, 0, "", "changed since it was read; the next run proposes on what "
-                                          "is there", domain))
+            report.skipped.append(
+                Skipped(path, 0, "", "changed since it was read; the next run proposes on what is there", domain)
+            )
             return
         sha = hashlib.sha256(data).hexdigest()
         live = [p for p in pending if p["sha"] == sha]  # a pending proposal on older bytes can never apply
@@ -226,8 +248,11 @@ class Corrector(Fixes, Agent):
             ex["already_proposed"] += 1
             mine = fix.apply(lines.get(fix.line) or "") if fix.apply is not None else None
             same = mine is not None and hit["map"].get(fix.line) == mine
-            why = (f"the same edit is already proposed by the {hit['agent']} (pending proposal {hit['id']})" if same
-                   else f"pending proposal {hit['id']} of the {hit['agent']} already changes this line")
+            why = (
+                f"the same edit is already proposed by the {hit['agent']} (pending proposal {hit['id']})"
+                if same
+                else f"pending proposal {hit['id']} of the {hit['agent']} already changes this line"
+            )
             if hit["removes"]:
                 why = f"pending proposal {hit['id']} of the {hit['agent']} moves or removes this file"
             report.skipped.append(Skipped(path, fix.line, fix.finding.target, why, domain))
@@ -237,9 +262,16 @@ class Corrector(Fixes, Agent):
             ids = ", ".join(str(p["id"]) for p in live)
             for fix in remaining:
                 ex["deferred"] += 1
-                report.skipped.append(Skipped(path, fix.line, fix.finding.target,
-                                              f"deferred: pending proposal {ids} changes this file and two proposals "
-                                              "on the same bytes conflict; proposed after it is decided", domain))
+                report.skipped.append(
+                    Skipped(
+                        path,
+                        fix.line,
+                        fix.finding.target,
+                        f"deferred: pending proposal {ids} changes this file and two proposals "
+                        "on the same bytes conflict; proposed after it is decided",
+                        domain,
+                    )
+                )
             return
 
         # apply them to a copy: the line edits in order (their line numbers are the file's), then
@@ -264,8 +296,7 @@ class Corrector(Fixes, Agent):
                 continue
             key, value, after_key = fix.set_key
             try:
-                after_text = set_key(after_text.encode("utf-8"), key, value, path=path,
-                                     after=after_key).decode("utf-8")
+                after_text = set_key(after_text.encode("utf-8"), key, value, path=path, after=after_key).decode("utf-8")
             except FrontmatterEditError as exc:
                 failed.append((fix, f"the frontmatter editor refuses it ({exc.message})"))
                 continue
@@ -273,9 +304,16 @@ class Corrector(Fixes, Agent):
             done.append(fix)
         for fix, why_not in failed:
             ex["not_mechanical"] += 1
-            report.findings.append(Finding(
-                NOT_MECHANICAL, path, fix.line, fix.finding.target,
-                f"{fix.finding.kind}: {fix.describe}; {why_not}; for a person", domain))
+            report.findings.append(
+                Finding(
+                    NOT_MECHANICAL,
+                    path,
+                    fix.line,
+                    fix.finding.target,
+                    f"{fix.finding.kind}: {fix.describe}; {why_not}; for a person",
+                    domain,
+                )
+            )
         if not done:
             return
         n = changed_lines(text, after_text)
@@ -283,23 +321,42 @@ class Corrector(Fixes, Agent):
         findings = [fx.finding for fx in done]
         if n > self.max_lines:
             ex["over_bound"] += 1
-            report.findings.append(Finding(
-                OVER_BOUND, path, done[0].line, "",
-                f"{n} lines would change, over the bound of {self.max_lines} per file: "
-                + "; ".join(fx.describe for fx in done) + ". For a person. The edit would be:\n" + diff, domain))
+            report.findings.append(
+                Finding(
+                    OVER_BOUND,
+                    path,
+                    done[0].line,
+                    "",
+                    f"{n} lines would change, over the bound of {self.max_lines} per file: "
+                    + "; ".join(fx.describe for fx in done)
+                    + ". For a person. The edit would be:\n"
+                    + diff,
+                    domain,
+                )
+            )
             return
         why = check_edit(text, after_text, path, added)
         if why:
             ex["not_mechanical"] += 1
-            report.findings.append(Finding(NOT_MECHANICAL, path, done[0].line, "",
-                                           f"{why}: " + "; ".join(fx.describe for fx in done) + ". For a person. "
-                                           "The edit would be:\n" + diff, domain))
+            report.findings.append(
+                Finding(
+                    NOT_MECHANICAL,
+                    path,
+                    done[0].line,
+                    "",
+                    f"{why}: " + "; ".join(fx.describe for fx in done) + ". For a person. The edit would be:\n" + diff,
+                    domain,
+                )
+            )
             return
         from geode.agents.proposals import FileChange, ProposalDraft
 
         kinds = []
-        for label, kind in (("rewrite {} link(s)", "link"), ("quote {} frontmatter value(s)", "quote"),
-                            ("mark for re-verification", "review")):
+        for label, kind in (
+            ("rewrite {} link(s)", "link"),
+            ("quote {} frontmatter value(s)", "quote"),
+            ("mark for re-verification", "review"),
+        ):
             k = sum(1 for fx in done if fx.kind == kind)
             if k:
                 kinds.append(label.format(k))
@@ -307,14 +364,22 @@ class Corrector(Fixes, Agent):
         if len(key) > 255:
             key = "correct:" + hashlib.sha256(key.encode()).hexdigest()
         draft = ProposalDraft(
-            agent=self.name, kind="edit", domain=domain,
+            agent=self.name,
+            kind="edit",
+            domain=domain,
             title=f"Correct {path}: " + ", ".join(kinds),
-            rationale=("Bounded, mechanical fixes for stored findings: " + "; ".join(fx.describe for fx in done)
-                       + f". {n} of at most {self.max_lines} lines change; the frontmatter means what it meant"
-                       + (f" (plus {', '.join(sorted(added))})" if added else "")
-                       + "; the essence and body read the same apart from link targets."),
-            evidence=[], changes=[FileChange(path, sha, after_text.encode("utf-8"))],
-            run_id=ctx.run_id or "adhoc", key=key)
+            rationale=(
+                "Bounded, mechanical fixes for stored findings: "
+                + "; ".join(fx.describe for fx in done)
+                + f". {n} of at most {self.max_lines} lines change; the frontmatter means what it meant"
+                + (f" (plus {', '.join(sorted(added))})" if added else "")
+                + "; the essence and body read the same apart from link targets."
+            ),
+            evidence=[],
+            changes=[FileChange(path, sha, after_text.encode("utf-8"))],
+            run_id=ctx.run_id or "adhoc",
+            key=key,
+        )
         report.proposed.append(Proposed(draft, findings))
         ex["notes_touched"] += 1
         ex["lines_changed"] += n

@@ -62,7 +62,7 @@ class FileLines:
         self.lines[lineno - 1] = content
 
     def text(self) -> str:
-        return "".join(content + ending for content, ending in zip(self.lines, self.endings))
+        return "".join(content + ending for content, ending in zip(self.lines, self.endings, strict=False))
 
 
 def changed_lines(before: str, after: str) -> int:
@@ -120,22 +120,22 @@ def quote_value(line: str) -> str | None:
         if rest[:1] in ("'", '"'):
             q = rest[0]
             end = rest.find(q, 1)
-            if end < 0 or rest[end + 1: end + 2] != ":":
+            if end < 0 or rest[end + 1 : end + 2] != ":":
                 return None
             idx = end + 1
         else:
             idx = rest.find(": ")
             if idx < 0:
                 return None
-        after = rest[idx + 2:]
+        after = rest[idx + 2 :]
         lead = rest[: idx + 2 + len(after) - len(after.lstrip(" "))]
-    value_part = rest[len(lead):]
+    value_part = rest[len(lead) :]
     if not value_part or value_part[0] in "'\"[{#":
         return None
     cut = value_part.find(" #")
     value, comment = (value_part, "") if cut < 0 else (value_part[:cut], value_part[cut:])
     stripped = value.rstrip(" ")
-    trailing = value[len(stripped):]
+    trailing = value[len(stripped) :]
     if not stripped:
         return None
     return bom + " " * indent + lead + _yaml_quote(stripped) + trailing + comment

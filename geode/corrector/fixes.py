@@ -72,13 +72,15 @@ class Fixes:
             new_text = links.new_target_text(note, ref, sugg)
             if not new_text:
                 ex["no_good_target"] += 1
-                report.skipped.append(Skipped(f.path, f.line, f.target, f"no safe way to write a link to {sugg} "
-                                              "in this syntax", f.domain))
+                report.skipped.append(
+                    Skipped(f.path, f.line, f.target, f"no safe way to write a link to {sugg} in this syntax", f.domain)
+                )
                 return None
             if ref.syntax in ("wiki", "relation") and not ref.alias and not ref.anchor and new_text != ref.target:
                 # keep what the reader saw: [[Old]] -> [[New|Old]] ([[Old|New]] where the alias comes first)
-                new_text = (f"{ref.target}|{new_text}" if links.wiki_order == "alias|target"
-                            else f"{new_text}|{ref.target}")
+                new_text = (
+                    f"{ref.target}|{new_text}" if links.wiki_order == "alias|target" else f"{new_text}|{ref.target}"
+                )
             from geode.agents.relink import rewrite_line
 
             def apply(content: str, ref=ref, new_text=new_text):
@@ -99,8 +101,9 @@ class Fixes:
             return None
         report.examined["findings_acted_on"] += 1
         if not any(c in QUOTABLE for c in codes):
-            return Fix("quote", f.line, f, f"line {f.line}: no mechanical repair for {', '.join(codes)}",
-                       lambda content: None)
+            return Fix(
+                "quote", f.line, f, f"line {f.line}: no mechanical repair for {', '.join(codes)}", lambda content: None
+            )
         return Fix("quote", f.line, f, f"line {f.line}: quote the value", quote_value)
 
     def _review_fix(self, ctx: Context, domain: str, note, stored: Finding | None, report: Report) -> Fix | None:
@@ -128,16 +131,31 @@ class Fixes:
         marked = _date(fm.get(REVIEW_KEY), REVIEW_KEY) if REVIEW_KEY in fm else None
         if marked is not None and marked >= due:
             report.examined["awaiting_review"] += 1
-            report.findings.append(Finding(
-                AWAITING_REVIEW, note.path, note.line_of(REVIEW_KEY), REVIEW_KEY,
-                f"marked for re-verification ({REVIEW_KEY}: {marked.isoformat()}); a person must check that it "
-                f"still holds and update last_verified", domain, severity="info"))
+            report.findings.append(
+                Finding(
+                    AWAITING_REVIEW,
+                    note.path,
+                    note.line_of(REVIEW_KEY),
+                    REVIEW_KEY,
+                    f"marked for re-verification ({REVIEW_KEY}: {marked.isoformat()}); a person must check that it "
+                    f"still holds and update last_verified",
+                    domain,
+                    severity="info",
+                )
+            )
             return None
         report.examined["findings_acted_on"] += 1
-        describe = (f"last_verified {lv.isoformat()} is past its {days}-day freshness duty: "
-                    f"{REVIEW_KEY}: {due.isoformat()}")
+        describe = (
+            f"last_verified {lv.isoformat()} is past its {days}-day freshness duty: {REVIEW_KEY}: {due.isoformat()}"
+        )
         # an older mark (re-verified once, stale again) is moved forward; a new one goes right
         # after last_verified
         line = note.line_of(REVIEW_KEY) if REVIEW_KEY in fm else note.line_of("last_verified")
-        return Fix("review", line, f, describe, set_key=(REVIEW_KEY, due.isoformat(), "last_verified"),
-                   added={REVIEW_KEY: due.isoformat()})
+        return Fix(
+            "review",
+            line,
+            f,
+            describe,
+            set_key=(REVIEW_KEY, due.isoformat(), "last_verified"),
+            added={REVIEW_KEY: due.isoformat()},
+        )

@@ -85,12 +85,25 @@ def split_terms(value, line: int = 0) -> tuple[list[str], list[BindingIssue]]:
     issues: list[BindingIssue] = []
     raw_items = _as_list(value)
     if isinstance(value, (list, tuple)):
-        issues.append(BindingIssue(line, "match-list", "info", "match is a YAML list; each item is a term (commas inside an item split it too)"))
+        issues.append(
+            BindingIssue(
+                line,
+                "match-list",
+                "info",
+                "match is a YAML list; each item is a term (commas inside an item split it too)",
+            )
+        )
     terms: list[str] = []
     whole = str(value).strip() if isinstance(value, str) else ""
     if whole and len(whole) >= 2 and whole[0] in _QUOTES and whole[-1] == whole[0] and whole.count(whole[0]) == 2:
-        issues.append(BindingIssue(line, "match-quoted", "warning",
-                                   "the whole match value is wrapped in quotes inside the YAML string; the quotes were removed"))
+        issues.append(
+            BindingIssue(
+                line,
+                "match-quoted",
+                "warning",
+                "the whole match value is wrapped in quotes inside the YAML string; the quotes were removed",
+            )
+        )
         raw_items = [whole[1:-1]]
     for item in raw_items:
         if item is None:
@@ -98,23 +111,49 @@ def split_terms(value, line: int = 0) -> tuple[list[str], list[BindingIssue]]:
         for part in str(item).split(","):
             stripped = part.strip()
             if not stripped:
-                issues.append(BindingIssue(line, "match-empty-term", "warning",
-                                           "an empty match term (two commas in a row or a trailing comma) is ignored"))
+                issues.append(
+                    BindingIssue(
+                        line,
+                        "match-empty-term",
+                        "warning",
+                        "an empty match term (two commas in a row or a trailing comma) is ignored",
+                    )
+                )
                 continue
             unq = stripped
             if len(unq) >= 2 and unq[0] in _QUOTES and unq[-1] in _QUOTES:
                 unq = unq[1:-1]
-                issues.append(BindingIssue(line, "match-quoted-term", "warning",
-                                           f"term {stripped} is quoted; the quotes were removed (write it bare)"))
+                issues.append(
+                    BindingIssue(
+                        line,
+                        "match-quoted-term",
+                        "warning",
+                        f"term {stripped} is quoted; the quotes were removed (write it bare)",
+                    )
+                )
             elif unq[0] in _QUOTES or unq[-1] in _QUOTES:
-                issues.append(BindingIssue(line, "match-stray-quote", "warning",
-                                           f"term {stripped!r} has a quote at one end only; it is matched literally"))
+                issues.append(
+                    BindingIssue(
+                        line,
+                        "match-stray-quote",
+                        "warning",
+                        f"term {stripped!r} has a quote at one end only; it is matched literally",
+                    )
+                )
             if not unq.strip():
-                issues.append(BindingIssue(line, "match-empty-term", "warning", "a match term is empty after removing its quotes"))
+                issues.append(
+                    BindingIssue(line, "match-empty-term", "warning", "a match term is empty after removing its quotes")
+                )
                 continue
             if len(unq.strip()) == 1:
-                issues.append(BindingIssue(line, "match-too-broad", "warning",
-                                           f"term {unq.strip()!r} is one character; it fires on almost every action"))
+                issues.append(
+                    BindingIssue(
+                        line,
+                        "match-too-broad",
+                        "warning",
+                        f"term {unq.strip()!r} is one character; it fires on almost every action",
+                    )
+                )
             terms.append(unq.strip().lower())
     seen: set[str] = set()
     unique = [t for t in terms if not (t in seen or seen.add(t))]
@@ -132,8 +171,14 @@ def parse_binding(crystal: dict, lines: dict[str, int], known_agents: tuple[str,
     known = {"deliver", "on", "match", "who", "when", "priority"}
     for key in crystal:
         if key not in known:
-            issues.append(BindingIssue(ln(key), "binding-unknown-key", "error",
-                                       f"unknown binding key {key!r}{_suggest(str(key), tuple(sorted(known)))}; it is ignored"))
+            issues.append(
+                BindingIssue(
+                    ln(key),
+                    "binding-unknown-key",
+                    "error",
+                    f"unknown binding key {key!r}{_suggest(str(key), tuple(sorted(known)))}; it is ignored",
+                )
+            )
 
     deliver: list[str] = []
     raw_deliver = _split_words(crystal.get("deliver", "act"))
@@ -142,8 +187,14 @@ def parse_binding(crystal: dict, lines: dict[str, int], known_agents: tuple[str,
         if low in CHANNELS:
             deliver.append(low)
         else:
-            issues.append(BindingIssue(ln("deliver"), "unknown-deliver", "error",
-                                       f"unknown deliver value {v!r}{_suggest(low, CHANNELS)}; expected one of {', '.join(CHANNELS)}"))
+            issues.append(
+                BindingIssue(
+                    ln("deliver"),
+                    "unknown-deliver",
+                    "error",
+                    f"unknown deliver value {v!r}{_suggest(low, CHANNELS)}; expected one of {', '.join(CHANNELS)}",
+                )
+            )
     if "deliver" not in crystal:
         issues.append(BindingIssue(base, "deliver-default", "info", "no deliver value; the act channel is assumed"))
 
@@ -153,16 +204,35 @@ def parse_binding(crystal: dict, lines: dict[str, int], known_agents: tuple[str,
         if low in ACTIONS:
             on.append(low)
         else:
-            issues.append(BindingIssue(ln("on"), "unknown-on", "error",
-                                       f"unknown action {v!r}{_suggest(low, ACTIONS)}; expected one of {', '.join(ACTIONS)}"))
+            issues.append(
+                BindingIssue(
+                    ln("on"),
+                    "unknown-on",
+                    "error",
+                    f"unknown action {v!r}{_suggest(low, ACTIONS)}; expected one of {', '.join(ACTIONS)}",
+                )
+            )
     if "act" in deliver and "on" not in crystal:
-        issues.append(BindingIssue(base, "no-on", "error", "an act binding without 'on:' never fires; name the action (bash, write, edit, read, commit)"))
+        issues.append(
+            BindingIssue(
+                base,
+                "no-on",
+                "error",
+                "an act binding without 'on:' never fires; name the action (bash, write, edit, read, commit)",
+            )
+        )
 
     terms, term_issues = split_terms(crystal.get("match"), ln("match"))
     issues.extend(term_issues)
     if "act" in deliver and not terms:
-        issues.append(BindingIssue(ln("match") if "match" in crystal else base, "no-match", "error",
-                                   "an act binding without match terms never fires"))
+        issues.append(
+            BindingIssue(
+                ln("match") if "match" in crystal else base,
+                "no-match",
+                "error",
+                "an act binding without match terms never fires",
+            )
+        )
 
     who: list[str] = []
     for v in _split_words(crystal.get("who", "all")):
@@ -172,13 +242,22 @@ def parse_binding(crystal: dict, lines: dict[str, int], known_agents: tuple[str,
             continue
         hint = _suggest(low, WHO_CLASSES)
         if hint:
-            issues.append(BindingIssue(ln("who"), "unknown-who", "error",
-                                       f"unknown who value {v!r}{hint}; it would never match an agent"))
+            issues.append(
+                BindingIssue(
+                    ln("who"), "unknown-who", "error", f"unknown who value {v!r}{hint}; it would never match an agent"
+                )
+            )
         else:
             who.append(v)
             if known_agents:
-                issues.append(BindingIssue(ln("who"), "unknown-who", "warning",
-                                           f"who value {v!r} is not a known agent type ({', '.join(known_agents)})"))
+                issues.append(
+                    BindingIssue(
+                        ln("who"),
+                        "unknown-who",
+                        "warning",
+                        f"who value {v!r} is not a known agent type ({', '.join(known_agents)})",
+                    )
+                )
     if not who and "who" in crystal:
         issues.append(BindingIssue(ln("who"), "no-who", "error", "no valid who value; the crystal reaches no agent"))
 

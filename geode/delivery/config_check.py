@@ -26,8 +26,14 @@ _ESCAPES = {"b": "\b", "t": "\t", "n": "\n", "f": "\f", "r": "\r", '"': '"', "\\
 def _expected(kind) -> str:
     if isinstance(kind, tuple):
         return "a table"
-    return {INT: "an integer", FLOAT: "a number", STR: "a string", BOOL: "true or false",
-            DATE: "a date (2027-02-27)", STRS: "a string or an array of strings"}[kind]
+    return {
+        INT: "an integer",
+        FLOAT: "a number",
+        STR: "a string",
+        BOOL: "true or false",
+        DATE: "a date (2027-02-27)",
+        STRS: "a string or an array of strings",
+    }[kind]
 
 
 def _matches(kind, value) -> bool:
@@ -108,11 +114,21 @@ def problems_in(data: dict, schema: dict) -> list[tuple[tuple, str]]:
         spec = schema.get(table)
         if spec is None:
             if isinstance(value, dict):
-                problems.append(((table,), f"[{_show_key(table)}]: unknown table"
-                                 + (_hint(table, schema, "[{}]") or f"; the tables are {', '.join(schema)}")))
+                problems.append(
+                    (
+                        (table,),
+                        f"[{_show_key(table)}]: unknown table"
+                        + (_hint(table, schema, "[{}]") or f"; the tables are {', '.join(schema)}"),
+                    )
+                )
             else:
-                problems.append(((table,), f"{_show_key(table)}: a key outside any table"
-                                 + (_elsewhere(schema, table, None) or _hint(table, schema, "[{}]"))))
+                problems.append(
+                    (
+                        (table,),
+                        f"{_show_key(table)}: a key outside any table"
+                        + (_elsewhere(schema, table, None) or _hint(table, schema, "[{}]")),
+                    )
+                )
             continue
         if isinstance(spec, tuple):
             _check_value(spec, value, (table,), problems)
@@ -122,8 +138,12 @@ def problems_in(data: dict, schema: dict) -> list[tuple[tuple, str]]:
             continue
         for key, v in value.items():
             if key not in spec:
-                problems.append(((table, key), f"{label((table, key))}: unknown key"
-                                 + (_hint(key, spec) or _elsewhere(schema, key, table))))
+                problems.append(
+                    (
+                        (table, key),
+                        f"{label((table, key))}: unknown key" + (_hint(key, spec) or _elsewhere(schema, key, table)),
+                    )
+                )
                 continue
             _check_value(spec[key][0], v, (table, key), problems)
     return problems
@@ -157,7 +177,7 @@ def _line_of(entries: list[tuple[tuple, int]], keypath: tuple) -> int | None:
         return min(hits)
     best = None
     for path, line in entries:  # the deepest value that holds it
-        if keypath[:len(path)] == path and (best is None or len(path) > best[0]):
+        if keypath[: len(path)] == path and (best is None or len(path) > best[0]):
             best = (len(path), line)
     return best[1] if best else None
 
@@ -218,7 +238,7 @@ class _Scan:
                     self.i += 1
                 if self.i == start:
                     raise ValueError(f"no key at line {self.line}")
-                parts.append(self.t[start:self.i])
+                parts.append(self.t[start : self.i])
             self._blank(False)
             if self.i < self.n and self.t[self.i] == ".":
                 self.i += 1
@@ -236,10 +256,10 @@ class _Scan:
                 self.i += 1
                 return "".join(out)
             if ch == "\\":
-                esc = t[self.i + 1:self.i + 2]
+                esc = t[self.i + 1 : self.i + 2]
                 if esc in ("u", "U"):
                     width = 4 if esc == "u" else 8
-                    out.append(chr(int(t[self.i + 2:self.i + 2 + width], 16)))
+                    out.append(chr(int(t[self.i + 2 : self.i + 2 + width], 16)))
                     self.i += 2 + width
                     continue
                 out.append(_ESCAPES.get(esc, esc))
@@ -253,7 +273,7 @@ class _Scan:
         end = self.t.find("'", self.i + 1)
         if end < 0:
             raise ValueError("unterminated string")
-        s = self.t[self.i + 1:end]
+        s = self.t[self.i + 1 : end]
         self.i = end + 1
         return s
 

@@ -27,17 +27,13 @@ prevented (preventing it would need a write lock in the hook's read path).
 
 from __future__ import annotations
 
-from geode.delivery.sqlite import sqlite3
 import time
 
+from geode.delivery.sqlite import sqlite3
+
 _PLAN_SQL = "SELECT rate, stop_units, stop_date, salt FROM control_plan ORDER BY id LIMIT 1"
-_ALREADY_SQL = (
-    "SELECT 1 FROM ledger_event WHERE session = ? AND crystal_id = ? AND kind = 'withheld' LIMIT 1"
-)
-_UNITS_SQL = (
-    "SELECT COUNT(*) FROM (SELECT DISTINCT session, crystal_id FROM ledger_event "
-    "WHERE kind = 'withheld')"
-)
+_ALREADY_SQL = "SELECT 1 FROM ledger_event WHERE session = ? AND crystal_id = ? AND kind = 'withheld' LIMIT 1"
+_UNITS_SQL = "SELECT COUNT(*) FROM (SELECT DISTINCT session, crystal_id FROM ledger_event WHERE kind = 'withheld')"
 
 
 def load_plan(settings, conn: sqlite3.Connection | None = None) -> dict:
@@ -92,12 +88,7 @@ def _today_iso(today: object) -> str:
 
 
 def _valid_date(value: str) -> bool:
-    return (
-        len(value) == 10
-        and value[4] == "-"
-        and value[7] == "-"
-        and (value[:4] + value[5:7] + value[8:]).isdigit()
-    )
+    return len(value) == 10 and value[4] == "-" and value[7] == "-" and (value[:4] + value[5:7] + value[8:]).isdigit()
 
 
 def stop_state(plan: dict, withheld_units: int | None, today: object = None) -> tuple[bool, str]:

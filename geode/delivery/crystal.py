@@ -56,15 +56,24 @@ def read_text(root: str, rel: str, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
             target = os.path.realpath(full)
             root_real = os.path.realpath(root)
             if not (target == root_real or target.startswith(root_real + os.sep)):
-                raise NoteError(rel, 0, "skip-symlink-outside", f"symlink points outside the store (to {target}); skipped")
-            raise NoteError(rel, 0, "skip-symlink-inside",
-                            f"symlink to {os.path.relpath(target, root_real)} inside the store; the target is loaded itself", "info")
+                raise NoteError(
+                    rel, 0, "skip-symlink-outside", f"symlink points outside the store (to {target}); skipped"
+                )
+            raise NoteError(
+                rel,
+                0,
+                "skip-symlink-inside",
+                f"symlink to {os.path.relpath(target, root_real)} inside the store; the target is loaded itself",
+                "info",
+            )
         st = os.stat(full)
         if st.st_mode & 0o170000 != 0o100000:  # a FIFO or device named x.md would block or stream forever
             raise NoteError(rel, 0, "skip-not-regular", "not a regular file (a pipe, socket or device); skipped")
         size = st.st_size
         if size > max_bytes:
-            raise NoteError(rel, 0, "skip-too-large", f"{size:,} bytes is over the {max_bytes:,}-byte limit for a note; skipped")
+            raise NoteError(
+                rel, 0, "skip-too-large", f"{size:,} bytes is over the {max_bytes:,}-byte limit for a note; skipped"
+            )
         with open(full, "rb") as fh:
             data = fh.read(max_bytes + 1)
     except OSError as exc:
@@ -75,8 +84,9 @@ def read_text(root: str, rel: str, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
-        raise NoteError(rel, line, "skip-not-utf8",
-                        f"not UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start}); skipped") from None
+        raise NoteError(
+            rel, line, "skip-not-utf8", f"not UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start}); skipped"
+        ) from None
 
 
 def split_frontmatter(text: str, path: str = "") -> tuple[str | None, int, str, int]:
@@ -117,7 +127,18 @@ def extract_essence(body: str, body_line: int) -> tuple[str | None, int, list[tu
 class CrystalText:
     """What the hook needs of one file: frontmatter, its key lines, the essence."""
 
-    __slots__ = ("path", "frontmatter", "fm_lines", "fm_warnings", "essence", "essence_line", "body", "body_line", "text", "has_frontmatter")
+    __slots__ = (
+        "path",
+        "frontmatter",
+        "fm_lines",
+        "fm_warnings",
+        "essence",
+        "essence_line",
+        "body",
+        "body_line",
+        "text",
+        "has_frontmatter",
+    )
 
     def __init__(self, path, frontmatter, fm_lines, fm_warnings, essence, essence_line, body, body_line, text):
         self.path = path

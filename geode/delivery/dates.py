@@ -67,7 +67,7 @@ def parse_date(value, field: str = "date") -> _dt.date:
         day = _dt.date(int(m.group(1)), int(m.group(2)), int(m.group(3)))
     except ValueError as exc:  # 2024-02-30, 2024-13-01
         raise DateError(field, value, f"no such day ({exc})") from None
-    rest = text[m.end():]
+    rest = text[m.end() :]
     if rest:
         if rest[0] not in _TIME_SEP:
             raise DateError(field, value)
@@ -121,8 +121,7 @@ class ValidityWindow:
 
     __slots__ = ("valid_from", "valid_to", "problems")
 
-    def __init__(self, valid_from: _dt.date | None = None, valid_to: _dt.date | None = None,
-                 problems: tuple = ()):
+    def __init__(self, valid_from: _dt.date | None = None, valid_to: _dt.date | None = None, problems: tuple = ()):
         self.valid_from = optional_date(valid_from, "valid_from")
         self.valid_to = optional_date(valid_to, "valid_to")
         self.problems: tuple[DateError, ...] = tuple(problems)
@@ -161,8 +160,9 @@ class ValidityWindow:
 
     def overlaps(self, other: ValidityWindow) -> bool:
         """Whether some day lies in both windows (a shared boundary day counts)."""
-        return ((self.valid_from is None or other.valid_to is None or self.valid_from <= other.valid_to)
-                and (other.valid_from is None or self.valid_to is None or other.valid_from <= self.valid_to))
+        return (self.valid_from is None or other.valid_to is None or self.valid_from <= other.valid_to) and (
+            other.valid_from is None or self.valid_to is None or other.valid_from <= self.valid_to
+        )
 
     @property
     def empty(self) -> bool:
@@ -197,8 +197,9 @@ def date_problems(fm) -> list[DateError]:
         try:
             day = optional_date(value, key)
         except DateError as exc:
-            out.append(DateError(key, value, f"{exc.reason}; every room reads it as absent until it is "
-                                             "written YYYY-MM-DD"))
+            out.append(
+                DateError(key, value, f"{exc.reason}; every room reads it as absent until it is written YYYY-MM-DD")
+            )
             continue
         if day is not None and key in DAY_FIELDS and not is_iso_day(value):
             out.append(DateError(key, value, f"a day, not a time: write {day.isoformat()} (read as that day)"))

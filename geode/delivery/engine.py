@@ -26,8 +26,15 @@ BOOT_TOTAL_CAP = 9000
 
 
 def _entry(item: Item, chars: int = 0, truncated: bool = False, reason: str = "") -> dict:
-    d = {"name": item.name, "path": item.path, "domain": item.domain, "crystal_id": item.crystal_id,
-         "term": item.term, "chars": chars, "truncated": truncated}
+    d = {
+        "name": item.name,
+        "path": item.path,
+        "domain": item.domain,
+        "crystal_id": item.crystal_id,
+        "term": item.term,
+        "chars": chars,
+        "truncated": truncated,
+    }
     if reason:
         d["reason"] = reason
     return d
@@ -85,9 +92,21 @@ class Delivery:
             if not row.essence_len:
                 return None
             root = self.settings.domains[row.domain]
-            return Item(row.crystal_id, row.domain, row.path, os.path.join(root, row.path), row.name, term, None,
-                        row.salience, carried, row.essence_hash, essence_len=row.essence_len,
-                        spec=row.spec or float(len(term)), source=(row, action, prepared))
+            return Item(
+                row.crystal_id,
+                row.domain,
+                row.path,
+                os.path.join(root, row.path),
+                row.name,
+                term,
+                None,
+                row.salience,
+                carried,
+                row.essence_hash,
+                essence_len=row.essence_len,
+                spec=row.spec or float(len(term)),
+                source=(row, action, prepared),
+            )
         return self._parsed_item(row, term, carried, action, prepared)
 
     def _load(self, item: Item) -> str | None:
@@ -131,18 +150,41 @@ class Delivery:
         except (TypeError, ValueError):
             sal = 0.5
         root = self.settings.domains[row.domain]
-        return Item(row.crystal_id, row.domain, row.path, os.path.join(root, row.path),
-                    str(fm.get("name") or row.name), term, parsed.essence, sal, carried,
-                    content_hash(parsed.essence), spec=spec)
+        return Item(
+            row.crystal_id,
+            row.domain,
+            row.path,
+            os.path.join(root, row.path),
+            str(fm.get("name") or row.name),
+            term,
+            parsed.essence,
+            sal,
+            carried,
+            content_hash(parsed.essence),
+            spec=spec,
+        )
 
-    def _event(self, kind: str, item: Item | None, action: str, channel: str, chars: int = 0,
-               truncated: bool = False, detail: str = "") -> None:
+    def _event(
+        self,
+        kind: str,
+        item: Item | None,
+        action: str,
+        channel: str,
+        chars: int = 0,
+        truncated: bool = False,
+        detail: str = "",
+    ) -> None:
         fields = {"session": self.session, "action": action, "channel": channel, "agent": self.agent}
         if self._ts is not None:
             fields["ts"] = self._ts
         if item is not None:
-            fields.update(domain=item.domain, crystal_id=item.crystal_id, path=item.path,
-                          content_hash=item.content_hash, term=item.term)
+            fields.update(
+                domain=item.domain,
+                crystal_id=item.crystal_id,
+                path=item.path,
+                content_hash=item.content_hash,
+                term=item.term,
+            )
         self.events.append(ledger.new_event(kind, chars=chars, truncated=truncated, detail=detail, **fields))
 
     # -- act ----------------------------------------------------------------------
@@ -174,12 +216,15 @@ class Delivery:
                 ts = last.get(it.crystal_id, (0, 0))[0]
                 if now - ts < self.settings.repeat_backoff_s:
                     result["suppressed"].append(_entry(it, reason=f"delivered {int(now - ts)} s ago"))
-                    self._event("suppressed_backoff", it, label, "act", detail=f"backoff {self.settings.repeat_backoff_s}s")
+                    self._event(
+                        "suppressed_backoff", it, label, "act", detail=f"backoff {self.settings.repeat_backoff_s}s"
+                    )
                 else:
                     keep.append(it)
             items = keep
-        delivered, skipped, text_out = pack(items, self.settings.budget, label, load=self._load,
-                                            admit=self._admitter(label, "act", result))
+        delivered, skipped, text_out = pack(
+            items, self.settings.budget, label, load=self._load, admit=self._admitter(label, "act", result)
+        )
         self._record(result, delivered, skipped, label, "act", f"budget {self.settings.budget}")
         result["text"] = text_out
         self._session_updates(delivered, skipped)
@@ -283,15 +328,26 @@ class Delivery:
                 continue
             term = ""
             if row.terms:  # the word rule, as for file text (``match.py``)
-                term = next((t for t in sorted(row.terms, key=len, reverse=True)
-                             if _match.matches(_match.compile_term(t, "prompt"), prepared)), "")
+                term = next(
+                    (
+                        t
+                        for t in sorted(row.terms, key=len, reverse=True)
+                        if _match.matches(_match.compile_term(t, "prompt"), prepared)
+                    ),
+                    "",
+                )
                 if not term:
                     continue
             it = self._fresh_item(row, term or "every prompt", False, None, None)
             if it is not None:
                 items.append(it)
-        delivered, skipped, text_out = pack(items, self.settings.inject_budget, "prompt", load=self._load,
-                                            admit=self._admitter("prompt", "inject", result))
+        delivered, skipped, text_out = pack(
+            items,
+            self.settings.inject_budget,
+            "prompt",
+            load=self._load,
+            admit=self._admitter("prompt", "inject", result),
+        )
         self._record(result, delivered, skipped, "prompt", "inject", f"inject budget {self.settings.inject_budget}")
         result["text"] = text_out
         return result

@@ -41,7 +41,9 @@ def _unsupported(obj):
 if _c is not None:
     _scanner = _c.make_scanner(_Context())
     _encoder = _c.make_encoder(None, _unsupported, _c.encode_basestring_ascii, None, ":", ",", False, False, True)
-    _encoder_spaced = _c.make_encoder(None, _unsupported, _c.encode_basestring_ascii, None, ": ", ", ", False, False, True)
+    _encoder_spaced = _c.make_encoder(
+        None, _unsupported, _c.encode_basestring_ascii, None, ": ", ", ", False, False, True
+    )
 
     def loads(text: str | bytes):
         """Parse one JSON document (whitespace around it allowed)."""

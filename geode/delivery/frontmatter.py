@@ -312,7 +312,9 @@ class _Parser:
                 if tail and not tail.startswith("#"):
                     raise self.err(f"text after the closing quote: {tail[:40]!r}", key_line)
                 return val
-            if self.i >= len(self.lines) or (self.lines[self.i].strip() and self.indent_of(self.lines[self.i]) <= indent):
+            if self.i >= len(self.lines) or (
+                self.lines[self.i].strip() and self.indent_of(self.lines[self.i]) <= indent
+            ):
                 raise self.err(f"unclosed {q} quote", key_line)
             buf += " " + self.lines[self.i].strip()
             self.i += 1
@@ -351,12 +353,12 @@ class _Parser:
                 if self.i >= len(self.lines) or (
                     self.lines[self.i].strip() and self.indent_of(self.lines[self.i]) <= indent
                 ):
-                    raise self.err(f"unclosed {open_!r}: expected {close!r}", key_line)
+                    raise self.err(f"unclosed {open_!r}: expected {close!r}", key_line) from None
                 buf += " " + self.lines[self.i].strip()
                 self.i += 1
                 continue
             except ValueError as exc:
-                raise self.err(str(exc), key_line)
+                raise self.err(str(exc), key_line) from exc
             tail = buf[end:].strip()
             if tail and not tail.startswith("#"):
                 raise self.err(f"text after {close!r}: {tail[:40]!r}", key_line)
@@ -387,7 +389,7 @@ class _Parser:
                 if s[j] == ",":
                     j += 1
                 elif s[j] != "]":
-                    raise ValueError(f"expected ',' or ']' in flow list near {s[j:j+20]!r}")
+                    raise ValueError(f"expected ',' or ']' in flow list near {s[j : j + 20]!r}")
         if ch == "{":
             result = {}
             j += 1
@@ -411,7 +413,7 @@ class _Parser:
                 if s[j] == ",":
                     j += 1
                 elif s[j] != "}":
-                    raise ValueError(f"expected ',' or '}}' in flow mapping near {s[j:j+20]!r}")
+                    raise ValueError(f"expected ',' or '}}' in flow mapping near {s[j : j + 20]!r}")
         if ch in "'\"":
             val, end = self._scan_quoted(s[j:], ch)
             if end < 0:

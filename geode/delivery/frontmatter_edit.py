@@ -43,8 +43,17 @@ import copy
 from geode.delivery.errors import StoreError
 from geode.delivery.frontmatter import FrontmatterError, parse_frontmatter
 from geode.delivery.frontmatter_lines import Form, extent, form_of, indent_of, key_split, trailing_comment
-from geode.delivery.frontmatter_values import (MISSING, Unwritable, get_path, key_text, normal, prepare, render, same,
-                                               same_mapping)
+from geode.delivery.frontmatter_values import (
+    MISSING,
+    Unwritable,
+    get_path,
+    key_text,
+    normal,
+    prepare,
+    render,
+    same,
+    same_mapping,
+)
 
 _BOM = b"\xef\xbb\xbf"
 _LENIENT = ("lenient-block-indicator", "unquoted-special", "reserved-indicator")
@@ -75,7 +84,7 @@ class _Split:
 
     def __init__(self, data: bytes, path: str, key: str):
         self.bom = _BOM if data.startswith(_BOM) else b""
-        body = data[len(self.bom):]
+        body = data[len(self.bom) :]
         self.lines: list[str] = []
         self.ends: list[str] = []
         nl = body.find(b"\n")
@@ -100,14 +109,14 @@ class _Split:
                 self.lines.append(content.decode("utf-8"))
             except UnicodeDecodeError:
                 raise FrontmatterEditError(path, key, "the frontmatter is not UTF-8", len(self.lines) + 2) from None
-            self.ends.append(line[len(content):].decode("ascii") + "\n")
+            self.ends.append(line[len(content) :].decode("ascii") + "\n")
             pos = nl + 1
 
     def text(self) -> str:
         return "\n".join(self.lines)
 
     def join(self, lines: list[str], ends: list[str], nl: bytes) -> bytes:
-        fm = "".join(a + b for a, b in zip(lines, ends)).encode("utf-8")
+        fm = "".join(a + b for a, b in zip(lines, ends, strict=False)).encode("utf-8")
         if self.has_fm:
             return self.bom + self.head + fm + self.tail
         return self.bom + b"---" + nl + fm + b"---" + nl + self.tail
@@ -172,9 +181,9 @@ class _Doc:
             if m < len(parts) - 1:  # an existing parent that is not a mapping
                 if cur[parts[m]] is not None:
                     raise self.fail(f"{'.'.join(parts[: m + 1])} is a {type(cur[parts[m]]).__name__}, not a mapping")
-                value = _nest(parts[m + 1:], value)
+                value = _nest(parts[m + 1 :], value)
             return self.replace(parts[: m + 1], value, want)
-        return self.insert(parts[:m], parts[m], _nest(parts[m + 1:], value), want, after)
+        return self.insert(parts[:m], parts[m], _nest(parts[m + 1 :], value), want, after)
 
     def replace(self, parts: list[str], value, want) -> bytes:
         sp = self.split
@@ -202,8 +211,7 @@ class _Doc:
                 return self.replace(parent, merged, want)
             indent, at = pform.indent, pend
         else:
-            indent = min((indent_of(ln) for ln in sp.lines if ln.strip() and not ln.strip().startswith("#")),
-                         default=0)
+            indent = min((indent_of(ln) for ln in sp.lines if ln.strip() and not ln.strip().startswith("#")), default=0)
             at = len(sp.lines)
         if after is not None:
             sibling = [*parent, after]
@@ -263,10 +271,14 @@ class _Doc:
         if again.tail != body:
             raise self.fail("the edit would change the body")
         if not same_mapping(parsed.data, expected):
-            changed = sorted(k for k in set(expected) | set(parsed.data)
-                             if not same(expected.get(k, MISSING), parsed.data.get(k, MISSING)))
-            raise self.fail("the edit would not read back as meant; it would change "
-                            + ", ".join(changed or [self.key]))
+            changed = sorted(
+                k
+                for k in set(expected) | set(parsed.data)
+                if not same(expected.get(k, MISSING), parsed.data.get(k, MISSING))
+            )
+            raise self.fail(
+                "the edit would not read back as meant; it would change " + ", ".join(changed or [self.key])
+            )
         return out
 
 

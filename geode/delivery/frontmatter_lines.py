@@ -22,7 +22,7 @@ def key_split(line: str) -> tuple[str, str]:
     else:
         idx = content.find(": ")
         colon = idx if idx >= 0 else len(content.rstrip()) - 1
-    return line[: ind + colon + 1], line[ind + colon + 1:]
+    return line[: ind + colon + 1], line[ind + colon + 1 :]
 
 
 def extent(lines: list[str], k: int) -> int:
@@ -52,7 +52,7 @@ def _quoted_end(s: str) -> int:
     j = 1
     while j < len(s):
         if q == "'" and s[j] == "'":
-            if s[j + 1: j + 2] == "'":
+            if s[j + 1 : j + 2] == "'":
                 j += 2
                 continue
             return j + 1
@@ -132,5 +132,8 @@ def form_of(lines: list[str], k: int, end: int, lenient: bool) -> Form:
         return Form("empty")
     if lenient:
         return Form("lenient")
-    return Form({"'": "single", '"': "double", "[": "flow", "{": "flowmap", "|": "block-scalar",
-                  ">": "block-scalar"}.get(s[0], "plain"))
+    return Form(
+        {"'": "single", '"': "double", "[": "flow", "{": "flowmap", "|": "block-scalar", ">": "block-scalar"}.get(
+            s[0], "plain"
+        )
+    )

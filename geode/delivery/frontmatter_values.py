@@ -35,7 +35,7 @@ def same(a, b) -> bool:
     if isinstance(a, dict) and isinstance(b, dict):
         return same_mapping(a, b)
     if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=False))
     if isinstance(a, str) and isinstance(b, str):
         return str(a) == str(b)
     return type(a) is type(b) and a == b
@@ -186,8 +186,12 @@ def render(value, form: Form, indent: int) -> tuple[str, list[str]]:
     """``(inline text after 'key: ', block lines)`` for a key at ``indent``."""
     if isinstance(value, (list, tuple)):
         if form.kind == "block-list" and value:  # (an item with no text would open a nested block)
-            return "", [" " * form.indent + "- " + (_flow(v) if v is None or isinstance(v, (list, tuple, dict))
-                                                     else _scalar(v, "none", False)) for v in value]
+            return "", [
+                " " * form.indent
+                + "- "
+                + (_flow(v) if v is None or isinstance(v, (list, tuple, dict)) else _scalar(v, "none", False))
+                for v in value
+            ]
         return _flow(value), []
     if isinstance(value, dict):
         if not value:

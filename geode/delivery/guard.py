@@ -15,10 +15,35 @@ from __future__ import annotations
 
 import os
 
-LOOKUP_COMMANDS = frozenset({
-    "grep", "egrep", "fgrep", "rg", "ag", "ack", "git-grep", "find", "fd", "fdfind", "locate",
-    "cat", "bat", "less", "more", "head", "tail", "ls", "tree", "exa", "eza", "stat", "wc", "awk", "sed",
-})
+LOOKUP_COMMANDS = frozenset(
+    {
+        "grep",
+        "egrep",
+        "fgrep",
+        "rg",
+        "ag",
+        "ack",
+        "git-grep",
+        "find",
+        "fd",
+        "fdfind",
+        "locate",
+        "cat",
+        "bat",
+        "less",
+        "more",
+        "head",
+        "tail",
+        "ls",
+        "tree",
+        "exa",
+        "eza",
+        "stat",
+        "wc",
+        "awk",
+        "sed",
+    }
+)
 _SEPARATORS = "|;&()\n"
 
 
@@ -89,7 +114,11 @@ def bash_lookup(command: str, roots: dict[str, str], cwd: str) -> tuple[str, str
     for words in _segments(command):
         # skip env assignments and wrappers: `FOO=1 sudo grep ...`
         idx = 0
-        while idx < len(words) and ("=" in words[idx] and not words[idx].startswith("-") or words[idx] in ("sudo", "env", "command", "xargs", "nice", "time")):
+        while idx < len(words) and (
+            "=" in words[idx]
+            and not words[idx].startswith("-")
+            or words[idx] in ("sudo", "env", "command", "xargs", "nice", "time")
+        ):
             idx += 1
         if idx >= len(words):
             continue
@@ -103,7 +132,10 @@ def bash_lookup(command: str, roots: dict[str, str], cwd: str) -> tuple[str, str
             d = _inside(a, roots, cwd)
             if d:
                 return d, cmd
-        if cmd in ("ls", "find", "fd", "tree", "rg", "ag", "git-grep") and not [a for a in args if not a.startswith("-")][1 if cmd in ("rg", "ag", "git-grep") else 0:]:
+        if (
+            cmd in ("ls", "find", "fd", "tree", "rg", "ag", "git-grep")
+            and not [a for a in args if not a.startswith("-")][1 if cmd in ("rg", "ag", "git-grep") else 0 :]
+        ):
             d = _inside(cwd, roots, cwd)  # no path: the command works on the current folder
             if d:
                 return d, cmd
@@ -128,7 +160,7 @@ def deny_message(domain: str, root: str, what: str, marker: str) -> str:
     return (
         f"geode blocked this {what}: it looks through the memory store '{domain}' ({root}) by hand. "
         "The notes that apply to an action arrive on their own before it runs; to look something up, ask geode: "
-        "`geode search \"QUERY\"` or `geode read ADDRESS`. If you do mean to read the files directly, "
+        '`geode search "QUERY"` or `geode read ADDRESS`. If you do mean to read the files directly, '
         f"run it again with the marker `# {marker}` at the end of the shell command "
         f"(for example: cat FILE  # {marker}); every lookup is counted."
     )

@@ -93,8 +93,13 @@ def _context(event: str, text: str) -> dict:
 
 
 def _deny(reason: str) -> dict:
-    return {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
-                                   "permissionDecisionReason": _cap(reason)}}
+    return {
+        "hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "deny",
+            "permissionDecisionReason": _cap(reason),
+        }
+    }
 
 
 def _store_path(settings, path: str, cwd: str) -> tuple[str, str] | None:
@@ -162,8 +167,10 @@ class HookRun:
                 return None
             self.idx.sess_put(self.session, "denied", [key])
             self.d._event("denied_once", None, label, "act", detail=key)
-            return _deny(res["text"] + "\ngeode held this call once so that the notes above are read before it runs. "
-                         "Nothing is wrong with the call: run it again unchanged and it goes through.")
+            return _deny(
+                res["text"] + "\ngeode held this call once so that the notes above are read before it runs. "
+                "Nothing is wrong with the call: run it again unchanged and it goes through."
+            )
         res = self.d.act(actions, text, label)
         if not res["text"]:
             return None
@@ -195,8 +202,9 @@ class HookRun:
         if tool in ("Bash", "shell", "exec_command", "local_shell"):
             info["command"] = str(tool_input.get("command") or "")[:500]
         else:
-            info["input"] = {k: str(tool_input[k])[:300] for k in ("file_path", "pattern", "path", "glob")
-                             if tool_input.get(k)}
+            info["input"] = {
+                k: str(tool_input[k])[:300] for k in ("file_path", "pattern", "path", "glob") if tool_input.get(k)
+            }
         detail = fastjson.dumps(info)
         if marked:
             self.d._event("lookup_marked", None, what, "guard", detail=detail)
@@ -266,7 +274,9 @@ class HookRun:
         if sess(self.session, "store_write"):
             return None
         start = sess(self.session, "start").get("t", (time.time(), 0))[0]
-        newer = self.idx.conn.execute("SELECT COUNT(*) FROM files WHERE mtime_ns > ?", (int(start * 1e9),)).fetchone()[0]
+        newer = self.idx.conn.execute("SELECT COUNT(*) FROM files WHERE mtime_ns > ?", (int(start * 1e9),)).fetchone()[
+            0
+        ]
         if newer:
             return None
         self.idx.sess_put(self.session, "stop_blocked", ["1"])
@@ -297,7 +307,9 @@ class HookRun:
         s = self.settings
         root = s.domains[s.default_domain]
         top_action = max((a for a in counts if a in WORK_ACTIONS), key=lambda a: counts[a][1], default="bash")
-        terms = ", ".join(self._suggested_terms(top_action)) or "<the part of a command this is about, e.g. npm run build>"
+        terms = (
+            ", ".join(self._suggested_terms(top_action)) or "<the part of a command this is about, e.g. npm run build>"
+        )
         today = time.strftime("%Y-%m-%d")
         return (
             f"geode: this session did real work ({work} shell commands and edits) and wrote nothing into the "
@@ -306,7 +318,7 @@ class HookRun:
             "A filled-in start, to complete or discard (geode writes nothing itself):\n\n"
             "---\nname: <short-kebab-case-name>\ndescription: <one line: what looks like success but is not, or what is true>\n"
             f"type: feedback\nlast_verified: {today}\ntrigger: <when this applies>\ncrystal:\n  deliver: act\n"
-            f"  on: {top_action}\n  match: \"{terms}\"\n  who: all\n---\n<!-- crystal:essence -->\n"
+            f'  on: {top_action}\n  match: "{terms}"\n  who: all\n---\n<!-- crystal:essence -->\n'
             "<the knowing, under 1,500 characters: the trap, how to tell, what to do instead>\n<!-- /crystal:essence -->\n\n"
             f"## Where this came from\nSession {self.session}, {today}: <the command, error or commit that taught it>.\n"
         )

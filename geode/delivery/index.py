@@ -33,13 +33,20 @@ import os
 import time
 import zlib
 
-from geode.delivery.sqlite import sqlite3
-
 from geode.delivery import fastjson
 from geode.delivery import match as _match
 from geode.delivery.binding import parse_binding
-from geode.delivery.crystal import (NOTE_SUFFIXES, SKIP_DIRS, NoteError, content_hash, extract_essence,
-                                    parse_crystal_text, read_text, split_frontmatter)
+from geode.delivery.crystal import (
+    NOTE_SUFFIXES,
+    SKIP_DIRS,
+    NoteError,
+    content_hash,
+    extract_essence,
+    parse_crystal_text,
+    read_text,
+    split_frontmatter,
+)
+from geode.delivery.sqlite import sqlite3
 
 INDEX_VERSION = "8"
 KEY_LEN = 4
@@ -81,8 +88,10 @@ def text_keys(text_l: str, lengths: tuple[int, ...] = (KEY_LEN,)) -> list[str]:
     return list(keys)
 
 
-_ROW_SQL = ("SELECT c.id, c.domain, c.path, c.name, c.deliver, c.on_, c.who, c.terms, c.salience, c.essence_len, "
-            "c.essence_hash, f.mtime_ns, f.size FROM crystals c LEFT JOIN files f ON f.domain = c.domain AND f.path = c.path")
+_ROW_SQL = (
+    "SELECT c.id, c.domain, c.path, c.name, c.deliver, c.on_, c.who, c.terms, c.salience, c.essence_len, "
+    "c.essence_hash, f.mtime_ns, f.size FROM crystals c LEFT JOIN files f ON f.domain = c.domain AND f.path = c.path"
+)
 
 
 class CrystalRow:
@@ -90,8 +99,22 @@ class CrystalRow:
     ``stat`` still shows those, the binding, salience and essence length here are current and
     the file need not be parsed (``Index.is_current``)."""
 
-    __slots__ = ("id", "domain", "path", "name", "deliver", "on", "who", "terms", "salience", "essence_len",
-                 "essence_hash", "mtime_ns", "size", "spec")
+    __slots__ = (
+        "id",
+        "domain",
+        "path",
+        "name",
+        "deliver",
+        "on",
+        "who",
+        "terms",
+        "salience",
+        "essence_len",
+        "essence_hash",
+        "mtime_ns",
+        "size",
+        "spec",
+    )
 
     def __init__(self, row):
         self.id, self.domain, self.path, self.name = row[0], row[1], row[2], row[3]
@@ -207,11 +230,17 @@ class Index:
             self._drop_dir(domain, rel_dir)
             return
         c.execute("INSERT OR REPLACE INTO dirs VALUES(?,?,?,?)", (domain, rel_dir, st.st_mtime_ns, full))
-        known = {row[0]: (row[1], row[2]) for row in c.execute(
-            "SELECT path, mtime_ns, size FROM files WHERE domain=? AND dir=?", (domain, rel_dir))}
-        known_dirs = {row[0] for row in c.execute(
-            "SELECT dir FROM dirs WHERE domain=? AND dir LIKE ? ESCAPE '\\'", (domain, _like_prefix(rel_dir)))
-            if row[0] != rel_dir and "/" not in row[0][len(rel_dir) + (1 if rel_dir else 0):]}
+        known = {
+            row[0]: (row[1], row[2])
+            for row in c.execute("SELECT path, mtime_ns, size FROM files WHERE domain=? AND dir=?", (domain, rel_dir))
+        }
+        known_dirs = {
+            row[0]
+            for row in c.execute(
+                "SELECT dir FROM dirs WHERE domain=? AND dir LIKE ? ESCAPE '\\'", (domain, _like_prefix(rel_dir))
+            )
+            if row[0] != rel_dir and "/" not in row[0][len(rel_dir) + (1 if rel_dir else 0) :]
+        }
         seen_files = set()
         seen_dirs = set()
         for e in entries:
@@ -244,8 +273,9 @@ class Index:
     def _drop_dir(self, domain: str, rel_dir: str) -> None:
         c = self.conn
         like = _like_prefix(rel_dir)
-        for (path,) in c.execute("SELECT path FROM files WHERE domain=? AND (dir=? OR dir LIKE ? ESCAPE '\\')",
-                                 (domain, rel_dir, like)).fetchall():
+        for (path,) in c.execute(
+            "SELECT path FROM files WHERE domain=? AND (dir=? OR dir LIKE ? ESCAPE '\\')", (domain, rel_dir, like)
+        ).fetchall():
             self._drop_file(domain, path)
         c.execute("DELETE FROM dirs WHERE domain=? AND (dir=? OR dir LIKE ? ESCAPE '\\')", (domain, rel_dir, like))
 
@@ -282,8 +312,18 @@ class Index:
         cur = c.execute(
             "INSERT INTO crystals(domain, path, name, deliver, on_, who, terms, salience, essence_len, essence_hash) "
             "VALUES(?,?,?,?,?,?,?,?,?,?)",
-            (domain, rel, str(name), ",".join(b.deliver), ",".join(b.on), ",".join(b.who), SEP.join(b.terms), sal,
-             len(essence), content_hash(essence) if essence else ""),
+            (
+                domain,
+                rel,
+                str(name),
+                ",".join(b.deliver),
+                ",".join(b.on),
+                ",".join(b.who),
+                SEP.join(b.terms),
+                sal,
+                len(essence),
+                content_hash(essence) if essence else "",
+            ),
         )
         cid = cur.lastrowid
         if b.terms:
@@ -320,8 +360,9 @@ class Index:
             return
         uniq = list(dict.fromkeys(terms))
         if delta > 0:
-            self.conn.executemany("INSERT INTO termfreq VALUES(?, 1) ON CONFLICT(term) DO UPDATE SET n = n + 1",
-                                  [(t,) for t in uniq])
+            self.conn.executemany(
+                "INSERT INTO termfreq VALUES(?, 1) ON CONFLICT(term) DO UPDATE SET n = n + 1", [(t,) for t in uniq]
+            )
         else:
             self.conn.executemany("UPDATE termfreq SET n = n - 1 WHERE term = ?", [(t,) for t in uniq])
             # by key, not a scan: the table holds every distinct term of the store
@@ -486,11 +527,14 @@ class Index:
             return []
         c = self.conn
         cursor = int(self._meta("cursor") or 0)
-        rows = c.execute("SELECT rowid, domain, path, mtime_ns, size FROM files WHERE rowid > ? ORDER BY rowid LIMIT ?",
-                         (cursor, n)).fetchall()
+        rows = c.execute(
+            "SELECT rowid, domain, path, mtime_ns, size FROM files WHERE rowid > ? ORDER BY rowid LIMIT ?", (cursor, n)
+        ).fetchall()
         if len(rows) < n:
-            rows += c.execute("SELECT rowid, domain, path, mtime_ns, size FROM files WHERE rowid <= ? ORDER BY rowid LIMIT ?",
-                              (cursor, n - len(rows))).fetchall()
+            rows += c.execute(
+                "SELECT rowid, domain, path, mtime_ns, size FROM files WHERE rowid <= ? ORDER BY rowid LIMIT ?",
+                (cursor, n - len(rows)),
+            ).fetchall()
         if rows:
             self._queue.append(("UPDATE meta SET v=? WHERE k='cursor'", [(str(rows[-1][0]),)]))
         return [r[1:] for r in rows]
@@ -601,12 +645,16 @@ class Index:
         if not matched:
             return []
         terms = sorted({t for ts in matched.values() for t in ts})
-        freq = dict(self.conn.execute(
-            f"SELECT term, n FROM termfreq WHERE term IN ({','.join('?' * len(terms))})", terms).fetchall())
+        freq = dict(
+            self.conn.execute(
+                f"SELECT term, n FROM termfreq WHERE term IN ({','.join('?' * len(terms))})", terms
+            ).fetchall()
+        )
         keylen = {orig: len(term.key) for (orig, _kind), term in compiled.items()}
         specs = {t: _match.specificity(keylen.get(t, len(t)), freq.get(t, 1)) for t in terms}
-        rows = self.conn.execute(f"{_ROW_SQL} WHERE c.id IN ({','.join('?' * len(matched))})",
-                                 tuple(matched)).fetchall()
+        rows = self.conn.execute(
+            f"{_ROW_SQL} WHERE c.id IN ({','.join('?' * len(matched))})", tuple(matched)
+        ).fetchall()
         out = []
         for r in rows:
             row = CrystalRow(r)
@@ -620,13 +668,17 @@ class Index:
         terms = list(terms)
         if not terms:
             return {}
-        return dict(self.conn.execute(
-            f"SELECT term, n FROM termfreq WHERE term IN ({','.join('?' * len(terms))})", terms).fetchall())
+        return dict(
+            self.conn.execute(
+                f"SELECT term, n FROM termfreq WHERE term IN ({','.join('?' * len(terms))})", terms
+            ).fetchall()
+        )
 
     def channel(self, channel: str) -> list[CrystalRow]:
         rows = self.conn.execute(
             f"{_ROW_SQL} WHERE ',' || c.deliver || ',' LIKE ? ORDER BY c.salience DESC, c.domain, c.path",
-            (f"%,{channel},%",)).fetchall()
+            (f"%,{channel},%",),
+        ).fetchall()
         return [CrystalRow(r) for r in rows]
 
     # -- reading what is delivered ---------------------------------------------------
@@ -669,24 +721,36 @@ class Index:
 
     # -- per-session state (best effort: losing it never loses a ledger row) ---------
     def sess_get(self, session: str, kind: str) -> dict[str, tuple[float, int]]:
-        return {item: (ts, n) for item, ts, n in self.conn.execute(
-            "SELECT item, ts, n FROM sess WHERE session=? AND kind=?", (session, kind))}
+        return {
+            item: (ts, n)
+            for item, ts, n in self.conn.execute(
+                "SELECT item, ts, n FROM sess WHERE session=? AND kind=?", (session, kind)
+            )
+        }
 
     def sess_put(self, session: str, kind: str, items: list[str], bump: bool = False) -> None:
         """Queued until ``commit``: reads in the same call do not see it."""
         now = time.time()
         if bump:
-            self._queue.append((
-                "INSERT INTO sess(session, kind, item, ts, n) VALUES(?,?,?,?,1) "
-                "ON CONFLICT(session, kind, item) DO UPDATE SET n = n + 1, ts = excluded.ts",
-                [(session, kind, it, now) for it in items]))
+            self._queue.append(
+                (
+                    "INSERT INTO sess(session, kind, item, ts, n) VALUES(?,?,?,?,1) "
+                    "ON CONFLICT(session, kind, item) DO UPDATE SET n = n + 1, ts = excluded.ts",
+                    [(session, kind, it, now) for it in items],
+                )
+            )
         else:
-            self._queue.append(("INSERT OR REPLACE INTO sess(session, kind, item, ts, n) VALUES(?,?,?,?,0)",
-                                [(session, kind, it, now) for it in items]))
+            self._queue.append(
+                (
+                    "INSERT OR REPLACE INTO sess(session, kind, item, ts, n) VALUES(?,?,?,?,0)",
+                    [(session, kind, it, now) for it in items],
+                )
+            )
 
     def sess_del(self, session: str, kind: str, items: list[str]) -> None:
-        self._queue.append(("DELETE FROM sess WHERE session=? AND kind=? AND item=?",
-                            [(session, kind, it) for it in items]))
+        self._queue.append(
+            ("DELETE FROM sess WHERE session=? AND kind=? AND item=?", [(session, kind, it) for it in items])
+        )
 
 
 _VIEWS: dict[tuple[str, str], list[tuple[str, str]]] = {}

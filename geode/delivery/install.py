@@ -46,9 +46,7 @@ PROBE_TIMEOUT_S = 10.0
 
 #: Recognises a handler command as geode's, whatever interpreter, quoting or env prefix it has.
 #: Anchored at the end so a user command that merely mentions geode is never taken for ours.
-OWNED_COMMAND_RE = re.compile(
-    r"""(?:^|[\s/'"])(?:hookmain\.py['"]?|geode\s+hook|geode-hook)\s+(?:claude|codex)\s*$"""
-)
+OWNED_COMMAND_RE = re.compile(r"""(?:^|[\s/'"])(?:hookmain\.py['"]?|geode\s+hook|geode-hook)\s+(?:claude|codex)\s*$""")
 
 CODEX_TRUST_NOTICE = (
     "Codex runs a new or changed hook only after you trust it: open /hooks in Codex and trust "
@@ -263,14 +261,18 @@ def _load(path: Path) -> _Loaded:
             "fix it by hand, geode will not rewrite it"
         ) from exc
     if not isinstance(data, dict):
-        raise InstallError(f"{path}: expected a JSON object at the top level, got {type(data).__name__}; left untouched")
+        raise InstallError(
+            f"{path}: expected a JSON object at the top level, got {type(data).__name__}; left untouched"
+        )
     hooks = data.get("hooks")
     if hooks is not None and not isinstance(hooks, dict):
-        raise InstallError(f"{path}: \"hooks\" must be an object of event -> list, got {type(hooks).__name__}; left untouched")
+        raise InstallError(
+            f'{path}: "hooks" must be an object of event -> list, got {type(hooks).__name__}; left untouched'
+        )
     for event, groups in (hooks or {}).items():
         if not isinstance(groups, list):
             raise InstallError(
-                f"{path}: \"hooks\".{json.dumps(event)} must be a list of matcher groups, "
+                f'{path}: "hooks".{json.dumps(event)} must be a list of matcher groups, '
                 f"got {type(groups).__name__}; left untouched"
             )
     return _Loaded(data, raw, st)
@@ -559,8 +561,7 @@ MCP_STARTUP_TIMEOUT_S = 20
 MCP_PROBE_TIMEOUT_S = 60.0
 MCP_TOML_MARK = "# geode's recall tools: written by `geode hooks install`, removed by `geode hooks uninstall`"
 CLAUDE_MCP_NOTICE = (
-    "Claude Code asks once to approve the servers of a project's .mcp.json; `/mcp` in Claude Code "
-    "shows geode's tools."
+    "Claude Code asks once to approve the servers of a project's .mcp.json; `/mcp` in Claude Code shows geode's tools."
 )
 
 
@@ -645,8 +646,7 @@ def mcp_config_path(
 def _probe_env(entry: dict[str, Any]) -> dict[str, str]:
     """An agent's environment, roughly: no virtual environment, no PYTHONPATH (Codex passes a
     short allow-list), plus the entry's own ``env``."""
-    env = {k: os.environ[k] for k in ("HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TMPDIR", "TERM")
-           if k in os.environ}
+    env = {k: os.environ[k] for k in ("HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TMPDIR", "TERM") if k in os.environ}
     env["PATH"] = "/usr/local/bin:/usr/bin:/bin"
     env.update(entry.get("env") or {})
     return env
@@ -658,24 +658,30 @@ def verify_mcp_entry(entry: dict[str, Any], *, timeout: float = MCP_PROBE_TIMEOU
     no tools at all and says little about why; here the error names the command and its output."""
     argv = [str(entry["command"]), *[str(a) for a in entry.get("args") or []], "--check"]
     try:
-        proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout,
-                              env=_probe_env(entry))
+        proc = subprocess.run(
+            argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout, env=_probe_env(entry)
+        )
     except subprocess.TimeoutExpired as exc:
-        raise InstallError(f"the MCP server did not answer --check within {timeout:g} s; not registered: "
-                           f"{' '.join(argv)}") from exc
+        raise InstallError(
+            f"the MCP server did not answer --check within {timeout:g} s; not registered: {' '.join(argv)}"
+        ) from exc
     except OSError as exc:
         raise InstallError(f"cannot start the MCP server ({exc}); not registered: {' '.join(argv)}") from exc
     tail = " | ".join((proc.stderr or proc.stdout or "").strip().splitlines()[-3:]) or "no output"
     if proc.returncode != 0:
-        raise InstallError(f"the MCP server exited {proc.returncode} on --check, so the agent would get no tools; "
-                           f"not registered (use --no-mcp to install the hooks alone).\n  command: {' '.join(argv)}"
-                           f"\n  output: {tail}")
+        raise InstallError(
+            f"the MCP server exited {proc.returncode} on --check, so the agent would get no tools; "
+            f"not registered (use --no-mcp to install the hooks alone).\n  command: {' '.join(argv)}"
+            f"\n  output: {tail}"
+        )
     try:
         report = json.loads(proc.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError) as exc:
         raise InstallError(f"the MCP server's --check printed no JSON ({tail}); not registered") from exc
     if not isinstance(report, dict) or "search" not in (report.get("tools") or []):
-        raise InstallError(f"the MCP server's --check lists no search tool ({proc.stdout.strip()[:200]}); not registered")
+        raise InstallError(
+            f"the MCP server's --check lists no search tool ({proc.stdout.strip()[:200]}); not registered"
+        )
     return report
 
 
@@ -720,9 +726,13 @@ def _toml_str(s: str) -> str:
 
 
 def _toml_block(entry: dict[str, Any]) -> str:
-    lines = [MCP_TOML_MARK, f"[mcp_servers.{MCP_NAME}]", f"command = {_toml_str(entry['command'])}",
-             f"args = [{', '.join(_toml_str(a) for a in entry['args'])}]",
-             f"startup_timeout_sec = {int(entry['startup_timeout_sec'])}"]
+    lines = [
+        MCP_TOML_MARK,
+        f"[mcp_servers.{MCP_NAME}]",
+        f"command = {_toml_str(entry['command'])}",
+        f"args = [{', '.join(_toml_str(a) for a in entry['args'])}]",
+        f"startup_timeout_sec = {int(entry['startup_timeout_sec'])}",
+    ]
     if entry.get("env"):
         lines.append("env = { " + ", ".join(f"{k} = {_toml_str(v)}" for k, v in entry["env"].items()) + " }")
     return "\n".join(lines) + "\n"
@@ -769,7 +779,9 @@ def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return json.dumps(a, sort_keys=True, default=str) == json.dumps(b, sort_keys=True, default=str)
 
 
-def _toml_edit(path: Path, entry: dict[str, Any] | None) -> tuple[str, str | None, dict[str, Any] | None, os.stat_result | None]:
+def _toml_edit(
+    path: Path, entry: dict[str, Any] | None
+) -> tuple[str, str | None, dict[str, Any] | None, os.stat_result | None]:
     """(old text, new text or None when nothing changes, the current geode entry, stat) for
     installing ``entry`` (or removing ours when None). The result is parsed and must equal the
     old file's data with only our table changed; anything else is refused, never written."""
@@ -788,9 +800,11 @@ def _toml_edit(path: Path, entry: dict[str, Any] | None) -> tuple[str, str | Non
     if cur is not None and not is_owned_mcp_entry(cur):
         if entry is None:
             return text, None, cur, st
-        raise InstallError(f"{path}: an MCP server named {MCP_NAME!r} is configured and is not geode's "
-                           f"(command {cur.get('command') if isinstance(cur, dict) else cur!r}); left untouched: "
-                           "rename or remove it, then run again")
+        raise InstallError(
+            f"{path}: an MCP server named {MCP_NAME!r} is configured and is not geode's "
+            f"(command {cur.get('command') if isinstance(cur, dict) else cur!r}); left untouched: "
+            "rename or remove it, then run again"
+        )
     if entry is not None and cur is not None and _same(cur, entry):
         return text, None, cur, st
     if entry is None and cur is None:
@@ -798,8 +812,10 @@ def _toml_edit(path: Path, entry: dict[str, Any] | None) -> tuple[str, str | Non
     stripped = _toml_strip(text) if cur is not None else text
     rest = _toml_parse(stripped, path)
     if not any(_same(rest, want) for want in _without_geode(data)):
-        raise InstallError(f"{path}: geode's [mcp_servers.{MCP_NAME}] is not a plain table geode can edit safely "
-                           "(an inline table or dotted keys?); edit it by hand")
+        raise InstallError(
+            f"{path}: geode's [mcp_servers.{MCP_NAME}] is not a plain table geode can edit safely "
+            "(an inline table or dotted keys?); edit it by hand"
+        )
     if entry is None:
         return text, stripped, cur, st
     sep = "" if not stripped.strip() else ("\n" if stripped.endswith("\n") else "\n\n")
@@ -811,8 +827,10 @@ def _toml_edit(path: Path, entry: dict[str, Any] | None) -> tuple[str, str | Non
     expect = json.loads(json.dumps(rest, default=str))
     expect.setdefault("mcp_servers", {})[MCP_NAME] = entry
     if parsed is None or not _same(parsed, expect):
-        raise InstallError(f"{path}: adding [mcp_servers.{MCP_NAME}] would change other settings (is mcp_servers "
-                           "an inline table?); add it by hand:\n" + _toml_block(entry))
+        raise InstallError(
+            f"{path}: adding [mcp_servers.{MCP_NAME}] would change other settings (is mcp_servers "
+            "an inline table?); add it by hand:\n" + _toml_block(entry)
+        )
     return text, new, cur, st
 
 
@@ -839,8 +857,15 @@ def plan_mcp(
         text = json.dumps({"mcpServers": {MCP_NAME: want}}, indent=2, ensure_ascii=False)
     else:
         text = _toml_block(want)
-    return {"agent": agent, "scope": "local" if local else (scope or DEFAULT_SCOPE[agent]), "path": str(path),
-            "key": ".".join(keys) + f".{MCP_NAME}", "name": MCP_NAME, "entry": want, "text": text}
+    return {
+        "agent": agent,
+        "scope": "local" if local else (scope or DEFAULT_SCOPE[agent]),
+        "path": str(path),
+        "key": ".".join(keys) + f".{MCP_NAME}",
+        "name": MCP_NAME,
+        "entry": want,
+        "text": text,
+    }
 
 
 def install_mcp(
@@ -874,9 +899,11 @@ def install_mcp(
         assert servers is not None
         cur = servers.get(MCP_NAME)
         if cur is not None and not is_owned_mcp_entry(cur):
-            raise InstallError(f"{path}: an MCP server named {MCP_NAME!r} is configured and is not geode's "
-                               f"(command {cur.get('command') if isinstance(cur, dict) else cur!r}); left untouched: "
-                               "rename or remove it, then run again")
+            raise InstallError(
+                f"{path}: an MCP server named {MCP_NAME!r} is configured and is not geode's "
+                f"(command {cur.get('command') if isinstance(cur, dict) else cur!r}); left untouched: "
+                "rename or remove it, then run again"
+            )
         unchanged = cur == want and loaded.raw is not None
         if not unchanged:
             if verify:
@@ -890,9 +917,15 @@ def install_mcp(
             if verify:
                 verify_mcp_entry(entry)
             _atomic_write(path, text.encode("utf-8"), st)
-    result: dict[str, Any] = {"agent": agent, "path": str(path), "name": MCP_NAME, "entry": want,
-                              "added": cur is None, "replaced": cur is not None and not unchanged,
-                              "unchanged": unchanged}
+    result: dict[str, Any] = {
+        "agent": agent,
+        "path": str(path),
+        "name": MCP_NAME,
+        "entry": want,
+        "added": cur is None,
+        "replaced": cur is not None and not unchanged,
+        "unchanged": unchanged,
+    }
     if agent == "claude" and not local and (scope or DEFAULT_SCOPE[agent]) == "project":
         result["notice"] = CLAUDE_MCP_NOTICE
     return result

@@ -33,8 +33,9 @@ guarantee (written, not fsynced). Both survive SIGKILL, which is what the hook i
 from __future__ import annotations
 
 import os
-from geode.delivery.sqlite import sqlite3
 import time
+
+from geode.delivery.sqlite import sqlite3
 
 try:  # POSIX only; without it the appender/drainer race is narrowed by the rename, not closed
     import fcntl
@@ -91,8 +92,7 @@ REJECTED_NAME = "rejected.jsonl"
 MAX_LINE_BYTES = 4000
 
 _INSERT_SQL = (
-    f"INSERT OR IGNORE INTO {TABLE} ({', '.join(EVENT_FIELDS)}) "
-    f"VALUES ({', '.join('?' for _ in EVENT_FIELDS)})"
+    f"INSERT OR IGNORE INTO {TABLE} ({', '.join(EVENT_FIELDS)}) VALUES ({', '.join('?' for _ in EVENT_FIELDS)})"
 )
 
 
@@ -147,9 +147,7 @@ def connect(settings, timeout_ms: int | None = None) -> sqlite3.Connection:
     the ones we write: ``BEGIN IMMEDIATE`` ... ``COMMIT``.
     """
     ms = settings.lock_budget_ms if timeout_ms is None else timeout_ms
-    conn = sqlite3.connect(
-        _sqlite_uri(str(settings.ledger_path)), uri=True, timeout=ms / 1000.0, isolation_level=None
-    )
+    conn = sqlite3.connect(_sqlite_uri(str(settings.ledger_path)), uri=True, timeout=ms / 1000.0, isolation_level=None)
     try:
         conn.execute(f"PRAGMA busy_timeout = {int(ms)}")
         conn.execute("PRAGMA synchronous = NORMAL")

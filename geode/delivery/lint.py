@@ -62,8 +62,10 @@ def _term_checks(b, line: int, add, term_shares: dict | None) -> None:
             compiled = _match.compile_term(term, action)
             k = (action, compiled.mode, compiled.key)
             if compiled.key and k in keys and keys[k] != term:
-                msg = (f"terms {keys[k]!r} and {term!r} are the same term under token-aware matching "
-                       "(spaces around shell operators and quotes do not matter); keep one")
+                msg = (
+                    f"terms {keys[k]!r} and {term!r} are the same term under token-aware matching "
+                    "(spaces around shell operators and quotes do not matter); keep one"
+                )
                 if ("match-duplicate-term", msg) not in seen:
                     seen.add(("match-duplicate-term", msg))
                     add(line, "match-duplicate-term", "warning", msg)
@@ -72,13 +74,21 @@ def _term_checks(b, line: int, add, term_shares: dict | None) -> None:
         if term_shares and term in term_shares:
             share, n_actions, n_term = term_shares[term]
             if n_actions >= BROAD_MIN_ACTIONS and share > BROAD_SHARE:
-                add(line, "match-frequent", "warning",
+                add(
+                    line,
+                    "match-frequent",
+                    "warning",
                     f"term {term!r} selected crystals on {share:.0%} of the {n_actions:,} actions in the ledger "
                     f"that delivered anything ({n_term:,}; the line is {BROAD_SHARE:.0%}): it fires on almost "
-                    "everything, make it longer or rarer")
+                    "everything, make it longer or rarer",
+                )
     if never == len(b.terms):
-        add(line, "match-never-fires", "error", "no match term of this crystal can ever match under token-aware "
-            "matching; it never fires")
+        add(
+            line,
+            "match-never-fires",
+            "error",
+            "no match term of this crystal can ever match under token-aware matching; it never fires",
+        )
 
 
 def ledger_term_shares(conn) -> dict[str, tuple[float, int, int]]:
@@ -87,9 +97,12 @@ def ledger_term_shares(conn) -> dict[str, tuple[float, int, int]]:
     50 ms apart). ``conn`` is a SQLAlchemy connection."""
     from sqlalchemy import text
 
-    rows = conn.execute(text(
-        "SELECT session, ts, action, term FROM ledger_event WHERE channel = 'act' AND kind IN "
-        f"({', '.join(repr(k) for k in _ACT_KINDS)}) ORDER BY session, ts")).fetchall()
+    rows = conn.execute(
+        text(
+            "SELECT session, ts, action, term FROM ledger_event WHERE channel = 'act' AND kind IN "
+            f"({', '.join(repr(k) for k in _ACT_KINDS)}) ORDER BY session, ts"
+        )
+    ).fetchall()
     actions = 0
     per_term: dict[str, int] = {}
     last = (None, None, -1e18)
@@ -107,8 +120,9 @@ def ledger_term_shares(conn) -> dict[str, tuple[float, int, int]]:
     return {t: (n / actions, actions, n) for t, n in per_term.items() if t and actions}
 
 
-def lint_note(note: Note, settings, domain: str = "", today: _dt.date | None = None,
-              term_shares: dict | None = None) -> list[Problem]:
+def lint_note(
+    note: Note, settings, domain: str = "", today: _dt.date | None = None, term_shares: dict | None = None
+) -> list[Problem]:
     """Problems of one loaded note (binding, match terms, essence, provenance, freshness)."""
     out: list[Problem] = []
     today = today or _dt.date.today()
@@ -126,8 +140,12 @@ def lint_note(note: Note, settings, domain: str = "", today: _dt.date | None = N
         add(note.line_of(exc.field), "date-not-iso", "warning", f"not an ISO date (YYYY-MM-DD): {exc}")
     crystal = fm.get("crystal")
     if "crystal" in fm and not isinstance(crystal, dict):
-        add(note.line_of("crystal"), "binding-not-mapping", "error",
-            "'crystal:' must be a mapping (deliver/on/match/who); this crystal never fires")
+        add(
+            note.line_of("crystal"),
+            "binding-not-mapping",
+            "error",
+            "'crystal:' must be a mapping (deliver/on/match/who); this crystal never fires",
+        )
         crystal = None
     if isinstance(crystal, dict):
         b = parse_binding(crystal, note.fm_lines, tuple(getattr(settings, "known_agents", ()) or ()))
@@ -137,8 +155,12 @@ def lint_note(note: Note, settings, domain: str = "", today: _dt.date | None = N
         _term_checks(b, note.fm_lines.get("crystal.match") or note.line_of("crystal"), add, term_shares)
         if note.essence is None:
             if not note.essence_problems:
-                add(note.line_of("crystal"), "no-essence", "error",
-                    "bound crystal without '<!-- crystal:essence -->' markers: it loads, lists and delivers nothing")
+                add(
+                    note.line_of("crystal"),
+                    "no-essence",
+                    "error",
+                    "bound crystal without '<!-- crystal:essence -->' markers: it loads, lists and delivers nothing",
+                )
         elif not note.essence.strip():
             add(note.essence_line, "empty-essence", "error", "the essence between the markers is empty")
         for line, code, message in note.essence_problems:
@@ -148,17 +170,34 @@ def lint_note(note: Note, settings, domain: str = "", today: _dt.date | None = N
             block = len(render(Item("", domain, note.path, note.path, note.name, "x" * 12, note.essence), "bash"))
             budget = getattr(settings, "budget", 4000)
             if block > budget:
-                add(note.essence_line, "essence-over-budget", "error",
+                add(
+                    note.essence_line,
+                    "essence-over-budget",
+                    "error",
                     f"essence is {n:,} characters; with its header it exceeds the {budget:,}-character budget "
-                    "of an action, so it is always delivered cut")
+                    "of an action, so it is always delivered cut",
+                )
             elif n > ESSENCE_GUIDE:
-                add(note.essence_line, "essence-long", "warning",
-                    f"essence is {n:,} characters, over the {ESSENCE_GUIDE:,} guide; it crowds out other crystals")
+                add(
+                    note.essence_line,
+                    "essence-long",
+                    "warning",
+                    f"essence is {n:,} characters, over the {ESSENCE_GUIDE:,} guide; it crowds out other crystals",
+                )
         if not any(text.strip().lower().startswith(PROVENANCE_HEADINGS) for _l, _lvl, text in note.headings):
-            add(note.body_line, "no-provenance", "warning",
-                "no '## Where this came from' section: say where the knowing came from (date, commit, incident)")
+            add(
+                note.body_line,
+                "no-provenance",
+                "warning",
+                "no '## Where this came from' section: say where the knowing came from (date, commit, incident)",
+            )
     elif note.essence is not None:
-        add(note.essence_line, "essence-unbound", "info", "essence markers without a 'crystal:' binding: only search finds it")
+        add(
+            note.essence_line,
+            "essence-unbound",
+            "info",
+            "essence markers without a 'crystal:' binding: only search finds it",
+        )
 
     # freshness duty: notes that assert live state
     meta = fm.get("metadata") if isinstance(fm.get("metadata"), dict) else {}
@@ -174,15 +213,21 @@ def lint_note(note: Note, settings, domain: str = "", today: _dt.date | None = N
             if not any(exc.field == "last_verified" for exc in date_problems(fm)):
                 add(note.line_of("last_verified"), "no-last-verified", "warning", "last_verified is empty")
         elif (today - lv).days > days:
-            add(note.line_of("last_verified"), "stale", "warning",
+            add(
+                note.line_of("last_verified"),
+                "stale",
+                "warning",
                 f"last verified {lv.isoformat()}, {(today - lv).days} days ago (duty: every {days} days); "
-                "check it still holds")
+                "check it still holds",
+            )
     elif asserts_live:
         add(1, "no-last-verified", "info", "a note of a live-state type without last_verified")
     return out
 
 
-def lint_load(load: StoreLoad, settings, today: _dt.date | None = None, term_shares: dict | None = None) -> list[Problem]:
+def lint_load(
+    load: StoreLoad, settings, today: _dt.date | None = None, term_shares: dict | None = None
+) -> list[Problem]:
     problems: list[Problem] = [p for p in load.problems]
     names: dict[str, str] = {}
     for note in load.notes:
@@ -190,15 +235,29 @@ def lint_load(load: StoreLoad, settings, today: _dt.date | None = None, term_sha
         if "name" in note.frontmatter:
             prev = names.get(note.name)
             if prev is not None:
-                problems.append(Problem(note.path, note.line_of("name"), "duplicate-name", "warning",
-                                        f"name {note.name!r} is also used by {prev}; names should be unique in a domain",
-                                        load.domain))
+                problems.append(
+                    Problem(
+                        note.path,
+                        note.line_of("name"),
+                        "duplicate-name",
+                        "warning",
+                        f"name {note.name!r} is also used by {prev}; names should be unique in a domain",
+                        load.domain,
+                    )
+                )
             else:
                 names[note.name] = note.path
     if not load.notes:
-        problems.append(Problem(load.root, 0, "empty-store", "error",
-                                f"examined {load.files_seen} note files and loaded none: nothing was checked",
-                                load.domain))
+        problems.append(
+            Problem(
+                load.root,
+                0,
+                "empty-store",
+                "error",
+                f"examined {load.files_seen} note files and loaded none: nothing was checked",
+                load.domain,
+            )
+        )
     return problems
 
 

@@ -92,7 +92,7 @@ class FileLock:
         except OSError:
             return ""
 
-    def __enter__(self) -> "FileLock":
+    def __enter__(self) -> FileLock:
         self.acquire(None)
         return self
 

@@ -89,8 +89,26 @@ def _is_wc(ch: str) -> bool:
 
 def _read_op(s: str, i: int) -> str:
     """The operator starting at ``s[i]`` (longest match, as bash reads them)."""
-    for op in ("&>>", "<<<", "<<-", ";;&", "||", "|&", "&&", "&>", ";;", ";&", "<<", "<>", "<&", "<(",
-               ">>", ">&", ">|", ">("):
+    for op in (
+        "&>>",
+        "<<<",
+        "<<-",
+        ";;&",
+        "||",
+        "|&",
+        "&&",
+        "&>",
+        ";;",
+        ";&",
+        "<<",
+        "<>",
+        "<&",
+        "<(",
+        ">>",
+        ">&",
+        ">|",
+        ">(",
+    ):
         if s.startswith(op, i):
             return op
     return s[i]
@@ -277,10 +295,10 @@ def _mark_prose(toks: list[Tok]) -> None:
             head = words[j].text.rsplit("/", 1)[-1]
             if head in _PROSE_COMMANDS:
                 redirected = any(t.op and t.text in (">", ">>", "&>", "&>>", ">|") for t in toks[start:end])
-                for w in words[j + 1:]:
+                for w in words[j + 1 :]:
                     w.prose = "data" if redirected else True
             elif head in _MESSAGE_TOOLS:
-                for a, b in zip(words[j + 1:], words[j + 2:]):
+                for a, b in zip(words[j + 1 :], words[j + 2 :], strict=False):
                     if a.text in _MESSAGE_OPTS:
                         b.prose = True
         start = end + 1
@@ -339,6 +357,7 @@ def prepare(actions: tuple[str, ...], text: str) -> Prepared:
 
 # -- terms ------------------------------------------------------------------------------
 
+
 class Term:
     """A compiled match term. ``key``: the text the index's prefilter looks for (it occurs in
     ``Prepared.norm`` whenever the term matches); ``raw_key``: the same for the raw text
@@ -363,7 +382,7 @@ def compile_term(term: str, action: str) -> Term:
     """``term`` lower-cased and stripped (as ``binding.split_terms`` gives it)."""
     t = term.lower().strip()
     if t.startswith(SUBSTRING_MARK):
-        body = t[len(SUBSTRING_MARK):].strip()
+        body = t[len(SUBSTRING_MARK) :].strip()
         return Term(t, "substring", [], False, body, body)
     if action in BASH_KINDS:
         toks, _data, open_end = split_shell(t, lenient=True)
@@ -382,8 +401,9 @@ def word_find(term: str, text: str) -> bool:
     n = len(term)
     i = text.find(term)
     while i >= 0:
-        if (not first or i == 0 or not _is_wc(text[i - 1])) and \
-                (not last or i + n >= len(text) or not _is_wc(text[i + n])):
+        if (not first or i == 0 or not _is_wc(text[i - 1])) and (
+            not last or i + n >= len(text) or not _is_wc(text[i + n])
+        ):
             return True
         i = text.find(term, i + 1)
     return False
@@ -504,7 +524,13 @@ def shell_match(term: Term, p: Prepared) -> bool:
         tw = words[0].text
         for seg in p.segments:
             for ct in seg:
-                if not ct.op and not ct.prose and not ct.spaced and tw in ct.text and _single(tw, ct.text, term.open_end):
+                if (
+                    not ct.op
+                    and not ct.prose
+                    and not ct.spaced
+                    and tw in ct.text
+                    and _single(tw, ct.text, term.open_end)
+                ):
                     return True
                 if not ct.op and ct.spaced and not ct.prose and term.open_end and ct.text.startswith(tw):
                     return True
@@ -548,12 +574,58 @@ def specificity(length: int, carriers: int) -> float:
 # -- what lint says about a term (lean: the Stop hook's template uses it too) -----------------
 
 #: shell words so common that, alone, they fire on a large share of all commands
-COMMON_SHELL_WORDS = frozenset({
-    "ls", "cd", "cat", "echo", "git", "npm", "rm", "cp", "mv", "grep", "find", "make", "python", "python3",
-    "node", "sudo", "bash", "sh", "pip", "test", "run", "mkdir", "touch", "pwd", "head", "tail", "less",
-    "sed", "awk", "xargs", "sort", "wc", "env", "export", "source", "set", "true", "false", "exit", "read",
-    "which", "uv", "yarn", "pnpm", "npx", "go", "cargo", "docker",
-})
+COMMON_SHELL_WORDS = frozenset(
+    {
+        "ls",
+        "cd",
+        "cat",
+        "echo",
+        "git",
+        "npm",
+        "rm",
+        "cp",
+        "mv",
+        "grep",
+        "find",
+        "make",
+        "python",
+        "python3",
+        "node",
+        "sudo",
+        "bash",
+        "sh",
+        "pip",
+        "test",
+        "run",
+        "mkdir",
+        "touch",
+        "pwd",
+        "head",
+        "tail",
+        "less",
+        "sed",
+        "awk",
+        "xargs",
+        "sort",
+        "wc",
+        "env",
+        "export",
+        "source",
+        "set",
+        "true",
+        "false",
+        "exit",
+        "read",
+        "which",
+        "uv",
+        "yarn",
+        "pnpm",
+        "npx",
+        "go",
+        "cargo",
+        "docker",
+    }
+)
 _PROBE_AFTER = ("/x", ".x", "=x", " x")
 _PROBE_BEFORE = ("/", "=", "x ")
 
@@ -601,31 +673,58 @@ def term_problems(term: str, action: str) -> list[tuple[str, str, str]]:
     or meaning something else than under the substring rule."""
     t = term.lower().strip()
     out: list[tuple[str, str, str]] = []
-    body = t[len(SUBSTRING_MARK):].strip() if t.startswith(SUBSTRING_MARK) else t
+    body = t[len(SUBSTRING_MARK) :].strip() if t.startswith(SUBSTRING_MARK) else t
     if not body:
         return [("match-never", "warning", f"term {term!r} is empty after {SUBSTRING_MARK!r}; it never matches")]
     if len(body) == 2:
-        out.append(("match-too-broad", "warning",
-                    f"term {body!r} is two characters; it fires on too many actions (make it longer)"))
+        out.append(
+            (
+                "match-too-broad",
+                "warning",
+                f"term {body!r} is two characters; it fires on too many actions (make it longer)",
+            )
+        )
     if action in BASH_KINDS and not t.startswith(SUBSTRING_MARK):
         words = split_shell(t, lenient=True)[0]
         if not words:
-            out.append(("match-never", "warning",
-                        f"term {term!r} holds no shell word (a comment or empty quotes); it never matches a command"))
+            out.append(
+                (
+                    "match-never",
+                    "warning",
+                    f"term {term!r} holds no shell word (a comment or empty quotes); it never matches a command",
+                )
+            )
             return out
         if not term_matches(t, (action,), t):
-            out.append(("match-never", "warning", f"term {term!r} does not even match a command that is exactly "
-                        "itself under token matching; it never fires (write it as a command, or use 'substring:')"))
+            out.append(
+                (
+                    "match-never",
+                    "warning",
+                    f"term {term!r} does not even match a command that is exactly "
+                    "itself under token matching; it never fires (write it as a command, or use 'substring:')",
+                )
+            )
             return out
         if len(words) == 1 and words[0].text in COMMON_SHELL_WORDS:
-            out.append(("match-too-broad", "warning",
-                        f"term {term!r} is a common shell word; alone it fires on a large share of all commands "
-                        f"(add context: '{words[0].text} <what you mean>')"))
+            out.append(
+                (
+                    "match-too-broad",
+                    "warning",
+                    f"term {term!r} is a common shell word; alone it fires on a large share of all commands "
+                    f"(add context: '{words[0].text} <what you mean>')",
+                )
+            )
     # only what a store written for the substring rule loses: the spellings it gains (`|tail`
     # for `| tail`) are the same command, and two terms that became one are a duplicate warning
     narrowed, _widened = meaning_changes(t, action)
     if narrowed:
-        out.append(("match-meaning-changed", "info",
-                    f"term {term!r} no longer fires on " + ", ".join(repr(p) for p in narrowed[:3])
-                    + f" (token-aware matching; write '{SUBSTRING_MARK}{t}' for the old substring rule)"))
+        out.append(
+            (
+                "match-meaning-changed",
+                "info",
+                f"term {term!r} no longer fires on "
+                + ", ".join(repr(p) for p in narrowed[:3])
+                + f" (token-aware matching; write '{SUBSTRING_MARK}{t}' for the old substring rule)",
+            )
+        )
     return out

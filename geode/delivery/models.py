@@ -81,7 +81,7 @@ def _sqlalchemy_url(url: str) -> str:
     """Plain ``postgresql://`` means psycopg2 to SQLAlchemy; geode depends on psycopg 3."""
     for prefix in ("postgresql://", "postgres://"):
         if url.startswith(prefix):
-            return "postgresql+psycopg://" + url[len(prefix):]
+            return "postgresql+psycopg://" + url[len(prefix) :]
     return url
 
 

@@ -33,7 +33,8 @@ TEXT_CAP = 1800  # characters of recalled text handed to the agent
 #: ``settings.recall["budget_ms"]`` (GEODE_RECALL_BUDGET_MS, then [recall] budget_ms, then this)
 BUDGET_MS = default("recall", "budget_ms")
 
-STOPWORDS = frozenset("""
+STOPWORDS = frozenset(
+    """
 a about above after again all also am an and any are as at be because been before being below
 between both but by can cannot could did do does doing done down during each few for from further
 get gets got had has have having he her here hers him his how i if in into is it its itself just
@@ -46,7 +47,8 @@ werden nicht kein keine mit von zu zum zur im in auf aus bei für fur wie was we
 ich du er sie es wir ihr man sich auch noch nur schon so dass da hat haben
 le la les un une des et ou est sont pas de du au aux en pour par avec qui que quoi comment
 el los las y es son por para con que como
-""".split())
+""".split()
+)
 
 
 def query_terms(text: str, limit: int = 16) -> list[str]:
@@ -146,7 +148,7 @@ def text_search(settings, prompt: str, limit: int = MAX_NOTES, busy_ms: int = 50
         return []
     path = settings.ledger_path
     if settings.database_url and settings.database_url.startswith("sqlite:///"):
-        path = settings.database_url[len("sqlite:///"):]
+        path = settings.database_url[len("sqlite:///") :]
     if not os.path.exists(path):
         return []
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=busy_ms / 1000.0, isolation_level=None)
@@ -159,7 +161,8 @@ def text_search(settings, prompt: str, limit: int = MAX_NOTES, busy_ms: int = 50
             f" bm25(recall_fts, {w[0]}, {w[1]}, {w[2]}, {w[3]}) AS s"
             f" FROM recall_fts JOIN recall_note n ON n.id = recall_fts.rowid"
             f" WHERE recall_fts MATCH ? AND n.domain IN ({','.join('?' * len(doms))}) ORDER BY s LIMIT 20",
-            (fts5_query(terms), *doms)).fetchall()
+            (fts5_query(terms), *doms),
+        ).fetchall()
     except sqlite3.Error:
         return []
     finally:
@@ -175,8 +178,17 @@ def text_search(settings, prompt: str, limit: int = MAX_NOTES, busy_ms: int = 50
         if (status or "").lower() in RETIRED:
             score *= retired_w
         snip, _ = _snippet(body, terms)
-        hits.append({"address": f"geode://{domain}/{perm}", "domain": domain, "path": rel, "title": title,
-                     "status": status, "score": round(score, 4), "snippet": snip})
+        hits.append(
+            {
+                "address": f"geode://{domain}/{perm}",
+                "domain": domain,
+                "path": rel,
+                "title": title,
+                "status": status,
+                "score": round(score, 4),
+                "snippet": snip,
+            }
+        )
     hits.sort(key=lambda h: -h["score"])
     return hits[:limit]
 
@@ -187,8 +199,9 @@ def recall(settings, prompt: str, limit: int = MAX_NOTES, budget_ms: int = BUDGE
     if not prompt:
         return [], "none"
     t0 = time.monotonic()
-    reply = _ask_server(settings.home, {"op": "search", "q": prompt[:2000], "limit": limit, "prompt": True},
-                        budget_ms / 1000.0 * 0.7)
+    reply = _ask_server(
+        settings.home, {"op": "search", "q": prompt[:2000], "limit": limit, "prompt": True}, budget_ms / 1000.0 * 0.7
+    )
     if reply is not None and isinstance(reply.get("results"), list):
         return reply["results"][:limit], "serve"
     left_ms = budget_ms - (time.monotonic() - t0) * 1000.0
@@ -201,9 +214,11 @@ def render(hits: list[dict], how: str, cap: int = TEXT_CAP) -> str:
     """What the agent reads: a header, then each note's title, address, path and snippet."""
     if not hits:
         return ""
-    head = ("geode: notes that may bear on this prompt (found by "
-            + ("hybrid search" if how == "serve" else "full-text search")
-            + "; a snippet points, it does not answer: read the note before relying on it)\n")
+    head = (
+        "geode: notes that may bear on this prompt (found by "
+        + ("hybrid search" if how == "serve" else "full-text search")
+        + "; a snippet points, it does not answer: read the note before relying on it)\n"
+    )
     out = head
     for h in hits[:MAX_NOTES]:
         line = f" line {h['line']}" if h.get("line") else ""

@@ -31,7 +31,7 @@ def _address(hit: dict) -> str:
         return f"{domain}:{path}"
     addr = str(hit.get("address") or "")
     if addr.startswith("geode://"):  # geode://domain/permalink: the permalink, not the file path
-        rest = addr[len("geode://"):]
+        rest = addr[len("geode://") :]
         dom, _, perm = rest.partition("/")
         return f"{dom}:{perm}"
     return addr
@@ -53,8 +53,14 @@ def search_event(query: str, hits: list[dict], session: str = "") -> dict:
         detail["hits"] = detail["hits"][:-1]
         text = fastjson.dumps(detail)
     domains = {a.split(":", 1)[0] for a in detail["hits"]}
-    return ledger.new_event(KIND, session=str(session or ""), action="search", channel="rag",
-                            domain=domains.pop() if len(domains) == 1 else "", detail=text)
+    return ledger.new_event(
+        KIND,
+        session=str(session or ""),
+        action="search",
+        channel="rag",
+        domain=domains.pop() if len(domains) == 1 else "",
+        detail=text,
+    )
 
 
 def record_search(settings, query: str, hits: list[dict], session: str = "") -> None:
@@ -74,9 +80,16 @@ def read_event(domain: str, path: str, address: str = "", session: str = "", via
     """The ledger row for one note read (not written): ``crystal_id`` in the ledger's
     ``domain:path`` form, ``action = "read"``, ``detail = {"address", "via"}``."""
     detail = fastjson.dumps({"address": str(address or "")[:MAX_QUERY_CHARS], "via": str(via or "")})
-    return ledger.new_event(READ_KIND, session=str(session or ""), domain=str(domain or ""),
-                            crystal_id=f"{domain}:{path}", path=str(path or ""), action="read",
-                            channel="rag", detail=detail)
+    return ledger.new_event(
+        READ_KIND,
+        session=str(session or ""),
+        domain=str(domain or ""),
+        crystal_id=f"{domain}:{path}",
+        path=str(path or ""),
+        action="read",
+        channel="rag",
+        detail=detail,
+    )
 
 
 def record_read(settings, domain: str, path: str, address: str = "", session: str = "", via: str = "") -> None:

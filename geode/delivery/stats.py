@@ -111,26 +111,29 @@ def compute_stats(
         cond = and_(*in_window)
         examined = conn.execute(select(func.count()).select_from(t).where(cond)).scalar() or 0
         per_crystal = conn.execute(
-            select(t.c.crystal_id, func.count())
-            .where(cond, t.c.kind == "delivered")
-            .group_by(t.c.crystal_id)
+            select(t.c.crystal_id, func.count()).where(cond, t.c.kind == "delivered").group_by(t.c.crystal_id)
         ).all()
         counts = {str(cid): int(n) for cid, n in per_crystal}
         deliveries = sum(counts.values())
         busiest = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_N]
-        truncated = conn.execute(
-            select(func.count()).where(cond, t.c.kind == "delivered", t.c.truncated != 0)
-        ).scalar() or 0
+        truncated = (
+            conn.execute(select(func.count()).where(cond, t.c.kind == "delivered", t.c.truncated != 0)).scalar() or 0
+        )
         by_kind = dict(
             conn.execute(
-                select(t.c.kind, func.count()).where(cond, t.c.kind.in_(LOOKUP_KINDS + ("withheld",))).group_by(t.c.kind)
+                select(t.c.kind, func.count())
+                .where(cond, t.c.kind.in_(LOOKUP_KINDS + ("withheld",)))
+                .group_by(t.c.kind)
             ).all()
         )
-        withheld_units = conn.execute(
-            select(func.count()).select_from(
-                select(t.c.session, t.c.crystal_id).where(cond, t.c.kind == "withheld").distinct().subquery()
-            )
-        ).scalar() or 0
+        withheld_units = (
+            conn.execute(
+                select(func.count()).select_from(
+                    select(t.c.session, t.c.crystal_id).where(cond, t.c.kind == "withheld").distinct().subquery()
+                )
+            ).scalar()
+            or 0
+        )
 
         halves = []
         if start is not None:
@@ -226,7 +229,7 @@ def render_stats(d: dict) -> str:
         ("blocked lookups", _fmt(d["blocked_lookups"]), span),
         ("marked lookups", _fmt(d["marked_lookups"]), span),
     ]
-    for label, h in zip(("first half", "second half"), d["halves"]):
+    for label, h in zip(("first half", "second half"), d["halves"], strict=False):
         span_h = f"{_day(h['start'])} to {_day(h['end'])}"
         rows.append((f"lookups per 1,000 deliveries, {label}", _fmt(h["lookups_per_1000"]), span_h))
         rows.append((f"  blocked per 1,000 deliveries, {label}", _fmt(h["blocked_per_1000"]), span_h))

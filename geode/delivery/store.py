@@ -15,7 +15,6 @@ from geode.delivery.note import Note, parse_note
 from geode.delivery.problems import Problem
 
 
-
 @dataclass
 class StoreLoad:
     root: str
@@ -60,9 +59,14 @@ def iter_note_paths(root: Path, load: StoreLoad | None = None):
                     target = os.path.realpath(full)
                     inside = target == root_real or target.startswith(root_real + os.sep)
                     load.problems.append(
-                        Problem(rel, 0, "skip-symlink-dir", "warning" if not inside else "info",
-                                f"symlinked folder ({'inside' if inside else 'outside'} the store, to {target}) is not followed",
-                                load.domain)
+                        Problem(
+                            rel,
+                            0,
+                            "skip-symlink-dir",
+                            "warning" if not inside else "info",
+                            f"symlinked folder ({'inside' if inside else 'outside'} the store, to {target}) is not followed",
+                            load.domain,
+                        )
                     )
                 continue
             keep.append(d)

@@ -28,25 +28,25 @@ ARMS = ("delivered", "withheld")
 def compute_study(settings, engine_or_conn: Engine | Connection, today: object = None) -> dict:
     """The study's state. JSON shape::
 
-        {
-          "arms": {
-            "delivered": {"units": int, "lookups": int, "blocked": int, "marked": int,
-                          "units_with_lookup": int, "lookups_per_unit": float|None},
-            "withheld":  {...same...}
-          },
-          "mixed_units": int,      # units with both delivered and withheld events (a plan change
-                                   # mid-session); counted in the arm of their first event
-          "sessions": int,         # sessions holding at least one unit
-          "plan": {
-            "recorded": {"rate", "stop_units", "stop_date", "salt_set": bool, "created_at",
-                         "source"} | None,
-            "current": {"rate", "rate_source", "stop_units", "stop_date"},
-            "in_force": {"rate", "stop_units", "stop_date"},   # what the hook applies
-            "differs": [str],      # fields where the current config differs from the record
-            "withheld_units_total": int,
-            "stopped": bool, "stop_reason": str
-          }
-        }
+    {
+      "arms": {
+        "delivered": {"units": int, "lookups": int, "blocked": int, "marked": int,
+                      "units_with_lookup": int, "lookups_per_unit": float|None},
+        "withheld":  {...same...}
+      },
+      "mixed_units": int,      # units with both delivered and withheld events (a plan change
+                               # mid-session); counted in the arm of their first event
+      "sessions": int,         # sessions holding at least one unit
+      "plan": {
+        "recorded": {"rate", "stop_units", "stop_date", "salt_set": bool, "created_at",
+                     "source"} | None,
+        "current": {"rate", "rate_source", "stop_units", "stop_date"},
+        "in_force": {"rate", "stop_units", "stop_date"},   # what the hook applies
+        "differs": [str],      # fields where the current config differs from the record
+        "withheld_units_total": int,
+        "stopped": bool, "stop_reason": str
+      }
+    }
     """
     t = LedgerEvent.__table__
     p = ControlPlan.__table__
@@ -175,7 +175,9 @@ def render_study(d: dict) -> str:
     else:
         out.append(f"recorded {time.strftime('%Y-%m-%d', time.localtime(plan['recorded']['created_at']))}")
     if plan["differs"]:
-        out.append("the current config differs from the recorded plan in: " + ", ".join(plan["differs"]) + " (the record wins)")
+        out.append(
+            "the current config differs from the recorded plan in: " + ", ".join(plan["differs"]) + " (the record wins)"
+        )
     if plan["current"]["rate_source"] == "GEODE_WITHHOLD_RATE":
         out.append(f"GEODE_WITHHOLD_RATE overrides the rate: {plan['current']['rate']:g}")
     out.append(f"withheld units so far: {plan['withheld_units_total']} of {inf['stop_units']}")

@@ -82,8 +82,13 @@ class Gardener(Stubs, NeverFired, Bind, Salience, Agent):
 
         engine = self._engine(ctx)
         self.prior = self._prior(engine)
-        s = scan(engine, dict(settings.domains), self.window_days * DAY,
-                 watermarks=self.prior["watermarks"], consumed=self.prior["consumed"])
+        s = scan(
+            engine,
+            dict(settings.domains),
+            self.window_days * DAY,
+            watermarks=self.prior["watermarks"],
+            consumed=self.prior["consumed"],
+        )
         ex["ledger_rows"] = s.total_rows
         if s.total_rows == 0:
             report.status = NOTHING_TO_LEARN
@@ -99,23 +104,46 @@ class Gardener(Stubs, NeverFired, Bind, Salience, Agent):
             ex[f"rows_{kind}"] = n
         ex["blocked_without_terms"] = s.blocked_without_terms
         kinds = ", ".join(f"{k} {n}" for k, n in sorted(s.by_kind.items()))
-        messages.insert(0, f"ledger window {iso_stamp(s.first_ts)} to {iso_stamp(s.last_ts)} (the last {self.window_days:g} days "
-                           f"of ledger time; the ledger holds {s.total_rows} rows from {iso_stamp(s.ledger_first_ts)}): "
-                           f"{s.rows} rows examined ({kinds})")
+        messages.insert(
+            0,
+            f"ledger window {iso_stamp(s.first_ts)} to {iso_stamp(s.last_ts)} (the last {self.window_days:g} days "
+            f"of ledger time; the ledger holds {s.total_rows} rows from {iso_stamp(s.ledger_first_ts)}): "
+            f"{s.rows} rows examined ({kinds})",
+        )
         if s.blocked_without_terms:
-            messages.append(f"{s.blocked_without_terms} blocked lookup(s) carry no command or tool input in their "
-                            "detail: nothing to take match terms from")
-            report.skipped.append(Skipped("", 0, "blocked", f"{s.blocked_without_terms} blocked lookup row(s) without "
-                                          "a command or tool input in detail: no terms"))
+            messages.append(
+                f"{s.blocked_without_terms} blocked lookup(s) carry no command or tool input in their "
+                "detail: nothing to take match terms from"
+            )
+            report.skipped.append(
+                Skipped(
+                    "",
+                    0,
+                    "blocked",
+                    f"{s.blocked_without_terms} blocked lookup row(s) without "
+                    "a command or tool input in detail: no terms",
+                )
+            )
         self._capped: Counter = Counter()
         self._mine: list[str] = []
-        for rule, fn in (("stub", self._stubs), ("never-fired", self._never_fired), ("bind", self._bind),
-                         ("salience", self._salience)):
+        for rule, fn in (
+            ("stub", self._stubs),
+            ("never-fired", self._never_fired),
+            ("bind", self._bind),
+            ("salience", self._salience),
+        ):
             self._rule = rule
             fn(ctx, s, report)
             if self._capped[rule]:
-                report.skipped.append(Skipped("", 0, rule, f"{self._capped[rule]} more {rule} proposal(s) not made "
-                                              f"this run: at most {self.max_proposals} per rule"))
+                report.skipped.append(
+                    Skipped(
+                        "",
+                        0,
+                        rule,
+                        f"{self._capped[rule]} more {rule} proposal(s) not made "
+                        f"this run: at most {self.max_proposals} per rule",
+                    )
+                )
         report.message = "; ".join(messages)
         return report
 
@@ -142,8 +170,11 @@ class Gardener(Stubs, NeverFired, Bind, Salience, Agent):
             return out
         from geode.agents.queue_tables import C, P
 
-        q = (select(P.c.key, P.c.status, P.c.evidence, P.c.domain, C.c.path)
-             .select_from(P.join(C, C.c.proposal_id == P.c.id)).where(P.c.agent == self.name))
+        q = (
+            select(P.c.key, P.c.status, P.c.evidence, P.c.domain, C.c.path)
+            .select_from(P.join(C, C.c.proposal_id == P.c.id))
+            .where(P.c.agent == self.name)
+        )
         with engine.connect() as conn:
             rows = conn.execute(q).all()
         for key, status, evidence, domain, path in rows:
@@ -152,8 +183,11 @@ class Gardener(Stubs, NeverFired, Bind, Salience, Agent):
             if status == "undone":
                 continue
             try:
-                ids = [int(e["ledger_event"]) for e in json.loads(evidence or "[]")
-                       if isinstance(e, dict) and "ledger_event" in e]
+                ids = [
+                    int(e["ledger_event"])
+                    for e in json.loads(evidence or "[]")
+                    if isinstance(e, dict) and "ledger_event" in e
+                ]
             except (ValueError, TypeError):
                 ids = []
             if key.startswith("stub:"):

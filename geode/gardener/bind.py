@@ -43,15 +43,28 @@ class Bind:
             domain, note = hit
             if "crystal" in note.frontmatter or note.status in RETIRED_STATUSES:
                 continue
-            finding = Finding("searched-unbound", note.path, 0, cid,
-                              f"found by {e.count} searches in {len(e.sessions)} session(s) and bound to no action",
-                              domain, severity="info")
+            finding = Finding(
+                "searched-unbound",
+                note.path,
+                0,
+                cid,
+                f"found by {e.count} searches in {len(e.sessions)} session(s) and bound to no action",
+                domain,
+                severity="info",
+            )
             report.findings.append(finding)
             if self._held(proposal_key("bind", domain, note.path)):
                 continue
             if not e.contexts:
-                report.skipped.append(Skipped(note.path, 0, cid, "no ledger rows came before its searches in their "
-                                              "sessions: no action to bind it to", domain))
+                report.skipped.append(
+                    Skipped(
+                        note.path,
+                        0,
+                        cid,
+                        "no ledger rows came before its searches in their sessions: no action to bind it to",
+                        domain,
+                    )
+                )
                 continue
             acts = Counter(a for c in e.contexts for a in c[0])
             on = sorted(acts.items(), key=lambda kv: (-kv[1], ACTIONS.index(kv[0]) if kv[0] in ACTIONS else 9))[0][0]
@@ -63,29 +76,48 @@ class Bind:
             need = 2 if len(e.contexts) >= 2 else 1
             terms = [t for t, n in sorted(tc.items(), key=lambda kv: (-kv[1], kv[0])) if n >= need][:4]
             if not terms:
-                report.skipped.append(Skipped(note.path, 0, cid, "the rows before its searches share no term to "
-                                              "bind it by", domain))
+                report.skipped.append(
+                    Skipped(note.path, 0, cid, "the rows before its searches share no term to bind it by", domain)
+                )
                 continue
             full = os.path.join(ctx.settings.domains[domain], note.path)
             data = open(full, "rb").read()
             try:
                 after = edits.add_binding(data, note.path, on, terms)
             except edits.FrontmatterEditError as exc:
-                report.skipped.append(Skipped(note.path, exc.line, cid, f"its frontmatter cannot take a binding "
-                                              f"safely: {exc}", domain))
+                report.skipped.append(
+                    Skipped(note.path, exc.line, cid, f"its frontmatter cannot take a binding safely: {exc}", domain)
+                )
                 continue
             if after is None:
-                report.skipped.append(Skipped(note.path, 0, cid, "its frontmatter cannot take a binding safely", domain))
+                report.skipped.append(
+                    Skipped(note.path, 0, cid, "its frontmatter cannot take a binding safely", domain)
+                )
                 continue
             ids = sorted(set(e.ids) | {r for c in e.contexts for r in c[2]})[-MAX_EVIDENCE:]
-            marker = "" if note.essence is not None else (
-                " It has no essence markers: mark the part to deliver with <!-- crystal:essence --> ... "
-                "<!-- /crystal:essence --> before it can deliver anything.")
+            marker = (
+                ""
+                if note.essence is not None
+                else (
+                    " It has no essence markers: mark the part to deliver with <!-- crystal:essence --> ... "
+                    "<!-- /crystal:essence --> before it can deliver anything."
+                )
+            )
             draft = ProposalDraft(
-                agent=self.name, kind="edit", domain=domain, title=f"Bind {note.path} to {on} ({', '.join(terms)})",
-                rationale=(f"{note.path} was found by {e.count} searches in {len(e.sessions)} session(s) but has no "
-                           f"binding. Before those searches the agent was at {on} with "
-                           + ", ".join(f"{t} ({tc[t]}x)" for t in terms) + "." + marker),
-                evidence=[], changes=[FileChange(note.path, sha256(data), after)],
-                run_id=ctx.run_id or "adhoc", key=proposal_key("bind", domain, note.path))
+                agent=self.name,
+                kind="edit",
+                domain=domain,
+                title=f"Bind {note.path} to {on} ({', '.join(terms)})",
+                rationale=(
+                    f"{note.path} was found by {e.count} searches in {len(e.sessions)} session(s) but has no "
+                    f"binding. Before those searches the agent was at {on} with "
+                    + ", ".join(f"{t} ({tc[t]}x)" for t in terms)
+                    + "."
+                    + marker
+                ),
+                evidence=[],
+                changes=[FileChange(note.path, sha256(data), after)],
+                run_id=ctx.run_id or "adhoc",
+                key=proposal_key("bind", domain, note.path),
+            )
             self._propose(report, Proposed(draft, [finding], ids))

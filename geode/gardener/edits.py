@@ -15,13 +15,13 @@ from __future__ import annotations
 import re
 
 from geode.delivery.binding import parse_binding
+from geode.delivery.crystal import NoteError
 from geode.delivery.frontmatter_edit import (
     FrontmatterEditError,
     set_key,
     value_form,
 )
 from geode.delivery.frontmatter_values import Quoted
-from geode.delivery.crystal import NoteError
 from geode.delivery.note import parse_note
 
 __all__ = ["FrontmatterEditError", "add_binding", "set_salience", "widen_match"]
@@ -71,8 +71,9 @@ def widen_match(data: bytes, path: str, new_terms: list[str]) -> bytes | None:
     ob = parse_binding(old.crystal, old.fm_lines)
     nb = parse_binding(new.crystal, new.fm_lines) if new is not None and new.crystal is not None else None
     if nb is None or list(nb.terms) != list(ob.terms) + [t for t in new_terms if t not in ob.terms]:
-        raise FrontmatterEditError(path, "crystal.match", "the widened match would not read back as the old "
-                                   "terms plus " + ", ".join(new_terms))
+        raise FrontmatterEditError(
+            path, "crystal.match", "the widened match would not read back as the old terms plus " + ", ".join(new_terms)
+        )
     return out
 
 
@@ -92,6 +93,7 @@ def add_binding(data: bytes, path: str, on: str, terms: list[str]) -> bytes | No
     crystal = new.frontmatter.get("crystal") if new is not None else None
     b = parse_binding(crystal, new.fm_lines) if isinstance(crystal, dict) else None
     if b is None or b.deliver != ("act",) or b.on != (on,) or list(b.terms) != list(terms):
-        raise FrontmatterEditError(path, "crystal", "the new binding would not read back as "
-                                   f"act on {on} matching {', '.join(terms)}")
+        raise FrontmatterEditError(
+            path, "crystal", f"the new binding would not read back as act on {on} matching {', '.join(terms)}"
+        )
     return out

@@ -17,11 +17,11 @@ DAY = 86400.0
 
 
 def iso_stamp(ts: float) -> str:
-    return _dt.datetime.fromtimestamp(ts, _dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ") if ts else "-"
+    return _dt.datetime.fromtimestamp(ts, _dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if ts else "-"
 
 
 def day_stamp(ts: float) -> str:
-    return _dt.datetime.fromtimestamp(ts, _dt.timezone.utc).strftime("%Y-%m-%d")
+    return _dt.datetime.fromtimestamp(ts, _dt.UTC).strftime("%Y-%m-%d")
 
 
 def proposal_key(rule: str, domain: str, path: str) -> str:

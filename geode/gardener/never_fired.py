@@ -42,12 +42,28 @@ class NeverFired:
         covered_days = (s.ledger_last_ts - s.ledger_first_ts) / DAY
         delivered = s.by_kind.get("delivered", 0)
         if s.ledger_first_ts > s.window_start:
-            report.skipped.append(Skipped("", 0, "never-fired", (
-                f"not judged: the ledger covers {covered_days:.1f} days, less than the {self.window_days:g}-day window")))
+            report.skipped.append(
+                Skipped(
+                    "",
+                    0,
+                    "never-fired",
+                    (
+                        f"not judged: the ledger covers {covered_days:.1f} days, less than the {self.window_days:g}-day window"
+                    ),
+                )
+            )
             return
         if delivered < self.min_deliveries:
-            report.skipped.append(Skipped("", 0, "never-fired", (
-                f"not judged: the window holds {delivered} deliveries, fewer than the {self.min_deliveries} needed")))
+            report.skipped.append(
+                Skipped(
+                    "",
+                    0,
+                    "never-fired",
+                    (
+                        f"not judged: the window holds {delivered} deliveries, fewer than the {self.min_deliveries} needed"
+                    ),
+                )
+            )
             return
         # sessions by what came up in them
         by_term: dict[str, set] = {}
@@ -73,26 +89,49 @@ class NeverFired:
             except OSError:
                 continue
             if mtime > s.window_start:
-                report.skipped.append(Skipped(note.path, 0, cid, "never fired in the window, but the file changed "
-                                              "inside it: its binding has not had the whole window", domain))
+                report.skipped.append(
+                    Skipped(
+                        note.path,
+                        0,
+                        cid,
+                        "never fired in the window, but the file changed "
+                        "inside it: its binding has not had the whole window",
+                        domain,
+                    )
+                )
                 continue
             window = ValidityWindow.from_frontmatter(note.frontmatter)
             if window.opens_after(day_stamp(s.window_start)):
-                report.skipped.append(Skipped(note.path, 0, cid, "never fired, but valid only from "
-                                              f"{window.valid_from.isoformat()}", domain))
+                report.skipped.append(
+                    Skipped(
+                        note.path, 0, cid, f"never fired, but valid only from {window.valid_from.isoformat()}", domain
+                    )
+                )
                 continue
             ex["never_fired"] += 1
             line = note.fm_lines.get("crystal.match") or note.fm_lines.get("crystal", 1)
-            finding = Finding("never-fired", note.path, line, cid,
-                              f"matched no action in the {self.window_days:g}-day window ({delivered} deliveries of "
-                              "other crystals in it)", domain)
+            finding = Finding(
+                "never-fired",
+                note.path,
+                line,
+                cid,
+                f"matched no action in the {self.window_days:g}-day window ({delivered} deliveries of "
+                "other crystals in it)",
+                domain,
+            )
             report.findings.append(finding)
             if self._held(proposal_key("widen", domain, note.path), proposal_key("retire", domain, note.path)):
                 continue
             topic = {cid, file_stem(note.path).lower()}
             words = set(b.terms)
-            for w in [note.name, *((note.frontmatter.get("tags") or []) if isinstance(note.frontmatter.get("tags"), list)
-                                   else [note.frontmatter.get("tags") or ""])]:
+            for w in [
+                note.name,
+                *(
+                    (note.frontmatter.get("tags") or [])
+                    if isinstance(note.frontmatter.get("tags"), list)
+                    else [note.frontmatter.get("tags") or ""]
+                ),
+            ]:
                 for part in str(w).lower().replace("_", "-").replace(" ", "-").split("-"):
                     t = clean_term(part)
                     if t and len(t) >= 4:
@@ -110,31 +149,61 @@ class NeverFired:
                         continue
                     seen[t] += 1
                     rows.setdefault(t, []).append(rid)
-            new = [t for t, n in sorted(seen.items(), key=lambda kv: (-kv[1], kv[0]))
-                   if n >= self.widen_min_observed and not any(t in old or old in t for old in b.terms)]
+            new = [
+                t
+                for t, n in sorted(seen.items(), key=lambda kv: (-kv[1], kv[0]))
+                if n >= self.widen_min_observed and not any(t in old or old in t for old in b.terms)
+            ]
             new = new[: self.max_new_terms]
             data = open(full, "rb").read()
             if new:
                 try:
                     after = edits.widen_match(data, note.path, new)
                 except edits.FrontmatterEditError as exc:
-                    report.skipped.append(Skipped(note.path, line, cid, "never fired; terms were observed ("
-                                                  + ", ".join(new) + f") but the edit is not safe: {exc}", domain))
+                    report.skipped.append(
+                        Skipped(
+                            note.path,
+                            line,
+                            cid,
+                            "never fired; terms were observed ("
+                            + ", ".join(new)
+                            + f") but the edit is not safe: {exc}",
+                            domain,
+                        )
+                    )
                     continue
                 if after is None:
-                    report.skipped.append(Skipped(note.path, line, cid, "never fired; terms were observed ("
-                                                  + ", ".join(new) + ") but its match line is written in a form "
-                                                  "the Gardener does not rewrite", domain))
+                    report.skipped.append(
+                        Skipped(
+                            note.path,
+                            line,
+                            cid,
+                            "never fired; terms were observed ("
+                            + ", ".join(new)
+                            + ") but its match line is written in a form "
+                            "the Gardener does not rewrite",
+                            domain,
+                        )
+                    )
                     continue
                 ids = sorted({r for t in new for r in rows[t]})[-MAX_EVIDENCE:]
                 draft = ProposalDraft(
-                    agent=self.name, kind="edit", domain=domain, title=f"Widen the match of {note.path} (+{', '.join(new)})",
-                    rationale=(f"{note.path} matched no action in the last {self.window_days:g} days of ledger "
-                               f"({delivered} deliveries of other crystals). In {len(sessions)} session(s) where its "
-                               f"topic came up, agents hunted or searched for "
-                               + ", ".join(f"{t} ({seen[t]}x)" for t in new) + ": added to its match terms."),
-                    evidence=[], changes=[FileChange(note.path, sha256(data), after)],
-                    run_id=ctx.run_id or "adhoc", key=proposal_key("widen", domain, note.path))
+                    agent=self.name,
+                    kind="edit",
+                    domain=domain,
+                    title=f"Widen the match of {note.path} (+{', '.join(new)})",
+                    rationale=(
+                        f"{note.path} matched no action in the last {self.window_days:g} days of ledger "
+                        f"({delivered} deliveries of other crystals). In {len(sessions)} session(s) where its "
+                        f"topic came up, agents hunted or searched for "
+                        + ", ".join(f"{t} ({seen[t]}x)" for t in new)
+                        + ": added to its match terms."
+                    ),
+                    evidence=[],
+                    changes=[FileChange(note.path, sha256(data), after)],
+                    run_id=ctx.run_id or "adhoc",
+                    key=proposal_key("widen", domain, note.path),
+                )
                 self._propose(report, Proposed(draft, [finding], ids))
                 continue
             try:
@@ -143,9 +212,18 @@ class NeverFired:
                 report.skipped.append(Skipped(note.path, line, cid, f"retirement not proposed: {exc}", domain))
                 continue
             draft = ProposalDraft(
-                agent=self.name, kind="status", domain=domain, title=f"Retire {note.path} (never fired)",
-                rationale=(f"{note.path} matched no action in the last {self.window_days:g} days of ledger "
-                           f"({delivered} deliveries of other crystals), and no term was observed often enough in "
-                           f"sessions where its topic came up to widen it: status {self.retire_status}."),
-                evidence=[], changes=[change], run_id=ctx.run_id or "adhoc", key=proposal_key("retire", domain, note.path))
+                agent=self.name,
+                kind="status",
+                domain=domain,
+                title=f"Retire {note.path} (never fired)",
+                rationale=(
+                    f"{note.path} matched no action in the last {self.window_days:g} days of ledger "
+                    f"({delivered} deliveries of other crystals), and no term was observed often enough in "
+                    f"sessions where its topic came up to widen it: status {self.retire_status}."
+                ),
+                evidence=[],
+                changes=[change],
+                run_id=ctx.run_id or "adhoc",
+                key=proposal_key("retire", domain, note.path),
+            )
             self._propose(report, Proposed(draft, [finding]))

@@ -51,16 +51,22 @@ class Salience:
             try:
                 old = float(0.5 if raw is None else raw)
             except (TypeError, ValueError):
-                report.skipped.append(Skipped(note.path, note.fm_lines.get("salience", 1), cid,
-                                              f"salience {raw!r} is not a number", domain))
+                report.skipped.append(
+                    Skipped(
+                        note.path, note.fm_lines.get("salience", 1), cid, f"salience {raw!r} is not a number", domain
+                    )
+                )
                 continue
             new = round(min(1.0, max(0.0, old + direction * step)), 2)
             if new == round(old, 2):
                 ex["salience_at_bound"] += 1
                 continue
             kind = "unlocked-work" if direction > 0 else "never-unlocked"
-            msg = (f"{d.unlocked} of {d.count} deliveries were followed by no lookup in their session"
-                   if direction > 0 else f"none of {d.count} deliveries unlocked work: a lookup followed each")
+            msg = (
+                f"{d.unlocked} of {d.count} deliveries were followed by no lookup in their session"
+                if direction > 0
+                else f"none of {d.count} deliveries unlocked work: a lookup followed each"
+            )
             finding = Finding(kind, note.path, note.fm_lines.get("salience", 0), cid, msg, domain, severity="info")
             report.findings.append(finding)
             if self._held(proposal_key("salience", domain, note.path)):
@@ -70,14 +76,23 @@ class Salience:
             try:
                 after = edits.set_salience(data, note.path, new)
             except edits.FrontmatterEditError as exc:
-                report.skipped.append(Skipped(note.path, exc.line, cid, "its frontmatter cannot take a salience line "
-                                              f"safely: {exc}", domain))
+                report.skipped.append(
+                    Skipped(
+                        note.path, exc.line, cid, f"its frontmatter cannot take a salience line safely: {exc}", domain
+                    )
+                )
                 continue
             draft = ProposalDraft(
-                agent=self.name, kind="edit", domain=domain,
+                agent=self.name,
+                kind="edit",
+                domain=domain,
                 title=f"Salience of {note.path}: {old:g} -> {new:g}",
-                rationale=(f"{msg}. Salience moves by {step:g} per run within 0..1; these deliveries are not "
-                           "counted again."),
-                evidence=[], changes=[FileChange(note.path, sha256(data), after)],
-                run_id=ctx.run_id or "adhoc", key=proposal_key("salience", domain, note.path))
+                rationale=(
+                    f"{msg}. Salience moves by {step:g} per run within 0..1; these deliveries are not counted again."
+                ),
+                evidence=[],
+                changes=[FileChange(note.path, sha256(data), after)],
+                run_id=ctx.run_id or "adhoc",
+                key=proposal_key("salience", domain, note.path),
+            )
             self._propose(report, Proposed(draft, [finding], list(d.ids)))

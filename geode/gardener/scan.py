@@ -106,8 +106,13 @@ def summary(engine) -> tuple[int, float, float]:
     return int(n or 0), float(lo or 0.0), float(hi or 0.0)
 
 
-def scan(engine, roots: dict[str, str], window_s: float, watermarks: dict[str, int] | None = None,
-         consumed: set[int] | None = None) -> Scan:
+def scan(
+    engine,
+    roots: dict[str, str],
+    window_s: float,
+    watermarks: dict[str, int] | None = None,
+    consumed: set[int] | None = None,
+) -> Scan:
     """Read the window once (see the module's docstring). ``watermarks``: crystal id -> the
     newest delivery row already used by an earlier salience proposal (older ones are not
     counted again); ``consumed``: blocked rows an earlier stub proposal already cited."""
@@ -121,8 +126,11 @@ def scan(engine, roots: dict[str, str], window_s: float, watermarks: dict[str, i
         return s
     s.window_start = s.ledger_last_ts - window_s
     t = _table()
-    q = (select(t.c.id, t.c.ts, t.c.kind, t.c.session, t.c.domain, t.c.crystal_id, t.c.action, t.c.term, t.c.detail)
-         .where(t.c.ts >= s.window_start).order_by(t.c.session, t.c.id))
+    q = (
+        select(t.c.id, t.c.ts, t.c.kind, t.c.session, t.c.domain, t.c.crystal_id, t.c.action, t.c.term, t.c.detail)
+        .where(t.c.ts >= s.window_start)
+        .order_by(t.c.session, t.c.id)
+    )
 
     cur_session = None
     recent: deque = deque(maxlen=CONTEXT_ROWS)  # (ts, action, terms, id, an act rather than a lookup)
@@ -180,8 +188,9 @@ def scan(engine, roots: dict[str, str], window_s: float, watermarks: dict[str, i
                         s.blocked_without_terms += 1
                     elif rid not in consumed:
                         before = tuple(r[1] for r in recent if r[4] and ts - r[0] <= CONTEXT_SECONDS) if session else ()
-                        s.blocked.append(Blocked(rid, ts, session, domain, tool or "Bash", hunt.terms, hunt.files,
-                                                 before))
+                        s.blocked.append(
+                            Blocked(rid, ts, session, domain, tool or "Bash", hunt.terms, hunt.files, before)
+                        )
                 if hunt.terms:
                     recent.append((ts, "read" if tool == "Read" else "bash", tuple(hunt.terms), rid, False))
                 continue
@@ -206,7 +215,12 @@ def scan(engine, roots: dict[str, str], window_s: float, watermarks: dict[str, i
                     if session:
                         e.sessions.add(session)
                         if ctx:
-                            e.contexts.append((tuple(r[1] for r in ctx), tuple(sorted({x for r in ctx for x in r[2]})),
-                                               tuple(r[3] for r in ctx)))
+                            e.contexts.append(
+                                (
+                                    tuple(r[1] for r in ctx),
+                                    tuple(sorted({x for r in ctx for x in r[2]})),
+                                    tuple(r[3] for r in ctx),
+                                )
+                            )
         end_session()
     return s

@@ -71,11 +71,27 @@ class Stubs:
             ids = sorted(b.id for b in group)
             tools_s = ", ".join(f"{t} {n}" for t, n in sorted(tools.items()))
             terms_s = ", ".join(f"{t} ({counts[t]})" for t in terms)
-            text = self._stub_text(base, on, terms, len(group), len(sessions), tools_s, terms_s,
-                                   min(b.ts for b in group), max(b.ts for b in group), ids)
-            finding = Finding("blocked-lookups", path, 0, ", ".join(terms),
-                              f"{len(group)} blocked lookups in {len(sessions)} session(s) hunted for {terms_s}",
-                              domain, severity="info")
+            text = self._stub_text(
+                base,
+                on,
+                terms,
+                len(group),
+                len(sessions),
+                tools_s,
+                terms_s,
+                min(b.ts for b in group),
+                max(b.ts for b in group),
+                ids,
+            )
+            finding = Finding(
+                "blocked-lookups",
+                path,
+                0,
+                ", ".join(terms),
+                f"{len(group)} blocked lookups in {len(sessions)} session(s) hunted for {terms_s}",
+                domain,
+                severity="info",
+            )
             report.findings.append(finding)
             key = proposal_key("stub", domain, path)
             if self._held(key):
@@ -86,12 +102,21 @@ class Stubs:
                 report.skipped.append(Skipped(path, 0, ", ".join(terms), f"stub not proposed: {exc}", domain))
                 continue
             draft = ProposalDraft(
-                agent=self.name, kind="new_note", domain=domain, title=f"New crystal stub {path} ({', '.join(terms)})",
-                rationale=(f"{len(group)} lookups were blocked in {len(sessions)} session(s) between {day_stamp(min(b.ts for b in group))} "
-                           f"and {day_stamp(max(b.ts for b in group))}, hunting for {terms_s} ({tools_s}): the store did not "
-                           f"hand this over when it was needed. The binding is pre-filled from those commands "
-                           f"(on {on}); the essence is empty and delivers nothing until a person writes it."),
-                evidence=[], changes=[change], run_id=ctx.run_id or "adhoc", key=key)
+                agent=self.name,
+                kind="new_note",
+                domain=domain,
+                title=f"New crystal stub {path} ({', '.join(terms)})",
+                rationale=(
+                    f"{len(group)} lookups were blocked in {len(sessions)} session(s) between {day_stamp(min(b.ts for b in group))} "
+                    f"and {day_stamp(max(b.ts for b in group))}, hunting for {terms_s} ({tools_s}): the store did not "
+                    f"hand this over when it was needed. The binding is pre-filled from those commands "
+                    f"(on {on}); the essence is empty and delivers nothing until a person writes it."
+                ),
+                evidence=[],
+                changes=[change],
+                run_id=ctx.run_id or "adhoc",
+                key=key,
+            )
             self._propose(report, Proposed(draft, [finding], ids))
 
     @staticmethod

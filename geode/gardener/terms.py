@@ -26,21 +26,120 @@ GREP_LIKE = frozenset({"grep", "egrep", "fgrep", "rg", "ag", "ack", "git-grep"})
 FIND_LIKE = frozenset({"find", "fd", "fdfind", "locate"})
 READ_LIKE = frozenset({"cat", "bat", "less", "more", "head", "tail", "stat", "wc", "ls", "tree", "exa", "eza"})
 #: options of grep-like commands that take a value (the value is not the pattern)
-_VALUE_OPTS = frozenset({"-f", "-A", "-B", "-C", "-m", "-g", "--glob", "-t", "--type", "-T", "--type-not",
-                         "--max-count", "--include", "--exclude", "--context", "-d", "-D", "--max-depth",
-                         "--after-context", "--before-context", "-M", "--max-columns", "-j", "--threads"})
+_VALUE_OPTS = frozenset(
+    {
+        "-f",
+        "-A",
+        "-B",
+        "-C",
+        "-m",
+        "-g",
+        "--glob",
+        "-t",
+        "--type",
+        "-T",
+        "--type-not",
+        "--max-count",
+        "--include",
+        "--exclude",
+        "--context",
+        "-d",
+        "-D",
+        "--max-depth",
+        "--after-context",
+        "--before-context",
+        "-M",
+        "--max-columns",
+        "-j",
+        "--threads",
+    }
+)
 _FIND_NAME_OPTS = frozenset({"-name", "-iname", "-path", "-ipath", "-wholename", "-iwholename"})
 _WRAPPERS = frozenset({"sudo", "env", "command", "xargs", "nice", "time"})
 
 #: words that say nothing about what was hunted
-STOP = frozenset({
-    "the", "and", "for", "with", "from", "into", "that", "this", "what", "when", "where", "which", "how",
-    "why", "who", "does", "did", "are", "was", "were", "has", "have", "had", "not", "but", "you", "your",
-    "can", "could", "should", "would", "will", "there", "their", "them", "then", "than", "about", "any",
-    "all", "our", "out", "use", "used", "using", "get", "set", "one", "two", "its", "also", "just", "like",
-    "md", "mdc", "markdown", "note", "notes", "store", "geode", "memory", "crystal", "crystals", "readme",
-    "index", "file", "files", "todo", "tmp", "home", "users", "src", "docs", "doc", "txt",
-}) | LOOKUP_COMMANDS
+STOP = (
+    frozenset(
+        {
+            "the",
+            "and",
+            "for",
+            "with",
+            "from",
+            "into",
+            "that",
+            "this",
+            "what",
+            "when",
+            "where",
+            "which",
+            "how",
+            "why",
+            "who",
+            "does",
+            "did",
+            "are",
+            "was",
+            "were",
+            "has",
+            "have",
+            "had",
+            "not",
+            "but",
+            "you",
+            "your",
+            "can",
+            "could",
+            "should",
+            "would",
+            "will",
+            "there",
+            "their",
+            "them",
+            "then",
+            "than",
+            "about",
+            "any",
+            "all",
+            "our",
+            "out",
+            "use",
+            "used",
+            "using",
+            "get",
+            "set",
+            "one",
+            "two",
+            "its",
+            "also",
+            "just",
+            "like",
+            "md",
+            "mdc",
+            "markdown",
+            "note",
+            "notes",
+            "store",
+            "geode",
+            "memory",
+            "crystal",
+            "crystals",
+            "readme",
+            "index",
+            "file",
+            "files",
+            "todo",
+            "tmp",
+            "home",
+            "users",
+            "src",
+            "docs",
+            "doc",
+            "txt",
+        }
+    )
+    | LOOKUP_COMMANDS
+)
 
 _REGEX_ESCAPES = re.compile(r"\\[bBsSwWdDAZzn]")
 _META = re.compile(r"[\\^$.*+?()\[\]{}|<>\"'`=,;:!@#%&~]+")
@@ -99,7 +198,7 @@ def store_relative(path: str, roots: dict[str, str]) -> tuple[str, str] | None:
         return None
     for domain, root in roots.items():
         if p.startswith(root + os.sep):
-            return domain, p[len(root) + 1:].replace(os.sep, "/")
+            return domain, p[len(root) + 1 :].replace(os.sep, "/")
     return None
 
 
@@ -148,7 +247,7 @@ def command_hunt(command: str, roots: dict[str, str]) -> Hunt:
         if i >= len(words):
             continue
         cmd = os.path.basename(words[i])
-        args = words[i + 1:]
+        args = words[i + 1 :]
         if cmd == "git" and args[:1] == ["grep"]:
             cmd, args = "git-grep", args[1:]
         if cmd not in LOOKUP_COMMANDS:

@@ -42,9 +42,22 @@ class Librarian(Agent):
     def examine(self, ctx: Context) -> Report:
         report = Report(agent=self.name)
         ex = report.examined
-        for key in ("notes", "unreadable", "folders", "links", "relations", "wikilinks", "markdown_links",
-                    "reference_links", "named_paths", "anchors", "crystals", "signposts",
-                    "notes_without_frontmatter", "mdc_rules"):
+        for key in (
+            "notes",
+            "unreadable",
+            "folders",
+            "links",
+            "relations",
+            "wikilinks",
+            "markdown_links",
+            "reference_links",
+            "named_paths",
+            "anchors",
+            "crystals",
+            "signposts",
+            "notes_without_frontmatter",
+            "mdc_rules",
+        ):
             ex.setdefault(key, 0)
         from sqlalchemy.exc import SQLAlchemyError
 
@@ -56,11 +69,14 @@ class Librarian(Agent):
         orders = []
         for domain, load in ctx.readable(report):
             ex["folders"] += load.folders
-            links = StoreLinks(load, project_root=self.project_root, moves=moves_all.get(domain, {}),
-                               find_project=self.find_project)
+            links = StoreLinks(
+                load, project_root=self.project_root, moves=moves_all.get(domain, {}), find_project=self.find_project
+            )
             if sum(links.wiki_order_votes.values()):
-                orders.append(f"{domain}: [[{links.wiki_order}]] ({links.wiki_order_votes[links.wiki_order]} of "
-                              f"{sum(links.wiki_order_votes.values())} piped links decided)")
+                orders.append(
+                    f"{domain}: [[{links.wiki_order}]] ({links.wiki_order_votes[links.wiki_order]} of "
+                    f"{sum(links.wiki_order_votes.values())} piped links decided)"
+                )
             self._domain(ctx, domain, load, links, report)
         if orders:
             report.message = "; ".join(filter(None, [report.message, "wikilink order " + ", ".join(orders)]))
@@ -82,18 +98,43 @@ class Librarian(Agent):
             ex["signposts"] += signpost
             for line, code, message in note.fm_warnings:
                 if code in _NOT_YAML:
-                    report.findings.append(Finding("frontmatter-not-yaml", note.path, line, "",
-                                                   f"{message} (other YAML readers reject this file)", domain))
+                    report.findings.append(
+                        Finding(
+                            "frontmatter-not-yaml",
+                            note.path,
+                            line,
+                            "",
+                            f"{message} (other YAML readers reject this file)",
+                            domain,
+                        )
+                    )
             if "crystal" in note.frontmatter:
                 ex["crystals"] += 1
                 for p in lint_note(note, ctx.settings, domain):
                     if p.severity == "error" and p.code not in _FIRES_CUT:
-                        report.findings.append(Finding("never-fires", note.path, p.line, p.code,
-                                                       f"{p.message} [{p.code}]", domain, severity="error"))
+                        report.findings.append(
+                            Finding(
+                                "never-fires",
+                                note.path,
+                                p.line,
+                                p.code,
+                                f"{p.message} [{p.code}]",
+                                domain,
+                                severity="error",
+                            )
+                        )
             for ref in links.refs(note):
                 ex["links"] += 1
-                ex[{"relation": "relations", "wiki": "wikilinks", "markdown": "markdown_links",
-                    "reference": "reference_links", "path": "named_paths", "refuse": "reference_links"}[ref.syntax]] += 1
+                ex[
+                    {
+                        "relation": "relations",
+                        "wiki": "wikilinks",
+                        "markdown": "markdown_links",
+                        "reference": "reference_links",
+                        "path": "named_paths",
+                        "refuse": "reference_links",
+                    }[ref.syntax]
+                ] += 1
                 if ref.anchor:
                     ex["anchors"] += 1
                 res = links.resolve(note, ref)
@@ -107,9 +148,17 @@ class Librarian(Agent):
                     report.skipped.append(Skipped(note.path, ref.line, shown, res.reason, domain))
                     continue
                 if res.status == "forward":
-                    report.findings.append(Finding("forward-reference", note.path, ref.line, ref.target,
-                                                   f"{ref.relation} [[{ref.target}]]: {res.reason}", domain,
-                                                   severity="info"))
+                    report.findings.append(
+                        Finding(
+                            "forward-reference",
+                            note.path,
+                            ref.line,
+                            ref.target,
+                            f"{ref.relation} [[{ref.target}]]: {res.reason}",
+                            domain,
+                            severity="info",
+                        )
+                    )
                     continue
                 if res.status == "broken-anchor":
                     if res.path in links.notes and res.path != note.path:
@@ -118,12 +167,14 @@ class Librarian(Agent):
                     report.findings.append(Finding("broken-anchor", note.path, ref.line, shown, res.reason, domain))
                     continue
                 if res.status == "undefined-reference":
-                    report.findings.append(Finding("broken-reference", note.path, ref.line, ref.target, res.reason,
-                                                   domain))
+                    report.findings.append(
+                        Finding("broken-reference", note.path, ref.line, ref.target, res.reason, domain)
+                    )
                     continue
                 if res.status == "missing-file":
-                    report.findings.append(Finding("missing-path", note.path, ref.line, shown,
-                                                   f"names {ref.target}: {res.reason}", domain))
+                    report.findings.append(
+                        Finding("missing-path", note.path, ref.line, shown, f"names {ref.target}: {res.reason}", domain)
+                    )
                     continue
                 # broken: a note that does not exist
                 kind = "signpost-stale" if signpost else "broken-link"
@@ -138,26 +189,36 @@ class Librarian(Agent):
                 report.findings.append(f)
                 if sugg:
                     new_text = links.new_target_text(note, ref, sugg)
-                    if new_text and ref.syntax in ("wiki", "relation") and not ref.alias and not ref.anchor \
-                            and new_text != ref.target:
+                    if (
+                        new_text
+                        and ref.syntax in ("wiki", "relation")
+                        and not ref.alias
+                        and not ref.anchor
+                        and new_text != ref.target
+                    ):
                         # keep what the reader saw: [[Old]] -> [[New|Old]] (or [[Old|New]] where the
                         # store writes the alias first)
-                        new_text = (f"{ref.target}|{new_text}" if links.wiki_order == "alias|target"
-                                    else f"{new_text}|{ref.target}")
+                        new_text = (
+                            f"{ref.target}|{new_text}"
+                            if links.wiki_order == "alias|target"
+                            else f"{new_text}|{ref.target}"
+                        )
                     if new_text:
                         rewrites.setdefault(note.path, []).append((ref, new_text, f))
         # orphans: nobody links to them, in a store whose notes link to each other at all
         if internal_edges == 0:
-            report.skipped.append(Skipped("", 0, "", "no links between notes in this store: orphans not judged",
-                                          domain))
+            report.skipped.append(
+                Skipped("", 0, "", "no links between notes in this store: orphans not judged", domain)
+            )
         else:
             for note in load.notes:
                 if incoming.get(note.path) or is_signpost(note) or note.status in RETIRED_STATUSES:
                     continue
                 if any(k in note.frontmatter for k in _ATTACHED_KEYS) or note.stem.casefold() in ENTRY_STEMS:
                     continue
-                report.findings.append(Finding("orphan", note.path, 0, "", "no other note links here", domain,
-                                               severity="info"))
+                report.findings.append(
+                    Finding("orphan", note.path, 0, "", "no other note links here", domain, severity="info")
+                )
         self._propose(ctx, domain, load, links, rewrites, report)
 
     # -- proposals ----------------------------------------------------------------------
@@ -199,10 +260,15 @@ class Librarian(Agent):
                 key = "rewrite:" + hashlib.sha256(key.encode()).hexdigest()
             targets = ", ".join(f"{f.target} -> {f.suggestion}" for f in applied)
             draft = ProposalDraft(
-                agent=self.name, kind="edit", domain=domain,
+                agent=self.name,
+                kind="edit",
+                domain=domain,
                 title=f"Rewrite {len(applied)} link(s) in {path}",
                 rationale=f"Each link names a note that does not exist and exactly one note is its good target: "
-                          f"{targets}.",
-                evidence=[], changes=[FileChange(path, hashlib.sha256(data).hexdigest(), after)],
-                run_id=ctx.run_id or "adhoc", key=key)
+                f"{targets}.",
+                evidence=[],
+                changes=[FileChange(path, hashlib.sha256(data).hexdigest(), after)],
+                run_id=ctx.run_id or "adhoc",
+                key=key,
+            )
             report.proposed.append(Proposed(draft, applied))

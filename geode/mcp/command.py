@@ -17,16 +17,27 @@ def cmd_mcp(args) -> int:
     try:
         from geode.mcp import server as ms
     except ImportError as exc:  # the SDK missing from this interpreter: say which one
-        raise CLIError(f"the MCP SDK cannot be imported by {sys.executable} ({exc}); "
-                       f"install it with `{sys.executable} -m pip install mcp`") from exc
+        raise CLIError(
+            f"the MCP SDK cannot be imported by {sys.executable} ({exc}); "
+            f"install it with `{sys.executable} -m pip install mcp`"
+        ) from exc
     if args.check:
         import anyio
 
         server = ms.build_server(settings)
         tools = anyio.run(server.list_tools)
-        print(json.dumps({"ok": True, "server": ms.SERVER_NAME, "python": sys.executable,
-                          "tools": [t.name for t in tools], "domains": ms.domain_lines(settings)},
-                         ensure_ascii=False))
+        print(
+            json.dumps(
+                {
+                    "ok": True,
+                    "server": ms.SERVER_NAME,
+                    "python": sys.executable,
+                    "tools": [t.name for t in tools],
+                    "domains": ms.domain_lines(settings),
+                },
+                ensure_ascii=False,
+            )
+        )
         return 0
     recall = ms.Recall(settings, background=not args.no_background)
     # stdio: the warm-up starts once the transport holds stdin/stdout (the server's lifespan);
@@ -35,9 +46,14 @@ def cmd_mcp(args) -> int:
     if args.http is not None:
         if not args.no_warm:
             recall.start_warm()
+
         def ready():
-            print(f"geode mcp: http://{'[::1]' if args.host == '::1' else '127.0.0.1'}:{args.http}/mcp "
-                  f"(token: ${ms.TOKEN_ENV} or {ms.token_path(settings)})", file=sys.stderr, flush=True)
+            print(
+                f"geode mcp: http://{'[::1]' if args.host == '::1' else '127.0.0.1'}:{args.http}/mcp "
+                f"(token: ${ms.TOKEN_ENV} or {ms.token_path(settings)})",
+                file=sys.stderr,
+                flush=True,
+            )
 
         try:
             ms.run_http(settings, server, args.http, host=args.host, ready=ready)
@@ -51,14 +67,28 @@ def cmd_mcp(args) -> int:
 def register(sub, common) -> None:
     import argparse
 
-    s = sub.add_parser("mcp", parents=[common],
-                       help="the recall tools for agents over MCP (stdio; --http PORT for loopback HTTP)")
-    s.add_argument("--http", type=int, metavar="PORT", help="streamable HTTP on 127.0.0.1:PORT/mcp instead of stdio "
-                   "(a bearer token from $GEODE_MCP_TOKEN or GEODE_HOME/mcp-token is required)")
-    s.add_argument("--host", default="127.0.0.1", choices=["127.0.0.1", "::1", "localhost"],
-                   help="loopback address to bind with --http")
-    s.add_argument("--check", action="store_true", help="build the server, list its tools as JSON and exit "
-                   "(what `geode hooks install` runs before registering it)")
+    s = sub.add_parser(
+        "mcp", parents=[common], help="the recall tools for agents over MCP (stdio; --http PORT for loopback HTTP)"
+    )
+    s.add_argument(
+        "--http",
+        type=int,
+        metavar="PORT",
+        help="streamable HTTP on 127.0.0.1:PORT/mcp instead of stdio "
+        "(a bearer token from $GEODE_MCP_TOKEN or GEODE_HOME/mcp-token is required)",
+    )
+    s.add_argument(
+        "--host",
+        default="127.0.0.1",
+        choices=["127.0.0.1", "::1", "localhost"],
+        help="loopback address to bind with --http",
+    )
+    s.add_argument(
+        "--check",
+        action="store_true",
+        help="build the server, list its tools as JSON and exit "
+        "(what `geode hooks install` runs before registering it)",
+    )
     s.add_argument("--no-background", action="store_true", help="never start the background embedder")
     s.add_argument("--no-warm", action="store_true", help=argparse.SUPPRESS)
     s.set_defaults(func=cmd_mcp)

@@ -99,8 +99,9 @@ def domains_about(settings) -> dict[str, str]:
 
 def _top_folders(root: str, n: int = 8) -> list[str]:
     try:
-        names = sorted(e.name for e in os.scandir(root) if e.is_dir(follow_symlinks=False)
-                       and not e.name.startswith((".", "_")))
+        names = sorted(
+            e.name for e in os.scandir(root) if e.is_dir(follow_symlinks=False) and not e.name.startswith((".", "_"))
+        )
     except OSError:
         return []
     return names[:n] + (["..."] if len(names) > n else [])
@@ -115,8 +116,9 @@ def domain_lines(settings) -> list[dict]:
         line = about.get(name, "")
         if not line:
             folders = _top_folders(root)
-            line = ("folders " + ", ".join(f + "/" for f in folders) if folders else "notes at the top level") + \
-                   " (no description: add one under [domains_about] in geode.toml)"
+            line = (
+                "folders " + ", ".join(f + "/" for f in folders) if folders else "notes at the top level"
+            ) + " (no description: add one under [domains_about] in geode.toml)"
         out.append({"name": name, "about": line, "default": name == settings.default_domain})
     return out
 
@@ -318,7 +320,7 @@ def parse_where_input(where) -> dict | None:
             part = parse_where([], s) if s.startswith("{") else parse_where([s], None)
         except ValueError as exc:
             msg = str(exc).replace("--where ", "").replace("--filter", "the JSON filter")
-            msg = msg[len(repr(s)) + 2:] if msg.startswith(repr(s) + ": ") else msg
+            msg = msg[len(repr(s)) + 2 :] if msg.startswith(repr(s) + ": ") else msg
             raise ToolInputError(
                 f"where {item!r}: {msg}. Forms: key=value, key=[a,b] (any of), key~value (a list holds it), "
                 'key>=value, key<value, key!=value, or a JSON object such as {"tags": {"$contains_any": ["a", "b"]}}'
@@ -420,8 +422,9 @@ class Recall:
 
     def __init__(self, settings, session: str | None = None, background: bool = True):
         self.settings = settings
-        self.session = session or os.environ.get("GEODE_SESSION") or os.environ.get("CLAUDE_SESSION_ID") \
-            or f"mcp-{os.getpid()}"
+        self.session = (
+            session or os.environ.get("GEODE_SESSION") or os.environ.get("CLAUDE_SESSION_ID") or f"mcp-{os.getpid()}"
+        )
         self.background = background
         self.lock = threading.Lock()
         self.warm_error: str | None = None
@@ -457,14 +460,30 @@ class Recall:
                 log.warning("warm-up failed: %s", self.warm_error)
 
     # -- search ------------------------------------------------------------------------------
-    def search(self, query: str = "", domain=None, type=None, tag=None, status=None, where=None,
-               as_of: str | None = None, after: str | None = None, limit: int = 10,
-               mode: str = "hybrid") -> dict:
+    def search(
+        self,
+        query: str = "",
+        domain=None,
+        type=None,
+        tag=None,
+        status=None,
+        where=None,
+        as_of: str | None = None,
+        after: str | None = None,
+        limit: int = 10,
+        mode: str = "hybrid",
+    ) -> dict:
         from geode.recall.search import FilterError, search
 
-        kw = dict(domain=_strs(domain, "domain"), type=_strs(type, "type"), tags=_strs(tag, "tag"),
-                  status=_strs(status, "status"), where=parse_where_input(where),
-                  as_of=_check_date("as_of", as_of), after=_check_date("after", after))
+        kw = dict(
+            domain=_strs(domain, "domain"),
+            type=_strs(type, "type"),
+            tags=_strs(tag, "tag"),
+            status=_strs(status, "status"),
+            where=parse_where_input(where),
+            as_of=_check_date("as_of", as_of),
+            after=_check_date("after", after),
+        )
         if kw["domain"]:
             unknown = [d for d in kw["domain"] if d not in self.settings.domains]
             if unknown:
@@ -474,8 +493,16 @@ class Recall:
             raise ToolInputError("give a query (the question in plain words) or at least one filter")
         try:
             with self.lock:
-                res = search(self.settings, q, limit=int(limit), mode=mode, refresh=True,
-                             background=self.background, index=self.index(), **kw)
+                res = search(
+                    self.settings,
+                    q,
+                    limit=int(limit),
+                    mode=mode,
+                    refresh=True,
+                    background=self.background,
+                    index=self.index(),
+                    **kw,
+                )
         except FilterError as exc:
             raise ToolInputError(f"filter: {exc}") from None
         if q and res.get("results"):
@@ -489,7 +516,9 @@ class Recall:
         elif any(kw.values()):
             nxt = "nothing matched: drop a filter (as_of, status, type, tag, where) or reword the query"
         else:
-            nxt = "nothing matched: reword the query (other words, or the words a note would use), or use recent_activity"
+            nxt = (
+                "nothing matched: reword the query (other words, or the words a note would use), or use recent_activity"
+            )
         res["next"] = nxt
         return res
 
@@ -499,8 +528,9 @@ class Recall:
 
         try:
             with self.lock:
-                return build_context(self.settings, address, depth=int(depth), max_related=int(max_related),
-                                     index=self.index())
+                return build_context(
+                    self.settings, address, depth=int(depth), max_related=int(max_related), index=self.index()
+                )
         except NotFound as exc:
             raise ToolInputError(self._not_found(address, str(exc))) from None
         except ValueError as exc:
@@ -537,8 +567,9 @@ class Recall:
                 raise ToolInputError(f"unknown domain {unknown[0]!r}; configured: {', '.join(self.settings.domains)}")
         try:
             with self.lock:
-                return recent_activity(self.settings, period or "week", domain=doms, limit=int(limit),
-                                       index=self.index())
+                return recent_activity(
+                    self.settings, period or "week", domain=doms, limit=int(limit), index=self.index()
+                )
         except ValueError as exc:
             raise ToolInputError(str(exc)) from None
 
@@ -547,8 +578,11 @@ class Recall:
         close = self.closest(address)
         msg = f"no note at {address!r} ({why})."
         if close:
-            msg += " Closest: " + "; ".join(f"{a} ({t})" for a, t in close) + \
-                   ". Call read_note with one of them, or search for the topic."
+            msg += (
+                " Closest: "
+                + "; ".join(f"{a} ({t})" for a, t in close)
+                + ". Call read_note with one of them, or search for the topic."
+            )
         else:
             msg += " Search for the topic to find its address."
         return msg
@@ -560,7 +594,8 @@ class Recall:
         from sqlalchemy import func, or_, select
         from sqlalchemy.exc import SQLAlchemyError
 
-        from geode.recall.recall_index import address as addr_of, notes_t, parse_address
+        from geode.recall.recall_index import address as addr_of
+        from geode.recall.recall_index import notes_t, parse_address
 
         settings = self.settings
         domain, perm = parse_address(address, settings)
@@ -577,12 +612,26 @@ class Recall:
         cols = (c.domain, c.permalink, c.title, c.name)
         queries = []
         if folder:
-            queries.append(select(*cols).where(c.domain.in_(doms), func.lower(c.permalink).like(
-                like(folder) + "/%", escape="\\")).limit(2000))
+            queries.append(
+                select(*cols)
+                .where(c.domain.in_(doms), func.lower(c.permalink).like(like(folder) + "/%", escape="\\"))
+                .limit(2000)
+            )
         if words:
-            queries.append(select(*cols).where(c.domain.in_(doms), or_(*[
-                func.lower(col).like(f"%{like(w)}%", escape="\\") for w in words for col in (c.permalink, c.title)]))
-                .limit(2000))
+            queries.append(
+                select(*cols)
+                .where(
+                    c.domain.in_(doms),
+                    or_(
+                        *[
+                            func.lower(col).like(f"%{like(w)}%", escape="\\")
+                            for w in words
+                            for col in (c.permalink, c.title)
+                        ]
+                    ),
+                )
+                .limit(2000)
+            )
         rows = []
         with self.lock:
             idx = self.index()
@@ -604,8 +653,16 @@ class Recall:
                 from geode.recall.search import search
 
                 with self.lock:
-                    res = search(settings, " ".join(words), limit=n, mode="text", domain=doms, refresh=False,
-                                 chain=False, index=self.index())
+                    res = search(
+                        settings,
+                        " ".join(words),
+                        limit=n,
+                        mode="text",
+                        domain=doms,
+                        refresh=False,
+                        chain=False,
+                        index=self.index(),
+                    )
                 for h in res["results"]:
                     if (h["address"], h["title"]) not in out:
                         out.append((h["address"], h["title"]))
@@ -614,9 +671,16 @@ class Recall:
         return out[:n]
 
     # -- write_note ----------------------------------------------------------------------------
-    def write_note(self, title: str, body: str, folder: str = "", domain: str | None = None,
-                   frontmatter: dict | None = None, crystal: dict | None = None,
-                   essence: str | None = None) -> dict:
+    def write_note(
+        self,
+        title: str,
+        body: str,
+        folder: str = "",
+        domain: str | None = None,
+        frontmatter: dict | None = None,
+        crystal: dict | None = None,
+        essence: str | None = None,
+    ) -> dict:
         from geode.agents import proposals, safepath
         from geode.delivery.lint import lint_note
         from geode.delivery.note import ESSENCE_CLOSE, ESSENCE_OPEN, parse_note
@@ -642,8 +706,10 @@ class Recall:
         if crystal:
             meta["crystal"] = {k: v for k, v in dict(crystal).items() if v not in (None, "", [])}
         if (body or "").lstrip("\ufeff").startswith("---"):
-            raise ToolInputError("body: it starts with '---', a frontmatter of its own; pass those keys as "
-                                 "frontmatter and the text after the closing '---' as body")
+            raise ToolInputError(
+                "body: it starts with '---', a frontmatter of its own; pass those keys as "
+                "frontmatter and the text after the closing '---' as body"
+            )
         text = frontmatter_text(meta)
         if essence is not None and essence.strip():
             if ESSENCE_OPEN in (body or ""):
@@ -657,16 +723,24 @@ class Recall:
         target = existing or rel
         note = parse_note(text, target)
         if note.frontmatter != _normal(meta):  # what we wrote must read back as what was meant
-            raise ToolInputError(f"frontmatter: it would not read back as given ({note.frontmatter!r}); "
-                                 "simplify the values (text, numbers, lists of text)")
+            raise ToolInputError(
+                f"frontmatter: it would not read back as given ({note.frontmatter!r}); "
+                "simplify the values (text, numbers, lists of text)"
+            )
         problems = lint_note(note, settings, domain)
-        lint = {"errors": sum(1 for p in problems if p.severity == "error"),
-                "warnings": sum(1 for p in problems if p.severity == "warning"),
-                "problems": [{"line": p.line, "code": p.code, "severity": p.severity, "message": p.message}
-                             for p in problems]}
+        lint = {
+            "errors": sum(1 for p in problems if p.severity == "error"),
+            "warnings": sum(1 for p in problems if p.severity == "warning"),
+            "problems": [
+                {"line": p.line, "code": p.code, "severity": p.severity, "message": p.message} for p in problems
+            ],
+        }
         if lint["errors"]:
-            listed = "; ".join(f"line {p['line']}: {p['message']} [{p['code']}]{_LINT_HINTS.get(p['code'], '')}"
-                               for p in lint["problems"] if p["severity"] == "error")
+            listed = "; ".join(
+                f"line {p['line']}: {p['message']} [{p['code']}]{_LINT_HINTS.get(p['code'], '')}"
+                for p in lint["problems"]
+                if p["severity"] == "error"
+            )
             raise ToolInputError(f"not written: lint found {lint['errors']} error(s): {listed}")
         data = text.encode("utf-8")
         if len(data) > settings.max_file_bytes:
@@ -687,9 +761,15 @@ class Recall:
                     except (GeodeError, SQLAlchemyError, OSError) as exc:
                         log.warning("the index was not refreshed after writing %s: %s", rel, exc)
                 note2 = parse_note(text, rel)
-                return {"outcome": "written", "address": addr_of(domain, note2.permalink), "domain": domain,
-                        "path": rel, "proposal_id": None, "lint": lint,
-                        "message": f"written to {rel} in domain {domain}"}
+                return {
+                    "outcome": "written",
+                    "address": addr_of(domain, note2.permalink),
+                    "domain": domain,
+                    "path": rel,
+                    "proposal_id": None,
+                    "lint": lint,
+                    "message": f"written to {rel} in domain {domain}",
+                }
             target = rel  # created by someone else between our look and our write: propose instead
 
         # an existing note: never overwritten; the change goes to the approval queue
@@ -699,11 +779,18 @@ class Recall:
         pid, fresh = self._propose(domain, target, data, title)
         note2 = parse_note(text, target)
         verb = "filed" if fresh else "was already filed"
-        return {"outcome": "proposed" if fresh else "already_proposed",
-                "address": addr_of(domain, note2.permalink), "domain": domain, "path": target,
-                "proposal_id": pid, "lint": lint,
-                "message": (f"{target} exists, so it was not overwritten: the change {verb} as proposal {pid} in "
-                            f"the approval queue; a person approves it with `geode proposals approve {pid}`")}
+        return {
+            "outcome": "proposed" if fresh else "already_proposed",
+            "address": addr_of(domain, note2.permalink),
+            "domain": domain,
+            "path": target,
+            "proposal_id": pid,
+            "lint": lint,
+            "message": (
+                f"{target} exists, so it was not overwritten: the change {verb} as proposal {pid} in "
+                f"the approval queue; a person approves it with `geode proposals approve {pid}`"
+            ),
+        }
 
     def _existing(self, domain: str, sub: str, rel: str, title: str) -> str | None:
         """The note this write would change: the file at ``rel``, or a note in the same folder
@@ -720,8 +807,9 @@ class Recall:
             idx = self.index()
             idx.quick_refresh()
             with idx.reader.connect() as conn:
-                rows = conn.execute(select(c.path).where(c.domain == domain, func.lower(c.title) == title.lower())
-                                    .order_by(c.path)).all()
+                rows = conn.execute(
+                    select(c.path).where(c.domain == domain, func.lower(c.title) == title.lower()).order_by(c.path)
+                ).all()
         for (path,) in rows:
             folder_of = path.rsplit("/", 1)[0] if "/" in path else ""
             if folder_of == sub and proposals.current(self.settings, domain, path) is not None:
@@ -744,9 +832,16 @@ class Recall:
             known = conn.execute(select(P.c.id).where(P.c.run_id == run_id, P.c.key == key)).scalar()
         if known is not None:
             return int(known), False
-        ev = ledger.new_event(WRITE_KIND, session=self.session, domain=domain, crystal_id=f"{domain}:{path}",
-                              path=path, action="write", channel="mcp",
-                              detail={"title": title, "sha256": hashlib.sha256(data).hexdigest(), "via": "mcp"})
+        ev = ledger.new_event(
+            WRITE_KIND,
+            session=self.session,
+            domain=domain,
+            crystal_id=f"{domain}:{path}",
+            path=path,
+            action="write",
+            channel="mcp",
+            detail={"title": title, "sha256": hashlib.sha256(data).hexdigest(), "via": "mcp"},
+        )
         models.insert_events(engine, [ev])
         t = models.LedgerEvent.__table__
         with engine.connect() as conn:
@@ -754,10 +849,17 @@ class Recall:
         try:
             change = proposals.edit_change(settings, domain, path, data)
             draft = proposals.ProposalDraft(
-                agent=PROPOSAL_AGENT, kind="edit", domain=domain, title=f"Update {path}: {title}"[:500],
+                agent=PROPOSAL_AGENT,
+                kind="edit",
+                domain=domain,
+                title=f"Update {path}: {title}"[:500],
                 rationale="An agent asked write_note to change this existing note; write_note never overwrites, "
-                          "so the change waits here for a person.",
-                evidence=[{"ledger_event": int(eid)}], changes=[change], run_id=run_id, key=key)
+                "so the change waits here for a person.",
+                evidence=[{"ledger_event": int(eid)}],
+                changes=[change],
+                run_id=run_id,
+                key=key,
+            )
             pid = proposals.file_proposal(settings, engine, draft)
         except proposals.ProposalError as exc:
             raise ToolInputError(f"{path}: the change could not be filed: {exc}") from None
@@ -789,7 +891,7 @@ def _create_file(root: str, rel: str, data: bytes) -> bool:
             try:
                 view = memoryview(data)
                 while view:
-                    view = view[os.write(fd, view):]
+                    view = view[os.write(fd, view) :]
                 os.fchmod(fd, default_mode())
                 os.fsync(fd)
             finally:
@@ -806,7 +908,7 @@ def _create_file(root: str, rel: str, data: bytes) -> bool:
                 try:
                     view = memoryview(data)
                     while view:
-                        view = view[os.write(fd2, view):]
+                        view = view[os.write(fd2, view) :]
                     os.fsync(fd2)
                 finally:
                     os.close(fd2)
@@ -883,8 +985,9 @@ def build_server(settings, recall: Recall | None = None, warm: bool = False):
             recall.start_warm()
         yield {}
 
-    server = MCPServer(SERVER_NAME, instructions=instructions(settings), log_level="WARNING",
-                       version=_version(), lifespan=lifespan)
+    server = MCPServer(
+        SERVER_NAME, instructions=instructions(settings), log_level="WARNING", version=_version(), lifespan=lifespan
+    )
     domains = ", ".join(settings.domains)
 
     def guarded(fn, *a, **kw):
@@ -896,8 +999,10 @@ def build_server(settings, recall: Recall | None = None, warm: bool = False):
             raise ToolError(str(exc)) from None
         except Exception as exc:  # tool boundary: a bug becomes a tool error, logged; the server keeps answering
             log.exception("%s failed", fn.__name__)
-            raise ToolError(f"{fn.__name__} failed: {type(exc).__name__}: {exc}. The server keeps running; "
-                            "`geode status` shows whether the index needs `geode reindex`.") from None
+            raise ToolError(
+                f"{fn.__name__} failed: {type(exc).__name__}: {exc}. The server keeps running; "
+                "`geode status` shows whether the index needs `geode reindex`."
+            ) from None
 
     read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
@@ -908,15 +1013,30 @@ def build_server(settings, recall: Recall | None = None, warm: bool = False):
         type: Annotated[str | list[str] | None, Field(description="only notes of these types (any of them)")] = None,
         tag: Annotated[str | list[str] | None, Field(description="notes carrying every one of these tags")] = None,
         status: Annotated[str | list[str] | None, Field(description='only these statuses, e.g. "stable"')] = None,
-        where: Annotated[str | list[str] | dict[str, Any] | None,
-                         Field(description='frontmatter filter: "key=value" expressions or a JSON filter object')] = None,
+        where: Annotated[
+            str | list[str] | dict[str, Any] | None,
+            Field(description='frontmatter filter: "key=value" expressions or a JSON filter object'),
+        ] = None,
         as_of: Annotated[str | None, Field(description="YYYY-MM-DD: only notes valid on that date")] = None,
         after: Annotated[str | None, Field(description="YYYY-MM-DD: only notes recorded on or after it")] = None,
         limit: Annotated[int, Field(ge=1, le=50, description="how many hits")] = 10,
-        mode: Annotated[Literal["hybrid", "text", "semantic"], Field(description="hybrid unless told otherwise")] = "hybrid",
+        mode: Annotated[
+            Literal["hybrid", "text", "semantic"], Field(description="hybrid unless told otherwise")
+        ] = "hybrid",
     ) -> SearchOut:
-        res = guarded(recall.search, query, domain=domain, type=type, tag=tag, status=status, where=where,
-                      as_of=as_of, after=after, limit=limit, mode=mode)
+        res = guarded(
+            recall.search,
+            query,
+            domain=domain,
+            type=type,
+            tag=tag,
+            status=status,
+            where=where,
+            as_of=as_of,
+            after=after,
+            limit=limit,
+            mode=mode,
+        )
         return SearchOut.model_validate(res)
 
     @server.tool(name="build_context", description=CONTEXT_DOC, annotations=read_only)
@@ -941,21 +1061,40 @@ def build_server(settings, recall: Recall | None = None, warm: bool = False):
     ) -> RecentOut:
         return RecentOut.model_validate(guarded(recall.recent_activity, period, domain, limit))
 
-    @server.tool(name="write_note", description=WRITE_DOC,
-                 annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False,
-                                             open_world_hint=False))
+    @server.tool(
+        name="write_note",
+        description=WRITE_DOC,
+        annotations=ToolAnnotations(
+            read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
+        ),
+    )
     def write_note(
         title: Annotated[str, Field(description="one line; also gives the file name")],
-        body: Annotated[str, Field(description="the note in markdown (end with '## Where this came from' when it binds a crystal)")],
-        folder: Annotated[str, Field(description="folder relative to the domain's root, e.g. ops/ci ('' for the top)")] = "",
-        domain: Annotated[str | None, Field(description=f"one of {domains} (default {settings.default_domain})")] = None,
-        frontmatter: Annotated[dict[str, Any] | None,
-                               Field(description="more frontmatter: description, type, tags, status, salience, ...")] = None,
+        body: Annotated[
+            str, Field(description="the note in markdown (end with '## Where this came from' when it binds a crystal)")
+        ],
+        folder: Annotated[
+            str, Field(description="folder relative to the domain's root, e.g. ops/ci ('' for the top)")
+        ] = "",
+        domain: Annotated[
+            str | None, Field(description=f"one of {domains} (default {settings.default_domain})")
+        ] = None,
+        frontmatter: Annotated[
+            dict[str, Any] | None, Field(description="more frontmatter: description, type, tags, status, salience, ...")
+        ] = None,
         crystal: Annotated[Crystal | None, Field(description="bind the note to actions (needs essence)")] = None,
         essence: Annotated[str | None, Field(description="the text delivered when the binding fires")] = None,
     ) -> WriteOut:
-        res = guarded(recall.write_note, title, body, folder=folder, domain=domain, frontmatter=frontmatter,
-                      crystal=crystal.model_dump(exclude_none=True) if crystal is not None else None, essence=essence)
+        res = guarded(
+            recall.write_note,
+            title,
+            body,
+            folder=folder,
+            domain=domain,
+            frontmatter=frontmatter,
+            crystal=crystal.model_dump(exclude_none=True) if crystal is not None else None,
+            essence=essence,
+        )
         return WriteOut.model_validate(res)
 
     return server
@@ -1040,8 +1179,11 @@ class Guard(PageGuard):
             return await self._deny(send, 403, "cross-site request refused")
         auth = headers.get("authorization", "")
         if not self._token_ok(auth[7:].strip() if auth[:7].lower() == "bearer " else None):
-            return await self._deny(send, 401, "a token is needed: send Authorization: Bearer TOKEN "
-                                               f"(${TOKEN_ENV}, or the file GEODE_HOME/mcp-token)")
+            return await self._deny(
+                send,
+                401,
+                f"a token is needed: send Authorization: Bearer TOKEN (${TOKEN_ENV}, or the file GEODE_HOME/mcp-token)",
+            )
         if scope["method"].upper() not in self.METHODS:
             return await self._deny(send, 405, f"{scope['method']} is not used by the MCP transport")
         return await self.app(scope, receive, send)
@@ -1052,8 +1194,9 @@ def http_app(settings, server, port: int, token: str, host: str = "127.0.0.1"):
     from mcp.server.transport_security import TransportSecuritySettings
 
     hosts = allowed_hosts(port)
-    sec = TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts,
-                                    allowed_origins=[f"http://{h}" for h in hosts])
+    sec = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=[f"http://{h}" for h in hosts]
+    )
     app = server.streamable_http_app(streamable_http_path="/mcp", transport_security=sec, host=host)
     return Guard(app, token, host, port)
 

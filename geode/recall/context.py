@@ -58,8 +58,14 @@ def find_note(idx: RecallIndex, domain: str, perm: str) -> dict | None:
     c = notes_t.c
     low = perm.lower()
     with idx.reader.connect() as conn:
-        for cond in (c.permalink == perm, c.path == perm, c.path == perm + ".md",
-                     func.lower(c.permalink) == low, func.lower(c.name) == low, func.lower(c.title) == low):
+        for cond in (
+            c.permalink == perm,
+            c.path == perm,
+            c.path == perm + ".md",
+            func.lower(c.permalink) == low,
+            func.lower(c.name) == low,
+            func.lower(c.title) == low,
+        ):
             r = _row(conn, (c.domain == domain) & cond)
             if r is not None:
                 return r
@@ -87,7 +93,11 @@ def _resolve(idx: RecallIndex, src: dict, target: str, kind: str) -> dict | None
         return find_note(idx, d, p) if d in doms else None
     c = notes_t.c
     if kind in ("markdown", "reference") or t.endswith((".md", ".mdc", ".markdown")):
-        rel = posixpath.normpath(posixpath.join(posixpath.dirname(src["path"]), t)) if not t.startswith("/") else t.lstrip("/")
+        rel = (
+            posixpath.normpath(posixpath.join(posixpath.dirname(src["path"]), t))
+            if not t.startswith("/")
+            else t.lstrip("/")
+        )
         with idx.reader.connect() as conn:
             r = _row(conn, (c.domain == src["domain"]) & (c.path == rel))
             if r is None:
@@ -105,9 +115,20 @@ def _resolve(idx: RecallIndex, src: dict, target: str, kind: str) -> dict | None
 def _candidate_targets(row: dict) -> set[str]:
     stem = row["path"].rsplit("/", 1)[-1]
     stem = stem.rsplit(".", 1)[0] if "." in stem else stem
-    return {x.lower() for x in (row["name"], row["permalink"], row["title"], row["path"], stem,
-                                row["path"].rsplit(".", 1)[0], f"geode://{row['domain']}/{row['permalink']}",
-                                f"{row['domain']}:{row['permalink']}") if x}
+    return {
+        x.lower()
+        for x in (
+            row["name"],
+            row["permalink"],
+            row["title"],
+            row["path"],
+            stem,
+            row["path"].rsplit(".", 1)[0],
+            f"geode://{row['domain']}/{row['permalink']}",
+            f"{row['domain']}:{row['permalink']}",
+        )
+        if x
+    }
 
 
 def backlinks(idx: RecallIndex, row: dict, cache: dict | None = None) -> list[tuple[dict, str, int, str]]:
@@ -116,8 +137,11 @@ def backlinks(idx: RecallIndex, row: dict, cache: dict | None = None) -> list[tu
     fname = row["path"].rsplit("/", 1)[-1]
     c = links_t.c
     with idx.reader.connect() as conn:
-        rows = conn.execute(select(c.note_id, c.relation, c.line, c.kind, c.target).where(
-            or_(func.lower(c.target).in_(sorted(names)), c.target.like(f"%/{fname}"), c.target.like(f"%{fname}")))).all()
+        rows = conn.execute(
+            select(c.note_id, c.relation, c.line, c.kind, c.target).where(
+                or_(func.lower(c.target).in_(sorted(names)), c.target.like(f"%/{fname}"), c.target.like(f"%{fname}"))
+            )
+        ).all()
     out = []
     src_rows = idx.notes_by_ids({r.note_id for r in rows})
     for r in rows:
@@ -133,7 +157,9 @@ def backlinks(idx: RecallIndex, row: dict, cache: dict | None = None) -> list[tu
 def outlinks(idx: RecallIndex, row: dict) -> list:
     c = links_t.c
     with idx.reader.connect() as conn:
-        return conn.execute(select(c.line, c.kind, c.relation, c.target).where(c.note_id == row["id"]).order_by(c.line)).all()
+        return conn.execute(
+            select(c.line, c.kind, c.relation, c.target).where(c.note_id == row["id"]).order_by(c.line)
+        ).all()
 
 
 def _weight(relation: str) -> float:
@@ -162,8 +188,9 @@ def anchors_of(idx: RecallIndex, addr: str) -> list[dict]:
     return [r]
 
 
-def build_context(settings, addr: str, depth: int = 2, max_related: int = 10, index: RecallIndex | None = None,
-                  refresh: bool = True) -> dict:
+def build_context(
+    settings, addr: str, depth: int = 2, max_related: int = 10, index: RecallIndex | None = None, refresh: bool = True
+) -> dict:
     """The neighbourhood of ``addr`` (see the module docstring for the score)."""
     if not 1 <= int(depth) <= 3:
         raise ValueError("depth must be 1, 2 or 3")
@@ -181,7 +208,7 @@ def build_context(settings, addr: str, depth: int = 2, max_related: int = 10, in
             return adj[nid]
         row = rows[nid]
         out = []
-        for line, kind, relation, target in outlinks(idx, row):
+        for _line, kind, relation, target in outlinks(idx, row):
             hit = resolve_target(idx, row, target, kind, cache)
             if hit is not None and hit["id"] != nid:
                 rows.setdefault(hit["id"], hit)
@@ -224,13 +251,30 @@ def build_context(settings, addr: str, depth: int = 2, max_related: int = 10, in
     for i in ranked[:max_related]:
         r = rows[i]
         _pw, relation, direction, via = best[i]
-        related.append({"address": address(r["domain"], r["permalink"]), "domain": r["domain"], "path": r["path"],
-                        "title": r["title"], "relation": relation, "direction": direction,
-                        "via": address(rows[via]["domain"], rows[via]["permalink"]), "hops": hops[i],
-                        "paths": npaths[i], "score": round(score[i], 4), "status": r["status"] or None})
-    return {"anchor": addr, "anchors": [address(a["domain"], a["permalink"]) for a in anchors], "depth": int(depth),
-            "related": related, "total": len(score), "capped": capped,
-            "score": "sum over paths of prod(edge weight: typed 1.0, prose 0.5) x 0.5^(hops-1)"}
+        related.append(
+            {
+                "address": address(r["domain"], r["permalink"]),
+                "domain": r["domain"],
+                "path": r["path"],
+                "title": r["title"],
+                "relation": relation,
+                "direction": direction,
+                "via": address(rows[via]["domain"], rows[via]["permalink"]),
+                "hops": hops[i],
+                "paths": npaths[i],
+                "score": round(score[i], 4),
+                "status": r["status"] or None,
+            }
+        )
+    return {
+        "anchor": addr,
+        "anchors": [address(a["domain"], a["permalink"]) for a in anchors],
+        "depth": int(depth),
+        "related": related,
+        "total": len(score),
+        "capped": capped,
+        "score": "sum over paths of prod(edge weight: typed 1.0, prose 0.5) x 0.5^(hops-1)",
+    }
 
 
 def read_note(settings, addr: str, index: RecallIndex | None = None, refresh: bool = True) -> dict:
@@ -255,19 +299,33 @@ def read_note(settings, addr: str, index: RecallIndex | None = None, refresh: bo
     links = []
     for lk in note.links:
         hit = resolve_target(idx, row, lk.target, lk.kind, cache) if lk.target else row
-        links.append({"relation": lk.relation, "kind": lk.kind, "target": lk.target or f"#{lk.anchor}",
-                      "line": lk.line, "resolved": hit is not None,
-                      "address": address(hit["domain"], hit["permalink"]) if hit else None,
-                      "title": hit["title"] if hit else None})
+        links.append(
+            {
+                "relation": lk.relation,
+                "kind": lk.kind,
+                "target": lk.target or f"#{lk.anchor}",
+                "line": lk.line,
+                "resolved": hit is not None,
+                "address": address(hit["domain"], hit["permalink"]) if hit else None,
+                "title": hit["title"] if hit else None,
+            }
+        )
     for key in ("supersedes", "superseded_by", "relates_to", "depends_on", "part_of"):
         val = note.frontmatter.get(key)
-        for t in ([] if val in (None, "") else (val if isinstance(val, list) else [val])):
+        for t in [] if val in (None, "") else (val if isinstance(val, list) else [val]):
             t = str(t).strip().strip("[]")
             hit = resolve_target(idx, row, t, "frontmatter", cache)
-            links.append({"relation": key, "kind": "frontmatter", "target": t, "line": note.line_of(key),
-                          "resolved": hit is not None,
-                          "address": address(hit["domain"], hit["permalink"]) if hit else None,
-                          "title": hit["title"] if hit else None})
+            links.append(
+                {
+                    "relation": key,
+                    "kind": "frontmatter",
+                    "target": t,
+                    "line": note.line_of(key),
+                    "resolved": hit is not None,
+                    "address": address(hit["domain"], hit["permalink"]) if hit else None,
+                    "title": hit["title"] if hit else None,
+                }
+            )
     back = backlinks(idx, row, cache)
     by_rel: dict[str, int] = {}
     for _s, rel, _l, _k in back:
@@ -283,8 +341,13 @@ def read_note(settings, addr: str, index: RecallIndex | None = None, refresh: bo
     me = address(domain, row["permalink"])
     has_neighbours = any(x["resolved"] and x["address"] != me for x in links) or bool(back)
     return {
-        "address": me, "domain": domain, "path": row["path"], "title": row["title"],
-        "status": row["status"] or None, "type": row["type"] or None, "frontmatter": note.frontmatter,
+        "address": me,
+        "domain": domain,
+        "path": row["path"],
+        "title": row["title"],
+        "status": row["status"] or None,
+        "type": row["type"] or None,
+        "frontmatter": note.frontmatter,
         "content": text_,
         "observations": [{"line": o.line, "category": o.category, "text": o.text} for o in note.observations],
         "links": links,
@@ -306,12 +369,21 @@ def parse_period(period: str | None, now: float | None = None) -> tuple[float, s
     try:
         d = parse_date(p, "period")  # strict, as every room reads dates: 2024-6-1 is not one
     except DateError:
-        raise ValueError(f"period {period!r}: use day, week, fortnight, month, Nh, Nd, Nw or a date (YYYY-MM-DD)") from None
-    return dt.datetime(d.year, d.month, d.day, tzinfo=dt.timezone.utc).timestamp(), f"since {d.isoformat()}"
+        raise ValueError(
+            f"period {period!r}: use day, week, fortnight, month, Nh, Nd, Nw or a date (YYYY-MM-DD)"
+        ) from None
+    return dt.datetime(d.year, d.month, d.day, tzinfo=dt.UTC).timestamp(), f"since {d.isoformat()}"
 
 
-def recent_activity(settings, period: str = "week", domain=None, limit: int = 50, index: RecallIndex | None = None,
-                    refresh: bool = True, now: float | None = None) -> dict:
+def recent_activity(
+    settings,
+    period: str = "week",
+    domain=None,
+    limit: int = 50,
+    index: RecallIndex | None = None,
+    refresh: bool = True,
+    now: float | None = None,
+) -> dict:
     """Notes changed within the period, newest first, across domains (or ``domain``)."""
     idx = index or RecallIndex(settings)
     if refresh:
@@ -322,16 +394,32 @@ def recent_activity(settings, period: str = "week", domain=None, limit: int = 50
     cond = (c.domain.in_(doms)) & (c.mtime_ns >= int(since * 1e9))
     with idx.reader.connect() as conn:
         total = conn.execute(select(func.count()).select_from(notes_t).where(cond)).scalar_one()
-        rows = conn.execute(select(notes_t).where(cond).order_by(c.mtime_ns.desc(), c.path).limit(limit)).mappings().all()
+        rows = (
+            conn.execute(select(notes_t).where(cond).order_by(c.mtime_ns.desc(), c.path).limit(limit)).mappings().all()
+        )
         per = conn.execute(select(c.domain, func.count()).where(cond).group_by(c.domain)).all()
     results = []
     for r in rows:
-        when = dt.datetime.fromtimestamp(r["mtime_ns"] / 1e9, dt.timezone.utc)
-        results.append({"address": address(r["domain"], r["permalink"]), "domain": r["domain"], "path": r["path"],
-                        "title": r["title"], "date": when.isoformat(timespec="seconds"), "status": r["status"] or None,
-                        "type": r["type"] or None, "recorded": r["recorded"]})
-    return {"period": label, "since": dt.datetime.fromtimestamp(since, dt.timezone.utc).isoformat(timespec="seconds"),
-            "results": results, "total": int(total), "by_domain": {d: int(n) for d, n in per}}
+        when = dt.datetime.fromtimestamp(r["mtime_ns"] / 1e9, dt.UTC)
+        results.append(
+            {
+                "address": address(r["domain"], r["permalink"]),
+                "domain": r["domain"],
+                "path": r["path"],
+                "title": r["title"],
+                "date": when.isoformat(timespec="seconds"),
+                "status": r["status"] or None,
+                "type": r["type"] or None,
+                "recorded": r["recorded"],
+            }
+        )
+    return {
+        "period": label,
+        "since": dt.datetime.fromtimestamp(since, dt.UTC).isoformat(timespec="seconds"),
+        "results": results,
+        "total": int(total),
+        "by_domain": {d: int(n) for d, n in per},
+    }
 
 
 __all__ = ["build_context", "read_note", "recent_activity", "resolve_target", "NotFound"]

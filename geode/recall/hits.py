@@ -54,7 +54,7 @@ def _window(s: str, fterms: list[str], width: int) -> str:
     f = fold(s)
     pos = min((f.find(t) for t in fterms if f.find(t) >= 0), default=0)
     start = max(0, pos - width // 3)
-    out = s[start:start + width]
+    out = s[start : start + width]
     return ("…" if start > 0 else "") + out + ("…" if start + width < len(s) else "")
 
 
@@ -70,8 +70,13 @@ def supersedes_chain(idx: RecallIndex, row: dict, max_steps: int = 10) -> tuple[
         nxt = []
         for r in cur:
             with idx.reader.connect() as conn:
-                targets = conn.execute(select(links_t.c.target).where(links_t.c.note_id == r["id"],
-                                                                      links_t.c.relation == "supersedes")).scalars().all()
+                targets = (
+                    conn.execute(
+                        select(links_t.c.target).where(links_t.c.note_id == r["id"], links_t.c.relation == "supersedes")
+                    )
+                    .scalars()
+                    .all()
+                )
             for t in targets:
                 hit = resolve_target(idx, r, t)
                 if hit and hit["id"] not in seen:
@@ -87,8 +92,15 @@ def supersedes_chain(idx: RecallIndex, row: dict, max_steps: int = 10) -> tuple[
         for r in cur:
             names = {r["name"], r["permalink"], r["title"], r["path"], r["path"].rsplit(".", 1)[0]}
             with idx.reader.connect() as conn:
-                rows = conn.execute(select(notes_t).join(links_t, links_t.c.note_id == notes_t.c.id).where(
-                    links_t.c.relation == "supersedes", links_t.c.target.in_(sorted(names)))).mappings().all()
+                rows = (
+                    conn.execute(
+                        select(notes_t)
+                        .join(links_t, links_t.c.note_id == notes_t.c.id)
+                        .where(links_t.c.relation == "supersedes", links_t.c.target.in_(sorted(names)))
+                    )
+                    .mappings()
+                    .all()
+                )
             for h in rows:
                 h = dict(h)
                 if h["id"] not in seen:

@@ -17,7 +17,8 @@ FTS_WEIGHTS = (8.0, 5.0, 3.0, 1.0)  # title, tags, description, body
 metadata = MetaData()
 
 notes_t = Table(
-    "recall_note", metadata,
+    "recall_note",
+    metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("domain", Text, nullable=False),
     Column("root", Text, nullable=False),
@@ -51,7 +52,8 @@ notes_t = Table(
 )
 
 fm_t = Table(
-    "recall_fm", metadata,
+    "recall_fm",
+    metadata,
     Column("note_id", Integer, nullable=False),
     Column("key", Text, nullable=False),
     Column("val", Text, nullable=False),  # lower-cased text of the value (each element of a list)
@@ -61,7 +63,8 @@ fm_t = Table(
 )
 
 tags_t = Table(
-    "recall_tag", metadata,
+    "recall_tag",
+    metadata,
     Column("note_id", Integer, nullable=False),
     Column("tag", Text, nullable=False),
     Index("ix_recall_tag_tag", "tag"),
@@ -69,7 +72,8 @@ tags_t = Table(
 )
 
 links_t = Table(
-    "recall_link", metadata,
+    "recall_link",
+    metadata,
     Column("note_id", Integer, nullable=False),
     Column("line", Integer, nullable=False),
     Column("kind", String(16), nullable=False),  # relation | wiki | markdown | reference | frontmatter
@@ -79,7 +83,8 @@ links_t = Table(
 )
 
 obs_t = Table(
-    "recall_obs", metadata,
+    "recall_obs",
+    metadata,
     Column("note_id", Integer, nullable=False),
     Column("line", Integer, nullable=False),
     Column("category", Text, nullable=False, default=""),
@@ -88,14 +93,16 @@ obs_t = Table(
 )
 
 dirs_t = Table(
-    "recall_dir", metadata,
+    "recall_dir",
+    metadata,
     Column("domain", Text, primary_key=True),
     Column("dir", Text, primary_key=True),
     Column("mtime_ns", BigInteger, nullable=False),
 )
 
 meta_t = Table(
-    "recall_meta", metadata,
+    "recall_meta",
+    metadata,
     Column("k", String(64), primary_key=True),
     Column("v", Text, nullable=False),
 )
@@ -147,7 +154,8 @@ def ensure_schema(engine) -> None:
         if conn.dialect.name == "sqlite":
             conn.exec_driver_sql(
                 "CREATE VIRTUAL TABLE IF NOT EXISTS recall_fts USING fts5("
-                "title, tags, description, body, tokenize = 'unicode61 remove_diacritics 2')")
+                "title, tags, description, body, tokenize = 'unicode61 remove_diacritics 2')"
+            )
         else:
             conn.exec_driver_sql("ALTER TABLE recall_note ADD COLUMN IF NOT EXISTS tsv tsvector")
             conn.exec_driver_sql("CREATE INDEX IF NOT EXISTS ix_recall_note_tsv ON recall_note USING GIN (tsv)")

@@ -88,17 +88,28 @@ def note_rows(note, domain: str, root: str, mtime_ns: int, size: int) -> dict:
     # as in every other room (the lint reports it as date-not-iso)
     window = ValidityWindow.from_frontmatter(fm)
     if not recorded:
-        recorded = dt.datetime.fromtimestamp(mtime_ns / 1e9, dt.timezone.utc).date().isoformat()
+        recorded = dt.datetime.fromtimestamp(mtime_ns / 1e9, dt.UTC).date().isoformat()
     row = {
-        "domain": domain, "root": root, "path": note.path, "permalink": note.permalink,
-        "name": note.name, "title": title, "type": str(fm.get("type") or "").lower(),
-        "status": note.status, "description": desc, "salience": sal,
+        "domain": domain,
+        "root": root,
+        "path": note.path,
+        "permalink": note.permalink,
+        "name": note.name,
+        "title": title,
+        "type": str(fm.get("type") or "").lower(),
+        "status": note.status,
+        "description": desc,
+        "salience": sal,
         "tags": json.dumps(tags, ensure_ascii=False),
         "frontmatter": json.dumps(fm, ensure_ascii=False, default=str),
-        "body": body, "body_line": note.body_line,
+        "body": body,
+        "body_line": note.body_line,
         "content_hash": hashlib.sha256(note.text.encode("utf-8")).hexdigest(),
-        "mtime_ns": int(mtime_ns), "size": int(size), "recorded": recorded,
-        "valid_from": _iso(window.valid_from), "valid_to": _iso(window.valid_to),
+        "mtime_ns": int(mtime_ns),
+        "size": int(size),
+        "recorded": recorded,
+        "valid_from": _iso(window.valid_from),
+        "valid_to": _iso(window.valid_to),
         "embed_text_hash": hashlib.sha256(passage_text(title, desc, tags, body).encode("utf-8")).hexdigest(),
         "indexed_at": time.time(),
     }
@@ -111,7 +122,7 @@ def note_rows(note, domain: str, root: str, mtime_ns: int, size: int) -> dict:
         val = fm.get(key)
         if val in (None, ""):
             continue
-        for t in (val if isinstance(val, list) else [val]):
+        for t in val if isinstance(val, list) else [val]:
             t = str(t).strip()
             if t.startswith("[[") and t.endswith("]]"):
                 t = t[2:-2]
@@ -124,4 +135,6 @@ def note_rows(note, domain: str, root: str, mtime_ns: int, size: int) -> dict:
 def passage_text_of(row) -> str:
     """``passage_text`` of an index row (``pending()`` rows and note rows alike)."""
     get = row.get if isinstance(row, dict) else (lambda k: getattr(row, k))
-    return passage_text(get("title") or "", get("description") or "", json.loads(get("tags") or "[]"), get("body") or "")
+    return passage_text(
+        get("title") or "", get("description") or "", json.loads(get("tags") or "[]"), get("body") or ""
+    )

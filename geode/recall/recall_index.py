@@ -41,9 +41,19 @@ from sqlalchemy import delete, insert, select, text, update
 
 from geode.delivery.crystal import RETIRED_STATUSES
 from geode.delivery.store import iter_note_paths, read_note_file
-from geode.recall.index_tables import (CHILD_TABLES, dirs_t, engines, ensure_schema, fm_t, links_t, meta_t, notes_t,
-                                       obs_t, tags_t)
 from geode.recall.folders import folder_mtimes
+from geode.recall.index_tables import (
+    CHILD_TABLES,
+    dirs_t,
+    engines,
+    ensure_schema,
+    fm_t,
+    links_t,
+    meta_t,
+    notes_t,
+    obs_t,
+    tags_t,
+)
 from geode.recall.note_rows import note_rows
 
 BATCH = 200
@@ -59,7 +69,7 @@ def parse_address(addr: str, settings) -> tuple[str, str]:
     -> (domain, permalink). A trailing ``.md`` is removed."""
     a = addr.strip()
     if a.startswith("geode://"):
-        rest = a[len("geode://"):]
+        rest = a[len("geode://") :]
         domain, _, perm = rest.partition("/")
     elif ":" in a and a.split(":", 1)[0] in settings.domains:
         domain, perm = a.split(":", 1)
@@ -94,7 +104,7 @@ class RecallIndex:
                 conn.execute(update(notes_t).where(notes_t.c.id == nid).values(**row))
             ids.append(nid)
             data["id"] = nid
-        self._delete_children(conn, [i for (old, _d), i in zip(items, ids) if old is not None])
+        self._delete_children(conn, [i for (old, _d), i in zip(items, ids, strict=False) if old is not None])
         fm, tg, lk, ob = [], [], [], []
         for _old, data in items:
             nid = data["id"]
@@ -108,16 +118,28 @@ class RecallIndex:
         if self.dialect == "sqlite":
             conn.exec_driver_sql(
                 "INSERT INTO recall_fts(rowid, title, tags, description, body) VALUES (?, ?, ?, ?, ?)",
-                [(d["id"], d["row"]["title"], " ".join(json.loads(d["row"]["tags"])), d["row"]["description"],
-                  d["row"]["body"]) for _o, d in items])
+                [
+                    (
+                        d["id"],
+                        d["row"]["title"],
+                        " ".join(json.loads(d["row"]["tags"])),
+                        d["row"]["description"],
+                        d["row"]["body"],
+                    )
+                    for _o, d in items
+                ],
+            )
         else:
-            conn.execute(text(
-                "UPDATE recall_note SET tsv = "
-                "setweight(to_tsvector('simple', coalesce(title, '')), 'A') || "
-                "setweight(to_tsvector('simple', replace(replace(replace(tags, '[', ' '), ']', ' '), '\"', ' ')), 'B') || "
-                "setweight(to_tsvector('simple', coalesce(description, '')), 'B') || "
-                "setweight(to_tsvector('simple', coalesce(body, '')), 'D') WHERE id = ANY(:ids)"),
-                {"ids": [d["id"] for _o, d in items]})
+            conn.execute(
+                text(
+                    "UPDATE recall_note SET tsv = "
+                    "setweight(to_tsvector('simple', coalesce(title, '')), 'A') || "
+                    "setweight(to_tsvector('simple', replace(replace(replace(tags, '[', ' '), ']', ' '), '\"', ' ')), 'B') || "
+                    "setweight(to_tsvector('simple', coalesce(description, '')), 'B') || "
+                    "setweight(to_tsvector('simple', coalesce(body, '')), 'D') WHERE id = ANY(:ids)"
+                ),
+                {"ids": [d["id"] for _o, d in items]},
+            )
 
     def _delete_children(self, conn, ids: list[int]) -> None:
         if not ids:
@@ -126,8 +148,10 @@ class RecallIndex:
             conn.execute(delete(table).where(table.c.note_id.in_(ids)))
         if self.dialect == "sqlite":
             for start in range(0, len(ids), 500):
-                chunk = ids[start:start + 500]
-                conn.exec_driver_sql(f"DELETE FROM recall_fts WHERE rowid IN ({','.join('?' * len(chunk))})", tuple(chunk))
+                chunk = ids[start : start + 500]
+                conn.exec_driver_sql(
+                    f"DELETE FROM recall_fts WHERE rowid IN ({','.join('?' * len(chunk))})", tuple(chunk)
+                )
 
     def _delete_notes(self, conn, ids: list[int]) -> None:
         self._delete_children(conn, ids)
@@ -159,8 +183,9 @@ class RecallIndex:
         return counts
 
     def _existing(self, domain: str, dirs: list[str] | None = None) -> dict:
-        q = select(notes_t.c.id, notes_t.c.path, notes_t.c.mtime_ns, notes_t.c.size, notes_t.c.content_hash,
-                   notes_t.c.root).where(notes_t.c.domain == domain)
+        q = select(
+            notes_t.c.id, notes_t.c.path, notes_t.c.mtime_ns, notes_t.c.size, notes_t.c.content_hash, notes_t.c.root
+        ).where(notes_t.c.domain == domain)
         with self.reader.connect() as conn:
             rows = conn.execute(q).all()
         out = {}
@@ -170,8 +195,16 @@ class RecallIndex:
             out[r.path] = r
         return out
 
-    def _refresh_domain(self, domain: str, root: str, full: bool, counts: dict, progress,
-                        only_dirs: set[str] | None = None, force: bool = False) -> None:
+    def _refresh_domain(
+        self,
+        domain: str,
+        root: str,
+        full: bool,
+        counts: dict,
+        progress,
+        only_dirs: set[str] | None = None,
+        force: bool = False,
+    ) -> None:
         from geode.delivery.problems import Problem
         from geode.delivery.store import StoreLoad
 
@@ -197,8 +230,11 @@ class RecallIndex:
                     continue
                 for name in names:
                     rel = f"{d}/{name}" if d else name
-                    if name.endswith((".md", ".mdc", ".markdown")) and not name.startswith(".") and \
-                            os.path.isfile(os.path.join(root, rel)):
+                    if (
+                        name.endswith((".md", ".mdc", ".markdown"))
+                        and not name.startswith(".")
+                        and os.path.isfile(os.path.join(root, rel))
+                    ):
                         paths.append(rel)
                 try:
                     dir_mtimes[d] = os.stat(full_d).st_mtime_ns
@@ -269,7 +305,9 @@ class RecallIndex:
             elif dir_mtimes:
                 conn.execute(delete(dirs_t).where(dirs_t.c.domain == domain, dirs_t.c.dir.in_(list(dir_mtimes))))
             if dir_mtimes:
-                conn.execute(insert(dirs_t), [{"domain": domain, "dir": d, "mtime_ns": m} for d, m in dir_mtimes.items()])
+                conn.execute(
+                    insert(dirs_t), [{"domain": domain, "dir": d, "mtime_ns": m} for d, m in dir_mtimes.items()]
+                )
 
     def quick_refresh(self) -> dict:
         """Re-read the files of folders whose mtime changed (one ``stat`` per folder)."""
@@ -312,8 +350,11 @@ class RecallIndex:
         """Notes whose vector is missing or stale for ``model_id`` (id, domain, path, texts)."""
         c = notes_t.c
         q = select(c.id, c.domain, c.path, c.title, c.description, c.tags, c.body, c.embed_text_hash).where(
-            (c.embed_model.is_(None)) | (c.embed_model != model_id) | (c.embed_hash.is_(None)) |
-            (c.embed_hash != c.embed_text_hash))
+            (c.embed_model.is_(None))
+            | (c.embed_model != model_id)
+            | (c.embed_hash.is_(None))
+            | (c.embed_hash != c.embed_text_hash)
+        )
         q = q.where(c.domain.in_(list(domains or self.settings.domains)))
         q = q.order_by(c.id)
         if limit:
@@ -328,8 +369,11 @@ class RecallIndex:
             return
         with self.writer.begin() as conn:
             for nid, h in done:
-                conn.execute(update(notes_t).where(notes_t.c.id == nid, notes_t.c.embed_text_hash == h)
-                             .values(embed_model=model_id, embed_hash=h))
+                conn.execute(
+                    update(notes_t)
+                    .where(notes_t.c.id == nid, notes_t.c.embed_text_hash == h)
+                    .values(embed_model=model_id, embed_hash=h)
+                )
 
     def clear_embeddings(self) -> None:
         with self.writer.begin() as conn:
@@ -342,13 +386,24 @@ class RecallIndex:
             total = conn.execute(select(text("count(*)")).select_from(notes_t).where(c.domain.in_(doms))).scalar_one()
             done = 0
             if model_id:
-                done = conn.execute(select(text("count(*)")).select_from(notes_t).where(
-                    c.domain.in_(doms), c.embed_model == model_id, c.embed_hash == c.embed_text_hash)).scalar_one()
+                done = conn.execute(
+                    select(text("count(*)"))
+                    .select_from(notes_t)
+                    .where(c.domain.in_(doms), c.embed_model == model_id, c.embed_hash == c.embed_text_hash)
+                ).scalar_one()
             newest = conn.execute(select(text("max(mtime_ns)")).select_from(notes_t).where(c.domain.in_(doms))).scalar()
-            other = conn.execute(select(c.embed_model, text("count(*)")).where(
-                c.domain.in_(doms), c.embed_model.isnot(None)).group_by(c.embed_model)).all()
-        return {"notes": int(total), "embedded": int(done), "pending": int(total) - int(done),
-                "newest_mtime_ns": int(newest or 0), "by_model": {m: int(n) for m, n in other}}
+            other = conn.execute(
+                select(c.embed_model, text("count(*)"))
+                .where(c.domain.in_(doms), c.embed_model.isnot(None))
+                .group_by(c.embed_model)
+            ).all()
+        return {
+            "notes": int(total),
+            "embedded": int(done),
+            "pending": int(total) - int(done),
+            "newest_mtime_ns": int(newest or 0),
+            "by_model": {m: int(n) for m, n in other},
+        }
 
     # -- meta ---------------------------------------------------------------------------
     def _set_meta(self, k: str, v: str) -> None:
@@ -366,7 +421,7 @@ class RecallIndex:
         out = {}
         with self.reader.connect() as conn:
             for start in range(0, len(ids), 500):
-                rows = conn.execute(select(notes_t).where(notes_t.c.id.in_(ids[start:start + 500]))).mappings().all()
+                rows = conn.execute(select(notes_t).where(notes_t.c.id.in_(ids[start : start + 500]))).mappings().all()
                 out.update({r["id"]: dict(r) for r in rows})
         return out
 

@@ -78,12 +78,15 @@ def lexical(idx: RecallIndex, terms: list[str], conds: list, n: int) -> dict[int
             # which took 28 s at 10,000 notes.
             w = FTS_WEIGHTS
             bm = literal_column(f"bm25(recall_fts, {w[0]}, {w[1]}, {w[2]}, {w[3]})")
-            q = (select(literal_column("recall_fts.rowid").label("id"), bm.label("s"))
-                 .select_from(text("recall_fts"))
-                 .join(notes_t, notes_t.c.id == literal_column("recall_fts.rowid + 0"))
-                 .where(text("recall_fts MATCH :q").bindparams(q=fts5_query(terms)))
-                 .where(*conds)
-                 .order_by(bm).limit(n))
+            q = (
+                select(literal_column("recall_fts.rowid").label("id"), bm.label("s"))
+                .select_from(text("recall_fts"))
+                .join(notes_t, notes_t.c.id == literal_column("recall_fts.rowid + 0"))
+                .where(text("recall_fts MATCH :q").bindparams(q=fts5_query(terms)))
+                .where(*conds)
+                .order_by(bm)
+                .limit(n)
+            )
             return {int(i): -float(s) for i, s in conn.execute(q).all()}
         tsq = func.to_tsquery("simple", " | ".join(f"{t}:*" for t in terms))
         tsv = literal_column("recall_note.tsv")
@@ -113,11 +116,15 @@ def term_idf(idx: RecallIndex, terms: list[str], conds: list) -> dict[str, float
         out = {}
         for t in terms:
             if idx.dialect == "sqlite":
-                df = conn.execute(text("SELECT count(*) FROM recall_fts WHERE recall_fts MATCH :q"),
-                                  {"q": fts5_query([t])}).scalar_one()
+                df = conn.execute(
+                    text("SELECT count(*) FROM recall_fts WHERE recall_fts MATCH :q"), {"q": fts5_query([t])}
+                ).scalar_one()
             else:
-                df = conn.execute(select(func.count()).select_from(notes_t).where(
-                    literal_column("recall_note.tsv").op("@@")(func.to_tsquery("simple", f"{t}:*")))).scalar_one()
+                df = conn.execute(
+                    select(func.count())
+                    .select_from(notes_t)
+                    .where(literal_column("recall_note.tsv").op("@@")(func.to_tsquery("simple", f"{t}:*")))
+                ).scalar_one()
             out[t] = math.log(1.0 + n / (1.0 + df))
     return out
 
@@ -177,13 +184,15 @@ class Semantic:
             out: dict[int, float] = {}
             for d, ps in by_dom.items():  # (domain, path) is the unique index: one lookup per vector
                 for start in range(0, len(ps), 400):
-                    q = select(c.id, c.path).where(c.domain == d, c.path.in_(ps[start:start + 400]), *conds)
+                    q = select(c.id, c.path).where(c.domain == d, c.path.in_(ps[start : start + 400]), *conds)
                     for i, p in conn.execute(q).all():
                         out[int(i)] = sim_of[vector_id(d, p)]
         return dict(sorted(out.items(), key=lambda kv: -kv[1])[:n])
 
 
-def fuse(lex: dict[int, float], sem: dict[int, float], coverage: dict[int, float], blend: str = "score") -> dict[int, tuple]:
+def fuse(
+    lex: dict[int, float], sem: dict[int, float], coverage: dict[int, float], blend: str = "score"
+) -> dict[int, tuple]:
     """note id -> (relevance, lexical component, semantic component)."""
     out: dict[int, tuple] = {}
     if blend == "rrf":
@@ -238,10 +247,28 @@ def semantic_for(settings, embedder=None) -> Semantic:
     return s
 
 
-def search(settings, query: str = "", *, limit: int = 10, domain=None, type=None, status=None, tags=None,
-           where: dict | None = None, after=None, as_of=None, mode: str = "hybrid", blend: str = "score",
-           salience_weight: float | None = None, retired_weight: float | None = None, refresh: bool = True,
-           background: bool = False, embedder=None, index: RecallIndex | None = None, chain: bool = True) -> dict:
+def search(
+    settings,
+    query: str = "",
+    *,
+    limit: int = 10,
+    domain=None,
+    type=None,
+    status=None,
+    tags=None,
+    where: dict | None = None,
+    after=None,
+    as_of=None,
+    mode: str = "hybrid",
+    blend: str = "score",
+    salience_weight: float | None = None,
+    retired_weight: float | None = None,
+    refresh: bool = True,
+    background: bool = False,
+    embedder=None,
+    index: RecallIndex | None = None,
+    chain: bool = True,
+) -> dict:
     """Search the recall index. Returns ``{"results": [...], "mode", "pending", "notice", "total"}``.
 
     ``refresh``: first re-read folders whose mtime changed (a fresh note is found by text at once).
@@ -313,11 +340,19 @@ def search(settings, query: str = "", *, limit: int = 10, domain=None, type=None
     results = []
     for score, row, a, b in scored:
         snip, line = snippet_and_line(row, obs.get(row["id"], []), terms)
-        hit = {"address": address(row["domain"], row["permalink"]), "domain": row["domain"], "path": row["path"],
-               "title": row["title"], "score": round(float(score), 4), "snippet": snip, "line": line,
-               "status": row["status"] or None, "type": row["type"] or None,
-               "lexical": round(float(a), 4) if a is not None else None,
-               "semantic": round(float(b), 4) if b is not None else None}
+        hit = {
+            "address": address(row["domain"], row["permalink"]),
+            "domain": row["domain"],
+            "path": row["path"],
+            "title": row["title"],
+            "score": round(float(score), 4),
+            "snippet": snip,
+            "line": line,
+            "status": row["status"] or None,
+            "type": row["type"] or None,
+            "lexical": round(float(a), 4) if a is not None else None,
+            "semantic": round(float(b), 4) if b is not None else None,
+        }
         if chain:
             older, newer = supersedes_chain(idx, row)
             hit["supersedes"], hit["superseded_by"] = older, newer
@@ -327,16 +362,27 @@ def search(settings, query: str = "", *, limit: int = 10, domain=None, type=None
         out_mode = "semantic"
     if used == "filter":
         out_mode = "text"
-    return {"results": results, "mode": out_mode, "pending": pending, "notice": notice, "total": total,
-            "query": q}
+    return {"results": results, "mode": out_mode, "pending": pending, "notice": notice, "total": total, "query": q}
 
 
 def _pending_in_scope(idx: RecallIndex, conds: list, model_id: str) -> int:
     c = notes_t.c
     with idx.reader.connect() as conn:
-        return int(conn.execute(select(func.count()).select_from(notes_t).where(
-            *conds, or_(c.embed_model.is_(None), c.embed_model != model_id, c.embed_hash.is_(None),
-                        c.embed_hash != c.embed_text_hash))).scalar_one())
+        return int(
+            conn.execute(
+                select(func.count())
+                .select_from(notes_t)
+                .where(
+                    *conds,
+                    or_(
+                        c.embed_model.is_(None),
+                        c.embed_model != model_id,
+                        c.embed_hash.is_(None),
+                        c.embed_hash != c.embed_text_hash,
+                    ),
+                )
+            ).scalar_one()
+        )
 
 
 def _listing(idx: RecallIndex, conds: list, limit: int, sw: float, rw: float):
@@ -344,10 +390,16 @@ def _listing(idx: RecallIndex, conds: list, limit: int, sw: float, rw: float):
     c = notes_t.c
     with idx.reader.connect() as conn:
         total = int(conn.execute(select(func.count()).select_from(notes_t).where(*conds)).scalar_one())
-        rows = [dict(r) for r in conn.execute(select(notes_t).where(*conds)).mappings().all()] \
-            if total <= 20000 else \
-            [dict(r) for r in conn.execute(select(notes_t).where(*conds).order_by(c.mtime_ns.desc()).limit(20000)).mappings().all()]
+        rows = (
+            [dict(r) for r in conn.execute(select(notes_t).where(*conds)).mappings().all()]
+            if total <= 20000
+            else [
+                dict(r)
+                for r in conn.execute(select(notes_t).where(*conds).order_by(c.mtime_ns.desc()).limit(20000))
+                .mappings()
+                .all()
+            ]
+        )
     scored = [(prior(r, sw, rw), r, None, None) for r in rows]
     scored.sort(key=lambda t: (-t[0], -t[1]["mtime_ns"], t[1]["path"]))
     return scored[:limit], total
-

@@ -50,11 +50,14 @@ def unavailable(settings, folder: str | None, exc: BaseException) -> VectorsUnav
     url = chroma_url(settings)
     why = f"{type(exc).__name__}: {exc}"
     if url:
-        return VectorsUnavailable(f"the Chroma server at {url} cannot be used ({why})",
-                                  hint="start it, or remove [recall] chroma_url (and GEODE_CHROMA_URL) "
-                                       "to keep the vectors in a local folder")
-    return VectorsUnavailable(f"the Chroma folder {folder} cannot be used ({why})",
-                              hint="`geode reindex --wipe` rebuilds the vectors from the notes")
+        return VectorsUnavailable(
+            f"the Chroma server at {url} cannot be used ({why})",
+            hint="start it, or remove [recall] chroma_url (and GEODE_CHROMA_URL) to keep the vectors in a local folder",
+        )
+    return VectorsUnavailable(
+        f"the Chroma folder {folder} cannot be used ({why})",
+        hint="`geode reindex --wipe` rebuilds the vectors from the notes",
+    )
 
 
 def _slug(s: str) -> str:
@@ -133,8 +136,12 @@ def _connect(settings, folder: str | None):
         from urllib.parse import urlparse
 
         u = urlparse(url)
-        return chromadb.HttpClient(host=u.hostname or "localhost", port=u.port or (443 if u.scheme == "https" else 8000),
-                                   ssl=u.scheme == "https", settings=cs)
+        return chromadb.HttpClient(
+            host=u.hostname or "localhost",
+            port=u.port or (443 if u.scheme == "https" else 8000),
+            ssl=u.scheme == "https",
+            settings=cs,
+        )
     return chromadb.PersistentClient(path=folder, settings=cs)
 
 
@@ -183,8 +190,10 @@ class VectorStore:
 
         if self.write:
             self.col = self._client.get_or_create_collection(
-                self.name, embedding_function=None,
-                metadata={"hnsw:space": "cosine", "model": self.model_id, "dim": self.dim})
+                self.name,
+                embedding_function=None,
+                metadata={"hnsw:space": "cosine", "model": self.model_id, "dim": self.dim},
+            )
         else:
             try:
                 self.col = self._client.get_collection(self.name, embedding_function=None)
@@ -206,8 +215,7 @@ class VectorStore:
         for m in metas:
             m.setdefault("model", self.model_id)
             m.setdefault("dim", self.dim)
-        self.col.upsert(ids=[str(i) for i in ids], embeddings=[[float(x) for x in v] for v in vectors],
-                        metadatas=metas)
+        self.col.upsert(ids=[str(i) for i in ids], embeddings=[[float(x) for x in v] for v in vectors], metadatas=metas)
 
     def delete(self, ids: list[str]) -> None:
         assert self.write, "readers never write"
@@ -234,11 +242,12 @@ class VectorStore:
         if not total:
             return []
         try:
-            r = self.col.query(query_embeddings=[[float(x) for x in vec]], n_results=min(n, total),
-                               include=["distances"])
+            r = self.col.query(
+                query_embeddings=[[float(x) for x in vec]], n_results=min(n, total), include=["distances"]
+            )
         except client_errors() as exc:
             raise unavailable(self.settings, self.folder, exc) from exc
-        return [(i, 1.0 - float(d)) for i, d in zip(r["ids"][0], r["distances"][0])]
+        return [(i, 1.0 - float(d)) for i, d in zip(r["ids"][0], r["distances"][0], strict=False)]
 
     def similarities(self, vec, ids: list[str]) -> dict[str, float]:
         """Exact cosine similarity of ``vec`` with the stored vectors of ``ids`` (those present)."""
@@ -250,20 +259,21 @@ class VectorStore:
         q = np.asarray(vec, dtype=np.float32)
         for start in range(0, len(ids), 2000):
             try:
-                got = self.col.get(ids=[str(i) for i in ids[start:start + 2000]], include=["embeddings"])
+                got = self.col.get(ids=[str(i) for i in ids[start : start + 2000]], include=["embeddings"])
             except client_errors() as exc:
                 raise unavailable(self.settings, self.folder, exc) from exc
             if not len(got["ids"]):
                 continue
             m = np.asarray(got["embeddings"], dtype=np.float32)
             sims = m @ q / np.maximum(np.linalg.norm(m, axis=1), 1e-12)
-            out.update({i: float(s) for i, s in zip(got["ids"], sims)})
+            out.update({i: float(s) for i, s in zip(got["ids"], sims, strict=False)})
         return out
 
 
 # -- embedding the pending notes -------------------------------------------------------------------
-def embed_pending(settings, limit: int | None = None, progress=None, embedder=None, wait_s: float = 0.0,
-                  batch: int = 32) -> dict:
+def embed_pending(
+    settings, limit: int | None = None, progress=None, embedder=None, wait_s: float = 0.0, batch: int = 32
+) -> dict:
     """Embed the notes whose vector is missing or stale, as the one writer. What the worker (and
     ``geode reindex``) calls. Returns counts; ``{"locked": True}`` when another writer holds the lock."""
     from geode.recall.embed import get_embedder
@@ -281,27 +291,36 @@ def embed_pending(settings, limit: int | None = None, progress=None, embedder=No
         done = 0
         t0 = time.perf_counter()
         for start in range(0, len(rows), batch):
-            chunk = rows[start:start + batch]
+            chunk = rows[start : start + batch]
             vecs = emb.embed_passages([passage_text_of(r) for r in chunk])
-            vs.upsert([vector_id(r.domain, r.path) for r in chunk], vecs,
-                      [{"domain": r.domain, "path": r.path, "text_hash": r.embed_text_hash} for r in chunk])
+            vs.upsert(
+                [vector_id(r.domain, r.path) for r in chunk],
+                vecs,
+                [{"domain": r.domain, "path": r.path, "text_hash": r.embed_text_hash} for r in chunk],
+            )
             idx.mark_embedded([(r.id, r.embed_text_hash) for r in chunk], emb.model_id)
             done += len(chunk)
             if progress is not None:
                 progress(done, len(rows))
         secs = time.perf_counter() - t0
-        return {"embedded": done, "locked": False, "seconds": round(secs, 3), "model": emb.model_id,
-                "notes_per_s": round(done / secs, 2) if secs > 0 and done else None}
+        return {
+            "embedded": done,
+            "locked": False,
+            "seconds": round(secs, 3),
+            "model": emb.model_id,
+            "notes_per_s": round(done / secs, 2) if secs > 0 and done else None,
+        }
     finally:
         lock.release()
 
 
 def prune(settings, embedder=None) -> int:
     """Delete vectors whose note is gone from the index (writer only). Returns how many."""
+    from sqlalchemy import select
+
     from geode.recall.embed import get_embedder
     from geode.recall.index_tables import notes_t
     from geode.recall.recall_index import RecallIndex
-    from sqlalchemy import select
 
     lock = WriterLock(settings)
     if not lock.acquire(0):
@@ -314,7 +333,7 @@ def prune(settings, embedder=None) -> int:
             live = {vector_id(d, p) for d, p in conn.execute(select(notes_t.c.domain, notes_t.c.path)).all()}
         stale = [i for i in vs.all_ids() if i not in live]
         for start in range(0, len(stale), 5000):
-            vs.delete(stale[start:start + 5000])
+            vs.delete(stale[start : start + 5000])
         return len(stale)
     finally:
         lock.release()
@@ -338,7 +357,11 @@ def rebuild(settings, progress=None, embedder=None, wait_s: float = 600.0) -> di
         live = current_folder(settings)
         for name in os.listdir(settings.index_dir):  # orphans of interrupted rebuilds
             full = os.path.join(settings.index_dir, name)
-            if name.startswith("chroma-") and os.path.isdir(full) and (live is None or os.path.abspath(full) != os.path.abspath(live)):
+            if (
+                name.startswith("chroma-")
+                and os.path.isdir(full)
+                and (live is None or os.path.abspath(full) != os.path.abspath(live))
+            ):
                 shutil.rmtree(full, ignore_errors=True)
         rows = idx.pending("\x00 every note \x00")  # no model matches: every note of the domains
         remote = bool(chroma_url(settings))
@@ -353,10 +376,13 @@ def rebuild(settings, progress=None, embedder=None, wait_s: float = 600.0) -> di
         done = 0
         marks = []
         for start in range(0, len(rows), 32):
-            chunk = rows[start:start + 32]
+            chunk = rows[start : start + 32]
             vecs = emb.embed_passages([passage_text_of(r) for r in chunk])
-            vs.upsert([vector_id(r.domain, r.path) for r in chunk], vecs,
-                      [{"domain": r.domain, "path": r.path, "text_hash": r.embed_text_hash} for r in chunk])
+            vs.upsert(
+                [vector_id(r.domain, r.path) for r in chunk],
+                vecs,
+                [{"domain": r.domain, "path": r.path, "text_hash": r.embed_text_hash} for r in chunk],
+            )
             marks.extend((r.id, r.embed_text_hash) for r in chunk)
             done += len(chunk)
             if progress is not None:
@@ -387,8 +413,14 @@ def spawn_background_embedder(settings) -> bool:
     if settings.one_off_store:
         args += ["--store", next(iter(settings.domains.values()))]
     try:
-        subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                         start_new_session=True, close_fds=True)
+        subprocess.Popen(
+            args,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            close_fds=True,
+        )
     except OSError:
         return False
     return True

@@ -56,8 +56,9 @@ def schedule_config(settings) -> dict:
         raise ScheduleError(f'[upkeep] at = {at!r}: expected "HH:MM" (local time), e.g. "03:00"') from None
     grace_h = up["misfire_grace_hours"]
     if grace_h < 1:
-        raise ScheduleError(f"[upkeep] misfire_grace_hours = {grace_h}: a grace under an hour drops nights; "
-                            "use hours (24 by default)")
+        raise ScheduleError(
+            f"[upkeep] misfire_grace_hours = {grace_h}: a grace under an hour drops nights; use hours (24 by default)"
+        )
     return {"at": at, "hour": hour, "minute": minute, "second": second, "misfire_grace_time": int(grace_h * 3600)}
 
 
@@ -82,10 +83,11 @@ class Lock:
         self.path = path
         self.lock = FileLock(path, record_pid=True)
 
-    def acquire(self) -> "Lock":
+    def acquire(self) -> Lock:
         if not self.lock.acquire(0):
-            raise SchedulerLocked(f"another scheduler (pid {self.lock.holder() or '?'}) holds {self.path}; "
-                                  "one scheduler per store")
+            raise SchedulerLocked(
+                f"another scheduler (pid {self.lock.holder() or '?'}) holds {self.path}; one scheduler per store"
+            )
         return self
 
     def release(self) -> None:
@@ -108,7 +110,8 @@ def night_table():
 
         md = SQLModel.metadata
         _NIGHT = md.tables.get("upkeep_night") or Table(
-            "upkeep_night", md,
+            "upkeep_night",
+            md,
             Column("run_id", String(120), primary_key=True),
             Column("due", Text, nullable=False),
             Column("enqueued_at", Float, nullable=False),
@@ -140,8 +143,9 @@ def fire(home: str | None = None, store: str | None = None, now: float | None = 
     table = night_table()
     try:
         with engine.begin() as conn:
-            conn.execute(table.insert().values(run_id=run_id, due=due.isoformat(), enqueued_at=time.time(),
-                                               pid=str(os.getpid())))
+            conn.execute(
+                table.insert().values(run_id=run_id, due=due.isoformat(), enqueued_at=time.time(), pid=str(os.getpid()))
+            )
     except IntegrityError:
         return None
     try:
@@ -175,12 +179,20 @@ def build_scheduler(settings, background: bool = False):
     engine = _engine(settings)
     defaults = {"coalesce": True, "max_instances": 1, "misfire_grace_time": cfg["misfire_grace_time"]}
     cls = BackgroundScheduler if background else BlockingScheduler
-    sched = cls(jobstores={"default": SQLAlchemyJobStore(engine=engine, tablename="apscheduler_jobs")},
-                job_defaults=defaults)
+    sched = cls(
+        jobstores={"default": SQLAlchemyJobStore(engine=engine, tablename="apscheduler_jobs")}, job_defaults=defaults
+    )
     trigger = CronTrigger(hour=cfg["hour"], minute=cfg["minute"], second=cfg["second"])
     store = settings.domains[settings.default_domain] if settings.one_off_store else None
-    sched.add_job("geode.scheduler.nightly:fire", trigger, id=JOB_ID, name="geode nightly upkeep",
-                  kwargs={"home": settings.home, "store": store}, replace_existing=True, **defaults)
+    sched.add_job(
+        "geode.scheduler.nightly:fire",
+        trigger,
+        id=JOB_ID,
+        name="geode nightly upkeep",
+        kwargs={"home": settings.home, "store": store},
+        replace_existing=True,
+        **defaults,
+    )
     return sched
 
 
@@ -222,9 +234,11 @@ def build_scheduler_keeping_missed(settings, background: bool = False, problems:
     # the table unreadable; the pickled job corrupt, written by a newer APScheduler (ValueError),
     # or naming a function that no longer imports (LookupError)
     except (SQLAlchemyError, pickle.UnpicklingError, EOFError, ValueError, LookupError) as exc:
-        why = (f"missed-night catch-up is off for this start: the stored job {JOB_ID!r} cannot be read "
-               f"({type(exc).__name__}: {exc}); a night missed while the scheduler was down is not run "
-               "now (run `geode upkeep` by hand); later nights run as scheduled")
+        why = (
+            f"missed-night catch-up is off for this start: the stored job {JOB_ID!r} cannot be read "
+            f"({type(exc).__name__}: {exc}); a night missed while the scheduler was down is not run "
+            "now (run `geode upkeep` by hand); later nights run as scheduled"
+        )
         import logging
 
         logging.getLogger(__name__).warning("geode scheduler: %s", why)

@@ -88,11 +88,23 @@ def create_app(settings, *, token: str, bound: str, port: int, who: str) -> Star
     import jinja2
 
     w = Web(settings, who, token, bound, port)
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,
-                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
     env.filters["tojson_attr"] = _dumps
-    env.globals.update(split_rows=diffview.split_rows, note_href=note_href, page_url=_page_url,
-                       version=w.version, who=w.who, csrf=w.csrf, domains=list(settings.domains))
+    env.globals.update(
+        split_rows=diffview.split_rows,
+        note_href=note_href,
+        page_url=_page_url,
+        version=w.version,
+        who=w.who,
+        csrf=w.csrf,
+        domains=list(settings.domains),
+    )
     templates = Jinja2Templates(env=env)
 
     def page(request: Request, name: str, ctx: dict, status: int = 200) -> Response:
@@ -137,8 +149,11 @@ def create_app(settings, *, token: str, bound: str, port: int, who: str) -> Star
             menus = await run_in_threadpool(WQ.choices, w.engine)
         except WQ.QueueError as exc:
             return error_page(request, exc, exc.status)
-        return page(request, "queue.html", {"data": data, "menus": menus, "flt": flt.as_params(),
-                                            "kinds": WQ.Q.KINDS, "statuses": WQ.Q.STATUSES})
+        return page(
+            request,
+            "queue.html",
+            {"data": data, "menus": menus, "flt": flt.as_params(), "kinds": WQ.Q.KINDS, "statuses": WQ.Q.STATUSES},
+        )
 
     async def proposal_page(request: Request):
         pid = request.path_params["pid"]
@@ -152,25 +167,39 @@ def create_app(settings, *, token: str, bound: str, port: int, who: str) -> Star
         qp = request.query_params
         try:
             pid = qp.get("proposal")
-            data = await run_in_threadpool(WQ.history, w.engine, _int(qp.get("page"), "page", 1), WQ.PER_PAGE,
-                                           _int(pid, "proposal", 0) or None, qp.get("who") or None)
+            data = await run_in_threadpool(
+                WQ.history,
+                w.engine,
+                _int(qp.get("page"), "page", 1),
+                WQ.PER_PAGE,
+                _int(pid, "proposal", 0) or None,
+                qp.get("who") or None,
+            )
         except WQ.QueueError as exc:
             return error_page(request, exc, exc.status)
         return page(request, "history.html", {"data": data, "params": dict(qp)})
 
     async def store_page(request: Request):
         qp = request.query_params
-        searching = any(qp.get(k) for k in ("q", "domain", "type", "status", "tag", "where", "filter", "after", "as_of"))
+        searching = any(
+            qp.get(k) for k in ("q", "domain", "type", "status", "tag", "where", "filter", "after", "as_of")
+        )
         try:
             res = await run_in_threadpool(w.store.search, qp) if searching else None
             facets = res["facets"] if res else await run_in_threadpool(w.store.facets, {})
             recent = await run_in_threadpool(w.store.recent, qp.get("period") or "week", None, 15)
         except StoreError as exc:
             return error_page(request, exc, exc.status)
-        params = {k: qp.getlist(k) if k in ("tag", "where", "domain", "type", "status") else v
-                  for k, v in qp.items() if k != "page"}
-        return page(request, "store.html", {"res": res, "facets": facets, "recent": recent, "params": params,
-                                            "q": qp.get("q") or ""})
+        params = {
+            k: qp.getlist(k) if k in ("tag", "where", "domain", "type", "status") else v
+            for k, v in qp.items()
+            if k != "page"
+        }
+        return page(
+            request,
+            "store.html",
+            {"res": res, "facets": facets, "recent": recent, "params": params, "q": qp.get("q") or ""},
+        )
 
     async def note_page(request: Request):
         a = request.query_params.get("a") or ""
@@ -189,8 +218,13 @@ def create_app(settings, *, token: str, bound: str, port: int, who: str) -> Star
         qp = request.query_params
         try:
             flt = WQ.QueueFilter.from_params(qp)
-            data = await run_in_threadpool(WQ.page_of, w.engine, flt, _int(qp.get("page"), "page", 1),
-                                           _int(qp.get("per_page"), "per_page", WQ.PER_PAGE))
+            data = await run_in_threadpool(
+                WQ.page_of,
+                w.engine,
+                flt,
+                _int(qp.get("page"), "page", 1),
+                _int(qp.get("per_page"), "per_page", WQ.PER_PAGE),
+            )
         except WQ.QueueError as exc:
             return error_json(exc, exc.status)
         return JSON(data)
@@ -223,7 +257,9 @@ def create_app(settings, *, token: str, bound: str, port: int, who: str) -> Star
         try:
             flt = WQ.QueueFilter.from_params(qp)
             if flt.empty():
-                raise WQ.QueueError("a bulk action needs at least one filter (agent, kind, domain, status, path or night)")
+                raise WQ.QueueError(
+                    "a bulk action needs at least one filter (agent, kind, domain, status, path or night)"
+                )
             data = await run_in_threadpool(WQ.bulk_preview, w.settings, w.engine, qp.get("action") or "", flt)
         except WQ.QueueError as exc:
             return error_json(exc, exc.status)
@@ -240,8 +276,9 @@ def create_app(settings, *, token: str, bound: str, port: int, who: str) -> Star
             if not isinstance(filt, dict):
                 raise WQ.QueueError("filter must be an object")
             flt = WQ.QueueFilter.from_params(filt)
-            r = await run_in_threadpool(_bulk, str(body.get("action") or ""), flt, body.get("ids"),
-                                        str(body.get("reason") or ""))
+            r = await run_in_threadpool(
+                _bulk, str(body.get("action") or ""), flt, body.get("ids"), str(body.get("reason") or "")
+            )
         except WQ.QueueError as exc:
             return error_json(exc, exc.status, exc.extra)
         return JSON(r)
@@ -249,9 +286,14 @@ def create_app(settings, *, token: str, bound: str, port: int, who: str) -> Star
     async def api_actions(request: Request):
         qp = request.query_params
         try:
-            data = await run_in_threadpool(WQ.history, w.engine, _int(qp.get("page"), "page", 1),
-                                           _int(qp.get("per_page"), "per_page", WQ.PER_PAGE),
-                                           _int(qp.get("proposal"), "proposal", 0) or None, qp.get("who") or None)
+            data = await run_in_threadpool(
+                WQ.history,
+                w.engine,
+                _int(qp.get("page"), "page", 1),
+                _int(qp.get("per_page"), "per_page", WQ.PER_PAGE),
+                _int(qp.get("proposal"), "proposal", 0) or None,
+                qp.get("who") or None,
+            )
         except WQ.QueueError as exc:
             return error_json(exc, exc.status)
         return JSON(data)
@@ -283,8 +325,9 @@ def create_app(settings, *, token: str, bound: str, port: int, who: str) -> Star
         qp = request.query_params
         try:
             limit = max(1, min(_int(qp.get("limit"), "limit", 50), 1000))
-            return JSON(await run_in_threadpool(w.store.recent, qp.get("period") or "week", qp.get("domain") or None,
-                                                limit))
+            return JSON(
+                await run_in_threadpool(w.store.recent, qp.get("period") or "week", qp.get("domain") or None, limit)
+            )
         except (StoreError, WQ.QueueError) as exc:
             return error_json(exc, exc.status)
 
@@ -292,9 +335,19 @@ def create_app(settings, *, token: str, bound: str, port: int, who: str) -> Star
     async def api_status(request: Request):
         counts = await run_in_threadpool(w.store.counts)
         queue = await run_in_threadpool(WQ.counts_by_status, w.engine)
-        return JSON({"version": w.version, "who": w.who, "home": w.settings.home, "domains": w.settings.domains,
-                     "default_domain": w.settings.default_domain, "bound": {"host": w.bound, "port": w.port},
-                     "notes": counts, "proposals": queue, "reconciled_at_start": w.reconciled})
+        return JSON(
+            {
+                "version": w.version,
+                "who": w.who,
+                "home": w.settings.home,
+                "domains": w.settings.domains,
+                "default_domain": w.settings.default_domain,
+                "bound": {"host": w.bound, "port": w.port},
+                "notes": counts,
+                "proposals": queue,
+                "reconciled_at_start": w.reconciled,
+            }
+        )
 
     async def api_nights(request: Request):
         try:

@@ -23,11 +23,15 @@ PORT_TRIES = 20
 def register(sub, common) -> None:
     s = sub.add_parser("web", parents=[common], help="the approval queue, the store and health in a local browser page")
     s.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
-    s.add_argument("--port", type=int, default=None,
-                   help=f"port (default {DEFAULT_PORT}, or the next free one; 0: any free port)")
+    s.add_argument(
+        "--port", type=int, default=None, help=f"port (default {DEFAULT_PORT}, or the next free one; 0: any free port)"
+    )
     s.add_argument("--no-open", action="store_true", help="print the URL, do not open a browser")
-    s.add_argument("--allow-remote", action="store_true",
-                   help="allow binding a non-loopback address (the token alone then guards the queue; plain HTTP)")
+    s.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="allow binding a non-loopback address (the token alone then guards the queue; plain HTTP)",
+    )
     s.add_argument("--who", help="who decides (default: [web] who in geode.toml, else the OS user)")
     s.set_defaults(func=cmd_web)
 
@@ -74,8 +78,11 @@ def cmd_web(args) -> int:
     host = args.host.strip()
     wildcard = host in ("0.0.0.0", "::")
     if not is_loopback(host) and not args.allow_remote:
-        raise CLIError(f"--host {host} is not a loopback address: anyone who can reach it could try the page. "
-                       "Pass --allow-remote as well if that is what you want", 2)
+        raise CLIError(
+            f"--host {host} is not a loopback address: anyone who can reach it could try the page. "
+            "Pass --allow-remote as well if that is what you want",
+            2,
+        )
     settings = settings_of(args)
     sock = _bind(host, args.port)
     port = sock.getsockname()[1]
@@ -86,12 +93,16 @@ def cmd_web(args) -> int:
 
     from geode.web.app import create_app
 
-    app = create_app(settings, token=token, bound=host if not wildcard else host, port=port,
-                     who=who_of(settings, args.who))
+    app = create_app(
+        settings, token=token, bound=host if not wildcard else host, port=port, who=who_of(settings, args.who)
+    )
     url = url_for(host, port, token)
     if not is_loopback(host):
-        print(f"warning: serving on {host}:{port}, reachable from other machines, over plain HTTP; "
-              "the token is all that guards the approval queue", file=sys.stderr)
+        print(
+            f"warning: serving on {host}:{port}, reachable from other machines, over plain HTTP; "
+            "the token is all that guards the approval queue",
+            file=sys.stderr,
+        )
     print(f"geode web: serving {', '.join(settings.domains)} on {url}", flush=True)
     if not args.no_open:
         import webbrowser
@@ -100,8 +111,9 @@ def cmd_web(args) -> int:
             webbrowser.open(url)
         except (OSError, webbrowser.Error) as exc:  # no browser here: the printed URL is enough
             print(f"geode web: could not open a browser ({exc}); open the URL above", file=sys.stderr)
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
-                            server_header=False, date_header=False)
+    config = uvicorn.Config(
+        app, log_level="warning", access_log=False, lifespan="off", server_header=False, date_header=False
+    )
     server = uvicorn.Server(config)
     try:
         server.run(sockets=[sock])

@@ -132,8 +132,16 @@ def hunks(before: bytes | None, after: bytes | None, context: int = CONTEXT) -> 
 
 
 def _file(path: str, old_path: str | None, op: str, before: bytes | None, after: bytes | None) -> dict:
-    f = {"path": path, "old_path": old_path, "op": op, "binary": False, "added": 0, "removed": 0,
-         "truncated": False, "hunks": []}
+    f = {
+        "path": path,
+        "old_path": old_path,
+        "op": op,
+        "binary": False,
+        "added": 0,
+        "removed": 0,
+        "truncated": False,
+        "hunks": [],
+    }
     if _is_binary(before) or _is_binary(after):
         f["binary"] = True
         return f

@@ -27,13 +27,28 @@ def nights(engine, limit: int = 7) -> list[dict]:
         if n is None:
             if len(out) >= limit:
                 continue
-            n = by_id[r["run_id"]] = {"run_id": r["run_id"], "label": night_label(r["run_id"], r["started_at"]),
-                                      "started_at": iso(r["started_at"]), "agents": [], "status": "ok"}
+            n = by_id[r["run_id"]] = {
+                "run_id": r["run_id"],
+                "label": night_label(r["run_id"], r["started_at"]),
+                "started_at": iso(r["started_at"]),
+                "agents": [],
+                "status": "ok",
+            }
             out.append(n)
-        n["agents"].append({"agent": r["agent"], "status": r["status"], "message": r["message"],
-                            "examined": r["examined"], "findings": r["findings"], "proposals": r["proposals"],
-                            "attempts": r["attempts"], "trigger": r["trigger"],
-                            "started_at": iso(r["started_at"]), "finished_at": iso(r["finished_at"] or None)})
+        n["agents"].append(
+            {
+                "agent": r["agent"],
+                "status": r["status"],
+                "message": r["message"],
+                "examined": r["examined"],
+                "findings": r["findings"],
+                "proposals": r["proposals"],
+                "attempts": r["attempts"],
+                "trigger": r["trigger"],
+                "started_at": iso(r["started_at"]),
+                "finished_at": iso(r["finished_at"] or None),
+            }
+        )
         if r["status"] == contract.FAILED:
             n["status"] = "failed"
         elif r["status"] not in contract.FINAL_STATUSES and n["status"] != "failed":

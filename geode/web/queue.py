@@ -19,7 +19,8 @@ from dataclasses import asdict, dataclass
 from sqlalchemy import exists, func, select
 
 from geode.agents import apply as A
-from geode.agents import contract, proposals as Q, safepath
+from geode.agents import contract, safepath
+from geode.agents import proposals as Q
 from geode.delivery.errors import GeodeError
 from geode.delivery.models import LedgerEvent
 from geode.web import diffview
@@ -71,7 +72,7 @@ class QueueFilter:
     FIELDS = ("agent", "kind", "domain", "status", "path", "night")
 
     @classmethod
-    def from_params(cls, params) -> "QueueFilter":
+    def from_params(cls, params) -> QueueFilter:
         values = {}
         for name in cls.FIELDS:
             v = params.get(name)
@@ -97,8 +98,13 @@ class QueueFilter:
     def conditions(self) -> list:
         P, C = Q.P, Q.C
         out = []
-        for col, value in ((P.c.agent, self.agent), (P.c.kind, self.kind), (P.c.domain, self.domain),
-                           (P.c.status, self.status), (P.c.run_id, self.night)):
+        for col, value in (
+            (P.c.agent, self.agent),
+            (P.c.kind, self.kind),
+            (P.c.domain, self.domain),
+            (P.c.status, self.status),
+            (P.c.run_id, self.night),
+        ):
             if value:
                 out.append(col == value)
         if self.path:
@@ -110,23 +116,33 @@ class QueueFilter:
 def iso(ts: float | None) -> str | None:
     if ts is None:
         return None
-    return dt.datetime.fromtimestamp(ts, dt.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return dt.datetime.fromtimestamp(ts, dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def night_label(run_id: str, first_ts: float | None) -> str:
     """``night-2026-05-01`` reads "night of 2026-05-01"; any other run id keeps its name and date."""
     if run_id.startswith("night-"):
-        return f"night of {run_id[len('night-'):]}"
+        return f"night of {run_id[len('night-') :]}"
     when = dt.datetime.fromtimestamp(first_ts).strftime("%Y-%m-%d %H:%M") if first_ts else ""
     return f"run {run_id}" + (f" ({when})" if when else "")
 
 
 # -- a page of the queue ----------------------------------------------------------------------
 def _summary(row, paths: list[str]) -> dict:
-    return {"id": row["id"], "agent": row["agent"], "kind": row["kind"], "domain": row["domain"],
-            "title": row["title"], "status": row["status"], "paths": paths, "run_id": row["run_id"],
-            "key": row["key"], "created_at": iso(row["created_at"]), "updated_at": iso(row["updated_at"]),
-            "message": row["message"]}
+    return {
+        "id": row["id"],
+        "agent": row["agent"],
+        "kind": row["kind"],
+        "domain": row["domain"],
+        "title": row["title"],
+        "status": row["status"],
+        "paths": paths,
+        "run_id": row["run_id"],
+        "key": row["key"],
+        "created_at": iso(row["created_at"]),
+        "updated_at": iso(row["updated_at"]),
+        "message": row["message"],
+    }
 
 
 def page_of(engine, flt: QueueFilter, page: int = 1, per_page: int = PER_PAGE) -> dict:
@@ -141,22 +157,31 @@ def page_of(engine, flt: QueueFilter, page: int = 1, per_page: int = PER_PAGE) -
         total = int(conn.execute(select(func.count()).select_from(P).where(*conds)).scalar_one())
         pages = max(1, -(-total // per_page))
         page = max(1, min(int(page), pages))
-        stmt = (select(P, runs.c.first).join(runs, runs.c.rid == P.c.run_id).where(*conds)
-                .order_by(runs.c.first.desc(), P.c.run_id.desc(), P.c.agent, P.c.id)
-                .limit(per_page).offset((page - 1) * per_page))
+        stmt = (
+            select(P, runs.c.first)
+            .join(runs, runs.c.rid == P.c.run_id)
+            .where(*conds)
+            .order_by(runs.c.first.desc(), P.c.run_id.desc(), P.c.agent, P.c.id)
+            .limit(per_page)
+            .offset((page - 1) * per_page)
+        )
         rows = conn.execute(stmt).mappings().all()
         ids = [r["id"] for r in rows]
         paths: dict[int, list[str]] = {}
         if ids:
-            for pid, path in conn.execute(select(C.c.proposal_id, C.c.path).where(C.c.proposal_id.in_(ids))
-                                          .order_by(C.c.proposal_id, C.c.seq)):
+            for pid, path in conn.execute(
+                select(C.c.proposal_id, C.c.path).where(C.c.proposal_id.in_(ids)).order_by(C.c.proposal_id, C.c.seq)
+            ):
                 paths.setdefault(pid, []).append(path)
         keys = sorted({(r["run_id"], r["agent"]) for r in rows})
         counts: dict[tuple, dict] = {}
         if keys:
             run_ids = sorted({k[0] for k in keys})
-            q = (select(P.c.run_id, P.c.agent, P.c.status, func.count()).where(*conds, P.c.run_id.in_(run_ids))
-                 .group_by(P.c.run_id, P.c.agent, P.c.status))
+            q = (
+                select(P.c.run_id, P.c.agent, P.c.status, func.count())
+                .where(*conds, P.c.run_id.in_(run_ids))
+                .group_by(P.c.run_id, P.c.agent, P.c.status)
+            )
             for rid, agent, status, n in conn.execute(q):
                 if (rid, agent) in keys:
                     counts.setdefault((rid, agent), {})[status] = int(n)
@@ -165,11 +190,26 @@ def page_of(engine, flt: QueueFilter, page: int = 1, per_page: int = PER_PAGE) -
         key = (r["run_id"], r["agent"])
         if not groups or (groups[-1]["run_id"], groups[-1]["agent"]) != key:
             by_status = counts.get(key, {})
-            groups.append({"run_id": r["run_id"], "night": night_label(r["run_id"], r["first"]), "agent": r["agent"],
-                           "total": sum(by_status.values()), "by_status": by_status, "proposals": []})
+            groups.append(
+                {
+                    "run_id": r["run_id"],
+                    "night": night_label(r["run_id"], r["first"]),
+                    "agent": r["agent"],
+                    "total": sum(by_status.values()),
+                    "by_status": by_status,
+                    "proposals": [],
+                }
+            )
         groups[-1]["proposals"].append(_summary(r, paths.get(r["id"], [])))
-    return {"proposals": [p for g in groups for p in g["proposals"]], "groups": groups, "total": total,
-            "page": page, "pages": pages, "per_page": per_page, "filter": flt.as_params()}
+    return {
+        "proposals": [p for g in groups for p in g["proposals"]],
+        "groups": groups,
+        "total": total,
+        "page": page,
+        "pages": pages,
+        "per_page": per_page,
+        "filter": flt.as_params(),
+    }
 
 
 def choices(engine) -> dict:
@@ -179,10 +219,16 @@ def choices(engine) -> dict:
     out: dict = {}
     with engine.connect() as conn:
         for name, col in (("agent", P.c.agent), ("kind", P.c.kind), ("domain", P.c.domain), ("status", P.c.status)):
-            out[name] = [{"value": v, "count": int(n)} for v, n in
-                         conn.execute(select(col, func.count()).group_by(col).order_by(col))]
-        nights = conn.execute(select(P.c.run_id, func.min(P.c.created_at), func.count()).group_by(P.c.run_id)
-                              .order_by(func.min(P.c.created_at).desc()).limit(60)).all()
+            out[name] = [
+                {"value": v, "count": int(n)}
+                for v, n in conn.execute(select(col, func.count()).group_by(col).order_by(col))
+            ]
+        nights = conn.execute(
+            select(P.c.run_id, func.min(P.c.created_at), func.count())
+            .group_by(P.c.run_id)
+            .order_by(func.min(P.c.created_at).desc())
+            .limit(60)
+        ).all()
     out["night"] = [{"value": rid, "label": night_label(rid, first), "count": int(n)} for rid, first, n in nights]
     return out
 
@@ -195,10 +241,22 @@ def _findings(engine, ids: list[int]) -> dict[int, dict]:
     _run, finding = contract.tables()
     with engine.connect() as conn:
         rows = conn.execute(select(finding).where(finding.c.id.in_(ids))).mappings().all()
-    return {r["id"]: {"id": r["id"], "run_id": r["run_id"], "agent": r["agent"], "kind": r["kind"],
-                      "domain": r["domain"], "path": r["path"], "line": r["line"], "target": r["target"],
-                      "message": r["message"], "suggestion": r["suggestion"], "severity": r["severity"]}
-            for r in rows}
+    return {
+        r["id"]: {
+            "id": r["id"],
+            "run_id": r["run_id"],
+            "agent": r["agent"],
+            "kind": r["kind"],
+            "domain": r["domain"],
+            "path": r["path"],
+            "line": r["line"],
+            "target": r["target"],
+            "message": r["message"],
+            "suggestion": r["suggestion"],
+            "severity": r["severity"],
+        }
+        for r in rows
+    }
 
 
 def _ledger_rows(engine, ids: list[int]) -> dict[int, dict]:
@@ -207,10 +265,23 @@ def _ledger_rows(engine, ids: list[int]) -> dict[int, dict]:
     t = LedgerEvent.__table__
     with engine.connect() as conn:
         rows = conn.execute(select(t).where(t.c.id.in_(ids))).mappings().all()
-    return {r["id"]: {"id": r["id"], "ts": iso(r["ts"]), "kind": r["kind"], "session": r["session"],
-                      "domain": r["domain"], "crystal_id": r["crystal_id"], "path": r["path"],
-                      "action": r["action"], "channel": r["channel"], "term": r["term"], "agent": r["agent"],
-                      "detail": r["detail"][:500]} for r in rows}
+    return {
+        r["id"]: {
+            "id": r["id"],
+            "ts": iso(r["ts"]),
+            "kind": r["kind"],
+            "session": r["session"],
+            "domain": r["domain"],
+            "crystal_id": r["crystal_id"],
+            "path": r["path"],
+            "action": r["action"],
+            "channel": r["channel"],
+            "term": r["term"],
+            "agent": r["agent"],
+            "detail": r["detail"][:500],
+        }
+        for r in rows
+    }
 
 
 def note_address(domain: str, path: str) -> str | None:
@@ -232,13 +303,27 @@ def evidence_of(engine, items: list, default_domain: str) -> list[dict]:
             continue
         if "finding" in e:
             f = findings.get(int(e["finding"])) if str(e["finding"]).isdigit() else None
-            out.append({"type": "finding", "id": e["finding"], "row": f, "missing": f is None,
-                        "address": note_address(f["domain"] or default_domain, f["path"]) if f else None})
+            out.append(
+                {
+                    "type": "finding",
+                    "id": e["finding"],
+                    "row": f,
+                    "missing": f is None,
+                    "address": note_address(f["domain"] or default_domain, f["path"]) if f else None,
+                }
+            )
         elif "ledger_event" in e:
             r = ledger.get(int(e["ledger_event"])) if str(e["ledger_event"]).isdigit() else None
             dom = (r["domain"] or (r["crystal_id"].split(":", 1)[0] if ":" in r["crystal_id"] else "")) if r else ""
-            out.append({"type": "ledger_event", "id": e["ledger_event"], "row": r, "missing": r is None,
-                        "address": note_address(dom or default_domain, r["path"]) if r else None})
+            out.append(
+                {
+                    "type": "ledger_event",
+                    "id": e["ledger_event"],
+                    "row": r,
+                    "missing": r is None,
+                    "address": note_address(dom or default_domain, r["path"]) if r else None,
+                }
+            )
     return out
 
 
@@ -281,8 +366,11 @@ def check(settings, row, changes) -> dict:
     if unsafe:
         return {"would": "failed", "message": "; ".join(unsafe), "stale": []}
     if undoing:
-        return ({"would": "changed-after-apply", "message": "changed after the apply: " + ", ".join(stale),
-                 "stale": stale} if stale else {"would": "undo", "message": "undo would restore the files", "stale": []})
+        return (
+            {"would": "changed-after-apply", "message": "changed after the apply: " + ", ".join(stale), "stale": stale}
+            if stale
+            else {"would": "undo", "message": "undo would restore the files", "stale": []}
+        )
     if stale:
         return {"would": "conflict", "message": "changed since proposed: " + ", ".join(stale), "stale": stale}
     return {"would": "apply", "message": "every file is as the proposal expects", "stale": []}
@@ -316,8 +404,15 @@ def bulk_targets(engine, action: str, flt: QueueFilter) -> list[dict]:
         return []
     order = P.c.id.desc() if action == "undo" else P.c.id
     with engine.connect() as conn:
-        rows = conn.execute(select(P.c.id, P.c.title, P.c.agent, P.c.kind, P.c.status, P.c.domain)
-                            .where(*flt.conditions(), P.c.status.in_(statuses)).order_by(order)).mappings().all()
+        rows = (
+            conn.execute(
+                select(P.c.id, P.c.title, P.c.agent, P.c.kind, P.c.status, P.c.domain)
+                .where(*flt.conditions(), P.c.status.in_(statuses))
+                .order_by(order)
+            )
+            .mappings()
+            .all()
+        )
     return [dict(r) for r in rows]
 
 
@@ -336,8 +431,15 @@ def bulk_preview(settings, engine, action: str, flt: QueueFilter) -> dict:
             would = check(settings, row, changes)["would"]
         tally[would] = tally.get(would, 0) + 1
         named.append(dict(t, would=would))
-    return {"action": action, "filter": flt.as_params(), "count": len(targets), "ids": [t["id"] for t in targets],
-            "named": named, "checked": len(named), "would": tally}
+    return {
+        "action": action,
+        "filter": flt.as_params(),
+        "count": len(targets),
+        "ids": [t["id"] for t in targets],
+        "named": named,
+        "checked": len(named),
+        "would": tally,
+    }
 
 
 def bulk_decide(settings, engine, action: str, flt: QueueFilter, ids: list[int], who: str, reason: str = "") -> dict:
@@ -350,11 +452,19 @@ def bulk_decide(settings, engine, action: str, flt: QueueFilter, ids: list[int],
         raise QueueError("a bulk action needs at least one filter (agent, kind, domain, status, path or night)")
     targets = [t["id"] for t in bulk_targets(engine, action, flt)]
     if sorted(targets) != sorted(ids):
-        raise QueueError("the queue changed since the preview; look at the new preview and confirm again", 409,
-                         {"preview": bulk_preview(settings, engine, action, flt)})
+        raise QueueError(
+            "the queue changed since the preview; look at the new preview and confirm again",
+            409,
+            {"preview": bulk_preview(settings, engine, action, flt)},
+        )
     results = [decide(settings, engine, i, action, who, reason) for i in targets]
-    return {"action": action, "filter": flt.as_params(), "results": results,
-            "ok": sum(1 for r in results if r["ok"]), "not_done": sum(1 for r in results if not r["ok"])}
+    return {
+        "action": action,
+        "filter": flt.as_params(),
+        "results": results,
+        "ok": sum(1 for r in results if r["ok"]),
+        "not_done": sum(1 for r in results if not r["ok"]),
+    }
 
 
 # -- refresh a conflicted proposal ---------------------------------------------------------------
@@ -363,19 +473,18 @@ def _merge(base: bytes, ours: bytes, theirs: bytes) -> bytes | None:
     theirs) made over the file as it is now (ours); None when the two touch the same lines."""
     import merge3
 
-    m = merge3.Merge3(base.splitlines(keepends=True), ours.splitlines(keepends=True),
-                      theirs.splitlines(keepends=True))
+    m = merge3.Merge3(base.splitlines(keepends=True), ours.splitlines(keepends=True), theirs.splitlines(keepends=True))
     out = []
     for region in m.merge_regions():
         kind = region[0]
         if kind == "conflict":
             return None
         if kind == "unchanged":
-            out.extend(m.base[region[1]:region[2]])
+            out.extend(m.base[region[1] : region[2]])
         elif kind in ("a", "same"):
-            out.extend(m.a[region[1]:region[2]])
+            out.extend(m.a[region[1] : region[2]])
         elif kind == "b":
-            out.extend(m.b[region[1]:region[2]])
+            out.extend(m.b[region[1] : region[2]])
     return b"".join(out)
 
 
@@ -444,13 +553,23 @@ def refresh(settings, engine, proposal_id: int, who: str) -> dict:
         raise QueueError(f"proposal {proposal_id} cannot be refreshed: " + "; ".join(problems), 409)
     A_ = Q.A
     with engine.connect() as conn:
-        n = int(conn.execute(select(func.count()).select_from(A_).where(
-            A_.c.proposal_id == proposal_id, A_.c.action == "refresh")).scalar_one())
+        n = int(
+            conn.execute(
+                select(func.count()).select_from(A_).where(A_.c.proposal_id == proposal_id, A_.c.action == "refresh")
+            ).scalar_one()
+        )
     draft = Q.ProposalDraft(
-        agent=row["agent"], kind=row["kind"], domain=row["domain"], title=row["title"],
-        rationale=(row["rationale"] or "") + f"\n\n(Refreshed from proposal #{proposal_id} over the files as they are now.)",
-        evidence=json.loads(row["evidence"] or "[]"), changes=new, run_id=row["run_id"],
-        key=(row["key"][:200] + f"~refresh-{proposal_id}-{n + 1}"))
+        agent=row["agent"],
+        kind=row["kind"],
+        domain=row["domain"],
+        title=row["title"],
+        rationale=(row["rationale"] or "")
+        + f"\n\n(Refreshed from proposal #{proposal_id} over the files as they are now.)",
+        evidence=json.loads(row["evidence"] or "[]"),
+        changes=new,
+        run_id=row["run_id"],
+        key=(row["key"][:200] + f"~refresh-{proposal_id}-{n + 1}"),
+    )
     try:
         new_id = Q.file_proposal(settings, engine, draft)
     except Q.ProposalError as exc:
@@ -461,13 +580,21 @@ def refresh(settings, engine, proposal_id: int, who: str) -> dict:
         Q.record(conn, proposal_id, "refresh", "refreshed", who, {"new": new_id})
         Q.record(conn, new_id, "refresh", "filed", who, {"from": proposal_id})
     rej = Q.reject(settings, engine, proposal_id, who, f"superseded by refreshed proposal #{new_id}")
-    return {"id": proposal_id, "action": "refresh", "ok": True, "new_id": new_id, "status": rej["status"],
-            "message": f"refreshed as proposal #{new_id}", "files": [{"path": c.path} for c in new]}
+    return {
+        "id": proposal_id,
+        "action": "refresh",
+        "ok": True,
+        "new_id": new_id,
+        "status": rej["status"],
+        "message": f"refreshed as proposal #{new_id}",
+        "files": [{"path": c.path} for c in new],
+    }
 
 
 # -- history ---------------------------------------------------------------------------------------
-def history(engine, page: int = 1, per_page: int = PER_PAGE, proposal_id: int | None = None,
-            who: str | None = None) -> dict:
+def history(
+    engine, page: int = 1, per_page: int = PER_PAGE, proposal_id: int | None = None, who: str | None = None
+) -> dict:
     """Every action on the queue (filed, approve, reject, undo, reconcile, refresh), newest first."""
     Q.ensure_tables(engine)
     A_, P = Q.A, Q.P
@@ -481,12 +608,33 @@ def history(engine, page: int = 1, per_page: int = PER_PAGE, proposal_id: int | 
         total = int(conn.execute(select(func.count()).select_from(A_).where(*conds)).scalar_one())
         pages = max(1, -(-total // per_page))
         page = max(1, min(int(page), pages))
-        rows = conn.execute(select(A_, P.c.title, P.c.agent, P.c.kind).join(P, P.c.id == A_.c.proposal_id)
-                            .where(*conds).order_by(A_.c.id.desc()).limit(per_page)
-                            .offset((page - 1) * per_page)).mappings().all()
-    actions = [{"id": r["id"], "proposal_id": r["proposal_id"], "title": r["title"], "agent": r["agent"],
-                "kind": r["kind"], "action": r["action"], "outcome": r["outcome"], "who": r["who"],
-                "at": iso(r["at"]), "detail": _json(r["detail"])} for r in rows]
+        rows = (
+            conn.execute(
+                select(A_, P.c.title, P.c.agent, P.c.kind)
+                .join(P, P.c.id == A_.c.proposal_id)
+                .where(*conds)
+                .order_by(A_.c.id.desc())
+                .limit(per_page)
+                .offset((page - 1) * per_page)
+            )
+            .mappings()
+            .all()
+        )
+    actions = [
+        {
+            "id": r["id"],
+            "proposal_id": r["proposal_id"],
+            "title": r["title"],
+            "agent": r["agent"],
+            "kind": r["kind"],
+            "action": r["action"],
+            "outcome": r["outcome"],
+            "who": r["who"],
+            "at": iso(r["at"]),
+            "detail": _json(r["detail"]),
+        }
+        for r in rows
+    ]
     return {"actions": actions, "total": total, "page": page, "pages": pages, "per_page": per_page}
 
 
@@ -505,5 +653,17 @@ def counts_by_status(engine) -> dict:
         return {s: int(n) for s, n in conn.execute(select(Q.P.c.status, func.count()).group_by(Q.P.c.status))}
 
 
-__all__ = ["QueueFilter", "QueueError", "page_of", "detail", "decide", "bulk_preview", "bulk_decide", "refresh",
-           "history", "who_of", "choices", "counts_by_status"]
+__all__ = [
+    "QueueFilter",
+    "QueueError",
+    "page_of",
+    "detail",
+    "decide",
+    "bulk_preview",
+    "bulk_decide",
+    "refresh",
+    "history",
+    "who_of",
+    "choices",
+    "counts_by_status",
+]

@@ -50,7 +50,7 @@ def _wikilink_rule(state, silent: bool) -> bool:
 
 
 def _escape(s: str) -> str:
-    return (s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;"))
+    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
 
 
 class NoteRenderer:
@@ -85,8 +85,10 @@ class NoteRenderer:
             return f'<a class="link resolved" href="#{_escape(quote(anchor))}">{_escape(label)}</a>'
         _known, addr = self._lookup(target)
         if addr:
-            return (f'<a class="link resolved" href="{_escape(note_href(addr))}" title="{_escape(addr)}">'
-                    f"{_escape(label)}</a>")
+            return (
+                f'<a class="link resolved" href="{_escape(note_href(addr))}" title="{_escape(addr)}">'
+                f"{_escape(label)}</a>"
+            )
         return f'<span class="link unresolved" title="unresolved: {_escape(target)}">{_escape(label)}</span>'
 
     def _render_link_open(self, tokens, idx, options, env) -> str:
@@ -130,6 +132,6 @@ def render_body(body: str, links: list[dict]) -> dict:
     rest = body
     i, j = body.find(ESSENCE_OPEN), body.find(ESSENCE_CLOSE)
     if i != -1 and j > i:
-        essence = r.render(body[i + len(ESSENCE_OPEN):j])
-        rest = body[:i] + body[j + len(ESSENCE_CLOSE):]
+        essence = r.render(body[i + len(ESSENCE_OPEN) : j])
+        rest = body[:i] + body[j + len(ESSENCE_CLOSE) :]
     return {"essence": essence, "html": r.render(rest)}

@@ -31,8 +31,10 @@ import socket
 from http.cookies import CookieError, SimpleCookie
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
-CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
-       "font-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+    "font-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
 SAFE_METHODS = ("GET", "HEAD")
 CSRF_HEADER = "x-geode-csrf"
 
@@ -73,7 +75,7 @@ def split_host(value: str) -> tuple[str, int | None]:
         end = v.find("]")
         if end == -1:
             return v, None
-        host, rest = v[1:end], v[end + 1:]
+        host, rest = v[1:end], v[end + 1 :]
         port = rest[1:] if rest.startswith(":") else ""
     else:
         host, _, port = v.partition(":")
@@ -145,8 +147,11 @@ class Guard:
                 return await self._redirect(send, location)
         via_cookie = self._token_ok(cookie_token)
         if not (self._token_ok(bearer) or via_cookie or self._token_ok(url_token)):
-            return await self._deny(send, 401, "a token is needed: open the URL that `geode web` printed, "
-                                               "or send Authorization: Bearer TOKEN")
+            return await self._deny(
+                send,
+                401,
+                "a token is needed: open the URL that `geode web` printed, or send Authorization: Bearer TOKEN",
+            )
         if method not in SAFE_METHODS:
             if method != "POST":
                 return await self._deny(send, 405, f"{method} is not used here: reads are GET, changes are POST")
@@ -157,8 +162,9 @@ class Guard:
                 return await self._deny(send, 403, "cross-origin POST refused (Referer)")
             if not self._token_ok(bearer):
                 if (origin in (None, "null")) and not referer:
-                    return await self._deny(send, 403, "a POST from a browser must say where it comes from "
-                                                       "(Origin or Referer)")
+                    return await self._deny(
+                        send, 403, "a POST from a browser must say where it comes from (Origin or Referer)"
+                    )
                 if not hmac.compare_digest(headers.get(CSRF_HEADER, "").encode(), self.csrf.encode()):
                     return await self._deny(send, 403, "CSRF token missing or wrong (reload the page)")
         set_cookie = url_token is not None
@@ -178,17 +184,25 @@ class Guard:
         return await self.app(scope, receive, send_with_headers)
 
     def _headers(self) -> list[tuple[bytes, bytes]]:
-        return [(b"content-security-policy", CSP.encode()), (b"x-content-type-options", b"nosniff"),
-                (b"referrer-policy", b"same-origin"), (b"x-frame-options", b"DENY"),
-                (b"cache-control", b"no-store"), (b"cross-origin-opener-policy", b"same-origin"),
-                (b"cross-origin-resource-policy", b"same-origin")]
+        return [
+            (b"content-security-policy", CSP.encode()),
+            (b"x-content-type-options", b"nosniff"),
+            (b"referrer-policy", b"same-origin"),
+            (b"x-frame-options", b"DENY"),
+            (b"cache-control", b"no-store"),
+            (b"cross-origin-opener-policy", b"same-origin"),
+            (b"cross-origin-resource-policy", b"same-origin"),
+        ]
 
     def _cookie_header(self) -> bytes:
         return f"{self.cookie}={self.token}; Path=/; HttpOnly; SameSite=Strict".encode()
 
     async def _redirect(self, send, location: str):
-        hs = [(b"location", location.encode("latin-1", "replace")), (b"content-length", b"0"),
-              (b"set-cookie", self._cookie_header())] + self._headers()
+        hs = [
+            (b"location", location.encode("latin-1", "replace")),
+            (b"content-length", b"0"),
+            (b"set-cookie", self._cookie_header()),
+        ] + self._headers()
         await send({"type": "http.response.start", "status": 303, "headers": hs})
         await send({"type": "http.response.body", "body": b""})
 

@@ -57,10 +57,17 @@ def search_kwargs(params) -> dict:
     blend = params.get("blend") or "score"
     if blend not in ("score", "rrf"):
         raise StoreError(f"blend {blend!r}: expected score or rrf")
-    return dict(domain=_list(params, "domain") or None, type=_list(params, "type") or None,
-                status=_list(params, "status") or None, tags=_list(params, "tag") or None,
-                where=where or None, after=params.get("after") or None, as_of=params.get("as_of") or None,
-                mode=mode, blend=blend)
+    return dict(
+        domain=_list(params, "domain") or None,
+        type=_list(params, "type") or None,
+        status=_list(params, "status") or None,
+        tags=_list(params, "tag") or None,
+        where=where or None,
+        after=params.get("after") or None,
+        as_of=params.get("as_of") or None,
+        mode=mode,
+        blend=blend,
+    )
 
 
 def _int(params, name: str, default: int, lo: int, hi: int) -> int:
@@ -97,30 +104,48 @@ class Store:
             except (S.FilterError, ValueError) as exc:
                 raise StoreError(str(exc)) from exc
             facets = self.facets(kw)
-        res["results"] = res["results"][(page - 1) * per:page * per]
-        res.update(page=page, per_page=per, pages=max(1, -(-min(res["total"], MAX_SEARCH) // per)), facets=facets,
-                   filter={k: v for k, v in kw.items() if v and k not in ("mode", "blend")})
+        res["results"] = res["results"][(page - 1) * per : page * per]
+        res.update(
+            page=page,
+            per_page=per,
+            pages=max(1, -(-min(res["total"], MAX_SEARCH) // per)),
+            facets=facets,
+            filter={k: v for k, v in kw.items() if v and k not in ("mode", "blend")},
+        )
         return res
 
     def facets(self, kw: dict) -> dict:
         """Counts by domain, type, status and tag over the notes the filters select (the query
         text ranks; the facets say what the filters hold)."""
         try:
-            conds, _doms = S.filter_conditions(self.settings, kw.get("domain"), kw.get("type"), kw.get("status"),
-                                               kw.get("tags"), kw.get("where"), kw.get("after"), kw.get("as_of"))
+            conds, _doms = S.filter_conditions(
+                self.settings,
+                kw.get("domain"),
+                kw.get("type"),
+                kw.get("status"),
+                kw.get("tags"),
+                kw.get("where"),
+                kw.get("after"),
+                kw.get("as_of"),
+            )
         except (S.FilterError, ValueError) as exc:
             raise StoreError(str(exc)) from exc
         c = notes_t.c
         out: dict = {}
         with self.idx.reader.connect() as conn:
             for name, col in (("domain", c.domain), ("type", c.type), ("status", c.status)):
-                rows = conn.execute(select(col, func.count()).where(*conds).group_by(col)
-                                    .order_by(func.count().desc(), col)).all()
+                rows = conn.execute(
+                    select(col, func.count()).where(*conds).group_by(col).order_by(func.count().desc(), col)
+                ).all()
                 out[name] = [{"value": v or "", "count": int(n)} for v, n in rows]
             scope = select(c.id).where(*conds).scalar_subquery()
-            rows = conn.execute(select(tags_t.c.tag, func.count()).where(tags_t.c.note_id.in_(scope))
-                                .group_by(tags_t.c.tag).order_by(func.count().desc(), tags_t.c.tag)
-                                .limit(FACET_TAGS)).all()
+            rows = conn.execute(
+                select(tags_t.c.tag, func.count())
+                .where(tags_t.c.note_id.in_(scope))
+                .group_by(tags_t.c.tag)
+                .order_by(func.count().desc(), tags_t.c.tag)
+                .limit(FACET_TAGS)
+            ).all()
             out["tag"] = [{"value": t, "count": int(n)} for t, n in rows]
         return out
 
@@ -134,7 +159,7 @@ class Store:
         if not a:
             raise StoreError("no note address", 400)
         if a.startswith("geode:/") and not a.startswith("geode://"):
-            a = "geode://" + a[len("geode:/"):]
+            a = "geode://" + a[len("geode:/") :]
         if not a.startswith("geode://") and "/" in a and a.split("/", 1)[0] in self.settings.domains:
             a = "geode://" + a
         if "\x00" in a:
@@ -170,17 +195,39 @@ class Store:
         cid = f"{domain}:{path}"
         cond = t.c.crystal_id == cid
         with self.engine.connect() as conn:
-            by_kind = {k: int(n) for k, n in conn.execute(select(t.c.kind, func.count()).where(cond).group_by(t.c.kind))}
+            by_kind = {
+                k: int(n) for k, n in conn.execute(select(t.c.kind, func.count()).where(cond).group_by(t.c.kind))
+            }
             first, last = conn.execute(select(func.min(t.c.ts), func.max(t.c.ts)).where(cond)).one()
             sessions = int(conn.execute(select(func.count(func.distinct(t.c.session))).where(cond)).scalar_one())
-            rows = conn.execute(select(t).where(cond).order_by(t.c.ts.desc(), t.c.id.desc())
-                                .limit(DELIVERY_ROWS)).mappings().all()
-        return {"crystal_id": cid, "by_kind": by_kind, "total": sum(by_kind.values()), "sessions": sessions,
-                "first": iso(first), "last": iso(last),
-                "rows": [{"id": r["id"], "ts": iso(r["ts"]), "kind": r["kind"], "action": r["action"],
-                          "channel": r["channel"], "term": r["term"], "chars": r["chars"],
-                          "truncated": bool(r["truncated"]), "agent": r["agent"], "session": r["session"]}
-                         for r in rows]}
+            rows = (
+                conn.execute(select(t).where(cond).order_by(t.c.ts.desc(), t.c.id.desc()).limit(DELIVERY_ROWS))
+                .mappings()
+                .all()
+            )
+        return {
+            "crystal_id": cid,
+            "by_kind": by_kind,
+            "total": sum(by_kind.values()),
+            "sessions": sessions,
+            "first": iso(first),
+            "last": iso(last),
+            "rows": [
+                {
+                    "id": r["id"],
+                    "ts": iso(r["ts"]),
+                    "kind": r["kind"],
+                    "action": r["action"],
+                    "channel": r["channel"],
+                    "term": r["term"],
+                    "chars": r["chars"],
+                    "truncated": bool(r["truncated"]),
+                    "agent": r["agent"],
+                    "session": r["session"],
+                }
+                for r in rows
+            ],
+        }
 
     # -- neighbourhood -------------------------------------------------------------------------
     def context(self, raw: str, depth: int = 2, max_related: int = 10) -> dict:
@@ -231,15 +278,34 @@ def graph_of(res: dict, titles: dict[str, str]) -> dict:
         seen.add(a)
     for r in res["related"]:
         if r["address"] not in seen:
-            nodes.append({"data": {"id": r["address"], "label": r["title"], "anchor": False, "score": r["score"],
-                                   "hops": r["hops"], "status": r["status"] or "", "href": _href(r["address"])}})
+            nodes.append(
+                {
+                    "data": {
+                        "id": r["address"],
+                        "label": r["title"],
+                        "anchor": False,
+                        "score": r["score"],
+                        "hops": r["hops"],
+                        "status": r["status"] or "",
+                        "href": _href(r["address"]),
+                    }
+                }
+            )
             seen.add(r["address"])
     for r in res["related"]:
         src, dst = (r["via"], r["address"]) if r["direction"] == "out" else (r["address"], r["via"])
         if src in seen and dst in seen:
-            edges.append({"data": {"id": f"{src}->{dst}:{r['relation']}", "source": src, "target": dst,
-                                   "label": r["relation"],
-                                   "typed": r["relation"] not in ctx.PROSE}})
+            edges.append(
+                {
+                    "data": {
+                        "id": f"{src}->{dst}:{r['relation']}",
+                        "source": src,
+                        "target": dst,
+                        "label": r["relation"],
+                        "typed": r["relation"] not in ctx.PROSE,
+                    }
+                }
+            )
     return {"nodes": nodes, "edges": edges}
 
 
@@ -262,18 +328,28 @@ def binding_of(note, settings) -> dict | None:
     if "act" in b.deliver:
         if b.on and b.terms:
             terms = ", ".join(json.dumps(t) for t in b.terms)
-            why.append(f"before a {' or '.join(b.on)} action whose text contains any of {terms} "
-                       f"(case-insensitive), to {who}, within the {settings.budget}-character budget per action")
+            why.append(
+                f"before a {' or '.join(b.on)} action whose text contains any of {terms} "
+                f"(case-insensitive), to {who}, within the {settings.budget}-character budget per action"
+            )
         else:
             why.append("never on an action: " + "; ".join(i.message for i in b.issues if i.severity == "error"))
     if "boot" in b.deliver:
         why.append(f"at every session start, to {who}, cut at {settings.boot_chars} characters")
     if "inject" in b.deliver:
-        why.append(f"on a prompt{' that contains any of ' + ', '.join(json.dumps(t) for t in b.terms) if b.terms else ''}"
-                   f", to {who}, within the {settings.inject_budget}-character prompt budget")
+        why.append(
+            f"on a prompt{' that contains any of ' + ', '.join(json.dumps(t) for t in b.terms) if b.terms else ''}"
+            f", to {who}, within the {settings.inject_budget}-character prompt budget"
+        )
     if "rag" in b.deliver:
         why.append("when a search finds it (prompt-time recall)")
-    return {"deliver": list(b.deliver), "on": list(b.on), "terms": list(b.terms), "who": list(b.who),
-            "can_fire": b.can_fire, "why": why, "essence_chars": len(note.essence or ""),
-            "issues": [{"line": i.line, "code": i.code, "severity": i.severity, "message": i.message}
-                       for i in b.issues]}
+    return {
+        "deliver": list(b.deliver),
+        "on": list(b.on),
+        "terms": list(b.terms),
+        "who": list(b.who),
+        "can_fire": b.can_fire,
+        "why": why,
+        "essence_chars": len(note.essence or ""),
+        "issues": [{"line": i.line, "code": i.code, "severity": i.severity, "message": i.message} for i in b.issues],
+    }

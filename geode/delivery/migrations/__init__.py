@@ -106,9 +106,11 @@ def current_heads(engine: Engine) -> tuple[str, ...] | None:
     try:
         raw = engine.raw_connection()
     except engine.dialect.loaded_dbapi.Error as exc:  # the pool does not wrap a failed connect
-        raise RecordsError(f"the records database {database_name(engine)} cannot be used ({exc})",
-                           hint="check [database] url in geode.toml (or GEODE_DATABASE_URL), that the database "
-                                "runs and that this user may write there") from exc
+        raise RecordsError(
+            f"the records database {database_name(engine)} cannot be used ({exc})",
+            hint="check [database] url in geode.toml (or GEODE_DATABASE_URL), that the database "
+            "runs and that this user may write there",
+        ) from exc
     try:
         cur = raw.cursor()
         try:
@@ -156,7 +158,8 @@ def _lock(conn: Connection) -> None:
         if not conn.connection.dbapi_connection.in_transaction:
             raise MigrationError(
                 "the records database must be opened with geode.delivery.models.engine_for "
-                "(BEGIN IMMEDIATE), so that two processes never upgrade it at once")
+                "(BEGIN IMMEDIATE), so that two processes never upgrade it at once"
+            )
     else:
         raise MigrationError(f"unsupported records database {conn.dialect.name}: geode supports SQLite and PostgreSQL")
 
@@ -194,10 +197,13 @@ def _upgrade_locked(conn: Connection, name: str) -> str:
         raise SchemaTooNew(
             f"the records database {name} is at revision {', '.join(unknown)}, which this geode does not "
             f"know (its newest revision is {HEAD}): a newer geode has upgraded it. Upgrade geode, or "
-            "point GEODE_HOME / [database] url at another database. Nothing was changed.")
+            "point GEODE_HOME / [database] url at another database. Nothing was changed."
+        )
     if len(heads) > 1:
-        raise MigrationError(f"the records database {name} records several revisions ({', '.join(heads)}); "
-                             f"geode's history is a single line ending at {HEAD}")
+        raise MigrationError(
+            f"the records database {name} records several revisions ({', '.join(heads)}); "
+            f"geode's history is a single line ending at {HEAD}"
+        )
     if heads == (HEAD,):
         return "current"  # another process upgraded it while we waited for the lock
     done = "upgraded" if heads else "created"
@@ -228,8 +234,10 @@ def _adopt(conn: Connection, cfg, baseline, present: list[str], name: str) -> No
     if diffs:
         raise SchemaMismatch(
             f"the records database {name} was made before migrations (it has no {VERSION_TABLE} table), "
-            f"and its tables are not those of the first revision {BASELINE}: " + "; ".join(diffs)
-            + ". Nothing was changed.")
+            f"and its tables are not those of the first revision {BASELINE}: "
+            + "; ".join(diffs)
+            + ". Nothing was changed."
+        )
     with Operations.context(MigrationContext.configure(conn)):
         for table, create in baseline.TABLES.items():
             if table not in present:
@@ -302,15 +310,25 @@ def reflect_schema(conn: Connection, tables: list[str], schema: str | None = Non
             "columns": cols,
             "column order": tuple(cols),
             "primary key": (pk.get("name"), tuple(pk.get("constrained_columns") or ())),
-            "indexes": sorted((ix["name"], tuple(ix["column_names"]), bool(ix["unique"]))
-                              for ix in insp.get_indexes(t, schema=schema)),
-            "unique constraints": sorted((uc["name"] or "", tuple(uc["column_names"]))
-                                         for uc in insp.get_unique_constraints(t, schema=schema)),
-            "foreign keys": sorted((fk["name"] or "", tuple(fk["constrained_columns"]), fk["referred_table"],
-                                    tuple(fk["referred_columns"]), tuple(sorted((fk.get("options") or {}).items())))
-                                   for fk in insp.get_foreign_keys(t, schema=schema)),
-            "check constraints": sorted((cc["name"] or "", cc["sqltext"])
-                                        for cc in insp.get_check_constraints(t, schema=schema)),
+            "indexes": sorted(
+                (ix["name"], tuple(ix["column_names"]), bool(ix["unique"])) for ix in insp.get_indexes(t, schema=schema)
+            ),
+            "unique constraints": sorted(
+                (uc["name"] or "", tuple(uc["column_names"])) for uc in insp.get_unique_constraints(t, schema=schema)
+            ),
+            "foreign keys": sorted(
+                (
+                    fk["name"] or "",
+                    tuple(fk["constrained_columns"]),
+                    fk["referred_table"],
+                    tuple(fk["referred_columns"]),
+                    tuple(sorted((fk.get("options") or {}).items())),
+                )
+                for fk in insp.get_foreign_keys(t, schema=schema)
+            ),
+            "check constraints": sorted(
+                (cc["name"] or "", cc["sqltext"]) for cc in insp.get_check_constraints(t, schema=schema)
+            ),
         }
     return out
 

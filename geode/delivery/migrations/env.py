@@ -13,13 +13,16 @@ from alembic import context
 config = context.config
 
 if context.is_offline_mode():
-    context.configure(dialect_name=config.attributes.get("dialect_name", "postgresql"), literal_binds=True,
-                      target_metadata=None)
+    context.configure(
+        dialect_name=config.attributes.get("dialect_name", "postgresql"), literal_binds=True, target_metadata=None
+    )
 else:
     connection = config.attributes.get("connection")
     if connection is None:
-        raise RuntimeError("geode's migrations run through geode.delivery.migrations.upgrade_to_head(engine), "
-                           "which passes the connection in; there is no alembic.ini")
+        raise RuntimeError(
+            "geode's migrations run through geode.delivery.migrations.upgrade_to_head(engine), "
+            "which passes the connection in; there is no alembic.ini"
+        )
     context.configure(connection=connection, target_metadata=None)
 
 with context.begin_transaction():
