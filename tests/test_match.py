@@ -33,6 +33,14 @@ def test_env_does_not_fire_on_os_environ_but_on_env_files():
     assert text(".env", 'src/config.py\nload_dotenv(".env")')
 
 
+def test_a_dot_term_after_a_name_is_an_extension_not_a_member_access():
+    assert text(".env", "deploy/prod.env\nX=1")  # an extension
+    assert text(".env", "app/.env.local\nX=1")  # after `/`: a file name, which may go on
+    assert not text(".env", "web/next.config.js\nconst a = process.env.API_URL", "edit")
+    assert not bash(".env", "node -e 'console.log(process.env.HOME)'")
+    assert bash(".env", "cp prod.env .env")
+
+
 def test_git_add_dot_is_a_token_not_a_prefix():
     assert not bash("git add .", "git add ./app/settings.py")
     assert bash("git add .", "git add . && git commit -m wip")

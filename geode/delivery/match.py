@@ -31,6 +31,9 @@ agent to skip notes. The rules, in short (README, "Matching", has the full list)
 - **Paths and file content** (``write``, ``edit``, ``read``, and prompts): a term whose first or
   last character is a letter or digit must not continue into a letter or digit of the text
   (``.env`` matches ``.env``, ``app/.env.local``, ``load_dotenv(".env")``, not ``os.environ``).
+  A term that starts with ``.`` after a name reads as a file extension (``prod.env``) and so
+  must not go on into ``.`` + a name: ``process.env.API_URL`` is a member access (in commands
+  too).
   An underscore next to the term is a boundary, so ``password=`` matches ``DB_PASSWORD=`` and
   ``api_key`` matches ``OPENAI_API_KEY`` (the labelled set shows why; the issue's rule counted
   underscores as letters). Backslashes in a path are read as slashes (``secrets/`` matches
@@ -392,17 +395,31 @@ def compile_term(term: str, action: str) -> Term:
     return Term(t, "word", [], False, key, t)
 
 
+def _is_name(ch: str) -> bool:
+    return ch.isalnum() or ch == "_"
+
+
+def _member_access(text: str, i: int, j: int) -> bool:
+    """``text[i:j]``, a term that starts with ``.``, sits between a name and ``.`` + a name: a
+    member access (``process.env.API_URL``), not a file extension (``prod.env``)."""
+    return i > 0 and _is_name(text[i - 1]) and text[j : j + 1] == "." and _is_name(text[j + 1 : j + 2])
+
+
 def word_find(term: str, text: str) -> bool:
     """``term`` occurs in ``text`` with no letter or digit continuing it at an edge where the
-    term itself has a letter or digit (an underscore in the text is a boundary)."""
+    term itself has a letter or digit (an underscore in the text is a boundary), and, for a
+    term that starts with ``.``, not as a member access (``_member_access``)."""
     if not term:
         return False
     first, last = _is_wc(term[0]), _is_wc(term[-1])
+    dot = term[0] == "."
     n = len(term)
     i = text.find(term)
     while i >= 0:
-        if (not first or i == 0 or not _is_wc(text[i - 1])) and (
-            not last or i + n >= len(text) or not _is_wc(text[i + n])
+        if (
+            (not first or i == 0 or not _is_wc(text[i - 1]))
+            and (not last or i + n >= len(text) or not _is_wc(text[i + n]))
+            and not (dot and _member_access(text, i, i + n))
         ):
             return True
         i = text.find(term, i + 1)
@@ -485,7 +502,11 @@ def _single(tw: str, cw: str, open_end: bool) -> bool:
     n = len(tw)
     i = cw.find(tw)
     while i >= 0:
-        if _left_ok(tw, cls, cw, i) and _right_ok(tw, cls, cw, i + n, open_end):
+        if (
+            _left_ok(tw, cls, cw, i)
+            and _right_ok(tw, cls, cw, i + n, open_end)
+            and not (tw[0] == "." and _member_access(cw, i, i + n))
+        ):
             return True
         i = cw.find(tw, i + 1)
     return False
