@@ -41,6 +41,13 @@ def test_a_dot_term_after_a_name_is_an_extension_not_a_member_access():
     assert bash(".env", "cp prod.env .env")
 
 
+def test_a_term_ending_in_a_dot_or_slash_does_not_go_on_into_a_path_in_text():
+    assert text("git add .", "CONTRIBUTING.md\nRun `git add .` then commit.", "edit")
+    assert not text("git add .", "CONTRIBUTING.md\nRun `git add ./docs` for docs changes.", "edit")
+    assert not text("git add .", "CONTRIBUTING.md\nRun git add ../x", "edit")
+    assert text("secrets/", "C:\\repo\\secrets\\prod.json", "read")  # a name right after `/` is the point
+
+
 def test_git_add_dot_is_a_token_not_a_prefix():
     assert not bash("git add .", "git add ./app/settings.py")
     assert bash("git add .", "git add . && git commit -m wip")

@@ -33,7 +33,9 @@ agent to skip notes. The rules, in short (README, "Matching", has the full list)
   (``.env`` matches ``.env``, ``app/.env.local``, ``load_dotenv(".env")``, not ``os.environ``).
   A term that starts with ``.`` after a name reads as a file extension (``prod.env``) and so
   must not go on into ``.`` + a name: ``process.env.API_URL`` is a member access (in commands
-  too).
+  too). A term that ends in ``.`` or ``/`` does not go on into a path through more dots or
+  slashes (``git add .`` is not in ``git add ./docs`` or ``../x``), as a command's
+  punctuation word does not.
   An underscore next to the term is a boundary, so ``password=`` matches ``DB_PASSWORD=`` and
   ``api_key`` matches ``OPENAI_API_KEY`` (the labelled set shows why; the issue's rule counted
   underscores as letters). Backslashes in a path are read as slashes (``secrets/`` matches
@@ -405,14 +407,25 @@ def _member_access(text: str, i: int, j: int) -> bool:
     return i > 0 and _is_name(text[i - 1]) and text[j : j + 1] == "." and _is_name(text[j + 1 : j + 2])
 
 
+def _into_path(text: str, j: int) -> bool:
+    """After a term that ends in ``.`` or ``/``, the text goes on with more dots or slashes and
+    then a name: the term's last character begins a path (``git add ./docs``, ``cd ../x``)."""
+    k = j
+    while k < len(text) and text[k] in "./":
+        k += 1
+    return k > j and _is_name(text[k : k + 1])
+
+
 def word_find(term: str, text: str) -> bool:
     """``term`` occurs in ``text`` with no letter or digit continuing it at an edge where the
     term itself has a letter or digit (an underscore in the text is a boundary), and, for a
-    term that starts with ``.``, not as a member access (``_member_access``)."""
+    term that starts with ``.``, not as a member access (``_member_access``); a term that
+    ends in ``.`` or ``/`` does not go on into a path (``_into_path``)."""
     if not term:
         return False
     first, last = _is_wc(term[0]), _is_wc(term[-1])
     dot = term[0] == "."
+    path_end = term[-1] in "./"
     n = len(term)
     i = text.find(term)
     while i >= 0:
@@ -420,6 +433,7 @@ def word_find(term: str, text: str) -> bool:
             (not first or i == 0 or not _is_wc(text[i - 1]))
             and (not last or i + n >= len(text) or not _is_wc(text[i + n]))
             and not (dot and _member_access(text, i, i + n))
+            and not (path_end and _into_path(text, i + n))
         ):
             return True
         i = text.find(term, i + 1)
