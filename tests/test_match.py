@@ -159,10 +159,25 @@ def test_word_rule_edges():
     assert word_find(".env", "load_dotenv('.env')")
     assert not word_find(".env", "os.environ")
     assert not word_find("api_key", "rapi_keyboard")
-    assert word_find("api_key", "openai_api_key = 1")  # an underscore is a boundary
-    assert word_find("password=", "db_password=x")
+    assert word_find("api_key", "openai_api_key = 1", "OPENAI_API_KEY = 1")  # SCREAMING_SNAKE: `_` is a boundary
+    assert word_find("password=", "db_password=x", "DB_PASSWORD=x")
     assert not word_find("secret_key", "secret_keys = 1")
     assert word_find("print(", "x; print(1)") and not word_find("print(", "pprint(1)")
+
+
+def test_an_underscore_before_a_term_is_a_boundary_only_in_screaming_snake_case():
+    assert text("settings.py", "app/settings.py\nDEBUG = True", "edit")
+    assert not text("settings.py", "app/test_settings.py\nimport pytest", "edit")  # a lowercase name goes on
+    assert not text("settings", "x.py\nfrom my_settings import A")
+    assert text("password=", ".env\nDB_PASSWORD=hunter2")  # an environment variable's name splits on `_`
+    assert text("api_key", 'x.py\nk = os.getenv("OPENAI_API_KEY")')
+    assert not text("password=", "x.py\nconnect(db_password=x)")
+    assert text("id_rsa", "/home/u/.ssh/id_rsa_work", "read")  # after the term, `_` still ends it
+    # in commands and their data too, read as written (the command is lower-cased for matching)
+    assert bash("password=", "export DB_PASSWORD=x && psql")
+    assert bash("password=", "cat > .env <<EOF\nDB_PASSWORD=x\nEOF")
+    assert not bash("settings.py", "cat app/test_settings.py")
+    assert bash("settings.py", "cat app/settings.py")
 
 
 def test_windows_paths():
