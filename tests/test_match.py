@@ -180,6 +180,15 @@ def test_an_underscore_before_a_term_is_a_boundary_only_in_screaming_snake_case(
     assert bash("settings.py", "cat app/settings.py")
 
 
+def test_a_name_and_equals_term_matches_the_tail_of_an_upper_case_name():
+    assert bash("password=", "export PGPASSWORD=hunter2 && psql -h db")
+    assert text("password=", ".env\nMYSQLPASSWORD=x")
+    assert not bash("password=", "export pgpassword=hunter2")  # lowercase: a name that goes on
+    assert not bash("password=", "export PGPASSWORDS=x")  # the name must end at the term's `=`
+    assert not text("password=", "x.py\nPGPassword=x")  # a lowercase letter: not SCREAMING_SNAKE
+    assert not bash("password", "export PGPASSWORD=x")  # only a term that ends in `=`
+
+
 def test_windows_paths():
     assert text(".env", "C:\\Users\\me\\project\\.env\nX=1")
     assert text("secrets/", "C:\\repo\\secrets\\prod.json", "read")

@@ -41,7 +41,10 @@ agent to skip notes. The rules, in short (README, "Matching", has the full list)
   ``DB_PASSWORD=`` and ``api_key`` matches ``OPENAI_API_KEY`` (environment variables split on
   ``_``), while ``settings.py`` does not match ``test_settings.py`` (a lowercase name goes on
   through ``_``). An underscore after the term always ends it: a name may begin with the term
-  (``id_rsa`` matches ``id_rsa_work``). The same holds for a command's words, read as written. Backslashes in a path are read as slashes (``secrets/`` matches
+  (``id_rsa`` matches ``id_rsa_work``). In that context a term that is a name and ``=``
+  (``password=``) also matches the tail of an upper-case name that ends at its ``=``
+  (``PGPASSWORD=``): prefixes like ``PG`` and ``MYSQL_`` say whose secret it is. The same holds
+  for a command's words, read as written. Backslashes in a path are read as slashes (``secrets/`` matches
   ``C:\\repo\\secrets\\x.json``).
 - **``substring:``** in front of a term (``substring:rm -rf $``) asks for the old rule: the term
   occurs anywhere in the action's text, case-insensitively.
@@ -458,6 +461,19 @@ def _joins(text: str, cased: str, k: int, i: int, j: int) -> bool:
     return ch.isalnum() or (ch == "_" and k < i and not _screaming(cased, k, i, j))
 
 
+def _upper_tail(term: str, cased: str, i: int) -> bool:
+    """``term``, a name and ``=`` (``password=``), matched at ``i`` as the tail of an upper-case
+    name that ends where the term's ``=`` is (``PGPASSWORD=``, SCREAMING_SNAKE context): an
+    environment variable's prefix (``PG``, ``MYSQL_``) names whose secret it is."""
+    return (
+        len(term) > 1
+        and term[-1] == "="
+        and all(_is_name(c) for c in term[:-1])
+        and i > 0
+        and _screaming(cased, i - 1, i, i + len(term))
+    )
+
+
 def word_find(term: str, text: str, cased: str = "") -> bool:
     """``term`` occurs in ``text`` with no letter or digit continuing it at an edge where the
     term itself has a letter or digit (an underscore continues it too, except in SCREAMING_SNAKE
@@ -474,7 +490,7 @@ def word_find(term: str, text: str, cased: str = "") -> bool:
     i = text.find(term)
     while i >= 0:
         if (
-            (not first or i == 0 or not _joins(text, cased, i - 1, i, i + n))
+            (not first or i == 0 or not _joins(text, cased, i - 1, i, i + n) or _upper_tail(term, cased, i))
             and (not last or i + n >= len(text) or not _joins(text, cased, i + n, i, i + n))
             and not (dot and _member_access(text, i, i + n))
             and not (path_end and _into_path(text, i + n))
@@ -523,7 +539,7 @@ def _left_ok(tw: str, cls: str, cw: str, p: int, cased: str = "") -> bool:
         return not any(c.isalnum() for c in cw[:p])
     if cls == "name":
         return cw[p - 1] in _COMPONENT_SEPS or (not _is_wc(tw[0]) or not _joined_left(cw, p, cased, len(tw)))
-    return not _is_wc(tw[0]) or not _joined_left(cw, p, cased, len(tw))
+    return not _is_wc(tw[0]) or not _joined_left(cw, p, cased, len(tw)) or _upper_tail(tw, cased or cw, p)
 
 
 def _right_ok(tw: str, cls: str, cw: str, q: int, open_end: bool) -> bool:
