@@ -33,6 +33,21 @@ def test_env_does_not_fire_on_os_environ_but_on_env_files():
     assert text(".env", 'src/config.py\nload_dotenv(".env")')
 
 
+def test_a_dot_term_after_a_name_is_an_extension_not_a_member_access():
+    assert text(".env", "deploy/prod.env\nX=1")  # an extension
+    assert text(".env", "app/.env.local\nX=1")  # after `/`: a file name, which may go on
+    assert not text(".env", "web/next.config.js\nconst a = process.env.API_URL", "edit")
+    assert not bash(".env", "node -e 'console.log(process.env.HOME)'")
+    assert bash(".env", "cp prod.env .env")
+
+
+def test_a_term_ending_in_a_dot_or_slash_does_not_go_on_into_a_path_in_text():
+    assert text("git add .", "CONTRIBUTING.md\nRun `git add .` then commit.", "edit")
+    assert not text("git add .", "CONTRIBUTING.md\nRun `git add ./docs` for docs changes.", "edit")
+    assert not text("git add .", "CONTRIBUTING.md\nRun git add ../x", "edit")
+    assert text("secrets/", "C:\\repo\\secrets\\prod.json", "read")  # a name right after `/` is the point
+
+
 def test_git_add_dot_is_a_token_not_a_prefix():
     assert not bash("git add .", "git add ./app/settings.py")
     assert bash("git add .", "git add . && git commit -m wip")
@@ -144,10 +159,34 @@ def test_word_rule_edges():
     assert word_find(".env", "load_dotenv('.env')")
     assert not word_find(".env", "os.environ")
     assert not word_find("api_key", "rapi_keyboard")
-    assert word_find("api_key", "openai_api_key = 1")  # an underscore is a boundary
-    assert word_find("password=", "db_password=x")
+    assert word_find("api_key", "openai_api_key = 1", "OPENAI_API_KEY = 1")  # SCREAMING_SNAKE: `_` is a boundary
+    assert word_find("password=", "db_password=x", "DB_PASSWORD=x")
     assert not word_find("secret_key", "secret_keys = 1")
     assert word_find("print(", "x; print(1)") and not word_find("print(", "pprint(1)")
+
+
+def test_an_underscore_before_a_term_is_a_boundary_only_in_screaming_snake_case():
+    assert text("settings.py", "app/settings.py\nDEBUG = True", "edit")
+    assert not text("settings.py", "app/test_settings.py\nimport pytest", "edit")  # a lowercase name goes on
+    assert not text("settings", "x.py\nfrom my_settings import A")
+    assert text("password=", ".env\nDB_PASSWORD=hunter2")  # an environment variable's name splits on `_`
+    assert text("api_key", 'x.py\nk = os.getenv("OPENAI_API_KEY")')
+    assert not text("password=", "x.py\nconnect(db_password=x)")
+    assert text("id_rsa", "/home/u/.ssh/id_rsa_work", "read")  # after the term, `_` still ends it
+    # in commands and their data too, read as written (the command is lower-cased for matching)
+    assert bash("password=", "export DB_PASSWORD=x && psql")
+    assert bash("password=", "cat > .env <<EOF\nDB_PASSWORD=x\nEOF")
+    assert not bash("settings.py", "cat app/test_settings.py")
+    assert bash("settings.py", "cat app/settings.py")
+
+
+def test_a_name_and_equals_term_matches_the_tail_of_an_upper_case_name():
+    assert bash("password=", "export PGPASSWORD=hunter2 && psql -h db")
+    assert text("password=", ".env\nMYSQLPASSWORD=x")
+    assert not bash("password=", "export pgpassword=hunter2")  # lowercase: a name that goes on
+    assert not bash("password=", "export PGPASSWORDS=x")  # the name must end at the term's `=`
+    assert not text("password=", "x.py\nPGPassword=x")  # a lowercase letter: not SCREAMING_SNAKE
+    assert not bash("password", "export PGPASSWORD=x")  # only a term that ends in `=`
 
 
 def test_windows_paths():

@@ -31,9 +31,20 @@ agent to skip notes. The rules, in short (README, "Matching", has the full list)
 - **Paths and file content** (``write``, ``edit``, ``read``, and prompts): a term whose first or
   last character is a letter or digit must not continue into a letter or digit of the text
   (``.env`` matches ``.env``, ``app/.env.local``, ``load_dotenv(".env")``, not ``os.environ``).
-  An underscore next to the term is a boundary, so ``password=`` matches ``DB_PASSWORD=`` and
-  ``api_key`` matches ``OPENAI_API_KEY`` (the labelled set shows why; the issue's rule counted
-  underscores as letters). Backslashes in a path are read as slashes (``secrets/`` matches
+  A term that starts with ``.`` after a name reads as a file extension (``prod.env``) and so
+  must not go on into ``.`` + a name: ``process.env.API_URL`` is a member access (in commands
+  too). A term that ends in ``.`` or ``/`` does not go on into a path through more dots or
+  slashes (``git add .`` is not in ``git add ./docs`` or ``../x``), as a command's
+  punctuation word does not.
+  An underscore before the term is a boundary only in SCREAMING_SNAKE context (neither the
+  matched text nor the name it sits in has a lowercase letter): ``password=`` matches
+  ``DB_PASSWORD=`` and ``api_key`` matches ``OPENAI_API_KEY`` (environment variables split on
+  ``_``), while ``settings.py`` does not match ``test_settings.py`` (a lowercase name goes on
+  through ``_``). An underscore after the term always ends it: a name may begin with the term
+  (``id_rsa`` matches ``id_rsa_work``). In that context a term that is a name and ``=``
+  (``password=``) also matches the tail of an upper-case name that ends at its ``=``
+  (``PGPASSWORD=``): prefixes like ``PG`` and ``MYSQL_`` say whose secret it is. The same holds
+  for a command's words, read as written. Backslashes in a path are read as slashes (``secrets/`` matches
   ``C:\\repo\\secrets\\x.json``).
 - **``substring:``** in front of a term (``substring:rm -rf $``) asks for the old rule: the term
   occurs anywhere in the action's text, case-insensitively.
@@ -70,7 +81,7 @@ class Tok:
     """One token: an operator, or a word (``spaced``: its quoted part held whitespace;
     ``prose``: an echo argument or a commit message, which single-word terms do not search)."""
 
-    __slots__ = ("text", "op", "spaced", "prose", "raw")
+    __slots__ = ("text", "op", "spaced", "prose", "raw", "cased")
 
     def __init__(self, text: str, op: bool = False, spaced: bool = False, raw: str = ""):
         self.text = text
@@ -78,6 +89,7 @@ class Tok:
         self.spaced = spaced
         self.prose = False
         self.raw = raw  # the quoted part's content, for a nested command
+        self.cased = text  # the text as written (``_segments``): for SCREAMING_SNAKE context
 
     def __repr__(self) -> str:
         return f"{'op' if self.op else 'w'}:{self.text!r}"
@@ -85,6 +97,25 @@ class Tok:
 
 def _is_wc(ch: str) -> bool:
     return ch.isalnum()
+
+
+def _aligned(text: str) -> str:
+    """``text`` as written when its lower-cased form has the same length (so that a position
+    in one is the same character in the other); else lower-cased, which reads as no capitals."""
+    low = text.lower()
+    return text if len(low) == len(text) else low
+
+
+def _screaming(cased: str, k: int, i: int, j: int) -> bool:
+    """SCREAMING_SNAKE context: neither the matched text ``cased[i:j]`` nor the name (letters,
+    digits, underscores) through ``cased[k]`` holds a lowercase letter (``DB_PASSWORD``, not
+    ``test_settings``)."""
+    a = b = k
+    while a > 0 and _is_name(cased[a - 1]):
+        a -= 1
+    while b < len(cased) and _is_name(cased[b]):
+        b += 1
+    return not any(c.islower() for c in cased[a:b]) and not any(c.islower() for c in cased[i:j])
 
 
 def _read_op(s: str, i: int) -> str:
@@ -266,14 +297,16 @@ class Prepared:
     ``data``: here-document bodies and redirected echo text; ``failed``: the command could not
     be split (the word rule applies to ``raw``)."""
 
-    __slots__ = ("kind", "raw", "norm", "segments", "data", "failed", "_cache")
+    __slots__ = ("kind", "raw", "norm", "cased", "segments", "data", "data_cased", "failed", "_cache")
 
-    def __init__(self, kind: str, raw: str):
+    def __init__(self, kind: str, raw: str, cased: str = ""):
         self.kind = kind
         self.raw = raw
         self.norm = raw
+        self.cased = cased or raw  # ``raw`` (or ``norm`` for text) as written, same positions
         self.segments: list[list[Tok]] = []
         self.data: list[str] = []
+        self.data_cased: list[str] = []
         self.failed = False
         self._cache: dict = {}
 
@@ -305,12 +338,17 @@ def _mark_prose(toks: list[Tok]) -> None:
 
 
 def _segments(cmd: str, depth: int = 0) -> tuple[list[list[Tok]], list[str]]:
+    """``cmd`` as written: each word is lower-cased with ``Tok.cased`` keeping its case, and the
+    data comes back as written."""
     toks, data, _open = split_shell(cmd)
+    for t in toks:
+        t.cased = _aligned(t.text)
+        t.text = t.text.lower()
     _mark_prose(toks)
     segs = [toks]
     for t in toks:
         if t.prose == "data":
-            data.append(t.text)
+            data.append(t.cased)
     if depth < _MAX_DEPTH:
         for t in toks:
             if not t.op and t.spaced and not t.prose:
@@ -336,15 +374,18 @@ def normalize_path_text(kind: str, text: str) -> str:
 def prepare(actions: tuple[str, ...], text: str) -> Prepared:
     """Ready ``text`` (not yet lower-cased) for every term bound to ``actions``."""
     low = text.lower()
+    cased = _aligned(text)
     if actions and actions[0] in BASH_KINDS:
-        p = Prepared("bash", low)
+        p = Prepared("bash", low, cased)
         try:
-            segs, data = _segments(low)
+            segs, data = _segments(text)
         except ShellParseError:
             p.failed = True
             return p
         p.segments = segs
-        p.data = data
+        p.data = [d.lower() for d in data]
+        p.data_cased = [_aligned(d) for d in data]
+        data = p.data
         lines = [" ".join(t.text for t in seg) for seg in segs]
         # a term's `|` also matches `|&`: the prefilter sees that line with `|&` as `|` too
         lines += [ln.replace("|&", "|") for ln in lines if "|&" in ln]
@@ -352,6 +393,7 @@ def prepare(actions: tuple[str, ...], text: str) -> Prepared:
         return p
     p = Prepared("text", low)
     p.norm = normalize_path_text(actions[0] if actions else "", low)
+    p.cased = normalize_path_text(actions[0] if actions else "", cased)
     return p
 
 
@@ -392,17 +434,66 @@ def compile_term(term: str, action: str) -> Term:
     return Term(t, "word", [], False, key, t)
 
 
-def word_find(term: str, text: str) -> bool:
+def _is_name(ch: str) -> bool:
+    return ch.isalnum() or ch == "_"
+
+
+def _member_access(text: str, i: int, j: int) -> bool:
+    """``text[i:j]``, a term that starts with ``.``, sits between a name and ``.`` + a name: a
+    member access (``process.env.API_URL``), not a file extension (``prod.env``)."""
+    return i > 0 and _is_name(text[i - 1]) and text[j : j + 1] == "." and _is_name(text[j + 1 : j + 2])
+
+
+def _into_path(text: str, j: int) -> bool:
+    """After a term that ends in ``.`` or ``/``, the text goes on with more dots or slashes and
+    then a name: the term's last character begins a path (``git add ./docs``, ``cd ../x``)."""
+    k = j
+    while k < len(text) and text[k] in "./":
+        k += 1
+    return k > j and _is_name(text[k : k + 1])
+
+
+def _joins(text: str, cased: str, k: int, i: int, j: int) -> bool:
+    """``text[k]``, next to the match ``text[i:j]``, continues its word: a letter or digit, or
+    an underscore before it outside SCREAMING_SNAKE context (``_screaming``). An underscore
+    after it ends the word: a name may begin with the term (``id_rsa_work``)."""
+    ch = text[k]
+    return ch.isalnum() or (ch == "_" and k < i and not _screaming(cased, k, i, j))
+
+
+def _upper_tail(term: str, cased: str, i: int) -> bool:
+    """``term``, a name and ``=`` (``password=``), matched at ``i`` as the tail of an upper-case
+    name that ends where the term's ``=`` is (``PGPASSWORD=``, SCREAMING_SNAKE context): an
+    environment variable's prefix (``PG``, ``MYSQL_``) names whose secret it is."""
+    return (
+        len(term) > 1
+        and term[-1] == "="
+        and all(_is_name(c) for c in term[:-1])
+        and i > 0
+        and _screaming(cased, i - 1, i, i + len(term))
+    )
+
+
+def word_find(term: str, text: str, cased: str = "") -> bool:
     """``term`` occurs in ``text`` with no letter or digit continuing it at an edge where the
-    term itself has a letter or digit (an underscore in the text is a boundary)."""
+    term itself has a letter or digit (an underscore continues it too, except in SCREAMING_SNAKE
+    context, read in ``cased``: ``text`` as written, lower-cased by default), and, for a
+    term that starts with ``.``, not as a member access (``_member_access``); a term that
+    ends in ``.`` or ``/`` does not go on into a path (``_into_path``)."""
     if not term:
         return False
+    cased = cased or text
     first, last = _is_wc(term[0]), _is_wc(term[-1])
+    dot = term[0] == "."
+    path_end = term[-1] in "./"
     n = len(term)
     i = text.find(term)
     while i >= 0:
-        if (not first or i == 0 or not _is_wc(text[i - 1])) and (
-            not last or i + n >= len(text) or not _is_wc(text[i + n])
+        if (
+            (not first or i == 0 or not _joins(text, cased, i - 1, i, i + n) or _upper_tail(term, cased, i))
+            and (not last or i + n >= len(text) or not _joins(text, cased, i + n, i, i + n))
+            and not (dot and _member_access(text, i, i + n))
+            and not (path_end and _into_path(text, i + n))
         ):
             return True
         i = text.find(term, i + 1)
@@ -427,14 +518,19 @@ def _joined_right(cw: str, q: int) -> bool:
     return _is_wc(c) or (c == "-" and q + 1 < len(cw) and _is_wc(cw[q + 1]))
 
 
-def _joined_left(cw: str, p: int) -> bool:
+def _joined_left(cw: str, p: int, cased: str = "", n: int = 0) -> bool:
+    """The text continues the word ``cw[p:p + n]`` before ``p``: a letter or digit, an
+    underscore outside SCREAMING_SNAKE context (``cased``: ``cw`` as written), or a hyphen
+    joining one."""
     if p <= 0:
         return False
     c = cw[p - 1]
+    if c == "_":
+        return not _screaming(cased or cw, p - 1, p, p + n)
     return _is_wc(c) or (c == "-" and p >= 2 and _is_wc(cw[p - 2]))
 
 
-def _left_ok(tw: str, cls: str, cw: str, p: int) -> bool:
+def _left_ok(tw: str, cls: str, cw: str, p: int, cased: str = "") -> bool:
     if p == 0:
         return True
     if cls == "option":
@@ -442,8 +538,8 @@ def _left_ok(tw: str, cls: str, cw: str, p: int) -> bool:
     if cls == "punct":
         return not any(c.isalnum() for c in cw[:p])
     if cls == "name":
-        return cw[p - 1] in _COMPONENT_SEPS or (not _is_wc(tw[0]) or not _joined_left(cw, p))
-    return not _is_wc(tw[0]) or not _joined_left(cw, p)
+        return cw[p - 1] in _COMPONENT_SEPS or (not _is_wc(tw[0]) or not _joined_left(cw, p, cased, len(tw)))
+    return not _is_wc(tw[0]) or not _joined_left(cw, p, cased, len(tw)) or _upper_tail(tw, cased or cw, p)
 
 
 def _right_ok(tw: str, cls: str, cw: str, q: int, open_end: bool) -> bool:
@@ -466,8 +562,8 @@ def _stem(comp: str) -> str:
     return comp if k < 0 else comp[:k]
 
 
-def _single(tw: str, cw: str, open_end: bool) -> bool:
-    """A one-word term inside one command word."""
+def _single(tw: str, cw: str, open_end: bool, cased: str = "") -> bool:
+    """A one-word term inside one command word (``cased``: the word as written)."""
     cls = _word_class(tw)
     if cls == "name" and not open_end:
         if cw == tw:
@@ -485,7 +581,11 @@ def _single(tw: str, cw: str, open_end: bool) -> bool:
     n = len(tw)
     i = cw.find(tw)
     while i >= 0:
-        if _left_ok(tw, cls, cw, i) and _right_ok(tw, cls, cw, i + n, open_end):
+        if (
+            _left_ok(tw, cls, cw, i, cased)
+            and _right_ok(tw, cls, cw, i + n, open_end)
+            and not (tw[0] == "." and _member_access(cw, i, i + n))
+        ):
             return True
         i = cw.find(tw, i + 1)
     return False
@@ -503,7 +603,7 @@ def _run_at(words: list[Tok], seg: list[Tok], s: int, open_end: bool) -> bool:
             continue
         a, b = tw.text, ct.text
         if j == 0:
-            if not b.endswith(a) or not _left_ok(a, _word_class(a), b, len(b) - len(a)):
+            if not b.endswith(a) or not _left_ok(a, _word_class(a), b, len(b) - len(a), ct.cased):
                 return False
             if k == 1:
                 return False  # handled by _single
@@ -529,17 +629,17 @@ def shell_match(term: Term, p: Prepared) -> bool:
                     and not ct.prose
                     and not ct.spaced
                     and tw in ct.text
-                    and _single(tw, ct.text, term.open_end)
+                    and _single(tw, ct.text, term.open_end, ct.cased)
                 ):
                     return True
                 if not ct.op and ct.spaced and not ct.prose and term.open_end and ct.text.startswith(tw):
                     return True
-        return any(word_find(term.raw_key, d) for d in p.data)
+        return any(word_find(term.raw_key, d, c) for d, c in zip(p.data, p.data_cased, strict=True))
     for seg in p.segments:
         for s in range(len(seg) - k + 1):
             if _run_at(words, seg, s, term.open_end):
                 return True
-    return any(word_find(term.raw_key, d) for d in p.data)
+    return any(word_find(term.raw_key, d, c) for d, c in zip(p.data, p.data_cased, strict=True))
 
 
 def matches(term: Term, p: Prepared) -> bool:
@@ -548,10 +648,10 @@ def matches(term: Term, p: Prepared) -> bool:
         return bool(term.key) and term.key in p.raw
     if term.mode == "word" or p.kind != "bash":
         if p.kind == "bash":  # a word-mode term on a command (not bound to bash): plain word rule
-            return word_find(term.orig, p.raw)
-        return word_find(term.key, p.norm)
+            return word_find(term.orig, p.raw, p.cased)
+        return word_find(term.key, p.norm, p.cased)
     if p.failed:
-        return word_find(term.orig, p.raw)
+        return word_find(term.orig, p.raw, p.cased)
     return shell_match(term, p)
 
 
