@@ -119,7 +119,7 @@ def compute_stats(
         truncated = (
             conn.execute(select(func.count()).where(cond, t.c.kind == "delivered", t.c.truncated != 0)).scalar() or 0
         )
-        by_kind = dict(
+        by_kind: dict[str, int] = dict(
             conn.execute(
                 select(t.c.kind, func.count())
                 .where(cond, t.c.kind.in_(LOOKUP_KINDS + ("withheld",)))
@@ -140,7 +140,7 @@ def compute_stats(
             mid = start + (end - start) / 2.0
             for lo, hi, last in ((start, mid, False), (mid, end, True)):
                 upper = t.c.ts <= hi if last else t.c.ts < hi
-                rows = dict(
+                rows: dict[str, int] = dict(
                     conn.execute(
                         select(t.c.kind, func.count())
                         .where(t.c.ts >= lo, upper, t.c.kind.in_(("delivered",) + LOOKUP_KINDS))
@@ -196,7 +196,7 @@ def compute_stats(
     return _run(engine_or_conn, go)
 
 
-def _fmt(value: object, pct: bool = False) -> str:
+def _fmt(value: float | str | None, pct: bool = False) -> str:
     if value is None:
         return "n/a"
     if pct:

@@ -68,7 +68,9 @@ def compute_study(settings, engine_or_conn: Engine | Connection, today: object =
         for events in lookups.values():
             events.sort()
 
-        arms = {a: {"units": 0, "lookups": 0, "blocked": 0, "marked": 0, "units_with_lookup": 0} for a in ARMS}
+        arms: dict[str, dict] = {
+            a: {"units": 0, "lookups": 0, "blocked": 0, "marked": 0, "units_with_lookup": 0} for a in ARMS
+        }
         mixed = 0
         for (session, _cid), kinds in units.items():
             if len(kinds) > 1:

@@ -35,7 +35,7 @@ def _list(params, name: str) -> list[str]:
     """A repeatable query parameter (``tag=a&tag=b``), also comma-separated."""
     getlist = getattr(params, "getlist", None)
     raw = getlist(name) if getlist else ([params[name]] if params.get(name) else [])
-    out = []
+    out: list[str] = []
     for v in raw:
         out.extend(x.strip() for x in str(v).split(",") if x.strip())
     return out
