@@ -781,3 +781,14 @@ def test_the_checker_agrees_with_pydantic(data):
         _MODEL = _pydantic_model()
     mine = {path for path, _msg in problems_in(data, SCHEMA)}
     assert mine == _pydantic_problems(_MODEL, data), data
+
+
+def test_every_settings_slot_is_declared_with_a_type():
+    """``Settings`` declares each slot with its type (for the type checker) and nothing else: a
+    slot added to ``_DEFAULTS`` without an annotation, or an annotation for no slot, fails here."""
+    from geode.delivery.config import Settings
+
+    assert set(Settings.__annotations__) == set(Settings.__slots__)
+    assert len(Settings.__slots__) == len(set(Settings.__slots__))
+    s = Settings("/tmp/h", {"d": "/tmp/d"}, "d")
+    assert s.as_dict().keys() == set(Settings.__slots__)

@@ -13,6 +13,7 @@ from sqlalchemy import Column, Float, ForeignKey, Index, Integer, LargeBinary, S
 from sqlmodel import Field, SQLModel
 
 from geode.delivery import migrations
+from geode.delivery.models import table_of
 
 
 class Proposal(SQLModel, table=True):
@@ -91,7 +92,7 @@ class ProposalJournal(SQLModel, table=True):
     plan: str = Field(sa_column=Column(Text, nullable=False))
 
 
-TABLES = [Proposal.__table__, ProposalChange.__table__, ProposalAction.__table__, ProposalJournal.__table__]
+TABLES = [table_of(m) for m in (Proposal, ProposalChange, ProposalAction, ProposalJournal)]
 P, C, A, J = TABLES
 
 

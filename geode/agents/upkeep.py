@@ -77,7 +77,8 @@ def load_agent(name: str, settings=None) -> Agent:
 
 def available(settings=None) -> tuple[list[str], list[str]]:
     """``(installed agent names in run order, names whose module is not there)``."""
-    have, missing = [], []
+    have: list[str] = []
+    missing: list[str] = []
     for name in order(settings):
         try:
             cls = _find_spec(registry(settings)[name])

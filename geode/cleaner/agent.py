@@ -111,9 +111,9 @@ class Cleaner(Contradictions, NearDuplicates, FolderCaps, Agent):
         try:
             if not inspect(engine).has_table("ledger_event"):
                 return {}, "the ledger has no table yet: no note counts as used"
-            from geode.delivery.models import LedgerEvent
+            from geode.delivery.models import LedgerEvent, table_of
 
-            t = LedgerEvent.__table__
+            t = table_of(LedgerEvent)
             q = (
                 select(t.c.domain, t.c.path, t.c.crystal_id, func.count(), func.max(t.c.ts), func.max(t.c.id))
                 .where(or_(t.c.kind.in_(USE_KINDS), t.c.action == "read"))

@@ -29,14 +29,14 @@ import datetime as _dt
 
 from geode.agents.contract import Finding, Proposed, Report, Skipped
 from geode.agents.links import is_signpost
-from geode.cleaner.notes import date_of, proposal_key, supersedes_targets
+from geode.cleaner.notes import CleanerHost, date_of, proposal_key, supersedes_targets
 from geode.delivery.crystal import RETIRED_STATUSES
 
 #: link syntaxes whose target text names a path (they break when a note moves)
 PATH_SYNTAXES = ("markdown", "reference", "path")
 
 
-class FolderCaps:
+class FolderCaps(CleanerHost):
     """``Cleaner._caps``: findings and archive proposals for folders over their cap."""
 
     def _caps(self, folders: dict[str, list[str]], report: Report) -> None:
@@ -105,17 +105,19 @@ class FolderCaps:
         )
 
     def _superseded_targets(self) -> set[str]:
-        if getattr(self, "_sup_cache", None) is None or self._sup_cache[0] is not self.notes:
-            out = set()
-            for n in self.notes.values():
-                if n.status in RETIRED_STATUSES:
-                    continue
-                for t in supersedes_targets(n.frontmatter.get("supersedes")):
-                    r = self.resolve(t)
-                    if r and r != n.path:
-                        out.add(r)
-            self._sup_cache = (self.notes, out)
-        return self._sup_cache[1]
+        cached = getattr(self, "_sup_cache", None)
+        if cached is not None and cached[0] is self.notes:
+            return cached[1]
+        out: set[str] = set()
+        for n in self.notes.values():
+            if n.status in RETIRED_STATUSES:
+                continue
+            for t in supersedes_targets(n.frontmatter.get("supersedes")):
+                r = self.resolve(t)
+                if r and r != n.path:
+                    out.add(r)
+        self._sup_cache = (self.notes, out)
+        return out
 
     def _incoming(self) -> dict[str, dict[str, list]]:
         """``{target path: {linking note: [(ref, resolved)]}}`` for links that name a note by path."""
@@ -189,13 +191,12 @@ class FolderCaps:
             return False
         self.touched.update((path, new_path, *incoming))
         uses, last, last_id = self.used.get(path, (0, 0.0, 0))
+        verified = date_of(note, "last_verified")
         why = [
             f"status {note.status}" if note.status in RETIRED_STATUSES else "",
             "superseded by a live note" if path in self._superseded_targets() else "",
             f"used {uses} time(s) in the ledger" if uses else "never delivered or read in the ledger",
-            f"last_verified {date_of(note, 'last_verified').isoformat()}"
-            if date_of(note, "last_verified")
-            else "no last_verified",
+            f"last_verified {verified.isoformat()}" if verified else "no last_verified",
         ]
         draft = ProposalDraft(
             agent=self.name,

@@ -23,13 +23,13 @@ import hashlib
 
 from geode.agents.contract import Finding, Proposed, Report, Skipped
 from geode.agents.links import loose
-from geode.cleaner.notes import proposal_key, supersedes_targets
+from geode.cleaner.notes import CleanerHost, proposal_key, supersedes_targets
 from geode.delivery.crystal import RETIRED_STATUSES
 from geode.delivery.dates import ValidityWindow
 from geode.delivery.frontmatter_edit import FrontmatterEditError, set_key
 
 
-class Contradictions:
+class Contradictions(CleanerHost):
     """``Cleaner._contradictions``: findings and status/edit proposals for the three kinds above."""
 
     def _contradictions(self, report: Report) -> None:
@@ -265,7 +265,7 @@ def _drop_supersedes(data: bytes, drop: list[str], path: str = "") -> bytes | No
     value = note.frontmatter.get("supersedes")
     items = value if isinstance(value, list) else [value]
     drop_set = {d.strip() for d in drop}
-    keep = [t for t in items if not (isinstance(t, str) and (supersedes_targets(t) or [None])[0] in drop_set)]
+    keep = [t for t in items if not (isinstance(t, str) and next(iter(supersedes_targets(t)), None) in drop_set)]
     if len(keep) == len(items):
         return None
     return set_key(data, "supersedes", keep, path=path)

@@ -27,14 +27,14 @@ import hashlib
 import json
 
 from geode.agents.contract import Finding, Proposed, Report, Skipped
-from geode.cleaner.notes import folder_of, proposal_key
+from geode.cleaner.notes import CleanerHost, folder_of, proposal_key
 from geode.delivery.crystal import ESSENCE_CLOSE, ESSENCE_OPEN, RETIRED_STATUSES
 
 TEXT_MIN = 0.50
 EMBED_MIN = 0.95
 
 
-class NearDuplicates:
+class NearDuplicates(CleanerHost):
     """``Cleaner._duplicates``: findings and merge-stub proposals for near-duplicate pairs."""
 
     def _duplicates(self, report: Report) -> None:
@@ -92,24 +92,24 @@ class NearDuplicates:
         if vecs is None:
             return
         dups = []
-        for a, b, j in text_ok:
+        for pa, pb, j in text_ok:  # paths now (a and b above are indices)
             ex["pairs_embedded"] += 1
-            c = sim.cosine(vecs[a], vecs[b])
+            c = sim.cosine(vecs[pa], vecs[pb])
             if c >= EMBED_MIN:
-                dups.append((a, b, j, c))
+                dups.append((pa, pb, j, c))
         dups.sort(key=lambda d: (-(d[2] + d[3]), d[0], d[1]))
-        for a, b, j, c in dups:
+        for pa, pb, j, c in dups:
             f = Finding(
                 "near-duplicate",
-                a,
+                pa,
                 0,
-                b,
-                f"{a} and {b}: text overlap {j:.2f} (>= {TEXT_MIN:.2f}), embedding cosine {c:.3f} (>= {EMBED_MIN:.2f})",
+                pb,
+                f"{pa} and {pb}: text overlap {j:.2f} (>= {TEXT_MIN:.2f}), embedding cosine {c:.3f} (>= {EMBED_MIN:.2f})",
                 self.domain,
                 severity="info",
             )
             report.findings.append(f)
-            self._merge_proposal(report, a, b, j, c, f)
+            self._merge_proposal(report, pa, pb, j, c, f)
 
     def _vectors(self, paths: list[str], report: Report) -> dict | None:
         from geode.recall.note_rows import passage_text

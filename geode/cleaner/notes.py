@@ -1,6 +1,7 @@
 """What the Cleaner reads off a note or a path, shared by its three checks (contradictions,
 near-duplicates, folders over their cap) and the run that drives them: a note's folder, a
-frontmatter date, the targets of a ``supersedes`` field, and the idempotency key of a proposal.
+frontmatter date, the targets of a ``supersedes`` field, the idempotency key of a proposal, and
+``CleanerHost``, what the checks read off the agent they are mixed into.
 Apart so that each check's module imports these from one place and none imports another check.
 """
 
@@ -9,7 +10,11 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 
+from geode.agents.contract import Context, Finding, Report
+from geode.agents.links import StoreLinks
 from geode.delivery.dates import DateError, optional_date
+from geode.delivery.note import Note
+from geode.recall.embed import Embedder
 
 
 def folder_of(path: str) -> str:
@@ -41,3 +46,52 @@ def supersedes_targets(value) -> list[str]:
 
 def proposal_key(raw: str) -> str:
     return raw if len(raw) <= 255 else raw[:180] + ":" + hashlib.sha256(raw.encode()).hexdigest()
+
+
+class CleanerHost:
+    """What the Cleaner's checks (``FolderCaps``, ``NearDuplicates``, ``Contradictions``) read off
+    the agent they are mixed into: the per-run settings and per-domain state ``Cleaner`` sets, and
+    the helpers it defines. Declared here (annotations only, no values, so nothing is set on the
+    class) so that a check is typed without importing ``Cleaner``; each stub below is shadowed by
+    ``Cleaner``'s own method, which comes first in its MRO."""
+
+    name: str
+    ctx: Context
+    # [cleaner] settings, read at the start of a run
+    cap: int
+    caps: dict[str, int]
+    archive_dir: str
+    max_archives: int
+    archives_made: int
+    # the domain being examined
+    domain: str
+    notes: dict[str, Note]
+    links: StoreLinks
+    used: dict[str, tuple[int, float, int]]  # path -> (uses, last ts, last ledger event id)
+    touched: set[str]  # files a proposal of this run already touches
+    # near-duplicates: the embedder given to the constructor (None: load the configured one)
+    _embedder: Embedder | None
+    model_id: str
+    # folder caps: the targets of live notes' supersedes, for one domain's notes
+    _sup_cache: tuple[dict[str, Note], set[str]] | None
+
+    def resolve(self, target: str) -> str | None:
+        raise NotImplementedError
+
+    @staticmethod
+    def _age(n: Note) -> tuple:
+        raise NotImplementedError
+
+    def _bytes(self, path: str) -> bytes | None:
+        raise NotImplementedError
+
+    def _archived(self, path: str) -> bool:
+        raise NotImplementedError
+
+    def _free(self, *paths: str) -> bool:
+        raise NotImplementedError
+
+    def _status_proposal(
+        self, report: Report, path: str, status: str, key: str, title: str, why: str, findings: list[Finding]
+    ) -> None:
+        raise NotImplementedError

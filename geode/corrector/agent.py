@@ -122,7 +122,7 @@ class Corrector(Fixes, Agent):
             try:
                 from geode.agents.contract import load_findings
 
-                own = {f.id for f in load_findings(ctx.engine, ctx.run_id, agent=self.name)}
+                own = {f.id for f in load_findings(ctx.engine, ctx.run_id, agent=self.name) if f.id is not None}
             except SQLAlchemyError as exc:  # logged: an earlier attempt's own findings may be read again
                 import logging
 
@@ -143,7 +143,7 @@ class Corrector(Fixes, Agent):
             from geode.agents.links import StoreLinks
 
             links = StoreLinks(load, moves=moves)
-            self._refs_cache: dict[str, list] = {}
+            self._refs_cache = {}  # typed in CorrectorHost
             for f in link_findings:
                 fix = self._link_fix(links, notes.get(f.path), f, report)
                 if fix is not None:
@@ -283,7 +283,7 @@ class Corrector(Fixes, Agent):
             if fix.set_key is not None:
                 continue
             cur = lines.get(fix.line)
-            new = fix.apply(cur) if cur is not None else None
+            new = fix.apply(cur) if cur is not None and fix.apply is not None else None  # no apply: no line edit
             if new is None or new == cur:
                 failed.append((fix, "no mechanical edit does it"))
                 continue

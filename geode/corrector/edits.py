@@ -180,7 +180,11 @@ def check_edit(before_text: str, after_text: str, path: str, added_keys: dict | 
         return "the edit would change what the frontmatter means (" + ", ".join(changed) + ")"
     if (before.essence is None) != (after.essence is None):
         return "the edit would add or remove the essence markers"
-    if before.essence is not None and mask_link_targets(before.essence) != mask_link_targets(after.essence):
+    if (
+        before.essence is not None
+        and after.essence is not None  # both or neither: the check above
+        and mask_link_targets(before.essence) != mask_link_targets(after.essence)
+    ):
         return "the edit would change the essence's wording (only link targets may change)"
     if mask_link_targets(before.body) != mask_link_targets(after.body):
         return "the edit would change the body's wording (only link targets may change)"

@@ -10,9 +10,11 @@ checks the bounds and files the proposal: these decide *what* to change, one fin
 from __future__ import annotations
 
 import datetime as _dt
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from geode.agents.contract import Context, Finding, Report, Skipped
+from geode.agents.note_refs import Ref
 from geode.corrector.edits import quote_value
 from geode.delivery.crystal import RETIRED_STATUSES
 from geode.delivery.dates import DateError, ValidityWindow, optional_date
@@ -33,7 +35,7 @@ class Fix:
     line: int
     finding: Finding
     describe: str
-    apply: object = None
+    apply: Callable[[str], str | None] | None = None  # a line's text -> its new text, None: cannot
     set_key: tuple | None = None
     added: dict = field(default_factory=dict)  # frontmatter keys this fix adds
 
@@ -46,7 +48,16 @@ def _date(value, field: str) -> _dt.date | None:
         return None
 
 
-class Fixes:
+class CorrectorHost:
+    """What ``Fixes`` reads off the ``Corrector`` it is mixed into: the day freshness is judged on
+    (None: the day it runs) and the run's per-note link references. Annotations only: nothing is
+    set on the class, so ``Corrector``'s own ``today = None`` default is the one that holds."""
+
+    today: _dt.date | None
+    _refs_cache: dict[str, list[Ref]]  # note path -> its references, read once per run
+
+
+class Fixes(CorrectorHost):
     """``Corrector._link_fix``, ``_quote_fix`` and ``_review_fix``: one ``Fix`` per finding, or None."""
 
     def _link_fix(self, links, note, f: Finding, report: Report) -> Fix | None:

@@ -31,12 +31,19 @@ class Binding:
 
     __slots__ = ("deliver", "on", "terms", "who", "issues")
 
-    def __init__(self, deliver, on, terms, who, issues=()):
-        self.deliver: tuple[str, ...] = deliver
-        self.on: tuple[str, ...] = on
-        self.terms: tuple[str, ...] = terms
-        self.who: tuple[str, ...] = who
-        self.issues: tuple[BindingIssue, ...] = issues
+    def __init__(
+        self,
+        deliver: tuple[str, ...],
+        on: tuple[str, ...],
+        terms: tuple[str, ...],
+        who: tuple[str, ...],
+        issues: tuple[BindingIssue, ...] = (),
+    ) -> None:
+        self.deliver = deliver
+        self.on = on
+        self.terms = terms
+        self.who = who
+        self.issues = issues
 
     @property
     def can_fire(self) -> bool:
@@ -155,8 +162,7 @@ def split_terms(value, line: int = 0) -> tuple[list[str], list[BindingIssue]]:
                     )
                 )
             terms.append(unq.strip().lower())
-    seen: set[str] = set()
-    unique = [t for t in terms if not (t in seen or seen.add(t))]
+    unique = list(dict.fromkeys(terms))  # first occurrence of each, in order
     return unique, issues
 
 

@@ -209,6 +209,46 @@ class Settings:
 
     __slots__ = ("home", "domains", "default_domain") + tuple(_DEFAULTS)
 
+    # Every slot, typed (annotations only: a name in __slots__ cannot also have a class-level
+    # value; under ``from __future__ import annotations`` these are strings and cost nothing at
+    # import). tests/test_settings.py checks that these names are exactly the slots.
+    home: str
+    domains: dict[str, str]
+    default_domain: str
+    # [delivery]
+    budget: int
+    inject_budget: int
+    boot_chars: int
+    act_mode: str
+    block_lookups: bool
+    lookup_marker: str
+    repeat_backoff_s: int
+    lock_budget_ms: int
+    max_file_bytes: int
+    freshness_days: int
+    stop_min_actions: int
+    sweep_files: int
+    sweep_folders: int
+    known_agents: tuple[str, ...]
+    # [control]
+    withhold_rate: float
+    stop_units: int
+    stop_date: str | None
+    control_salt: str
+    # [database]
+    database_url: str | None
+    # resolved along the way
+    withhold_rate_source: str  # GEODE_WITHHOLD_RATE, config or default
+    one_off_store: bool
+    domains_about: dict[str, str]
+    warnings: tuple[str, ...]
+    # whole tables, every key of SCHEMA present
+    recall: dict
+    cleaner: dict
+    gardener: dict
+    upkeep: dict
+    web: dict
+
     def __init__(self, home: str, domains: dict[str, str], default_domain: str, **kw):
         self.home = home
         self.domains = domains

@@ -248,7 +248,8 @@ class _Scan:
 
     def _basic(self) -> str:
         """A one-line ``"..."`` string, unescaped (keys are compared with tomllib's)."""
-        t, out = self.t, []
+        t = self.t
+        out: list[str] = []
         self.i += 1
         while self.i < self.n:
             ch = t[self.i]

@@ -16,9 +16,9 @@ try:  # the builtin module is cheap; hashlib's OpenSSL binding costs the hook ~2
     from _sha256 import sha256 as _sha256
 except ImportError:  # pragma: no cover - Python 3.12+ renamed it
     try:
-        from _sha2 import sha256 as _sha256  # type: ignore[no-redef]
+        from _sha2 import sha256 as _sha256
     except ImportError:
-        from hashlib import sha256 as _sha256  # type: ignore[no-redef]
+        from hashlib import sha256 as _sha256
 
 ESSENCE_OPEN = "<!-- crystal:essence -->"
 ESSENCE_CLOSE = "<!-- /crystal:essence -->"

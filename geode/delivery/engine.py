@@ -53,8 +53,8 @@ class Delivery:
         self.agent = agent
         self.idx = idx or Index(settings)
         self.events: list[dict] = []
-        self._ledger_conn = None
-        self._plan = None
+        self._ledger_conn: sqlite3.Connection | None = None  # opened for the control arm's plan
+        self._plan: dict | None = None
         self._ts: float | None = None  # one time for every row of one action: lint counts actions by it
 
     # -- the control arm -------------------------------------------------------
@@ -174,7 +174,7 @@ class Delivery:
         truncated: bool = False,
         detail: str = "",
     ) -> None:
-        fields = {"session": self.session, "action": action, "channel": channel, "agent": self.agent}
+        fields: dict[str, object] = {"session": self.session, "action": action, "channel": channel, "agent": self.agent}
         if self._ts is not None:
             fields["ts"] = self._ts
         if item is not None:

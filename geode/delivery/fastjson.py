@@ -13,7 +13,9 @@ from geode.delivery.errors import GeodeError
 try:
     import _json as _c
 except ImportError:  # pragma: no cover - CPython always has it
-    _c = None
+    _C_JSON = False
+else:
+    _C_JSON = True
 
 
 class JSONDecodeError(GeodeError, ValueError):
@@ -38,8 +40,10 @@ def _unsupported(obj):
     raise TypeError(f"Object of type {type(obj).__name__} is not JSON serializable")
 
 
-if _c is not None:
-    _scanner = _c.make_scanner(_Context())
+if _C_JSON:
+    # typeshed types make_scanner's context as make_scanner itself (its own TODO: any object with
+    # the decoder's attributes, which _Context is)
+    _scanner = _c.make_scanner(_Context())  # type: ignore[arg-type]
     _encoder = _c.make_encoder(None, _unsupported, _c.encode_basestring_ascii, None, ":", ",", False, False, True)
     _encoder_spaced = _c.make_encoder(
         None, _unsupported, _c.encode_basestring_ascii, None, ": ", ", ", False, False, True
@@ -74,7 +78,7 @@ if _c is not None:
 else:  # pragma: no cover
     import json as _json
 
-    def loads(text):
+    def loads(text: str | bytes):
         try:
             return _json.loads(text)
         except _json.JSONDecodeError as exc:

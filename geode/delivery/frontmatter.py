@@ -371,7 +371,7 @@ class _Parser:
             raise _Incomplete()
         ch = s[j]
         if ch == "[":
-            items = []
+            items: list = []
             j += 1
             while True:
                 while j < len(s) and s[j] == " ":
@@ -391,7 +391,7 @@ class _Parser:
                 elif s[j] != "]":
                     raise ValueError(f"expected ',' or ']' in flow list near {s[j : j + 20]!r}")
         if ch == "{":
-            result = {}
+            result: dict = {}
             j += 1
             while True:
                 while j < len(s) and s[j] == " ":

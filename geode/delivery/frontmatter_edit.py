@@ -159,7 +159,9 @@ class _Doc:
         return line - 2
 
     def lenient(self, k: int) -> bool:
-        return any(ln == k + 2 and code in _LENIENT for ln, code, _m in self.parsed.warnings)
+        return self.parsed is not None and any(
+            ln == k + 2 and code in _LENIENT for ln, code, _m in self.parsed.warnings
+        )
 
     # -- set ------------------------------------------------------------------------------------
     def set(self, value, after: str | None) -> bytes:

@@ -198,7 +198,7 @@ class HookRun:
                 if fp in self.idx.sess_get(self.session, "offered"):
                     marked = True  # a full note geode itself pointed to after cutting it
         # what was hunted, so the Gardener can propose a crystal bound to it (bounded: a row is not a log)
-        info = {"tool": tool, "what": what}
+        info: dict[str, object] = {"tool": tool, "what": what}
         if tool in ("Bash", "shell", "exec_command", "local_shell"):
             info["command"] = str(tool_input.get("command") or "")[:500]
         else:

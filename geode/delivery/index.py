@@ -150,7 +150,7 @@ class Index:
         self.conn.execute("PRAGMA synchronous=OFF")
         self._queue: list[tuple[str, list]] = []
         self._pending_grams: list | None = None
-        self._short = None
+        self._short: tuple[int, ...] | None = None  # key lengths, read once
         self.changed: list[str] = []  # crystal ids whose files were re-read in this call
 
     def close(self) -> None:
@@ -374,15 +374,17 @@ class Index:
     # fewest indexed terms share. Keyed by prefix, the 40 terms starting "npm " came back for
     # every npm command and were thrown away one by one (5,600 rows at 100,000 crystals).
     def _insert_pending_grams(self) -> None:
+        pending = self._pending_grams
+        assert pending is not None, "called only by rebuild, which collects the pending grams"
         freq: dict[str, int] = {}
-        for t in {t for _a, t, _v, _o, _c in self._pending_grams}:
+        for t in {t for _a, t, _v, _o, _c in pending}:
             for g in {t[i : i + KEY_LEN] for i in range(len(t) - KEY_LEN + 1)}:
                 freq[g] = freq.get(g, 0) + 1
         self.conn.execute("DELETE FROM gramfreq")
         self.conn.executemany("INSERT INTO gramfreq VALUES(?,?)", freq.items())
         keys: dict[str, str] = {}
         rows = []
-        for a, t, view, orig, cid in self._pending_grams:
+        for a, t, view, orig, cid in pending:
             k = keys.get(t)
             if k is None:
                 k = keys[t] = _rarest(t, freq)
@@ -628,7 +630,7 @@ class Index:
         ).fetchall()
         if not hits:
             return []
-        compiled: dict[tuple[str, str], object] = {}
+        compiled: dict[tuple[str, str], _match.Term] = {}
         verdict: dict[tuple[str, str], bool] = {}
         matched: dict[int, list[str]] = {}
         for cid, action, orig in hits:

@@ -294,6 +294,8 @@ def _parse_line(raw: bytes) -> dict | None:
             if name in _INT_FIELDS:
                 ev[name] = int(value or 0)
             elif name in _FLOAT_FIELDS:
+                if value is None:
+                    return None  # a float field is required (float(None) would be the TypeError below)
                 ev[name] = float(value)
             else:
                 ev[name] = "" if value is None else str(value)
@@ -328,7 +330,7 @@ def _claim(path: str, wait_s: float) -> int | None:
 
 
 def _read_all(fd: int) -> bytes:
-    chunks = []
+    chunks: list[bytes] = []
     os.lseek(fd, 0, os.SEEK_SET)
     while True:
         chunk = os.read(fd, 1 << 20)
@@ -397,13 +399,12 @@ def drain(settings, insert_rows, claim_wait_s: float = 2.0) -> dict:
 def drain_spool_report(settings, conn: sqlite3.Connection | None = None) -> dict:
     """``drain`` into a SQLite ledger through ``sqlite3``; see ``drain`` for the report."""
     own = conn is None
-    if own:
-        conn = connect(settings, timeout_ms=max(settings.lock_budget_ms, 5000))
+    db = connect(settings, timeout_ms=max(settings.lock_budget_ms, 5000)) if conn is None else conn
     try:
-        return drain(settings, lambda events: _insert_sqlite(conn, [_row(ev) for ev in events]))
+        return drain(settings, lambda events: _insert_sqlite(db, [_row(ev) for ev in events]))
     finally:
         if own:
-            conn.close()
+            db.close()
 
 
 def drain_spool(settings, conn: sqlite3.Connection | None = None) -> int:

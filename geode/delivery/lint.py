@@ -200,7 +200,9 @@ def lint_note(
         )
 
     # freshness duty: notes that assert live state
-    meta = fm.get("metadata") if isinstance(fm.get("metadata"), dict) else {}
+    meta = fm.get("metadata")
+    if not isinstance(meta, dict):
+        meta = {}
     note_type = str(fm.get("type") or meta.get("type") or "").lower()
     asserts_live = note_type in LIVE_STATE_TYPES or "last_verified" in fm
     if asserts_live and "last_verified" in fm:

@@ -87,7 +87,7 @@ class Tok:
         self.text = text
         self.op = op
         self.spaced = spaced
-        self.prose = False
+        self.prose: bool | str = False  # True: prose; "data": echo text redirected into a file
         self.raw = raw  # the quoted part's content, for a nested command
         self.cased = text  # the text as written (``_segments``): for SCREAMING_SNAKE context
 

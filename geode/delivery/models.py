@@ -16,7 +16,7 @@ import sys
 import time
 from typing import Any
 
-from sqlalchemy import Column, Float, Index, Integer, String, Text, event, select
+from sqlalchemy import Column, Float, Index, Insert, Integer, String, Table, Text, event, select
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Field, SQLModel, create_engine
@@ -75,6 +75,13 @@ class ControlPlan(SQLModel, table=True):
     salt: str = Field(sa_column=Column(Text, nullable=False))
     created_at: float = Field(sa_column=Column(Float, nullable=False))
     source: str = Field(default="", sa_column=Column(Text, nullable=False, default=""))
+
+
+def table_of(model: type[SQLModel]) -> Table:
+    """The ``Table`` of a ``table=True`` model. SQLModel sets ``__table__`` when it creates the
+    class, but its type stubs do not declare the attribute (sqlmodel 0.0.50), so it is read here,
+    once, with the one ignore that says so."""
+    return model.__table__  # type: ignore[attr-defined]  # set at class creation, absent from sqlmodel's stubs
 
 
 def _sqlalchemy_url(url: str) -> str:
@@ -138,11 +145,16 @@ def _set_wal(cur: Any) -> None:
 
 def _insert_events(conn: Connection, events: list[dict]) -> int:
     """Insert events, ignoring event ids already present; returns the number of new rows."""
-    table = LedgerEvent.__table__
+    table = table_of(LedgerEvent)
+    ignore: Insert  # INSERT ... ON CONFLICT (event_id) DO NOTHING, in the connection's dialect
     if conn.dialect.name == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        ignore = pg_insert(table).on_conflict_do_nothing(index_elements=["event_id"])
     elif conn.dialect.name == "sqlite":
-        from sqlalchemy.dialects.sqlite import insert
+        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+        ignore = sqlite_insert(table).on_conflict_do_nothing(index_elements=["event_id"])
     else:  # pragma: no cover - only SQLite and PostgreSQL are supported
         raise RuntimeError(f"unsupported database {conn.dialect.name}")
     rows = [{name: ev[name] for name in ledger.EVENT_FIELDS} for ev in events]
@@ -150,7 +162,7 @@ def _insert_events(conn: Connection, events: list[dict]) -> int:
     for start in range(0, len(rows), 500):
         # RETURNING gives the rows actually inserted; executemany rowcount is not reliable
         # across drivers (psycopg reports 0 through SQLAlchemy's insertmanyvalues).
-        stmt = insert(table).on_conflict_do_nothing(index_elements=["event_id"]).returning(table.c.event_id)
+        stmt = ignore.returning(table.c.event_id)
         new += len(conn.execute(stmt, rows[start : start + 500]).all())
     return new
 
@@ -177,7 +189,7 @@ def ingest_spool_into(engine: Engine, settings) -> dict:
 
 def _record_plan(engine: Engine, settings) -> None:
     """Write the control plan once; a later config change never rewrites it."""
-    table = ControlPlan.__table__
+    table = table_of(ControlPlan)
     with engine.begin() as conn:
         if conn.execute(select(table.c.id).limit(1)).first() is not None:
             return
@@ -191,16 +203,21 @@ def _record_plan(engine: Engine, settings) -> None:
             "created_at": time.time(),
             "source": str(settings.withhold_rate_source),
         }
+        ignore: Insert
         if conn.dialect.name == "postgresql":
-            from sqlalchemy.dialects.postgresql import insert
+            from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+            ignore = pg_insert(table).values(**row).on_conflict_do_nothing(index_elements=["id"])
         else:
-            from sqlalchemy.dialects.sqlite import insert
-        conn.execute(insert(table).values(**row).on_conflict_do_nothing(index_elements=["id"]))
+            from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+            ignore = sqlite_insert(table).values(**row).on_conflict_do_nothing(index_elements=["id"])
+        conn.execute(ignore)
 
 
 def read_plan(engine_or_conn: Engine | Connection) -> dict | None:
     """The recorded control plan as a dict, or None when none was recorded."""
-    table = ControlPlan.__table__
+    table = table_of(ControlPlan)
     stmt = select(table).order_by(table.c.id).limit(1)
     if isinstance(engine_or_conn, Engine):
         with engine_or_conn.connect() as conn:

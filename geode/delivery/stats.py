@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from sqlalchemy import and_, func, select
 from sqlalchemy.engine import Connection, Engine
 
-from geode.delivery.models import LedgerEvent
+from geode.delivery.models import LedgerEvent, table_of
 
 LOOKUP_KINDS = ("blocked", "lookup_marked")
 TOP_N = 10
@@ -35,7 +35,7 @@ def _run(engine_or_conn: Engine | Connection, fn):
 
 
 def _window(conn: Connection, days: float | None, now: float) -> tuple[float | None, float]:
-    t = LedgerEvent.__table__
+    t = table_of(LedgerEvent)
     if days is not None:
         return now - float(days) * DAY, now
     first = conn.execute(select(func.min(t.c.ts))).scalar()
@@ -98,7 +98,7 @@ def compute_stats(
     from geode.delivery import ledger
 
     now = time.time() if now is None else float(now)
-    t = LedgerEvent.__table__
+    t = table_of(LedgerEvent)
     reg_ids = None if isinstance(registered, int) else sorted(set(registered))
     n_registered = registered if isinstance(registered, int) else len(reg_ids or [])
     n_oversize = oversize if isinstance(oversize, int) else len(set(oversize))
@@ -119,7 +119,7 @@ def compute_stats(
         truncated = (
             conn.execute(select(func.count()).where(cond, t.c.kind == "delivered", t.c.truncated != 0)).scalar() or 0
         )
-        by_kind = dict(
+        by_kind: dict[str, int] = dict(
             conn.execute(
                 select(t.c.kind, func.count())
                 .where(cond, t.c.kind.in_(LOOKUP_KINDS + ("withheld",)))
@@ -140,7 +140,7 @@ def compute_stats(
             mid = start + (end - start) / 2.0
             for lo, hi, last in ((start, mid, False), (mid, end, True)):
                 upper = t.c.ts <= hi if last else t.c.ts < hi
-                rows = dict(
+                rows: dict[str, int] = dict(
                     conn.execute(
                         select(t.c.kind, func.count())
                         .where(t.c.ts >= lo, upper, t.c.kind.in_(("delivered",) + LOOKUP_KINDS))
@@ -196,7 +196,7 @@ def compute_stats(
     return _run(engine_or_conn, go)
 
 
-def _fmt(value: object, pct: bool = False) -> str:
+def _fmt(value: float | str | None, pct: bool = False) -> str:
     if value is None:
         return "n/a"
     if pct:

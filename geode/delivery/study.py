@@ -19,7 +19,7 @@ from sqlalchemy import func, select
 from sqlalchemy.engine import Connection, Engine
 
 from geode.delivery import control
-from geode.delivery.models import ControlPlan, LedgerEvent
+from geode.delivery.models import ControlPlan, LedgerEvent, table_of
 from geode.delivery.stats import LOOKUP_KINDS, _run
 
 ARMS = ("delivered", "withheld")
@@ -48,8 +48,8 @@ def compute_study(settings, engine_or_conn: Engine | Connection, today: object =
       }
     }
     """
-    t = LedgerEvent.__table__
-    p = ControlPlan.__table__
+    t = table_of(LedgerEvent)
+    p = table_of(ControlPlan)
 
     def go(conn: Connection) -> dict:
         first = conn.execute(
@@ -68,7 +68,9 @@ def compute_study(settings, engine_or_conn: Engine | Connection, today: object =
         for events in lookups.values():
             events.sort()
 
-        arms = {a: {"units": 0, "lookups": 0, "blocked": 0, "marked": 0, "units_with_lookup": 0} for a in ARMS}
+        arms: dict[str, dict] = {
+            a: {"units": 0, "lookups": 0, "blocked": 0, "marked": 0, "units_with_lookup": 0} for a in ARMS
+        }
         mixed = 0
         for (session, _cid), kinds in units.items():
             if len(kinds) > 1:

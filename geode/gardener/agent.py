@@ -72,7 +72,7 @@ class Gardener(Stubs, NeverFired, Bind, Salience, Agent):
         ex = report.examined
         for key in ("notes", "unreadable", "crystals", "ledger_rows", "window_rows"):
             ex.setdefault(key, 0)
-        self.notes: dict[str, tuple[str, object]] = {}  # domain:path -> (domain, note)
+        self.notes = {}  # domain:path -> (domain, note); typed in GardenerHost
         for domain, load in ctx.readable(report):
             for note in load.notes:
                 ex["notes"] += 1
@@ -161,7 +161,10 @@ class Gardener(Stubs, NeverFired, Bind, Salience, Agent):
         """What this agent proposed before: keys held (pending, conflict, failed, rejected),
         blocked rows already cited by a stub, and per crystal the newest delivery row a
         salience proposal cited (its watermark)."""
-        out = {"held": set(), "consumed": set(), "watermarks": {}}
+        held: set[str] = set()  # keys of proposals still pending, conflicting, failed or rejected
+        consumed: set[int] = set()  # ledger rows an earlier stub cited
+        watermarks: dict[str, int] = {}  # "domain:path" -> newest delivery row a salience proposal cited
+        out = {"held": held, "consumed": consumed, "watermarks": watermarks}
         if engine is None:
             return out
         from sqlalchemy import inspect, select
@@ -179,7 +182,7 @@ class Gardener(Stubs, NeverFired, Bind, Salience, Agent):
             rows = conn.execute(q).all()
         for key, status, evidence, domain, path in rows:
             if status in _HOLD:
-                out["held"].add(key)
+                held.add(key)
             if status == "undone":
                 continue
             try:
@@ -191,10 +194,10 @@ class Gardener(Stubs, NeverFired, Bind, Salience, Agent):
             except (ValueError, TypeError):
                 ids = []
             if key.startswith("stub:"):
-                out["consumed"].update(ids)
+                consumed.update(ids)
             elif key.startswith("salience:") and ids:
                 cid = f"{domain}:{path}"
-                out["watermarks"][cid] = max(out["watermarks"].get(cid, 0), max(ids))
+                watermarks[cid] = max(watermarks.get(cid, 0), max(ids))
         return out
 
     def _held(self, *keys: str) -> bool:

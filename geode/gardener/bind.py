@@ -20,12 +20,12 @@ from geode.agents.contract import Context, Finding, Proposed, Report, Skipped
 from geode.delivery.binding import ACTIONS
 from geode.delivery.crystal import RETIRED_STATUSES
 from geode.gardener import edits
-from geode.gardener.keys import proposal_key
+from geode.gardener.keys import GardenerHost, proposal_key
 from geode.gardener.scan import MAX_EVIDENCE
 from geode.gardener.terms import clean_term
 
 
-class Bind:
+class Bind(GardenerHost):
     """``Gardener._bind``: a binding to the action that preceded the searches that found the note."""
 
     def _bind(self, ctx: Context, s, report: Report) -> None:

@@ -59,6 +59,7 @@ def widen_match(data: bytes, path: str, new_terms: list[str]) -> bytes | None:
     if value_form(data, "crystal.match", path=path) not in _WIDENABLE:
         return None
     current = old.crystal["match"]
+    value: list | str  # the form it had: a list stays a list, a comma string a comma string
     if isinstance(current, list):
         value = [*current, *new_terms]
     elif isinstance(current, str):

@@ -24,12 +24,12 @@ from geode.delivery.binding import parse_binding
 from geode.delivery.crystal import RETIRED_STATUSES
 from geode.delivery.dates import ValidityWindow
 from geode.gardener import edits
-from geode.gardener.keys import DAY, day_stamp, proposal_key
+from geode.gardener.keys import DAY, GardenerHost, day_stamp, proposal_key
 from geode.gardener.scan import MAX_EVIDENCE
 from geode.gardener.terms import clean_term, file_stem
 
 
-class NeverFired:
+class NeverFired(GardenerHost):
     """``Gardener._never_fired``: widen the match terms of a crystal that matched nothing in the window, or retire it."""
 
     def _never_fired(self, ctx: Context, s, report: Report) -> None:
@@ -101,7 +101,9 @@ class NeverFired:
                 )
                 continue
             window = ValidityWindow.from_frontmatter(note.frontmatter)
-            if window.opens_after(day_stamp(s.window_start)):
+            if window.valid_from is not None and window.opens_after(
+                day_stamp(s.window_start)
+            ):  # opens_after implies a valid_from
                 report.skipped.append(
                     Skipped(
                         note.path, 0, cid, f"never fired, but valid only from {window.valid_from.isoformat()}", domain

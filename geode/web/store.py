@@ -35,7 +35,7 @@ def _list(params, name: str) -> list[str]:
     """A repeatable query parameter (``tag=a&tag=b``), also comma-separated."""
     getlist = getattr(params, "getlist", None)
     raw = getlist(name) if getlist else ([params[name]] if params.get(name) else [])
-    out = []
+    out: list[str] = []
     for v in raw:
         out.extend(x.strip() for x in str(v).split(",") if x.strip())
     return out
@@ -188,10 +188,10 @@ class Store:
     def deliveries(self, domain: str, path: str) -> dict:
         """The note's record in the ledger: counts by kind, the first and last time, the
         latest rows (the crystal id is ``domain:path``)."""
-        from geode.delivery.models import LedgerEvent
+        from geode.delivery.models import LedgerEvent, table_of
         from geode.web.queue import iso
 
-        t = LedgerEvent.__table__
+        t = table_of(LedgerEvent)
         cid = f"{domain}:{path}"
         cond = t.c.crystal_id == cid
         with self.engine.connect() as conn:

@@ -60,6 +60,8 @@ from geode.delivery.errors import RecordsError
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the CLI's start-up 3 ms
 if TYPE_CHECKING:  # SQLAlchemy and Alembic load only when needed: the at-head check needs neither
+    from weakref import WeakSet
+
     from sqlalchemy.engine import Connection, Engine
 
 #: The newest revision this code knows; ``versions/`` must end here (tests/test_migrations.py).
@@ -73,7 +75,7 @@ SCRIPT_DIR = Path(__file__).resolve().parent
 
 #: Engines already checked at head in this process: later calls cost nothing. A WeakSet made on
 #: first use (SQLAlchemy has imported weakref by then; the CLI's start-up has not).
-_AT_HEAD = None
+_AT_HEAD: WeakSet[Engine] | None = None
 
 
 class MigrationError(RecordsError, RuntimeError):
@@ -155,7 +157,8 @@ def _lock(conn: Connection) -> None:
         conn.exec_driver_sql("SELECT pg_advisory_xact_lock(%(key)s)", {"key": PG_LOCK_KEY})
     elif conn.dialect.name == "sqlite":
         # engine_for's "begin" listener issued BEGIN IMMEDIATE: we already hold the write lock.
-        if not conn.connection.dbapi_connection.in_transaction:
+        dbapi = conn.connection.dbapi_connection  # None only once the connection is closed
+        if dbapi is None or not dbapi.in_transaction:
             raise MigrationError(
                 "the records database must be opened with geode.delivery.models.engine_for "
                 "(BEGIN IMMEDIATE), so that two processes never upgrade it at once"
