@@ -40,11 +40,11 @@ def rewrite_line(line: str, ref: Ref, new_text: str) -> str | None:
                 return line[: m.start(1)] + new_text + target[len(head) :] + line[m.end(1) :]
         return None
     if ref.syntax == "reference":
-        m = re.match(r"^(\s{0,3}\[[^\]]+\]:\s*<?)(\S+?)(>?(?:\s+.*)?)$", line)
-        if m:
-            head = m.group(2).split("#", 1)[0]
+        mr = re.match(r"^(\s{0,3}\[[^\]]+\]:\s*<?)(\S+?)(>?(?:\s+.*)?)$", line)
+        if mr:
+            head = mr.group(2).split("#", 1)[0]
             if head == old or unquote(head) == unquote(old):
-                return line[: m.start(2)] + new_text + m.group(2)[len(head) :] + line[m.end(2) :]
+                return line[: mr.start(2)] + new_text + mr.group(2)[len(head) :] + line[mr.end(2) :]
         return None
     if ref.syntax == "path":
         idx = line.find(old)

@@ -164,7 +164,7 @@ class NearDuplicates(CleanerHost):
             if not (V.chroma_url(self.ctx.settings) or V.current_folder(self.ctx.settings)):
                 return {}
             vs = V.VectorStore(self.ctx.settings, emb.model_id, emb.dim)
-            if not vs.available:
+            if not vs.available or vs.col is None:
                 return {}
             ids = {V.vector_id(self.domain, p): p for p in passages}
             got = vs.col.get(ids=list(ids), include=["embeddings", "metadatas"])

@@ -105,11 +105,11 @@ def cmd_upkeep(args) -> int:
     if args.list:
         if args.run_id:
             runs = [r for r in contract.list_runs(engine, limit=100000) if r["run_id"] == args.run_id]
-            reports = [contract.get_report(engine, args.run_id, r["agent"]) for r in runs]
+            stored = [contract.get_report(engine, args.run_id, r["agent"]) for r in runs]
             if args.json:
-                print_json({"runs": [r.as_dict() for r in reports if r]})
+                print_json({"runs": [r.as_dict() for r in stored if r]})
             else:
-                print("\n".join(_render(r.as_dict()) for r in reports if r) or f"no run {args.run_id}")
+                print("\n".join(_render(r.as_dict()) for r in stored if r) or f"no run {args.run_id}")
             return EXIT_OK
         runs = contract.list_runs(engine, limit=args.limit)
         if args.json:
@@ -137,32 +137,33 @@ def cmd_upkeep(args) -> int:
     app = _celery(settings)
     from geode.agents.celery_app import enqueue_upkeep
 
+    reports: list[contract.Report]
     if app.conf.task_always_eager or args.in_process:
         reports = upkeep.run_upkeep(settings, engine, run_id, names, trigger="manual")
     else:
         enqueue_upkeep(settings, run_id, names, trigger="manual")
-        reports = _wait_for(engine, run_id, names, args.wait)
-        for i, r in enumerate(reports):
-            if r is None or r.status not in contract.FINAL_STATUSES:
-                reports[i] = contract.Report(
-                    agent=names[i],
-                    status=contract.FAILED,
-                    run_id=run_id,
-                    message=f"no worker finished it within {args.wait:.0f} s (is `geode worker` running?)",
-                )
-    out = {
-        "run_id": run_id,
-        "runs": [r.as_dict() for r in reports],
-        "not_installed": [m for m in missing if not args.agent],
-    }
+        waited = _wait_for(engine, run_id, names, args.wait)
+        reports = [
+            r
+            if r is not None and r.status in contract.FINAL_STATUSES
+            else contract.Report(
+                agent=names[i],
+                status=contract.FAILED,
+                run_id=run_id,
+                message=f"no worker finished it within {args.wait:.0f} s (is `geode worker` running?)",
+            )
+            for i, r in enumerate(waited)
+        ]
+    runs = [r.as_dict() for r in reports]
+    not_installed = [m for m in missing if not args.agent]
     if args.json:
-        print_json(out)
+        print_json({"run_id": run_id, "runs": runs, "not_installed": not_installed})
     else:
         print(f"upkeep run {run_id}")
-        for r in out["runs"]:
-            print(_render(r))
-        if out["not_installed"]:
-            print(f"(not installed, their module cannot be imported: {', '.join(out['not_installed'])})")
+        for run in runs:
+            print(_render(run))
+        if not_installed:
+            print(f"(not installed, their module cannot be imported: {', '.join(not_installed)})")
     return EXIT_FAILED if any(r.status == contract.FAILED for r in reports) else EXIT_OK
 
 

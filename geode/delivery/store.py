@@ -33,7 +33,9 @@ def is_note_file(name: str) -> bool:
     return name.endswith(NOTE_SUFFIXES) and not name.startswith(".")
 
 
-def read_note_file(root: Path, rel: str, max_bytes: int = DEFAULT_MAX_BYTES, domain: str = "") -> Note | Problem:
+def read_note_file(
+    root: str | os.PathLike[str], rel: str, max_bytes: int = DEFAULT_MAX_BYTES, domain: str = ""
+) -> Note | Problem:
     """Read and parse one file, or say exactly why it cannot be a note."""
     try:
         return parse_note(read_text(str(root), rel, max_bytes), rel)
@@ -44,7 +46,7 @@ def read_note_file(root: Path, rel: str, max_bytes: int = DEFAULT_MAX_BYTES, dom
         return Problem(rel, 0, "skip-too-deep", "error", "structure nested too deeply to read; skipped", domain)
 
 
-def iter_note_paths(root: Path, load: StoreLoad | None = None):
+def iter_note_paths(root: str | os.PathLike[str], load: StoreLoad | None = None):
     """Relative POSIX paths of note files, in a stable order; symlinked folders are not followed."""
     root_real = os.path.realpath(root)
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):

@@ -226,7 +226,7 @@ def build_context(
     npaths: dict[int, int] = {}
     followed = 0
     capped = False
-    stack = [(a["id"], 1.0, 0, (a["id"],)) for a in anchors]
+    stack: list[tuple[int, float, int, tuple[int, ...]]] = [(a["id"], 1.0, 0, (a["id"],)) for a in anchors]
     while stack:
         nid, w, h, path = stack.pop()
         if h >= depth:

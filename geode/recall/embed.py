@@ -124,7 +124,10 @@ class SentenceTransformerEmbedder(Embedder):
         self.device = device or best_device()
         self._model = SentenceTransformer(name_or_path, device=self.device)
         get_dim = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
-        self.dim = int(get_dim())
+        dim = get_dim()
+        if dim is None:
+            raise ServiceUnavailable(f"the model {name_or_path} does not say its embedding dimension")
+        self.dim = int(dim)
         base = os.path.basename(os.path.normpath(name_or_path)) if os.path.exists(name_or_path) else name_or_path
         self.model_id = f"st/{base}"
         self._e5 = "e5" in base.lower()

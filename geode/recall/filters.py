@@ -18,7 +18,7 @@ grammar, read by the command line (``--where``) and the page as well as by searc
 
 from __future__ import annotations
 
-from sqlalchemy import and_, exists, literal_column, not_, or_, select
+from sqlalchemy import ColumnElement, and_, exists, literal_column, not_, or_, select
 
 from geode.delivery.dates import DateError, iso
 from geode.delivery.errors import UsageError
@@ -113,7 +113,7 @@ def filter_conditions(
     if unknown:
         raise FilterError(f"unknown domain {unknown[0]!r}; known: {', '.join(settings.domains)}")
     c = notes_t.c
-    conds = [c.domain.in_(doms)]
+    conds: list[ColumnElement[bool]] = [c.domain.in_(doms)]
     if type:
         conds.append(c.type.in_([_lower(t) for t in _as_list(type)]))
     if status:

@@ -182,7 +182,7 @@ class RecallIndex:
         self._set_meta("refreshed_at", str(time.time()))
         return counts
 
-    def _existing(self, domain: str, dirs: list[str] | None = None) -> dict:
+    def _existing(self, domain: str, dirs: set[str] | list[str] | None = None) -> dict:
         q = select(
             notes_t.c.id, notes_t.c.path, notes_t.c.mtime_ns, notes_t.c.size, notes_t.c.content_hash, notes_t.c.root
         ).where(notes_t.c.domain == domain)

@@ -51,8 +51,9 @@ from __future__ import annotations
 
 import json
 import math
+from typing import Any
 
-from sqlalchemy import func, literal_column, or_, select, text
+from sqlalchemy import ColumnClause, func, literal_column, or_, select, text
 
 from geode.delivery.prompt_recall import fts5_query, query_terms
 from geode.recall.filters import FilterError, filter_conditions
@@ -77,7 +78,7 @@ def lexical(idx: RecallIndex, terms: list[str], conds: list, n: int) -> dict[int
             # join the planner turns around) makes FTS5 re-run the MATCH once per candidate row,
             # which took 28 s at 10,000 notes.
             w = FTS_WEIGHTS
-            bm = literal_column(f"bm25(recall_fts, {w[0]}, {w[1]}, {w[2]}, {w[3]})")
+            bm: ColumnClause[Any] = literal_column(f"bm25(recall_fts, {w[0]}, {w[1]}, {w[2]}, {w[3]})")
             q = (
                 select(literal_column("recall_fts.rowid").label("id"), bm.label("s"))
                 .select_from(text("recall_fts"))
@@ -89,7 +90,7 @@ def lexical(idx: RecallIndex, terms: list[str], conds: list, n: int) -> dict[int
             )
             return {int(i): -float(s) for i, s in conn.execute(q).all()}
         tsq = func.to_tsquery("simple", " | ".join(f"{t}:*" for t in terms))
-        tsv = literal_column("recall_note.tsv")
+        tsv: ColumnClause[Any] = literal_column("recall_note.tsv")
         rank = func.ts_rank_cd(tsv, tsq)
         q = select(notes_t.c.id, rank.label("s")).where(tsv.op("@@")(tsq), *conds).order_by(rank.desc()).limit(n)
         return {int(i): float(s) for i, s in conn.execute(q).all()}

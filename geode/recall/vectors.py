@@ -142,6 +142,8 @@ def _connect(settings, folder: str | None):
             ssl=u.scheme == "https",
             settings=cs,
         )
+    if folder is None:
+        raise VectorsUnavailable("no Chroma folder and no [recall] chroma_url: nowhere to keep vectors")
     return chromadb.PersistentClient(path=folder, settings=cs)
 
 
@@ -212,6 +214,7 @@ class VectorStore:
 
     def upsert(self, ids: list[str], vectors, metas: list[dict]) -> None:
         assert self.write, "readers never write"
+        assert self.col is not None, "upsert on a store that is not open"
         for m in metas:
             m.setdefault("model", self.model_id)
             m.setdefault("dim", self.dim)
@@ -374,7 +377,7 @@ def rebuild(settings, progress=None, embedder=None, wait_s: float = 600.0) -> di
             vs._open()
         t0 = time.perf_counter()
         done = 0
-        marks = []
+        marks: list[tuple[int, str]] = []
         for start in range(0, len(rows), 32):
             chunk = rows[start : start + 32]
             vecs = emb.embed_passages([passage_text_of(r) for r in chunk])

@@ -83,7 +83,7 @@ def _page_url(path: str, params: dict, **over) -> str:
     return path + ("?" + urlencode(p, doseq=True) if p else "")
 
 
-def create_app(settings, *, token: str, bound: str, port: int, who: str) -> Starlette:
+def create_app(settings, *, token: str, bound: str, port: int, who: str) -> Guard:
     """The app for one server start (the token and port are this start's)."""
     import jinja2
 

@@ -132,7 +132,7 @@ def hunks(before: bytes | None, after: bytes | None, context: int = CONTEXT) -> 
 
 
 def _file(path: str, old_path: str | None, op: str, before: bytes | None, after: bytes | None) -> dict:
-    f = {
+    f: dict = {
         "path": path,
         "old_path": old_path,
         "op": op,

@@ -111,7 +111,8 @@ class NoteRenderer:
                 tok.attrSet("href", "#")
                 tok.attrSet("class", "link unresolved")
                 tok.attrSet("title", f"unresolved: {target}")
-        return self.md.renderer.renderToken(tokens, idx, options, env)
+        # markdown-it-py's RendererProtocol omits renderToken, which its RendererHTML has
+        return self.md.renderer.renderToken(tokens, idx, options, env)  # type: ignore[attr-defined]
 
     def _render_image(self, tokens, idx, options, env) -> str:
         # no image is fetched from anywhere (the page works offline and loads nothing it

@@ -113,7 +113,7 @@ class Guard:
         return u.scheme == "http" and self.host_ok(u.netloc)
 
     def _token_ok(self, candidate: str | None) -> bool:
-        return bool(candidate) and hmac.compare_digest(candidate.encode(), self.token.encode())
+        return bool(candidate) and hmac.compare_digest(str(candidate).encode(), self.token.encode())
 
     # -- ASGI --------------------------------------------------------------------------------
     async def __call__(self, scope, receive, send):
