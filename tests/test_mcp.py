@@ -473,7 +473,7 @@ def test_http_transport_needs_the_token_and_an_allowed_host(indexed_home):
 # -- the domains' lines come from the settings ------------------------------------------------------
 def test_domains_about_is_read_with_the_settings_and_checked_like_them(tmp_path):
     from geode.delivery.config import ConfigError
-    from geode.mcp.server import domain_lines
+    from geode.mcp.routing import domain_lines
 
     home = make_home(tmp_path, NOTES)
     lines = {d["name"]: d["about"] for d in domain_lines(settings_of(home))}
