@@ -109,6 +109,10 @@ def cmd_init(args) -> int:
 # -- hooks -------------------------------------------------------------------------------
 def cmd_hooks(args) -> int:
     from geode.delivery import install as inst
+    from geode.delivery import install_mcp as im
+    from geode.delivery.install_files import InstallError
+    from geode.delivery.install_mcp_entry import mcp_entry
+    from geode.delivery.install_probe import verify_mcp_entry
 
     settings = settings_of(args)
     results = []
@@ -118,7 +122,7 @@ def cmd_hooks(args) -> int:
         # settings.home: --home, then GEODE_HOME, then ~/.geode (the flag wins, as everywhere)
         home, store = settings.home, args.store if args.store else None
         if args.action == "install" and not args.print and mcp:  # before anything is written
-            inst.verify_mcp_entry(inst.mcp_entry(home=home, store=store))
+            verify_mcp_entry(mcp_entry(home=home, store=store))
         for agent in agents:
             kw = dict(
                 scope=args.scope,
@@ -129,20 +133,20 @@ def cmd_hooks(args) -> int:
             if args.action == "uninstall":
                 r = inst.uninstall(agent, **kw)
                 if mcp:
-                    r["mcp"] = inst.uninstall_mcp(agent, **kw)
+                    r["mcp"] = im.uninstall_mcp(agent, **kw)
                 results.append(r)
                 continue
             kw.update(geode_home=home, store=store)
             if args.print:
                 r = inst.plan(agent, **kw)
                 if mcp:
-                    r["mcp"] = inst.plan_mcp(agent, **kw)
+                    r["mcp"] = im.plan_mcp(agent, **kw)
             else:
                 r = inst.install(agent, **kw)
                 if mcp:
-                    r["mcp"] = inst.install_mcp(agent, **kw, verify=False)
+                    r["mcp"] = im.install_mcp(agent, **kw, verify=False)
             results.append(r)
-    except inst.InstallError as exc:
+    except InstallError as exc:
         raise CLIError(str(exc)) from exc
     if args.action == "install" and not args.print:
         _precompile()
