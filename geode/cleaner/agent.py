@@ -193,7 +193,7 @@ class Cleaner(Contradictions, NearDuplicates, FolderCaps, Agent):
         return (date_of(n, "valid_from") or _dt.date.min, date_of(n, "last_verified") or _dt.date.min, n.path)
 
     def _bytes(self, path: str) -> bytes | None:
-        from geode.agents.proposals import current
+        from geode.agents.changes import current
 
         cur = current(self.ctx.settings, self.domain, path)
         if cur is None:

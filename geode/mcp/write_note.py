@@ -129,7 +129,7 @@ class NoteWriter:
         crystal: dict | None = None,
         essence: str | None = None,
     ) -> dict:
-        from geode.agents import proposals, safepath
+        from geode.agents import changes, safepath
         from geode.delivery.lint import lint_note
         from geode.delivery.note import ESSENCE_CLOSE, ESSENCE_OPEN, parse_note
         from geode.recall.recall_index import address as addr_of
@@ -221,7 +221,7 @@ class NoteWriter:
             target = rel  # created by someone else between our look and our write: propose instead
 
         # an existing note: never overwritten; the change goes to the approval queue
-        cur = proposals.current(settings, domain, target)
+        cur = changes.current(settings, domain, target)
         if cur is not None and cur[0] == data:
             raise ToolInputError(f"{target} already holds exactly this text; nothing to change")
         pid, fresh = self._propose(domain, target, data, title)
@@ -245,10 +245,10 @@ class NoteWriter:
         with the same title (case-insensitive)."""
         from sqlalchemy import func, select
 
-        from geode.agents import proposals
+        from geode.agents import changes
         from geode.recall.recall_index import notes_t
 
-        if proposals.current(self.settings, domain, rel) is not None:
+        if changes.current(self.settings, domain, rel) is not None:
             return rel
         c = notes_t.c
         with self.lock:
@@ -260,7 +260,7 @@ class NoteWriter:
                 ).all()
         for (path,) in rows:
             folder_of = path.rsplit("/", 1)[0] if "/" in path else ""
-            if folder_of == sub and proposals.current(self.settings, domain, path) is not None:
+            if folder_of == sub and changes.current(self.settings, domain, path) is not None:
                 return path
         return None
 
@@ -268,14 +268,14 @@ class NoteWriter:
         """File an edit proposal citing a ``write_requested`` ledger row; (id, newly filed)."""
         from sqlalchemy import select
 
-        from geode.agents import proposals
+        from geode.agents import changes, proposals, queue_tables
         from geode.delivery import ledger, models
 
         settings = self.settings
         engine = proposals.open_queue(settings)
         run_id = f"mcp:{self.session}"[:255]
         key = f"write_note:{domain}:{path}:{hashlib.sha256(data).hexdigest()[:16]}"[:255]
-        P = proposals.P
+        P = queue_tables.P
         with engine.connect() as conn:  # the same change asked for again in this session: the same proposal
             known = conn.execute(select(P.c.id).where(P.c.run_id == run_id, P.c.key == key)).scalar()
         if known is not None:
@@ -295,7 +295,7 @@ class NoteWriter:
         with engine.connect() as conn:
             eid = conn.execute(select(t.c.id).where(t.c.event_id == ev["event_id"])).scalar_one()
         try:
-            change = proposals.edit_change(settings, domain, path, data)
+            change = changes.edit_change(settings, domain, path, data)
             draft = proposals.ProposalDraft(
                 agent=PROPOSAL_AGENT,
                 kind="edit",

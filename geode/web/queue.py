@@ -2,7 +2,7 @@
 proposal with its evidence and diff, bulk previews and decisions, the history of actions.
 
 Everything here reads the queue's own tables (``geode.agents.proposals``) and writes only
-through the queue's API: ``apply.approve``, ``apply.undo``, ``proposals.reject`` and, for a
+through the queue's API: ``apply.approve``, ``apply.undo``, ``queue_review.reject`` and, for a
 refresh, ``proposals.file_proposal``. Why a page query of its own and not ``list_proposals``:
 that one returns every matching row, and a queue of 5,000 proposals must paint its first page
 without reading the other 4,950 (``LIMIT``/``OFFSET`` and ``GROUP BY`` counts in SQL).
@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 from sqlalchemy import exists, func, select
 
 from geode.agents import proposals as Q
+from geode.agents import queue_tables
 from geode.delivery.errors import GeodeError
 
 PER_PAGE = 50
@@ -90,7 +91,7 @@ class QueueFilter:
         return not self.as_params()
 
     def conditions(self) -> list:
-        P, C = Q.P, Q.C
+        P, C = queue_tables.P, queue_tables.C
         out = []
         for col, value in (
             (P.c.agent, self.agent),
@@ -142,8 +143,8 @@ def _summary(row, paths: list[str]) -> dict:
 def page_of(engine, flt: QueueFilter, page: int = 1, per_page: int = PER_PAGE) -> dict:
     """One page of proposals, newest night first, then agent, then id; with the totals of every
     (night, agent) group on the page (over the whole filter, not only this page)."""
-    Q.ensure_tables(engine)
-    P, C = Q.P, Q.C
+    queue_tables.ensure_tables(engine)
+    P, C = queue_tables.P, queue_tables.C
     per_page = max(1, min(int(per_page), MAX_PER_PAGE))
     conds = flt.conditions()
     runs = select(P.c.run_id.label("rid"), func.min(P.c.created_at).label("first")).group_by(P.c.run_id).subquery()
@@ -208,8 +209,8 @@ def page_of(engine, flt: QueueFilter, page: int = 1, per_page: int = PER_PAGE) -
 
 def choices(engine) -> dict:
     """What the filter menus offer: each agent, kind, domain, status and night with its count."""
-    Q.ensure_tables(engine)
-    P = Q.P
+    queue_tables.ensure_tables(engine)
+    P = queue_tables.P
     out: dict = {}
     with engine.connect() as conn:
         for name, col in (("agent", P.c.agent), ("kind", P.c.kind), ("domain", P.c.domain), ("status", P.c.status)):
@@ -232,8 +233,8 @@ def history(
     engine, page: int = 1, per_page: int = PER_PAGE, proposal_id: int | None = None, who: str | None = None
 ) -> dict:
     """Every action on the queue (filed, approve, reject, undo, reconcile, refresh), newest first."""
-    Q.ensure_tables(engine)
-    A_, P = Q.A, Q.P
+    queue_tables.ensure_tables(engine)
+    A_, P = queue_tables.A, queue_tables.P
     per_page = max(1, min(int(per_page), MAX_PER_PAGE))
     conds = []
     if proposal_id is not None:
@@ -284,9 +285,12 @@ def _json(text: str):
 
 
 def counts_by_status(engine) -> dict:
-    Q.ensure_tables(engine)
+    queue_tables.ensure_tables(engine)
     with engine.connect() as conn:
-        return {s: int(n) for s, n in conn.execute(select(Q.P.c.status, func.count()).group_by(Q.P.c.status))}
+        return {
+            s: int(n)
+            for s, n in conn.execute(select(queue_tables.P.c.status, func.count()).group_by(queue_tables.P.c.status))
+        }
 
 
 __all__ = ["QueueFilter", "QueueError", "page_of", "history", "who_of", "choices", "counts_by_status"]

@@ -3,7 +3,7 @@ preview first), and refresh a conflicted proposal against the files as they are 
 
 Apart from reading the queue (``geode.web.queue``, ``geode.web.queue_detail``) because these
 write, and only through the queue's API: ``apply.approve``, ``apply.undo``,
-``proposals.reject`` and, for a refresh, ``proposals.file_proposal``.
+``queue_review.reject`` and, for a refresh, ``proposals.file_proposal``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from sqlalchemy import func, select
 
 from geode.agents import apply as A
 from geode.agents import proposals as Q
-from geode.agents import safepath
+from geode.agents import queue_review, queue_tables, safepath
 from geode.web.queue import QueueError, QueueFilter
 from geode.web.queue_detail import check
 
@@ -34,7 +34,7 @@ def decide(settings, engine, proposal_id: int, action: str, who: str, reason: st
         if action == "undo":
             return A.undo(settings, engine, proposal_id, who)
         if action == "reject":
-            return Q.reject(settings, engine, proposal_id, who, reason)
+            return queue_review.reject(settings, engine, proposal_id, who, reason)
     except Q.ProposalError as exc:
         raise QueueError(str(exc), 404 if str(exc).startswith("no proposal") else 400) from exc
     raise QueueError(f"action {action!r}; expected approve, reject or undo")
@@ -45,7 +45,7 @@ def bulk_targets(engine, action: str, flt: QueueFilter) -> list[dict]:
     (undo: newest first, so a later change is undone before the one it was made over)."""
     if action not in BULK_ACTIONS:
         raise QueueError(f"action {action!r}; expected one of {', '.join(BULK_ACTIONS)}")
-    P = Q.P
+    P = queue_tables.P
     statuses = BULK_STATUSES[action]
     if flt.status:
         statuses = tuple(s for s in statuses if s == flt.status)
@@ -200,7 +200,7 @@ def refresh(settings, engine, proposal_id: int, who: str) -> dict:
             new.append(Q.FileChange(c["path"], Q.sha256(cur), merged, c["mode"]))
     if problems:
         raise QueueError(f"proposal {proposal_id} cannot be refreshed: " + "; ".join(problems), 409)
-    A_ = Q.A
+    A_ = queue_tables.A
     with engine.connect() as conn:
         n = int(
             conn.execute(
@@ -228,7 +228,7 @@ def refresh(settings, engine, proposal_id: int, who: str) -> dict:
     with engine.begin() as conn:
         Q.record(conn, proposal_id, "refresh", "refreshed", who, {"new": new_id})
         Q.record(conn, new_id, "refresh", "filed", who, {"from": proposal_id})
-    rej = Q.reject(settings, engine, proposal_id, who, f"superseded by refreshed proposal #{new_id}")
+    rej = queue_review.reject(settings, engine, proposal_id, who, f"superseded by refreshed proposal #{new_id}")
     return {
         "id": proposal_id,
         "action": "refresh",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from sqlalchemy import select
 
-from geode.agents import contract, safepath
+from geode.agents import contract, queue_review, safepath
 from geode.agents import proposals as Q
 from geode.delivery.models import LedgerEvent
 from geode.web import diffview
@@ -120,7 +120,7 @@ def detail(settings, engine, proposal_id: int) -> dict:
         raise QueueError(f"no proposal {proposal_id}", 404)
     with engine.connect() as conn:
         row, changes = Q.load(conn, proposal_id)
-    p["diff"] = Q.diff(engine, proposal_id)
+    p["diff"] = queue_review.diff(engine, proposal_id)
     p["files"] = diffview.file_diffs(row["kind"], changes)
     p["evidence_resolved"] = evidence_of(engine, p["evidence"], settings.default_domain)
     p["check"] = check(settings, row, changes)
