@@ -25,7 +25,7 @@ import datetime as _dt
 import hashlib
 
 from geode.agents.contract import Agent, Context, Finding, Proposed, Report, Skipped
-from geode.agents.links import loose
+from geode.agents.note_names import loose
 from geode.cleaner.caps import FolderCaps
 from geode.cleaner.contradictions import Contradictions
 from geode.cleaner.duplicates import EMBED_MIN, TEXT_MIN, NearDuplicates
