@@ -138,7 +138,7 @@ def test_new_file_gets_the_requested_mode_and_undo_removes_it(queue):
 def test_existing_file_keeps_its_mode_when_the_proposal_names_none(queue):
     s, engine, root = queue
     write(root, "a.md", b"old\n", 0o600)
-    pid = Q.file_proposal(s, engine, draft("edit", [Q.edit_change(s, "main", "a.md", b"new\n")]))
+    pid = Q.file_proposal(s, engine, draft("edit", [CH.edit_change(s, "main", "a.md", b"new\n")]))
     os.chmod(root / "a.md", 0o640)  # the mode is not content: no conflict, and it is kept
     assert A.approve(s, engine, pid, "a")["ok"]
     assert stat.S_IMODE((root / "a.md").stat().st_mode) == 0o640
@@ -345,7 +345,7 @@ def test_edits_between_proposal_and_apply_are_refused(queue):
     for i in range(200):
         rel = f"n{i}.md"
         write(root, rel, rng.randbytes(rng.randint(0, 200)))
-        pid = Q.file_proposal(s, engine, draft("edit", [Q.edit_change(s, "main", rel, b"agent's version\n")]))
+        pid = Q.file_proposal(s, engine, draft("edit", [CH.edit_change(s, "main", rel, b"agent's version\n")]))
         how = EDITS[i % len(EDITS)]
         external = _external_edit(root / rel, rng, how)
         mtime = (root / rel).stat().st_mtime_ns
@@ -383,7 +383,7 @@ def test_edit_after_the_first_check_is_caught_by_the_check_before_replace(queue,
 def test_conflict_at_filing_time(queue):
     s, engine, root = queue
     write(root, "a.md", b"one\n")
-    change = Q.edit_change(s, "main", "a.md", b"two\n")
+    change = CH.edit_change(s, "main", "a.md", b"two\n")
     (root / "a.md").write_bytes(b"uno\n")
     with pytest.raises(Q.Conflict) as info:
         Q.file_proposal(s, engine, draft("edit", [change]))
@@ -394,7 +394,7 @@ def test_conflict_at_filing_time(queue):
 def test_reapproving_a_conflict_succeeds_once_the_file_is_back(queue):
     s, engine, root = queue
     write(root, "a.md", b"one\n")
-    pid = Q.file_proposal(s, engine, draft("edit", [Q.edit_change(s, "main", "a.md", b"two\n")]))
+    pid = Q.file_proposal(s, engine, draft("edit", [CH.edit_change(s, "main", "a.md", b"two\n")]))
     (root / "a.md").write_bytes(b"uno\n")
     assert A.approve(s, engine, pid, "t")["status"] == "conflict"
     (root / "a.md").write_bytes(b"one\n")
@@ -428,7 +428,7 @@ def test_undo_after_a_later_edit_is_refused(queue, how):
 def test_undo_refused_for_a_proposal_that_is_not_applied(queue):
     s, engine, root = queue
     write(root, "a.md", b"x\n")
-    pid = Q.file_proposal(s, engine, draft("edit", [Q.edit_change(s, "main", "a.md", b"y\n")]))
+    pid = Q.file_proposal(s, engine, draft("edit", [CH.edit_change(s, "main", "a.md", b"y\n")]))
     r = A.undo(s, engine, pid, "t")
     assert not r["ok"] and r["status"] == "pending"
     assert (root / "a.md").read_bytes() == b"x\n"

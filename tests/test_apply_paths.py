@@ -234,7 +234,7 @@ def test_fuzzed_names_never_reach_outside_the_root(world, monkeypatch):
             assert full is not None, f"filed but resolve() refused it: {name!r}"
             accepted.append((pid, name))
         try:
-            change = Q.edit_change(s, "main", name, b"edited\n")
+            change = CH.edit_change(s, "main", name, b"edited\n")
         except (Q.ProposalError, safepath.UnsafePath, OSError):
             change = None
         if change is not None:
@@ -276,7 +276,7 @@ def test_fuzzed_names_never_reach_outside_the_root(world, monkeypatch):
 def test_folder_swapped_for_a_symlink_after_filing_is_refused(world):
     s, engine, base, root, outside_dirs = world
     before_outside = {str(d): tree_state(d) for d in outside_dirs}
-    edit = Q.file_proposal(s, engine, draft("edit", [Q.edit_change(s, "main", "sub/real.md", b"changed\n")]))
+    edit = Q.file_proposal(s, engine, draft("edit", [CH.edit_change(s, "main", "sub/real.md", b"changed\n")]))
     new = Q.file_proposal(s, engine, draft("new_note", [CH.new_note_change(s, "main", "sub/new.md", b"n\n")]))
     os.rename(root / "sub", root / "sub.orig")
     os.symlink(base / "outside", root / "sub")  # outside/real.md has the very bytes proposed against
@@ -290,7 +290,7 @@ def test_symlink_swapped_in_during_an_apply_writes_nothing_outside(world, monkey
     s, engine, base, root, outside_dirs = world
     write(root, "sub/two.md", b"two\n")
     before_outside = {str(d): tree_state(d) for d in outside_dirs}
-    changes = [Q.edit_change(s, "main", "sub/real.md", b"changed\n"), Q.edit_change(s, "main", "sub/two.md", b"2\n")]
+    changes = [CH.edit_change(s, "main", "sub/real.md", b"changed\n"), CH.edit_change(s, "main", "sub/two.md", b"2\n")]
     pid = Q.file_proposal(s, engine, draft("edit", changes))
     swapped = []
 

@@ -142,7 +142,7 @@ def test_apply_undo_is_byte_exact(shared, kind, content, new, name, other, mode,
     if kind == "rewrite":
         if new == content:
             new = new + b"\n"
-        changes = [Q.edit_change(s, "main", rel, new)]
+        changes = [CH.edit_change(s, "main", rel, new)]
         kind_name = "edit"
     elif kind == "move":
         changes = CH.move_changes(

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from geode.agents import apply, proposals, queue_tables
+from geode.agents import apply, proposals, queue_review, queue_tables
 from geode.agents import changes as CH
 from geode.agents.contract import Finding, load_findings
 from geode.agents.recording import store_findings
@@ -124,7 +124,7 @@ def test_every_fixture_after_the_librarian_in_the_same_run(name, tmp_path):
     assert len(report.proposals) == len(exp["proposals"])
     for p, want in zip(report.proposals, exp["proposals"], strict=False):
         assert p["kind"] == want["kind"] and p["paths"] == [want["path"]]
-        diff = proposals.diff(engine, p["id"])
+        diff = queue_review.diff(engine, p["id"])
         assert [ln for ln in diff.splitlines() if ln[:1] in "+-" and not ln.startswith(("+++", "---"))] == want["diff"]
         # evidence: the stored findings about that file (the Librarian's, or its own stale ones)
         ev = proposals.get(engine, p["id"])["evidence"]
@@ -303,7 +303,7 @@ def test_a_renamed_notes_links_are_rewritten_from_the_move_history(geode_env):
     ]
     (lp,) = lib.proposals
     librarian_after = after_bytes(engine, lp["id"])
-    proposals.reject(settings, engine, lp["id"], "person")
+    queue_review.reject(settings, engine, lp["id"], "person")
     report = run_agent(settings, engine, "r", "corrector")
     (p,) = report.proposals
     want = (

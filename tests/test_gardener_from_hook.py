@@ -5,7 +5,7 @@ hunted. Guards the seam between ``delivery/hook.py`` (what a blocked row records
 
 from __future__ import annotations
 
-from geode.agents import proposals
+from geode.agents import proposals, queue_review
 from geode.agents.upkeep import run_agent
 from geode.delivery.models import init_db
 from tests.helpers import Geode, crystal_text
@@ -39,5 +39,5 @@ def test_blocked_hunts_become_a_stub_with_the_hunted_term(tmp_path):
     full = proposals.get(engine, stubs[0]["id"])
     cited = sorted(e["ledger_event"] for e in full["evidence"] if "ledger_event" in e)
     assert cited == sorted(row["id"] for row in blocked)
-    diff = proposals.diff(engine, stubs[0]["id"])
+    diff = queue_review.diff(engine, stubs[0]["id"])
     assert "retention-policy" in diff and "match:" in diff

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from geode.delivery import install as inst
-from geode.delivery.install import InstallError
+from geode.delivery.install_files import InstallError
+from geode.delivery.install_probe import verify_command
 
 STAND_IN = """\
 import json, os, sys
@@ -142,7 +143,7 @@ def test_verify_really_runs_the_command_with_a_probe(hookmain: Path, tmp_path: P
     marker = tmp_path / "marker.json"
     monkeypatch.setenv("GEODE_TEST_MARKER", str(marker))
     cmd = inst.hook_command("codex", hookmain=hookmain, home=tmp_path / "gh")
-    inst.verify_command(cmd)
+    verify_command(cmd)
     seen = json.loads(marker.read_text())
     assert seen["argv"] == ["codex"]
     assert json.loads(seen["stdin"]) == {"hook_event_name": "Probe"}
@@ -154,15 +155,15 @@ def test_verify_refuses_failing_and_json_garbage_commands(tmp_path: Path) -> Non
     bad = tmp_path / "bad.py"
     bad.write_text("import sys; sys.exit(1)\n")
     with pytest.raises(InstallError, match="exited 1"):
-        inst.verify_command(f"{sys.executable} -S {bad} claude")
+        verify_command(f"{sys.executable} -S {bad} claude")
     garbage = tmp_path / "garbage.py"
     garbage.write_text("print('{not json')\n")
     with pytest.raises(InstallError, match="invalid JSON"):
-        inst.verify_command(f"{sys.executable} -S {garbage} claude")
+        verify_command(f"{sys.executable} -S {garbage} claude")
     slow = tmp_path / "slow.py"
     slow.write_text("import time; time.sleep(5)\n")
     with pytest.raises(InstallError, match="did not finish"):
-        inst.verify_command(f"{sys.executable} -S {slow} claude", timeout=0.5)
+        verify_command(f"{sys.executable} -S {slow} claude", timeout=0.5)
 
 
 def test_nonexistent_interpreter_refuses_and_writes_nothing(hookmain: Path, project: Path, home_dir: Path) -> None:
@@ -187,7 +188,7 @@ def test_missing_hookmain_refuses(project: Path, tmp_path: Path) -> None:
 def test_the_real_hookmain_passes_the_probe(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("GEODE_HOME", str(tmp_path / "gh"))
     for agent in inst.AGENTS:
-        inst.verify_command(inst.hook_command(agent))
+        verify_command(inst.hook_command(agent))
 
 
 # -- Claude Code -----------------------------------------------------------------------------

@@ -17,8 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from geode.delivery import install as inst
-from geode.delivery.install import InstallError
+from geode.delivery import install_mcp as im
+from geode.delivery.install_files import InstallError
+from geode.delivery.install_mcp_entry import MCP_STARTUP_TIMEOUT_S, is_owned_mcp_entry, mcp_entry
+from geode.delivery.install_probe import verify_mcp_entry
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -59,26 +61,26 @@ def kw(project: Path, home_dir: Path, tmp_path: Path) -> dict:
 
 
 def entry_of(kw: dict) -> dict:
-    return inst.mcp_entry(home=kw["geode_home"])
+    return mcp_entry(home=kw["geode_home"])
 
 
 # -- the entry ---------------------------------------------------------------------------------
 def test_entry_is_the_absolute_interpreter_and_the_entry_script_with_env_only_when_needed(tmp_path: Path) -> None:
-    e = inst.mcp_entry()
+    e = mcp_entry()
     assert e["command"] == os.path.abspath(sys.executable)
     assert e["args"] == [str(ROOT / "geode" / "mcp" / "main.py")] and Path(e["args"][0]).is_file()
-    assert "env" not in e and inst.is_owned_mcp_entry(e)
-    e2 = inst.mcp_entry(home=tmp_path / "h", store=tmp_path / "s")
+    assert "env" not in e and is_owned_mcp_entry(e)
+    e2 = mcp_entry(home=tmp_path / "h", store=tmp_path / "s")
     assert e2["env"] == {"GEODE_HOME": str((tmp_path / "h").resolve()), "GEODE_STORE": str((tmp_path / "s").resolve())}
-    assert "env" not in inst.mcp_entry(home=Path("~/.geode").expanduser())
+    assert "env" not in mcp_entry(home=Path("~/.geode").expanduser())
     with pytest.raises(InstallError, match="absolute path"):
-        inst.mcp_entry(python="python3")
-    assert not inst.is_owned_mcp_entry({"command": "npx", "args": ["geode-mcp"]})
-    assert not inst.is_owned_mcp_entry({"command": "geode", "args": ["mcp"]})
+        mcp_entry(python="python3")
+    assert not is_owned_mcp_entry({"command": "npx", "args": ["geode-mcp"]})
+    assert not is_owned_mcp_entry({"command": "geode", "args": ["mcp"]})
 
 
 def test_the_probe_starts_the_real_server_like_an_agent_would(tmp_path: Path) -> None:
-    report = inst.verify_mcp_entry(inst.mcp_entry(home=tmp_path / "h"))
+    report = verify_mcp_entry(mcp_entry(home=tmp_path / "h"))
     assert report["ok"] and set(report["tools"]) == {
         "search",
         "build_context",
@@ -89,11 +91,11 @@ def test_the_probe_starts_the_real_server_like_an_agent_would(tmp_path: Path) ->
     bad = tmp_path / "bad.py"
     bad.write_text("import sys\nprint('boom', file=sys.stderr)\nsys.exit(3)\n")
     with pytest.raises(InstallError, match=r"(?s)exited 3 on --check.*output: boom"):
-        inst.verify_mcp_entry({"command": sys.executable, "args": [str(bad)]})
+        verify_mcp_entry({"command": sys.executable, "args": [str(bad)]})
     silent = tmp_path / "silent.py"
     silent.write_text('print(\'{"ok": true, "tools": []}\')\n')
     with pytest.raises(InstallError, match="no search tool"):
-        inst.verify_mcp_entry({"command": sys.executable, "args": [str(silent)]})
+        verify_mcp_entry({"command": sys.executable, "args": [str(silent)]})
 
 
 # -- Claude Code -----------------------------------------------------------------------------------
@@ -101,26 +103,26 @@ def test_claude_project_mcp_json_keeps_the_users_servers_and_is_idempotent(proje
     path = project / ".mcp.json"
     user = {"mcpServers": {"github": {"command": "npx", "args": ["-y", "gh-mcp"], "env": {"T": "x"}}}, "other": 1}
     path.write_text(json.dumps(user, indent=4) + "\n")
-    r = inst.install_mcp("claude", **kw)
+    r = im.install_mcp("claude", **kw)
     assert r["added"] and not r["unchanged"] and r["path"] == str(path) and "approve" in r["notice"]
     data = json.loads(path.read_text())
     assert data["mcpServers"]["github"] == user["mcpServers"]["github"] and data["other"] == 1
     assert list(data["mcpServers"]) == ["github", "geode"]
     assert data["mcpServers"]["geode"] == {"type": "stdio", **entry_of(kw)}
     before = path.read_bytes()
-    r2 = inst.install_mcp("claude", **kw)
+    r2 = im.install_mcp("claude", **kw)
     assert r2["unchanged"] and path.read_bytes() == before
-    u = inst.uninstall_mcp("claude", project=kw["project"], home_dir=kw["home_dir"])
+    u = im.uninstall_mcp("claude", project=kw["project"], home_dir=kw["home_dir"])
     assert u["removed"] == 1 and json.loads(path.read_text()) == user
-    assert inst.uninstall_mcp("claude", project=kw["project"], home_dir=kw["home_dir"])["unchanged"]
+    assert im.uninstall_mcp("claude", project=kw["project"], home_dir=kw["home_dir"])["unchanged"]
 
 
 def test_claude_file_holding_only_our_entry_is_removed_on_uninstall(project: Path, kw: dict) -> None:
-    inst.install_mcp("claude", **kw)
+    im.install_mcp("claude", **kw)
     assert json.loads((project / ".mcp.json").read_text()) == {
         "mcpServers": {"geode": {"type": "stdio", **entry_of(kw)}}
     }
-    inst.uninstall_mcp("claude", project=kw["project"], home_dir=kw["home_dir"])
+    im.uninstall_mcp("claude", project=kw["project"], home_dir=kw["home_dir"])
     assert not (project / ".mcp.json").exists()
 
 
@@ -135,17 +137,17 @@ def test_claude_user_and_local_scope_edit_claude_json_and_keep_its_mode(
     }
     path.write_text(json.dumps(user))
     os.chmod(path, 0o600)
-    inst.install_mcp("claude", "user", **kw)
+    im.install_mcp("claude", "user", **kw)
     data = json.loads(path.read_text())
     assert data["mcpServers"]["fs"] == {"command": "fs-mcp"} and "geode" in data["mcpServers"]
     assert data["numStartups"] == 12 and data["projects"] == user["projects"]
     assert path.stat().st_mode & 0o777 == 0o600
-    inst.install_mcp("claude", local=True, **kw)
+    im.install_mcp("claude", local=True, **kw)
     data = json.loads(path.read_text())
     assert data["projects"][str(project)]["mcpServers"]["geode"]["args"] == entry_of(kw)["args"]
     assert data["projects"][str(project)]["allowedTools"] == ["Bash"]
-    inst.uninstall_mcp("claude", local=True, project=kw["project"], home_dir=kw["home_dir"])
-    inst.uninstall_mcp("claude", "user", project=kw["project"], home_dir=kw["home_dir"])
+    im.uninstall_mcp("claude", local=True, project=kw["project"], home_dir=kw["home_dir"])
+    im.uninstall_mcp("claude", "user", project=kw["project"], home_dir=kw["home_dir"])
     assert json.loads(path.read_text()) == user
 
 
@@ -155,8 +157,8 @@ def test_a_geode_entry_the_user_wrote_is_never_replaced_or_removed(project: Path
     raw = (json.dumps(theirs) + "\n").encode()
     path.write_bytes(raw)
     with pytest.raises(InstallError, match="not geode's"):
-        inst.install_mcp("claude", **kw)
-    u = inst.uninstall_mcp("claude", project=kw["project"], home_dir=kw["home_dir"])
+        im.install_mcp("claude", **kw)
+    u = im.uninstall_mcp("claude", project=kw["project"], home_dir=kw["home_dir"])
     assert u["removed"] == 0 and "kept" in u and path.read_bytes() == raw
 
 
@@ -168,7 +170,7 @@ def test_claude_files_geode_cannot_edit_are_left_untouched(project: Path, kw: di
     path = project / ".mcp.json"
     path.write_text(text)
     with pytest.raises(InstallError, match=what):
-        inst.install_mcp("claude", **kw)
+        im.install_mcp("claude", **kw)
     assert path.read_text() == text
 
 
@@ -177,17 +179,17 @@ def test_codex_config_toml_gets_one_table_appended_and_uninstall_gives_the_bytes
     path = home_dir / ".codex" / "config.toml"
     path.parent.mkdir()
     path.write_text(CODEX_USER)
-    r = inst.install_mcp("codex", **kw)
+    r = im.install_mcp("codex", **kw)
     assert r["added"] and r["path"] == str(path)
     text = path.read_text()
     assert text.startswith(CODEX_USER)  # the user's text, comments included, untouched
     data = tomllib.loads(text)
-    assert data["mcp_servers"]["geode"] == {**entry_of(kw), "startup_timeout_sec": inst.MCP_STARTUP_TIMEOUT_S}
+    assert data["mcp_servers"]["geode"] == {**entry_of(kw), "startup_timeout_sec": MCP_STARTUP_TIMEOUT_S}
     assert data["mcp_servers"]["docs"] == {"command": "npx", "args": ["-y", "docs-mcp"], "env": {"DOCS_TOKEN": "abc"}}
     assert data["profiles"] == {"fast": {"model": "gpt-5-mini"}} and data["model"] == "o4-mini"
-    inst.install_mcp("codex", **kw)
+    im.install_mcp("codex", **kw)
     assert path.read_text() == text  # byte-identical the second time
-    u = inst.uninstall_mcp("codex", project=kw["project"], home_dir=kw["home_dir"])
+    u = im.uninstall_mcp("codex", project=kw["project"], home_dir=kw["home_dir"])
     assert u["removed"] == 1 and path.read_text() == CODEX_USER
 
 
@@ -199,7 +201,7 @@ def test_codex_stale_entry_in_the_middle_is_replaced_and_what_follows_it_kept(ho
         '[mcp_servers.geode.env]\nGEODE_HOME = "/old"\n\n[tui]\nanimations = false\n'
     )
     path.write_text(old)
-    r = inst.install_mcp("codex", **kw)
+    r = im.install_mcp("codex", **kw)
     assert r["replaced"] and not r["added"]
     data = tomllib.loads(path.read_text())
     assert data["tui"] == {"animations": False}
@@ -222,19 +224,19 @@ def test_codex_files_geode_cannot_edit_safely_are_left_untouched(
     path.parent.mkdir()
     path.write_text(text)
     with pytest.raises(InstallError, match=what) as exc:
-        inst.install_mcp("codex", **kw)
+        im.install_mcp("codex", **kw)
     assert str(path) in str(exc.value)
     assert path.read_text() == text
 
 
 def test_codex_project_scope_and_a_new_file(project: Path, kw: dict) -> None:
-    r = inst.install_mcp("codex", "project", **kw)
+    r = im.install_mcp("codex", "project", **kw)
     path = project / ".codex" / "config.toml"
     assert (
         r["path"] == str(path)
         and tomllib.loads(path.read_text())["mcp_servers"]["geode"]["args"] == entry_of(kw)["args"]
     )
-    inst.uninstall_mcp("codex", "project", project=kw["project"], home_dir=kw["home_dir"])
+    im.uninstall_mcp("codex", "project", project=kw["project"], home_dir=kw["home_dir"])
     assert not path.exists()
 
 

@@ -12,7 +12,7 @@ import hashlib
 
 import pytest
 
-from geode.agents import apply, proposals
+from geode.agents import apply, proposals, queue_review
 from geode.agents import changes as CH
 from geode.agents.upkeep import run_agent
 from tests.upkeep_helpers import ALL_STORES, BROKEN_KINDS, FOREIGN, expected, setup
@@ -88,7 +88,7 @@ def test_flat_store_link_order_is_detected_as_alias_first(tmp_path):
     assert "[[alias|target]]" in report.message
     # a rewrite keeps the store's order: the display text stays first
     pid = report.proposals[0]["id"]
-    text = proposals.diff(engine, pid)
+    text = queue_review.diff(engine, pid)
     plus = [ln for ln in text.splitlines() if ln.startswith("+Next")]
     assert len(plus) == 1 and plus[0].startswith("+Next: [[Next step|ops.")
 
@@ -114,7 +114,7 @@ def test_renamed_note_is_suggested_from_the_move_history(tmp_path):
     ]
     props = [p for p in report.proposals if p["paths"] == ["plan.md"]]
     assert len(props) == 1
-    assert "+See [the list](lists/shopping-and-reading.md)" in proposals.diff(engine, props[0]["id"])
+    assert "+See [the list](lists/shopping-and-reading.md)" in queue_review.diff(engine, props[0]["id"])
 
 
 def test_two_candidates_make_no_proposal(tmp_path):

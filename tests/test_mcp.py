@@ -329,14 +329,14 @@ def test_write_note_creates_a_note_search_finds_and_an_existing_note_gets_a_prop
     assert again["outcome"] == "already_proposed" and again["proposal_id"] == change["proposal_id"]
     assert f"proposal {change['proposal_id']}" in change["message"]
 
-    from geode.agents import proposals
+    from geode.agents import proposals, queue_review
 
     s = settings_of(home)
     engine = proposals.open_queue(s)
     p = proposals.get(engine, change["proposal_id"])
     assert p["status"] == "pending" and p["agent"] == "mcp" and p["domain"] == "payments"
     assert [c["path"] for c in p["changes"]] == ["ops/provider.md"]
-    assert "Stripe since March" in proposals.diff(engine, change["proposal_id"])
+    assert "Stripe since March" in queue_review.diff(engine, change["proposal_id"])
     [row] = [x for x in ledger_rows(home, "write_requested") if x["session"] == SESSION]
     assert p["evidence"] == [{"ledger_event": row["id"]}] and row["path"] == "ops/provider.md"
 
@@ -473,7 +473,7 @@ def test_http_transport_needs_the_token_and_an_allowed_host(indexed_home):
 # -- the domains' lines come from the settings ------------------------------------------------------
 def test_domains_about_is_read_with_the_settings_and_checked_like_them(tmp_path):
     from geode.delivery.config import ConfigError
-    from geode.mcp.server import domain_lines
+    from geode.mcp.routing import domain_lines
 
     home = make_home(tmp_path, NOTES)
     lines = {d["name"]: d["about"] for d in domain_lines(settings_of(home))}

@@ -11,7 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from geode.delivery.note import parse_note
-from geode.mcp.server import ToolInputError, _normal, frontmatter_text, slugify
+from geode.mcp.inputs import ToolInputError
+from geode.mcp.write_note import _normal, frontmatter_text, slugify
 
 keys = st.from_regex(r"[A-Za-z_][A-Za-z0-9_-]{0,12}", fullmatch=True)
 text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)

@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import func, select
 
 from geode.agents import apply as A
-from geode.agents import atomic_put, queue_tables
+from geode.agents import atomic_put, queue_review, queue_tables
 from geode.agents import changes as CH
 from geode.agents import proposals as Q
 from tests.stores import plain_settings, snapshot, write
@@ -37,7 +37,7 @@ def counts(engine) -> dict[str, int]:
 def test_filing_is_idempotent_by_run_and_key(queue):
     s, engine, root = queue
     write(root, "a.md", b"old\n")
-    d = draft("edit", [Q.edit_change(s, "main", "a.md", b"new\n")], key="fix-a", run_id="run-7")
+    d = draft("edit", [CH.edit_change(s, "main", "a.md", b"new\n")], key="fix-a", run_id="run-7")
     pid = Q.file_proposal(s, engine, d)
     assert isinstance(pid, int)
     assert Q.file_proposal(s, engine, d) is None
@@ -66,7 +66,7 @@ def _file_in_child(settings, d) -> int:
 def test_concurrent_filing_of_the_same_key_files_once(queue):
     s, engine, root = queue
     write(root, "a.md", b"old\n")
-    d = draft("edit", [Q.edit_change(s, "main", "a.md", b"new\n")], key="k", run_id="race")
+    d = draft("edit", [CH.edit_change(s, "main", "a.md", b"new\n")], key="k", run_id="race")
     engine.dispose()  # no connection crosses the fork
     children = [_file_in_child(s, d) for _ in range(8)]
     codes = sorted(os.waitstatus_to_exitcode(os.waitpid(c, 0)[1]) for c in children)
@@ -78,7 +78,7 @@ def test_concurrent_filing_of_the_same_key_files_once(queue):
 def test_a_draft_is_validated(queue):
     s, engine, root = queue
     write(root, "a.md", b"old\n")
-    ok = Q.edit_change(s, "main", "a.md", b"new\n")
+    ok = CH.edit_change(s, "main", "a.md", b"new\n")
     bad = [
         (draft("rename", [ok]), "kind"),
         (draft("edit", []), "at least one"),
@@ -106,7 +106,7 @@ def test_filters_and_decisions_are_recorded_with_who_and_when(queue):
     for name in ("a", "b", "c"):
         write(root, f"{name}.md", f"---\nname: {name}\n---\nbody\n".encode())
     t0 = time.time()
-    e = Q.file_proposal(s, engine, draft("edit", [Q.edit_change(s, "main", "a.md", b"A\n")], agent="corrector"))
+    e = Q.file_proposal(s, engine, draft("edit", [CH.edit_change(s, "main", "a.md", b"A\n")], agent="corrector"))
     st = Q.file_proposal(s, engine, draft("status", [CH.status_change(s, "main", "b.md", "deprecated")]))
     ar = Q.file_proposal(s, engine, draft("archive", CH.archive_changes(s, "main", "c.md"), agent="cleaner"))
     assert [p["id"] for p in Q.list_proposals(engine)] == [e, st, ar]
@@ -118,11 +118,11 @@ def test_filters_and_decisions_are_recorded_with_who_and_when(queue):
 
     assert A.approve(s, engine, st, "alice")["ok"]
     assert b"status: deprecated" in (root / "b.md").read_bytes()
-    r = Q.reject(s, engine, e, "bob", "not worth it")
+    r = queue_review.reject(s, engine, e, "bob", "not worth it")
     assert r["ok"] and r["status"] == "rejected"
     assert not A.approve(s, engine, e, "carol")["ok"]  # a rejected proposal is not applied
     assert (root / "a.md").read_bytes().startswith(b"---\nname: a")
-    assert not Q.reject(s, engine, st, "bob")["ok"]  # an applied one is undone, not rejected
+    assert not queue_review.reject(s, engine, st, "bob")["ok"]  # an applied one is undone, not rejected
     assert A.approve(s, engine, ar, "dave")["ok"]
     assert not (root / "c.md").exists()
     assert (root / "archive/c.md").read_bytes() == b"---\nname: c\nstatus: archived\n---\nbody\n"
@@ -151,7 +151,7 @@ def test_show_gives_the_unified_diff_and_the_evidence(queue):
     d = draft("move", changes)
     d.evidence = [{"finding": 12}, {"ledger_event": "e1"}]
     pid = Q.file_proposal(s, engine, d)
-    text = Q.diff(engine, pid)
+    text = queue_review.diff(engine, pid)
     assert text.startswith("rename from notes/old.md\nrename to notes/new.md\n")
     assert "--- a/index.md\n+++ b/index.md\n" in text and "-- [[old]]\n+- [[new]]\n" in text
     p = Q.get(engine, pid)
@@ -169,10 +169,10 @@ def test_diff_marks_a_missing_final_newline_and_binary_files(queue):
     s, engine, root = queue
     write(root, "a.md", b"one\ntwo")
     write(root, "b.bin", b"\x00\x01")
-    p1 = Q.file_proposal(s, engine, draft("edit", [Q.edit_change(s, "main", "a.md", b"one\nthree\n")]))
-    p2 = Q.file_proposal(s, engine, draft("edit", [Q.edit_change(s, "main", "b.bin", b"\x00\x02")]))
-    assert "-two\n\\ No newline at end of file\n+three\n" in Q.diff(engine, p1)
-    assert "Binary files a/b.bin and b/b.bin differ" in Q.diff(engine, p2)
+    p1 = Q.file_proposal(s, engine, draft("edit", [CH.edit_change(s, "main", "a.md", b"one\nthree\n")]))
+    p2 = Q.file_proposal(s, engine, draft("edit", [CH.edit_change(s, "main", "b.bin", b"\x00\x02")]))
+    assert "-two\n\\ No newline at end of file\n+three\n" in queue_review.diff(engine, p1)
+    assert "Binary files a/b.bin and b/b.bin differ" in queue_review.diff(engine, p2)
 
 
 def test_bulk_approve_dry_run_changes_nothing(queue):
@@ -184,7 +184,7 @@ def test_bulk_approve_dry_run_changes_nothing(queue):
             s,
             engine,
             draft(
-                "edit", [Q.edit_change(s, "main", f"n{i}.md", b"y%d\n" % i)], agent="librarian" if i < 3 else "cleaner"
+                "edit", [CH.edit_change(s, "main", f"n{i}.md", b"y%d\n" % i)], agent="librarian" if i < 3 else "cleaner"
             ),
         )
         for i in range(4)
@@ -210,7 +210,7 @@ def test_apply_undo_and_reconcile_on_this_database(queue):
 
     s, engine, root = queue
     write(root, "a.md", b"old\n", 0o600)
-    pid = Q.file_proposal(s, engine, draft("edit", [Q.edit_change(s, "main", "a.md", b"new\n")]))
+    pid = Q.file_proposal(s, engine, draft("edit", [CH.edit_change(s, "main", "a.md", b"new\n")]))
 
     class Crash(BaseException):
         pass

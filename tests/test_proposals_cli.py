@@ -56,7 +56,7 @@ def home(tmp_path):
             ),
         ),
         "edit": Q.file_proposal(
-            s, engine, draft("edit", [Q.edit_change(s, "main", "b.md", b"B\n")], agent="corrector")
+            s, engine, draft("edit", [CH.edit_change(s, "main", "b.md", b"B\n")], agent="corrector")
         ),
         "status": Q.file_proposal(s, engine, draft("status", [CH.status_change(s, "main", "b.md", "stable")])),
     }

@@ -375,7 +375,7 @@ def _runs_in_order(engine, run_id: str) -> list[tuple[str, float, float]]:
 
 
 def test_one_night_end_to_end_then_the_next_finds_nothing_new(night):
-    from geode.agents import proposals
+    from geode.agents import proposals, queue_review
     from geode.agents.upkeep import ORDER, available
 
     installed, missing = available(night.settings)
@@ -404,7 +404,7 @@ def test_one_night_end_to_end_then_the_next_finds_nothing_new(night):
     assert cor.examined["findings_read"] == sum(len(r.findings) for a, r in reports.items() if a != "corrector")
     assert cor.examined["already_proposed"] == 3  # README.md (1 line) and guide/start.md (2 links, 1 line)
     assert (cor.examined["notes_touched"], cor.examined["lines_changed"]) == (3, 3)
-    diffs = {p["paths"][0]: proposals.diff(night.engine, p["id"]) for p in filed if p["agent"] == "corrector"}
+    diffs = {p["paths"][0]: queue_review.diff(night.engine, p["id"]) for p in filed if p["agent"] == "corrector"}
     assert '+globs: "**/*.py"' in diffs["rules/python.mdc"]
     assert '+  match: "| tail, |tail"' in diffs["crystals/tail.md"]
     assert "+review_due: 2020-03-31" in diffs["facts/db-host.md"]

@@ -152,7 +152,8 @@ def test_filters_are_checked():
 
 
 def test_bulk_acts_only_on_what_the_preview_showed(night):
-    from geode.web.queue import QueueError, QueueFilter, bulk_decide, bulk_preview, decide
+    from geode.web.queue import QueueError, QueueFilter
+    from geode.web.queue_decide import bulk_decide, bulk_preview, decide
 
     n, engine = night
     s = n.settings
@@ -177,7 +178,9 @@ def test_bulk_acts_only_on_what_the_preview_showed(night):
 
 def test_refresh_merges_a_change_on_other_lines_and_refuses_one_on_the_same(night):
     from geode.agents import proposals as Q
-    from geode.web.queue import QueueError, check, decide, detail, refresh
+    from geode.web.queue import QueueError
+    from geode.web.queue_decide import decide, refresh
+    from geode.web.queue_detail import check, detail
 
     n, engine = night
     s = n.settings
@@ -307,7 +310,8 @@ def test_the_queue_and_store_queries_on_postgresql(tmp_path):
 
     from geode.agents import proposals as Q
     from geode.recall.index_tables import dispose_engines
-    from geode.web.queue import QueueFilter, bulk_decide, bulk_preview, choices, history, page_of
+    from geode.web.queue import QueueFilter, choices, history, page_of
+    from geode.web.queue_decide import bulk_decide, bulk_preview
     from geode.web.store import Store
 
     admin = "postgresql://postgres@127.0.0.1:5432/test"

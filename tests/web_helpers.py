@@ -188,7 +188,7 @@ def make_night(tmp_path: Path, toml_extra: str = "") -> Night:
         "edit",
         "Bind git-add-all to `git add .` too (found by a blocked lookup)",
         [
-            Q.edit_change(
+            CH.edit_change(
                 s,
                 "main",
                 "notes/git-add-all.md",
@@ -204,7 +204,7 @@ def make_night(tmp_path: Path, toml_extra: str = "") -> Night:
         "librarian",
         "edit",
         "Repair the link to exit-code in index.md",
-        [Q.edit_change(s, "main", "index.md", NOTES["index.md"].replace("[[exit-code-old]]", "[[exit-code]]"))],
+        [CH.edit_change(s, "main", "index.md", NOTES["index.md"].replace("[[exit-code-old]]", "[[exit-code]]"))],
         [{"finding": f1}],
     )
     file(
@@ -213,7 +213,7 @@ def make_night(tmp_path: Path, toml_extra: str = "") -> Night:
         "edit",
         "Repair the path to the pipe note in the deploy runbook",
         [
-            Q.edit_change(
+            CH.edit_change(
                 s, "main", "runbooks/deploy.md", NOTES["runbooks/deploy.md"].replace("exit-code-old.md", "exit-code.md")
             )
         ],

@@ -39,7 +39,7 @@ from contextlib import contextmanager
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from geode.agents import atomic_put, proposals, queue_tables, safepath
+from geode.agents import atomic_put, proposals, queue_review, queue_tables, safepath
 from geode.agents.atomic_put import FileConflict, default_mode, file_state, put, remove_tmp
 from geode.agents.proposals import ProposalError, record, result, sha256
 from geode.delivery.locks import FileLock
@@ -348,7 +348,7 @@ def approve_many(
     targets = proposals.list_proposals(engine, agent=agent, kind=kind, domain=domain, status="pending")
     if not dry_run:
         return [approve(settings, engine, p["id"], who) for p in targets]
-    return [proposals.preview(settings, engine, p["id"]) for p in targets]
+    return [queue_review.preview(settings, engine, p["id"]) for p in targets]
 
 
 def reconcile(settings, engine, who: str = "reconcile") -> list[dict]:

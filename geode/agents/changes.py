@@ -4,19 +4,37 @@ is a conflict, never an overwrite): ``new_note_change``, ``move_changes``, ``arc
 ``status_change``, and ``set_frontmatter_status``, the status edit by the one frontmatter editor.
 
 Apart from ``geode.agents.proposals`` (the queue: filing, reading, rejecting) because these are
-what an agent calls before it files, and the queue never calls them. The queue keeps
-``current`` (a domain's file as it is now) and ``edit_change`` (one file changed), which callers
-outside the agents (the MCP server's ``write_note``) use to file an edit.
+what an agent calls before it files, and the queue never calls them. ``current`` (a domain's
+file as it is now) and ``edit_change`` (one file changed) are used outside the agents too (the
+MCP server's ``write_note`` files an edit with them).
 """
 
 from __future__ import annotations
 
 import re
 
-from geode.agents.proposals import FileChange, ProposalError, as_bytes, current, edit_change, sha256
+from geode.agents import safepath
+from geode.agents.proposals import FileChange, ProposalError, domain_root, sha256
 from geode.delivery.frontmatter_edit import FrontmatterEditError, set_key
 
 DEFAULT_ARCHIVE_DIR = "archive"
+
+
+def current(settings, domain: str, path: str) -> tuple[bytes, int] | None:
+    """``(bytes, mode)`` of a file of the domain now, None when absent (``UnsafePath`` if refused)."""
+    return safepath.read(domain_root(settings, domain), path)
+
+
+def as_bytes(data) -> bytes:
+    return data.encode("utf-8") if isinstance(data, str) else bytes(data)
+
+
+def edit_change(settings, domain: str, path: str, after) -> FileChange:
+    """A change of an existing file to ``after`` (bytes or text), hashed as it is now."""
+    cur = current(settings, domain, path)
+    if cur is None:
+        raise ProposalError(f"{path}: no such file in domain {domain!r}")
+    return FileChange(path, sha256(cur[0]), as_bytes(after))
 
 
 def new_note_change(settings, domain: str, path: str, text, mode: int | None = None) -> FileChange:

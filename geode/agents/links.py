@@ -28,7 +28,8 @@ Rules, each chosen for a kind of store:
 
 What a note's own text holds (``Ref``, the prose references, the anchors) is read by
 ``geode.agents.note_refs``; following a move (the move history, one line rewritten) is
-``geode.agents.relink``. This module resolves references against one store.
+``geode.agents.relink``; how names are compared loosely and which notes are signposts,
+``geode.agents.note_names``. This module resolves references against one store.
 """
 
 from __future__ import annotations
@@ -36,46 +37,14 @@ from __future__ import annotations
 import os
 import posixpath
 import re
-import unicodedata
 from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
+from geode.agents.note_names import _FILE_EXTS, HTML_SUFFIXES, loose, strip_suffix
 from geode.agents.note_refs import Ref, note_anchors, prose_refs, slug
 from geode.delivery.crystal import NOTE_SUFFIXES
 from geode.delivery.note import Note
 from geode.delivery.store import SKIP_DIRS, StoreLoad
-
-HTML_SUFFIXES = (".html", ".htm")
-#: extensions a wikilink names when it embeds a file rather than a note (Obsidian attachments)
-_FILE_EXTS = frozenset(
-    {
-        "png",
-        "jpg",
-        "jpeg",
-        "gif",
-        "svg",
-        "webp",
-        "bmp",
-        "pdf",
-        "mp3",
-        "mp4",
-        "webm",
-        "wav",
-        "ogg",
-        "m4a",
-        "mov",
-        "csv",
-        "xlsx",
-        "docx",
-        "pptx",
-        "zip",
-        "canvas",
-        "excalidraw",
-        "txt",
-        "json",
-    }
-)
-SIGNPOST_STEMS = frozenset({"readme", "index", "_index", "summary", "moc", "contents", "toc", "home"})
 
 
 @dataclass
@@ -84,31 +53,6 @@ class Resolution:
     path: str = ""  # the note or file it resolves to, relative to the root
     reason: str = ""
     suggestion: str = ""  # the path of the one good target, when there is one
-
-
-def loose(text: str) -> str:
-    """A name reduced for matching: case, separators, suffix and folders ignored."""
-    t = text.strip().rsplit("/", 1)[-1]
-    for suf in NOTE_SUFFIXES + HTML_SUFFIXES:
-        if t.lower().endswith(suf):
-            t = t[: -len(suf)]
-            break
-    t = unicodedata.normalize("NFC", t).casefold()
-    return re.sub(r"[\s_\-.]+", "-", t).strip("-")
-
-
-def strip_suffix(path: str) -> str:
-    low = path.lower()
-    for suf in NOTE_SUFFIXES:
-        if low.endswith(suf):
-            return path[: -len(suf)]
-    return path
-
-
-def is_signpost(note: Note) -> bool:
-    """An index or README note that lists other notes."""
-    t = str(note.frontmatter.get("type") or "").lower()
-    return t in ("index", "signpost", "moc", "toc") or note.stem.lower() in SIGNPOST_STEMS
 
 
 def find_project_root(root: str) -> str | None:

@@ -13,7 +13,8 @@ SQLite by default, PostgreSQL by URL):
 - ``proposal_journal``: the intent journal of apply and undo (see ``geode/agents/apply.py``, which also holds approve, undo and reconcile).
 
 The tables are defined in ``geode.agents.queue_tables``; the ``FileChange`` lists an agent files
-are built by ``geode.agents.changes``.
+are built by ``geode.agents.changes``; the diff, the dry-run preview and rejecting are
+``geode.agents.queue_review``.
 
 Statuses: ``pending`` (filed, waiting), ``applied``, ``rejected``, ``undone``, ``conflict``
 (a file changed since the proposal was made; approving again re-checks), ``failed`` (a path
@@ -106,23 +107,6 @@ def domain_root(settings, domain: str) -> str:
         return settings.domains[domain]
     except KeyError:
         raise ProposalError(f"unknown domain {domain!r}; configured: {', '.join(settings.domains) or 'none'}") from None
-
-
-def current(settings, domain: str, path: str) -> tuple[bytes, int] | None:
-    """``(bytes, mode)`` of a file of the domain now, None when absent (``UnsafePath`` if refused)."""
-    return safepath.read(domain_root(settings, domain), path)
-
-
-def as_bytes(data) -> bytes:
-    return data.encode("utf-8") if isinstance(data, str) else bytes(data)
-
-
-def edit_change(settings, domain: str, path: str, after) -> FileChange:
-    """A change of an existing file to ``after`` (bytes or text), hashed as it is now."""
-    cur = current(settings, domain, path)
-    if cur is None:
-        raise ProposalError(f"{path}: no such file in domain {domain!r}")
-    return FileChange(path, sha256(cur[0]), as_bytes(after))
 
 
 # -- filing -------------------------------------------------------------------------------
@@ -404,113 +388,10 @@ def _mode_str(mode: int | None) -> str | None:
     return None if mode is None else f"{mode:04o}"
 
 
-def _lines(data: bytes) -> list[str]:
-    text = data.decode("utf-8", errors="replace")
-    lines = text.splitlines(keepends=True)
-    if lines and not lines[-1].endswith(("\n", "\r")):
-        lines[-1] += "\n\\ No newline at end of file\n"
-    return lines
-
-
-def _is_binary(data: bytes | None) -> bool:
-    return data is not None and b"\x00" in data[:8192]
-
-
-def _file_diff(a_path: str | None, b_path: str | None, before: bytes | None, after: bytes | None) -> str:
-    import difflib
-
-    a_name = f"a/{a_path}" if before is not None else "/dev/null"
-    b_name = f"b/{b_path}" if after is not None else "/dev/null"
-    if _is_binary(before) or _is_binary(after):
-        return f"Binary files {a_name} and {b_name} differ\n"
-    return "".join(difflib.unified_diff(_lines(before or b""), _lines(after or b""), a_name, b_name))
-
-
-def diff(engine, proposal_id: int) -> str:
-    """The unified diff of the whole proposal, as it will be applied. A move shows as a rename
-    with the diff between the old and the new content; link rewrites follow."""
-    ensure_tables(engine)
-    with engine.connect() as conn:
-        row, changes = load(conn, proposal_id)
-    if row is None:
-        raise ProposalError(f"no proposal {proposal_id}")
-    creates = [c for c in changes if c["before_sha"] is None]
-    removes = [c for c in changes if c["after_sha"] is None]
-    out = []
-    paired: set[int] = set()
-    if row["kind"] in ("move", "archive") and len(creates) == 1 and len(removes) == 1:
-        src, dst = removes[0], creates[0]
-        paired = {src["seq"], dst["seq"]}
-        out.append(f"rename from {src['path']}\nrename to {dst['path']}\n")
-        out.append(_file_diff(src["path"], dst["path"], _b(src["before"]), _b(dst["after"])))
-    for c in changes:
-        if c["seq"] in paired:
-            continue
-        mode = f" (mode {c['mode']:04o})" if c["mode"] is not None else ""
-        out.append(f"{_op(c['before_sha'], c['after_sha'])} {c['path']}{mode}\n")
-        out.append(_file_diff(c["path"], c["path"], _b(c["before"]), _b(c["after"])))
-    return "".join(out)
-
-
 def _b(value) -> bytes | None:
     return None if value is None else bytes(value)
 
 
-# -- decisions -----------------------------------------------------------------------------
-def reject(settings, engine, proposal_id: int, who: str, reason: str = "") -> dict:
-    """Mark a proposal rejected; no file is touched. Refused for an applied one (undo it first)."""
-    ensure_tables(engine)
-    with engine.begin() as conn:
-        row, changes = load(conn, proposal_id)
-        if row is None:
-            raise ProposalError(f"no proposal {proposal_id}")
-        files = [{"path": c["path"], "op": _op(c["before_sha"], c["after_sha"])} for c in changes]
-        if row["status"] not in REJECTABLE or row["journal_id"] is not None:
-            why = (
-                "an apply or undo of it is in progress or was interrupted"
-                if row["journal_id"] is not None
-                else f"it is {row['status']}" + ("; undo it first" if row["status"] == "applied" else "")
-            )
-            record(conn, proposal_id, "reject", "refused", who, {"reason": reason, "why": why})
-            return result(proposal_id, "reject", False, row["status"], f"not rejected: {why}", files)
-        conn.execute(
-            P.update().where(P.c.id == proposal_id).values(status="rejected", message=reason or "", updated_at=_now())
-        )
-        record(conn, proposal_id, "reject", "rejected", who, {"reason": reason} if reason else None)
-    return result(proposal_id, "reject", True, "rejected", reason or "rejected", files)
-
-
-def preview(settings, engine, proposal_id: int) -> dict:
-    """What approving would do now, reading files only (the dry run)."""
-    with engine.connect() as conn:
-        row, changes = load(conn, proposal_id)
-    if row is None:
-        raise ProposalError(f"no proposal {proposal_id}")
-    files, stale, unsafe = [], [], []
-    root = settings.domains.get(row["domain"])
-    for c in changes:
-        files.append({"path": c["path"], "op": _op(c["before_sha"], c["after_sha"])})
-        if root is None:
-            continue
-        try:
-            cur = safepath.read(root, c["path"])
-        except (safepath.UnsafePath, OSError) as exc:
-            unsafe.append(f"{c['path']}: {exc}")
-            continue
-        if sha256(cur[0] if cur else None) != c["before_sha"]:
-            stale.append(c["path"])
-    if root is None:
-        would, msg = "failed", f"unknown domain {row['domain']!r}"
-    elif unsafe:
-        would, msg = "failed", "; ".join(unsafe)
-    elif stale:
-        would, msg = "conflict", "changed since proposed: " + ", ".join(stale)
-    else:
-        would, msg = "apply", "would apply"
-    out = result(proposal_id, "approve", would == "apply", row["status"], msg, files)
-    out.update({"dry_run": True, "would": would, "title": row["title"], "agent": row["agent"], "kind": row["kind"]})
-    return out
-
-
+# -- a decision's result (reject here and in queue_review; approve, undo in apply) -----------
 def result(proposal_id: int, action: str, ok: bool, status: str, message: str, files: list) -> dict:
     return {"id": proposal_id, "action": action, "ok": ok, "status": status, "message": message, "files": files}

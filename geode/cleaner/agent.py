@@ -25,7 +25,7 @@ import datetime as _dt
 import hashlib
 
 from geode.agents.contract import Agent, Context, Finding, Proposed, Report, Skipped
-from geode.agents.links import loose
+from geode.agents.note_names import loose
 from geode.cleaner.caps import FolderCaps
 from geode.cleaner.contradictions import Contradictions
 from geode.cleaner.duplicates import EMBED_MIN, TEXT_MIN, NearDuplicates
@@ -193,7 +193,7 @@ class Cleaner(Contradictions, NearDuplicates, FolderCaps, Agent):
         return (date_of(n, "valid_from") or _dt.date.min, date_of(n, "last_verified") or _dt.date.min, n.path)
 
     def _bytes(self, path: str) -> bytes | None:
-        from geode.agents.proposals import current
+        from geode.agents.changes import current
 
         cur = current(self.ctx.settings, self.domain, path)
         if cur is None:

@@ -28,7 +28,7 @@ import dataclasses
 import datetime as _dt
 
 from geode.agents.contract import Finding, Proposed, Report, Skipped
-from geode.agents.links import is_signpost
+from geode.agents.note_names import is_signpost
 from geode.cleaner.notes import CleanerHost, date_of, proposal_key, supersedes_targets
 from geode.delivery.crystal import RETIRED_STATUSES
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 
 from geode.agents.contract import Finding, Proposed, Report, Skipped
-from geode.agents.links import loose
+from geode.agents.note_names import loose
 from geode.cleaner.notes import CleanerHost, proposal_key, supersedes_targets
 from geode.delivery.crystal import RETIRED_STATUSES
 from geode.delivery.dates import ValidityWindow

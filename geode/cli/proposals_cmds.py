@@ -32,13 +32,13 @@ def _who(args) -> str:
 
 def _open(args):
     from geode.agents import apply as A
-    from geode.agents import proposals as Q
+    from geode.agents import queue_tables
     from geode.cli.common import engine_of
     from geode.cli.common import settings_of as _settings
 
     settings = _settings(args)
     engine = engine_of(settings)  # a database that cannot be used is a message, not a traceback
-    Q.ensure_tables(engine)
+    queue_tables.ensure_tables(engine)
     reconciled = A.reconcile(settings, engine, _who(args) if hasattr(args, "who") else "reconcile")
     if reconciled and not args.json:
         for r in reconciled:
@@ -70,6 +70,7 @@ def cmd_list(args) -> int:
 
 def cmd_show(args) -> int:
     from geode.agents import proposals as Q
+    from geode.agents import queue_review
     from geode.cli.common import CLIError
     from geode.cli.common import print_json as _print_json
 
@@ -77,7 +78,7 @@ def cmd_show(args) -> int:
     p = Q.get(engine, args.id)
     if p is None:
         raise CLIError(f"no proposal {args.id}")
-    text = Q.diff(engine, args.id)
+    text = queue_review.diff(engine, args.id)
     if args.json:
         p["diff"] = text
         p["reconciled"] = reconciled
@@ -118,6 +119,7 @@ def _print_results(args, results: list[dict], reconciled: list[dict], dry_run: b
 def cmd_approve(args) -> int:
     from geode.agents import apply as A
     from geode.agents import proposals as Q
+    from geode.agents import queue_review
     from geode.cli.common import EXIT_USAGE, CLIError
 
     if args.ids and (args.agent or args.kind or args.domain):
@@ -129,7 +131,7 @@ def cmd_approve(args) -> int:
     try:
         if args.ids:
             if args.dry_run:
-                results = [Q.preview(settings, engine, i) for i in args.ids]
+                results = [queue_review.preview(settings, engine, i) for i in args.ids]
             else:
                 results = [A.approve(settings, engine, i, who) for i in args.ids]
         else:
@@ -143,11 +145,12 @@ def cmd_approve(args) -> int:
 
 def cmd_reject(args) -> int:
     from geode.agents import proposals as Q
+    from geode.agents import queue_review
     from geode.cli.common import CLIError
 
     settings, engine, reconciled = _open(args)
     try:
-        results = [Q.reject(settings, engine, i, _who(args), args.reason or "") for i in args.ids]
+        results = [queue_review.reject(settings, engine, i, _who(args), args.reason or "") for i in args.ids]
     except Q.ProposalError as exc:
         raise CLIError(str(exc)) from exc
     return _print_results(args, results, reconciled)

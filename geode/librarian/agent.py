@@ -17,7 +17,8 @@ from __future__ import annotations
 import hashlib
 
 from geode.agents.contract import Agent, Context, Finding, Proposed, Report, Skipped
-from geode.agents.links import StoreLinks, is_signpost
+from geode.agents.links import StoreLinks
+from geode.agents.note_names import is_signpost
 from geode.agents.relink import move_history, rewrite_line
 from geode.delivery.crystal import RETIRED_STATUSES
 from geode.delivery.lint import lint_note

@@ -1,7 +1,8 @@
 """``geode mcp``: the recall tools over the Model Context Protocol (stdio, or HTTP on loopback).
 
 Loaded by ``geode/cli/main.py`` (EXTENSIONS); the SDK and the recall stack are imported inside
-the command only, so other commands stay quick. The server itself: ``geode/mcp/server.py``.
+the command only, so other commands stay quick. The server itself: ``geode/mcp/server.py``
+(and the modules it names).
 """
 
 from __future__ import annotations
@@ -16,6 +17,10 @@ def cmd_mcp(args) -> int:
     settings = settings_of(args)
     try:
         from geode.mcp import server as ms
+        from geode.mcp.inputs import ToolInputError
+        from geode.mcp.loopback import TOKEN_ENV, run_http, token_path
+        from geode.mcp.routing import domain_lines
+        from geode.mcp.tools import Recall
     except ImportError as exc:  # the SDK missing from this interpreter: say which one
         raise CLIError(
             f"the MCP SDK cannot be imported by {sys.executable} ({exc}); "
@@ -33,13 +38,13 @@ def cmd_mcp(args) -> int:
                     "server": ms.SERVER_NAME,
                     "python": sys.executable,
                     "tools": [t.name for t in tools],
-                    "domains": ms.domain_lines(settings),
+                    "domains": domain_lines(settings),
                 },
                 ensure_ascii=False,
             )
         )
         return 0
-    recall = ms.Recall(settings, background=not args.no_background)
+    recall = Recall(settings, background=not args.no_background)
     # stdio: the warm-up starts once the transport holds stdin/stdout (the server's lifespan);
     # HTTP has no stdout to protect and serves many sessions, so it warms up once, now.
     server = ms.build_server(settings, recall, warm=not args.no_warm and args.http is None)
@@ -50,14 +55,14 @@ def cmd_mcp(args) -> int:
         def ready():
             print(
                 f"geode mcp: http://{'[::1]' if args.host == '::1' else '127.0.0.1'}:{args.http}/mcp "
-                f"(token: ${ms.TOKEN_ENV} or {ms.token_path(settings)})",
+                f"(token: ${TOKEN_ENV} or {token_path(settings)})",
                 file=sys.stderr,
                 flush=True,
             )
 
         try:
-            ms.run_http(settings, server, args.http, host=args.host, ready=ready)
-        except ms.ToolInputError as exc:
+            run_http(settings, server, args.http, host=args.host, ready=ready)
+        except ToolInputError as exc:
             raise CLIError(str(exc), 2) from exc
         return 0
     server.run("stdio")

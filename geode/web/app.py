@@ -26,7 +26,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from geode.web import diffview
+from geode.web import diffview, queue_decide, queue_detail
 from geode.web import health as H
 from geode.web import queue as WQ
 from geode.web.render import note_href
@@ -158,7 +158,7 @@ def create_app(settings, *, token: str, bound: str, port: int, who: str) -> Guar
     async def proposal_page(request: Request):
         pid = request.path_params["pid"]
         try:
-            p = await run_in_threadpool(WQ.detail, w.settings, w.engine, pid)
+            p = await run_in_threadpool(queue_detail.detail, w.settings, w.engine, pid)
         except WQ.QueueError as exc:
             return error_page(request, exc, exc.status)
         return page(request, "proposal.html", {"p": p})
@@ -231,15 +231,15 @@ def create_app(settings, *, token: str, bound: str, port: int, who: str) -> Guar
 
     async def api_proposal(request: Request):
         try:
-            return JSON(await run_in_threadpool(WQ.detail, w.settings, w.engine, request.path_params["pid"]))
+            return JSON(await run_in_threadpool(queue_detail.detail, w.settings, w.engine, request.path_params["pid"]))
         except WQ.QueueError as exc:
             return error_json(exc, exc.status)
 
     def _decide(pid: int, action: str, reason: str) -> dict:
         with w.write_lock:
             if action == "refresh":
-                return WQ.refresh(w.settings, w.engine, pid, w.who)
-            return WQ.decide(w.settings, w.engine, pid, action, w.who, reason)
+                return queue_decide.refresh(w.settings, w.engine, pid, w.who)
+            return queue_decide.decide(w.settings, w.engine, pid, action, w.who, reason)
 
     async def api_decide(request: Request):
         action = request.path_params["action"]
@@ -260,14 +260,14 @@ def create_app(settings, *, token: str, bound: str, port: int, who: str) -> Guar
                 raise WQ.QueueError(
                     "a bulk action needs at least one filter (agent, kind, domain, status, path or night)"
                 )
-            data = await run_in_threadpool(WQ.bulk_preview, w.settings, w.engine, qp.get("action") or "", flt)
+            data = await run_in_threadpool(queue_decide.bulk_preview, w.settings, w.engine, qp.get("action") or "", flt)
         except WQ.QueueError as exc:
             return error_json(exc, exc.status)
         return JSON(data)
 
     def _bulk(action: str, flt, ids, reason: str) -> dict:
         with w.write_lock:
-            return WQ.bulk_decide(w.settings, w.engine, action, flt, ids, w.who, reason)
+            return queue_decide.bulk_decide(w.settings, w.engine, action, flt, ids, w.who, reason)
 
     async def api_bulk(request: Request):
         try:

@@ -59,7 +59,7 @@ def nights(engine, limit: int = 7) -> list[dict]:
 
 
 def stats(settings, engine, days: float | None = None) -> dict:
-    from geode.cli.main import registered_crystals
+    from geode.cli.delivery_cmds import registered_crystals
     from geode.delivery.stats import compute_stats
 
     ids, oversize = registered_crystals(settings)

@@ -2,10 +2,13 @@
 proposal with its evidence and diff, bulk previews and decisions, the history of actions.
 
 Everything here reads the queue's own tables (``geode.agents.proposals``) and writes only
-through the queue's API: ``apply.approve``, ``apply.undo``, ``proposals.reject`` and, for a
+through the queue's API: ``apply.approve``, ``apply.undo``, ``queue_review.reject`` and, for a
 refresh, ``proposals.file_proposal``. Why a page query of its own and not ``list_proposals``:
 that one returns every matching row, and a queue of 5,000 proposals must paint its first page
 without reading the other 4,950 (``LIMIT``/``OFFSET`` and ``GROUP BY`` counts in SQL).
+
+This module holds the filter, the pages, the menus and the history; one proposal in depth is
+``geode.web.queue_detail``, the decisions and the refresh ``geode.web.queue_decide``.
 """
 
 from __future__ import annotations
@@ -18,20 +21,12 @@ from dataclasses import asdict, dataclass
 
 from sqlalchemy import exists, func, select
 
-from geode.agents import apply as A
-from geode.agents import contract, safepath
 from geode.agents import proposals as Q
+from geode.agents import queue_tables
 from geode.delivery.errors import GeodeError
-from geode.delivery.models import LedgerEvent
-from geode.web import diffview
 
 PER_PAGE = 50
 MAX_PER_PAGE = 500
-BULK_ACTIONS = ("approve", "reject", "undo")
-#: Which statuses a bulk action takes from the current filter.
-BULK_STATUSES = {"approve": ("pending",), "reject": Q.REJECTABLE, "undo": ("applied",)}
-#: At most this many proposals are named one by one in a bulk preview (all are counted).
-PREVIEW_NAMED = 500
 
 
 class QueueError(GeodeError, ValueError):
@@ -96,7 +91,7 @@ class QueueFilter:
         return not self.as_params()
 
     def conditions(self) -> list:
-        P, C = Q.P, Q.C
+        P, C = queue_tables.P, queue_tables.C
         out = []
         for col, value in (
             (P.c.agent, self.agent),
@@ -148,8 +143,8 @@ def _summary(row, paths: list[str]) -> dict:
 def page_of(engine, flt: QueueFilter, page: int = 1, per_page: int = PER_PAGE) -> dict:
     """One page of proposals, newest night first, then agent, then id; with the totals of every
     (night, agent) group on the page (over the whole filter, not only this page)."""
-    Q.ensure_tables(engine)
-    P, C = Q.P, Q.C
+    queue_tables.ensure_tables(engine)
+    P, C = queue_tables.P, queue_tables.C
     per_page = max(1, min(int(per_page), MAX_PER_PAGE))
     conds = flt.conditions()
     runs = select(P.c.run_id.label("rid"), func.min(P.c.created_at).label("first")).group_by(P.c.run_id).subquery()
@@ -214,8 +209,8 @@ def page_of(engine, flt: QueueFilter, page: int = 1, per_page: int = PER_PAGE) -
 
 def choices(engine) -> dict:
     """What the filter menus offer: each agent, kind, domain, status and night with its count."""
-    Q.ensure_tables(engine)
-    P = Q.P
+    queue_tables.ensure_tables(engine)
+    P = queue_tables.P
     out: dict = {}
     with engine.connect() as conn:
         for name, col in (("agent", P.c.agent), ("kind", P.c.kind), ("domain", P.c.domain), ("status", P.c.status)):
@@ -233,371 +228,13 @@ def choices(engine) -> dict:
     return out
 
 
-# -- one proposal -----------------------------------------------------------------------------
-def _findings(engine, ids: list[int]) -> dict[int, dict]:
-    if not ids:
-        return {}
-    contract.ensure_tables(engine)
-    _run, finding = contract.tables()
-    with engine.connect() as conn:
-        rows = conn.execute(select(finding).where(finding.c.id.in_(ids))).mappings().all()
-    return {
-        r["id"]: {
-            "id": r["id"],
-            "run_id": r["run_id"],
-            "agent": r["agent"],
-            "kind": r["kind"],
-            "domain": r["domain"],
-            "path": r["path"],
-            "line": r["line"],
-            "target": r["target"],
-            "message": r["message"],
-            "suggestion": r["suggestion"],
-            "severity": r["severity"],
-        }
-        for r in rows
-    }
-
-
-def _ledger_rows(engine, ids: list[int]) -> dict[int, dict]:
-    if not ids:
-        return {}
-    t = LedgerEvent.__table__
-    with engine.connect() as conn:
-        rows = conn.execute(select(t).where(t.c.id.in_(ids))).mappings().all()
-    return {
-        r["id"]: {
-            "id": r["id"],
-            "ts": iso(r["ts"]),
-            "kind": r["kind"],
-            "session": r["session"],
-            "domain": r["domain"],
-            "crystal_id": r["crystal_id"],
-            "path": r["path"],
-            "action": r["action"],
-            "channel": r["channel"],
-            "term": r["term"],
-            "agent": r["agent"],
-            "detail": r["detail"][:500],
-        }
-        for r in rows
-    }
-
-
-def note_address(domain: str, path: str) -> str | None:
-    """The address a finding's or ledger row's file has in the store (``geode://domain/path``)."""
-    if not domain or not path:
-        return None
-    return f"geode://{domain}/{path}"
-
-
-def evidence_of(engine, items: list, default_domain: str) -> list[dict]:
-    """Each evidence item with the finding or ledger row it cites (or ``missing``), linked to
-    the note it is about."""
-    fids = [int(e["finding"]) for e in items if isinstance(e, dict) and str(e.get("finding", "")).isdigit()]
-    lids = [int(e["ledger_event"]) for e in items if isinstance(e, dict) and str(e.get("ledger_event", "")).isdigit()]
-    findings, ledger = _findings(engine, fids), _ledger_rows(engine, lids)
-    out = []
-    for e in items:
-        if not isinstance(e, dict):
-            continue
-        if "finding" in e:
-            f = findings.get(int(e["finding"])) if str(e["finding"]).isdigit() else None
-            out.append(
-                {
-                    "type": "finding",
-                    "id": e["finding"],
-                    "row": f,
-                    "missing": f is None,
-                    "address": note_address(f["domain"] or default_domain, f["path"]) if f else None,
-                }
-            )
-        elif "ledger_event" in e:
-            r = ledger.get(int(e["ledger_event"])) if str(e["ledger_event"]).isdigit() else None
-            dom = (r["domain"] or (r["crystal_id"].split(":", 1)[0] if ":" in r["crystal_id"] else "")) if r else ""
-            out.append(
-                {
-                    "type": "ledger_event",
-                    "id": e["ledger_event"],
-                    "row": r,
-                    "missing": r is None,
-                    "address": note_address(dom or default_domain, r["path"]) if r else None,
-                }
-            )
-    return out
-
-
-def detail(settings, engine, proposal_id: int) -> dict:
-    """Everything about one proposal: the summary, rationale, evidence (resolved), the change
-    list, the history of actions, the unified diff text, the diff as data (``files``) and what
-    approving would do now (``check``: ``apply`` | ``conflict`` | ``failed``)."""
-    p = Q.get(engine, proposal_id)
-    if p is None:
-        raise QueueError(f"no proposal {proposal_id}", 404)
-    with engine.connect() as conn:
-        row, changes = Q.load(conn, proposal_id)
-    p["diff"] = Q.diff(engine, proposal_id)
-    p["files"] = diffview.file_diffs(row["kind"], changes)
-    p["evidence_resolved"] = evidence_of(engine, p["evidence"], settings.default_domain)
-    p["check"] = check(settings, row, changes)
-    p["night"] = night_label(row["run_id"], row["created_at"])
-    return p
-
-
-def check(settings, row, changes) -> dict:
-    """What deciding would meet now, reading files only: ``would`` is ``apply`` (every file as
-    the proposal expects), ``conflict`` (a file changed since; ``stale`` names them),
-    ``failed`` (an unsafe path or an unknown domain), or for an applied proposal ``undo`` /
-    ``changed-after-apply``."""
-    root = settings.domains.get(row["domain"])
-    if root is None:
-        return {"would": "failed", "message": f"domain {row['domain']!r} is not configured here", "stale": []}
-    undoing = row["status"] == "applied"
-    stale, unsafe = [], []
-    for c in changes:
-        try:
-            cur = safepath.read(root, c["path"])
-        except (safepath.UnsafePath, OSError) as exc:
-            unsafe.append(f"{c['path']}: {exc}")
-            continue
-        found = Q.sha256(cur[0]) if cur is not None else None
-        if found != (c["after_sha"] if undoing else c["before_sha"]):
-            stale.append(c["path"])
-    if unsafe:
-        return {"would": "failed", "message": "; ".join(unsafe), "stale": []}
-    if undoing:
-        return (
-            {"would": "changed-after-apply", "message": "changed after the apply: " + ", ".join(stale), "stale": stale}
-            if stale
-            else {"would": "undo", "message": "undo would restore the files", "stale": []}
-        )
-    if stale:
-        return {"would": "conflict", "message": "changed since proposed: " + ", ".join(stale), "stale": stale}
-    return {"would": "apply", "message": "every file is as the proposal expects", "stale": []}
-
-
-# -- decisions ----------------------------------------------------------------------------------
-def decide(settings, engine, proposal_id: int, action: str, who: str, reason: str = "") -> dict:
-    """Approve, reject or undo one proposal through the queue's API; its result dict."""
-    try:
-        if action == "approve":
-            return A.approve(settings, engine, proposal_id, who)
-        if action == "undo":
-            return A.undo(settings, engine, proposal_id, who)
-        if action == "reject":
-            return Q.reject(settings, engine, proposal_id, who, reason)
-    except Q.ProposalError as exc:
-        raise QueueError(str(exc), 404 if str(exc).startswith("no proposal") else 400) from exc
-    raise QueueError(f"action {action!r}; expected approve, reject or undo")
-
-
-def bulk_targets(engine, action: str, flt: QueueFilter) -> list[dict]:
-    """The proposals a bulk ``action`` would take under the filter, in the order it takes them
-    (undo: newest first, so a later change is undone before the one it was made over)."""
-    if action not in BULK_ACTIONS:
-        raise QueueError(f"action {action!r}; expected one of {', '.join(BULK_ACTIONS)}")
-    P = Q.P
-    statuses = BULK_STATUSES[action]
-    if flt.status:
-        statuses = tuple(s for s in statuses if s == flt.status)
-    if not statuses:
-        return []
-    order = P.c.id.desc() if action == "undo" else P.c.id
-    with engine.connect() as conn:
-        rows = (
-            conn.execute(
-                select(P.c.id, P.c.title, P.c.agent, P.c.kind, P.c.status, P.c.domain)
-                .where(*flt.conditions(), P.c.status.in_(statuses))
-                .order_by(order)
-            )
-            .mappings()
-            .all()
-        )
-    return [dict(r) for r in rows]
-
-
-def bulk_preview(settings, engine, action: str, flt: QueueFilter) -> dict:
-    """How many and which proposals a bulk action would take, and (for approve and undo) what
-    each would meet on disk now. Reads only."""
-    targets = bulk_targets(engine, action, flt)
-    named = []
-    tally: dict[str, int] = {}
-    for t in targets[:PREVIEW_NAMED]:
-        if action == "reject":
-            would = "reject"
-        else:
-            with engine.connect() as conn:
-                row, changes = Q.load(conn, t["id"])
-            would = check(settings, row, changes)["would"]
-        tally[would] = tally.get(would, 0) + 1
-        named.append(dict(t, would=would))
-    return {
-        "action": action,
-        "filter": flt.as_params(),
-        "count": len(targets),
-        "ids": [t["id"] for t in targets],
-        "named": named,
-        "checked": len(named),
-        "would": tally,
-    }
-
-
-def bulk_decide(settings, engine, action: str, flt: QueueFilter, ids: list[int], who: str, reason: str = "") -> dict:
-    """Act on exactly the proposals the preview showed: the targets are computed again from the
-    filter and must be the same ids (else 409 with the new preview: nothing is done that the
-    person did not see)."""
-    if not isinstance(ids, list) or not all(isinstance(i, int) for i in ids):
-        raise QueueError("ids must be the list of proposal ids the preview showed")
-    if flt.empty():
-        raise QueueError("a bulk action needs at least one filter (agent, kind, domain, status, path or night)")
-    targets = [t["id"] for t in bulk_targets(engine, action, flt)]
-    if sorted(targets) != sorted(ids):
-        raise QueueError(
-            "the queue changed since the preview; look at the new preview and confirm again",
-            409,
-            {"preview": bulk_preview(settings, engine, action, flt)},
-        )
-    results = [decide(settings, engine, i, action, who, reason) for i in targets]
-    return {
-        "action": action,
-        "filter": flt.as_params(),
-        "results": results,
-        "ok": sum(1 for r in results if r["ok"]),
-        "not_done": sum(1 for r in results if not r["ok"]),
-    }
-
-
-# -- refresh a conflicted proposal ---------------------------------------------------------------
-def _merge(base: bytes, ours: bytes, theirs: bytes) -> bytes | None:
-    """Three-way merge of lines (the ``merge3`` library): the proposal's change (base ->
-    theirs) made over the file as it is now (ours); None when the two touch the same lines."""
-    import merge3
-
-    m = merge3.Merge3(base.splitlines(keepends=True), ours.splitlines(keepends=True), theirs.splitlines(keepends=True))
-    out = []
-    for region in m.merge_regions():
-        kind = region[0]
-        if kind == "conflict":
-            return None
-        if kind == "unchanged":
-            out.extend(m.base[region[1] : region[2]])
-        elif kind in ("a", "same"):
-            out.extend(m.a[region[1] : region[2]])
-        elif kind == "b":
-            out.extend(m.b[region[1] : region[2]])
-    return b"".join(out)
-
-
-def refresh(settings, engine, proposal_id: int, who: str) -> dict:
-    """Make a conflicted proposal again over the files as they are now: each edit is merged
-    three ways (what the agent saw, what the file holds now, what the agent proposed); when the
-    two changes touch different lines, a new proposal is filed (same agent, kind, evidence and
-    rationale, noting where it came from) and the old one is rejected as superseded. Files are
-    not touched; the new proposal waits for a decision like any other."""
-    with engine.connect() as conn:
-        row, changes = Q.load(conn, proposal_id)
-    if row is None:
-        raise QueueError(f"no proposal {proposal_id}", 404)
-    if row["status"] not in ("pending", "conflict", "failed"):
-        raise QueueError(f"proposal {proposal_id} is {row['status']}; only a pending or conflicted one is refreshed")
-    state = check(settings, row, changes)
-    if state["would"] == "apply":
-        raise QueueError(f"proposal {proposal_id} is not stale: every file is as it expects; approve it as it is")
-    if state["would"] == "failed":
-        raise QueueError(f"proposal {proposal_id} cannot be refreshed: {state['message']}")
-    root = settings.domains[row["domain"]]
-
-    def now(path: str) -> bytes | None:
-        cur = safepath.read(root, path)
-        return cur[0] if cur is not None else None
-
-    creates = [c for c in changes if c["before_sha"] is None]
-    removes = [c for c in changes if c["after_sha"] is None]
-    pair = row["kind"] in ("move", "archive") and len(creates) == 1 and len(removes) == 1
-    new: list[Q.FileChange] = []
-    problems: list[str] = []
-    for c in changes:
-        before, after = Q._b(c["before"]), Q._b(c["after"])
-        cur = now(c["path"])
-        if c["before_sha"] is None:  # a file it creates
-            if cur is not None:
-                problems.append(f"{c['path']} exists now")
-                continue
-            if pair:
-                src = removes[0]
-                src_now = now(src["path"])
-                if src_now is None:
-                    problems.append(f"{src['path']} (the file it moves) is gone")
-                    continue
-                merged = _merge(Q._b(src["before"]) or b"", src_now, after or b"")
-                if merged is None:
-                    problems.append(f"{src['path']}: changed on the same lines the move rewrites")
-                    continue
-                after = merged
-            new.append(Q.FileChange(c["path"], None, after, c["mode"]))
-        elif c["after_sha"] is None:  # a file it removes
-            if cur is None:
-                problems.append(f"{c['path']} is gone")
-                continue
-            new.append(Q.FileChange(c["path"], Q.sha256(cur), None))
-        else:
-            if cur is None:
-                problems.append(f"{c['path']} is gone")
-                continue
-            merged = _merge(before or b"", cur, after or b"")
-            if merged is None:
-                problems.append(f"{c['path']}: changed on the same lines the proposal changes")
-                continue
-            new.append(Q.FileChange(c["path"], Q.sha256(cur), merged, c["mode"]))
-    if problems:
-        raise QueueError(f"proposal {proposal_id} cannot be refreshed: " + "; ".join(problems), 409)
-    A_ = Q.A
-    with engine.connect() as conn:
-        n = int(
-            conn.execute(
-                select(func.count()).select_from(A_).where(A_.c.proposal_id == proposal_id, A_.c.action == "refresh")
-            ).scalar_one()
-        )
-    draft = Q.ProposalDraft(
-        agent=row["agent"],
-        kind=row["kind"],
-        domain=row["domain"],
-        title=row["title"],
-        rationale=(row["rationale"] or "")
-        + f"\n\n(Refreshed from proposal #{proposal_id} over the files as they are now.)",
-        evidence=json.loads(row["evidence"] or "[]"),
-        changes=new,
-        run_id=row["run_id"],
-        key=(row["key"][:200] + f"~refresh-{proposal_id}-{n + 1}"),
-    )
-    try:
-        new_id = Q.file_proposal(settings, engine, draft)
-    except Q.ProposalError as exc:
-        raise QueueError(f"proposal {proposal_id} cannot be refreshed: {exc}", 409) from exc
-    if new_id is None:
-        raise QueueError(f"proposal {proposal_id} was refreshed already", 409)
-    with engine.begin() as conn:
-        Q.record(conn, proposal_id, "refresh", "refreshed", who, {"new": new_id})
-        Q.record(conn, new_id, "refresh", "filed", who, {"from": proposal_id})
-    rej = Q.reject(settings, engine, proposal_id, who, f"superseded by refreshed proposal #{new_id}")
-    return {
-        "id": proposal_id,
-        "action": "refresh",
-        "ok": True,
-        "new_id": new_id,
-        "status": rej["status"],
-        "message": f"refreshed as proposal #{new_id}",
-        "files": [{"path": c.path} for c in new],
-    }
-
-
 # -- history ---------------------------------------------------------------------------------------
 def history(
     engine, page: int = 1, per_page: int = PER_PAGE, proposal_id: int | None = None, who: str | None = None
 ) -> dict:
     """Every action on the queue (filed, approve, reject, undo, reconcile, refresh), newest first."""
-    Q.ensure_tables(engine)
-    A_, P = Q.A, Q.P
+    queue_tables.ensure_tables(engine)
+    A_, P = queue_tables.A, queue_tables.P
     per_page = max(1, min(int(per_page), MAX_PER_PAGE))
     conds = []
     if proposal_id is not None:
@@ -648,22 +285,12 @@ def _json(text: str):
 
 
 def counts_by_status(engine) -> dict:
-    Q.ensure_tables(engine)
+    queue_tables.ensure_tables(engine)
     with engine.connect() as conn:
-        return {s: int(n) for s, n in conn.execute(select(Q.P.c.status, func.count()).group_by(Q.P.c.status))}
+        return {
+            s: int(n)
+            for s, n in conn.execute(select(queue_tables.P.c.status, func.count()).group_by(queue_tables.P.c.status))
+        }
 
 
-__all__ = [
-    "QueueFilter",
-    "QueueError",
-    "page_of",
-    "detail",
-    "decide",
-    "bulk_preview",
-    "bulk_decide",
-    "refresh",
-    "history",
-    "who_of",
-    "choices",
-    "counts_by_status",
-]
+__all__ = ["QueueFilter", "QueueError", "page_of", "history", "who_of", "choices", "counts_by_status"]

@@ -1,0 +1,197 @@
+"""``geode deliver``, ``lint``, ``stats``, ``study`` and the binding index's ``reindex``: what
+an action would be handed, and the reports on the store and the ledger.
+
+Apart from the set-up commands (``geode.cli.setup_cmds``) and the parser (``geode.cli.main``)
+because they read the store and the ledger every day; ``registered_crystals`` is shared with the
+page's health view. Heavy imports happen inside the command functions.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from geode.cli.common import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, CLIError, engine_of, print_json, settings_of
+from geode.delivery.config import Settings
+from geode.delivery.errors import GeodeError
+
+
+# -- deliver -------------------------------------------------------------------------------
+def cmd_deliver(args) -> int:
+    from geode.delivery.engine import Delivery
+    from geode.delivery.index import Index
+
+    settings = settings_of(args)
+    engine_of(settings)
+    idx = Index(settings, busy_ms=5000)
+    try:
+        idx.ensure()
+        idx.refresh()
+        d = Delivery(
+            settings,
+            args.session or f"cli-{os.getpid()}",
+            os.environ.get("GEODE_AGENT") and f"main:{os.environ['GEODE_AGENT']}" or "main",
+            idx,
+        )
+        if args.on == "boot":
+            res = d.boot()
+        elif args.on == "prompt":
+            res = d.inject(args.text or "")
+        else:
+            actions = tuple(a.strip() for a in args.on.split(",") if a.strip())
+            from geode.delivery.binding import ACTIONS
+
+            bad = [a for a in actions if a not in ACTIONS]
+            if bad:
+                raise CLIError(
+                    f"--on {args.on!r}: unknown action {bad[0]!r}; expected one of {', '.join(ACTIONS)}, boot, prompt",
+                    EXIT_USAGE,
+                )
+            if args.text is None:
+                raise CLIError("--text is required for an action", EXIT_USAGE)
+            from geode.delivery.hook import is_commit
+
+            if "bash" in actions and "commit" not in actions and is_commit(args.text):
+                actions = actions + ("commit",)
+            res = d.act(actions, args.text, "commit" if "commit" in actions else actions[0])
+        d.flush()
+        d.close()
+    finally:
+        idx.close()
+    if args.json:
+        print_json(res)
+    else:
+        if res["text"]:
+            print(res["text"], end="")
+        else:
+            print(f"(nothing bound to {args.on} matched)")
+        for kind in ("withheld", "skipped", "suppressed"):
+            for e in res[kind]:
+                print(f"[{kind}] {e['name']} ({e['domain']}/{e['path']}): {e.get('reason', '')}", file=sys.stderr)
+    return EXIT_OK
+
+
+# -- reports ------------------------------------------------------------------------------
+def _term_shares(settings):
+    """What share of the ledger's actions each term selected crystals on; None when the
+    ledger cannot be read (lint then says so and checks everything else)."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from geode.delivery.lint import ledger_term_shares
+
+    if settings.uses_sqlite_ledger and not os.path.exists(settings.ledger_path):
+        return {}
+    try:
+        engine = engine_of(settings)
+        try:
+            with engine.connect() as conn:
+                return ledger_term_shares(conn)
+        finally:
+            engine.dispose()
+    except (GeodeError, SQLAlchemyError, OSError) as exc:  # the other checks do not depend on the ledger
+        print(
+            f"geode lint: the ledger could not be read ({type(exc).__name__}: {exc}); "
+            "terms were not checked against it",
+            file=sys.stderr,
+        )
+        return None
+
+
+def cmd_lint(args) -> int:
+    from geode.delivery.lint import lint_store
+
+    settings = settings_of(args)
+    shares = _term_shares(settings)
+    r = lint_store(settings, term_shares=shares)
+    r["examined"]["ledger_terms"] = len(shares) if shares is not None else None
+    if args.json:
+        print_json({"problems": r["problems"], "examined": r["examined"]})
+    else:
+        changed = 0
+        for p in r["problems"]:
+            if p["severity"] == "info" and not args.verbose:
+                changed += p["code"] == "match-meaning-changed"
+                continue
+            dom = f"{p['domain']}:" if len(settings.domains) > 1 and p.get("domain") else ""
+            print(f"{dom}{p['path']}:{p['line']}: {p['severity']}: {p['message']} [{p['code']}]")
+        ex = r["examined"]
+        print(
+            f"examined {ex['notes']} notes ({ex['crystals']} crystals) in {ex['files']} files across "
+            f"{ex['domains']} domain(s); {r['errors']} errors, {r['warnings']} warnings"
+        )
+        if changed:
+            print(
+                f"{changed} match term(s) mean something else under token-aware matching than under the old "
+                "substring rule: `geode lint --verbose` lists each (README, 'Migrating from substring matching')"
+            )
+    return EXIT_PROBLEMS if r["errors"] else EXIT_OK
+
+
+def registered_crystals(settings: Settings) -> tuple[list[str], list[str]]:
+    """Crystal ids (``domain:path``) of bound notes, and those whose essence exceeds the budget."""
+    from geode.delivery.pack import Item, render
+    from geode.delivery.store import load_store
+
+    ids, oversize = [], []
+    for domain, root in settings.domain_roots():
+        for n in load_store(root, domain, settings.max_file_bytes).notes:
+            if isinstance(n.frontmatter.get("crystal"), dict):
+                cid = f"{domain}:{n.path}"
+                ids.append(cid)
+                if (
+                    n.essence
+                    and len(render(Item(cid, domain, n.path, n.path, n.name, "x" * 12, n.essence), "bash"))
+                    > settings.budget
+                ):
+                    oversize.append(cid)
+    return ids, oversize
+
+
+def cmd_stats(args) -> int:
+    from geode.delivery.stats import compute_stats, render_stats
+
+    settings = settings_of(args)
+    engine = engine_of(settings)
+    ids, oversize = registered_crystals(settings)
+    d = compute_stats(settings, engine, ids, oversize, days=args.days)
+    if args.json:
+        print_json(d)
+    else:
+        print(render_stats(d))
+    return EXIT_OK
+
+
+def cmd_study(args) -> int:
+    from geode.delivery.study import compute_study, render_study
+
+    settings = settings_of(args)
+    d = compute_study(settings, engine_of(settings))
+    if args.json:
+        print_json(d)
+    else:
+        print(render_study(d))
+    return EXIT_OK
+
+
+def cmd_reindex(args) -> int:
+    from geode.delivery.index import Index
+
+    settings = settings_of(args)
+    idx = Index(settings, busy_ms=10000)
+    try:
+        import time
+
+        t = time.perf_counter()
+        counts = idx.build()
+        counts.update(idx.counts())
+        counts["seconds"] = round(time.perf_counter() - t, 3)
+    finally:
+        idx.close()
+    if args.json:
+        print_json({"bindings": counts})
+    else:
+        print(
+            f"binding index: {counts['crystals']} crystals in {counts['files']} note files, "
+            f"{counts['folders']} folders ({counts['seconds']} s)"
+        )
+    return EXIT_OK

@@ -1,0 +1,204 @@
+"""``geode init``, ``geode hooks install|uninstall`` and ``geode hook``: setting geode up for a
+person and an agent (GEODE_HOME, ``geode.toml``, the starter store; the hooks and the MCP server
+registered; the hook run by hand).
+
+Apart from the everyday commands because they run once per machine or project and write outside
+the store (the agents' config files). Heavy imports happen inside the command functions.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import secrets
+import shutil
+from pathlib import Path
+
+from geode.cli.common import EXIT_OK, CLIError, engine_of, print_json, settings_of
+from geode.delivery.config import Settings, load_settings
+
+STARTER_DIR = Path(__file__).resolve().parent.parent / "delivery" / "starter"
+
+
+# -- init -----------------------------------------------------------------------------
+def write_default_config(settings: Settings, store_root: str) -> Path:
+    """``geode.toml`` with the control plan fixed now, before any data exists."""
+    path = Path(settings.config_path)
+    if path.exists():
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    stop = (dt.date.today() + dt.timedelta(days=90)).isoformat()
+    path.write_text(
+        "# geode configuration. Documented in README.md.\n"
+        '[store]\ndefault = "main"\n\n'
+        "[domains]\n"
+        f"main = {json.dumps(store_root)}\n\n"
+        "[delivery]\n"
+        "budget = 4000          # characters per action, shared by every crystal that matched\n"
+        "inject_budget = 1200   # characters per prompt for inject crystals\n"
+        "boot_chars = 300       # each boot crystal is cut here, with a visible mark\n"
+        'act_mode = "context"   # or "deny-once": see README, \'When additionalContext does not arrive\'\n'
+        "block_lookups = true\n\n"
+        "# The control arm. Fixed here before any data exists; the ledger records it on creation\n"
+        "# and later edits do not change the plan in force (geode study reports any difference).\n"
+        "[control]\n"
+        "withhold_rate = 0.10\n"
+        "stop_units = 100\n"
+        f'stop_date = "{stop}"\n'
+        f'salt = "{secrets.token_hex(16)}"\n',
+        encoding="utf-8",
+    )
+    return path
+
+
+def ensure_store(settings: Settings, with_starter: bool = True) -> dict:
+    """Create the config, the store with the starter set (never overwriting), the ledger, the index."""
+    from geode.delivery.index import Index
+
+    created = []
+    if not settings.one_off_store:
+        write_default_config(settings, settings.domains[settings.default_domain])
+        settings = _reload(settings)
+    root = Path(settings.domains[settings.default_domain])
+    root.mkdir(parents=True, exist_ok=True)
+    if with_starter and not any(root.rglob("*.md")):
+        for src in sorted(STARTER_DIR.glob("*.md")):
+            dest = root / src.name
+            if not dest.exists():
+                shutil.copyfile(src, dest)
+                created.append(src.name)
+    engine_of(settings)
+    idx = Index(settings, busy_ms=5000)
+    try:
+        idx.build()
+        counts = idx.counts()
+    finally:
+        idx.close()
+    return {"settings": settings, "store": str(root), "created": created, "index": counts}
+
+
+def _reload(settings: Settings) -> Settings:
+    return load_settings(home=settings.home) if not settings.one_off_store else settings
+
+
+def cmd_init(args) -> int:
+    settings = settings_of(args)
+    if args.store_dir:
+        settings = load_settings(store=args.store_dir, home=args.home)
+    r = ensure_store(settings, with_starter=not args.empty)
+    out = {
+        "home": r["settings"].home,
+        "store": r["store"],
+        "starter_written": r["created"],
+        "index": r["index"],
+        "config": r["settings"].config_path,
+    }
+    if args.json:
+        print_json(out)
+    else:
+        print(f"geode home  {out['home']}")
+        print(f"store       {out['store']}  ({len(r['created'])} starter crystals written)")
+        print(f"index       {r['index']['crystals']} crystals in {r['index']['files']} note files")
+        print("next        geode hooks install   (then: geode deliver --on bash --text 'npm test | tail')")
+    return EXIT_OK
+
+
+# -- hooks -------------------------------------------------------------------------------
+def cmd_hooks(args) -> int:
+    from geode.delivery import install as inst
+    from geode.delivery import install_mcp as im
+    from geode.delivery.install_files import InstallError
+    from geode.delivery.install_mcp_entry import mcp_entry
+    from geode.delivery.install_probe import verify_mcp_entry
+
+    settings = settings_of(args)
+    results = []
+    mcp = not args.no_mcp  # the recall tools' server is registered beside the hooks (geode mcp)
+    try:
+        agents = inst.resolve_agents(args.agent)
+        # settings.home: --home, then GEODE_HOME, then ~/.geode (the flag wins, as everywhere)
+        home, store = settings.home, args.store if args.store else None
+        if args.action == "install" and not args.print and mcp:  # before anything is written
+            verify_mcp_entry(mcp_entry(home=home, store=store))
+        for agent in agents:
+            kw = dict(
+                scope=args.scope,
+                project=args.project or os.getcwd(),
+                local=args.local and agent == "claude",
+                home_dir=args.home_dir,
+            )
+            if args.action == "uninstall":
+                r = inst.uninstall(agent, **kw)
+                if mcp:
+                    r["mcp"] = im.uninstall_mcp(agent, **kw)
+                results.append(r)
+                continue
+            kw.update(geode_home=home, store=store)
+            if args.print:
+                r = inst.plan(agent, **kw)
+                if mcp:
+                    r["mcp"] = im.plan_mcp(agent, **kw)
+            else:
+                r = inst.install(agent, **kw)
+                if mcp:
+                    r["mcp"] = im.install_mcp(agent, **kw, verify=False)
+            results.append(r)
+    except InstallError as exc:
+        raise CLIError(str(exc)) from exc
+    if args.action == "install" and not args.print:
+        _precompile()
+        from geode.delivery.index import Index
+
+        idx = Index(settings, busy_ms=5000)
+        try:
+            idx.ensure()
+        finally:
+            idx.close()
+        engine_of(settings)
+    if args.json:
+        print_json(results)
+        return EXIT_OK
+    for r in results:
+        m = r.get("mcp")
+        if args.print:
+            print(f"{r['agent']}: would write {r['path']}")
+            for ev, spec in r["events"].items():
+                print(f"  {ev:<17} matcher={spec.get('matcher') or '-':<40} {spec['command']}")
+            if m:
+                print(f"{r['agent']}: would register the MCP server in {m['path']} ({m['key']}):")
+                print("  " + m["text"].rstrip("\n").replace("\n", "\n  "))
+        elif args.action == "install":
+            state = "unchanged" if r.get("unchanged") else f"added {', '.join(r.get('added') or []) or 'nothing'}"
+            print(f"{r['agent']}: {r['path']}: {state}")
+            if r.get("notice"):
+                print(f"  {r['notice']}")
+            if m:
+                what = "unchanged" if m["unchanged"] else ("replaced" if m["replaced"] else "added")
+                print(f"{r['agent']}: {m['path']}: MCP server {m['name']!r} {what}")
+                if m.get("notice"):
+                    print(f"  {m['notice']}")
+        else:
+            print(f"{r['agent']}: {r['path']}: removed {r.get('removed', 0)} geode hook(s)")
+            if m:
+                print(
+                    f"{r['agent']}: {m['path']}: removed {m['removed']} MCP server entry"
+                    + (f" (kept: {m['kept']})" if m.get("kept") else "")
+                )
+    return EXIT_OK
+
+
+def _precompile() -> None:
+    """Byte-compile the hook's modules: with PYTHONDONTWRITEBYTECODE set (common in agent
+    shells) an uncompiled hook recompiles every module on every tool call (~10 ms)."""
+    import compileall
+
+    pkg = Path(__file__).resolve().parent.parent
+    compileall.compile_file(str(pkg / "__init__.py"), quiet=1)
+    compileall.compile_dir(str(pkg / "delivery"), quiet=1)
+
+
+def cmd_hook(args) -> int:
+    from geode.delivery import hookmain
+
+    return hookmain.main([args.agent])

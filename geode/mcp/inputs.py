@@ -1,0 +1,65 @@
+"""The MCP tools' inputs as the agent gives them, checked: the error they raise, and the
+arguments ``search`` and ``recent_activity`` share (text or lists of text, dates, ``where``).
+
+Apart so that every tool module reads its arguments the same way and raises the one error the
+server turns into a tool error the agent can act on.
+"""
+
+from geode.delivery.errors import UsageError
+
+
+class ToolInputError(UsageError, ValueError):
+    """Bad input to a tool; the message tells the agent what to change (a tool error, never a
+    crashed server; ``geode mcp --host`` raises it too, a usage error with status 2)."""
+
+
+def _strs(value, name: str) -> list[str] | None:
+    """A string or a list of strings -> a list (None when empty)."""
+    if value is None or value == "" or value == []:
+        return None
+    items = [value] if isinstance(value, str) else list(value)
+    out = []
+    for v in items:
+        if not isinstance(v, str) or not v.strip():
+            raise ToolInputError(f"{name}: expected text or a list of text, got {v!r}")
+        out.append(v.strip())
+    return out
+
+
+def _check_date(name: str, value: str | None) -> str | None:
+    """A date argument as ``YYYY-MM-DD`` (geode's one reading of dates, ``geode.delivery.dates``)."""
+    from geode.delivery.dates import DateError, optional_date
+
+    try:
+        day = optional_date(value, name)
+    except DateError as exc:
+        raise ToolInputError(str(exc)) from None
+    return day.isoformat() if day is not None else None
+
+
+def parse_where_input(where) -> dict | None:
+    """``where`` as the agent gives it: ``"key=value"`` expressions (a string or a list of them,
+    the mini-language of ``geode search --where``), or a JSON filter object (``--filter``)."""
+    from geode.cli.recall_cmds import parse_where
+
+    if where is None or where == "" or where == [] or where == {}:
+        return None
+    if isinstance(where, dict):
+        return dict(where)
+    items = [where] if isinstance(where, str) else list(where)
+    out: dict = {}
+    for item in items:
+        if not isinstance(item, str):
+            raise ToolInputError(f"where: expected text like 'key=value' or a JSON object, got {item!r}")
+        s = item.strip()
+        try:
+            part = parse_where([], s) if s.startswith("{") else parse_where([s], None)
+        except ValueError as exc:
+            msg = str(exc).replace("--where ", "").replace("--filter", "the JSON filter")
+            msg = msg[len(repr(s)) + 2 :] if msg.startswith(repr(s) + ": ") else msg
+            raise ToolInputError(
+                f"where {item!r}: {msg}. Forms: key=value, key=[a,b] (any of), key~value (a list holds it), "
+                'key>=value, key<value, key!=value, or a JSON object such as {"tags": {"$contains_any": ["a", "b"]}}'
+            ) from None
+        out.update(part)
+    return out

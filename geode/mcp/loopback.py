@@ -1,0 +1,115 @@
+"""``geode mcp --http``: the streamable-HTTP transport on loopback, behind the page's guard.
+
+Apart from the tools because it is the transport, not the recall: the token (``$GEODE_MCP_TOKEN``
+or ``GEODE_HOME/mcp-token``), the Host and origin checks (:class:`Guard`, the page's rule for an
+MCP client) and the uvicorn server. stdio needs none of it.
+"""
+
+import os
+
+from geode.mcp.inputs import ToolInputError
+from geode.web.security import Guard as PageGuard
+
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
+TOKEN_ENV = "GEODE_MCP_TOKEN"
+
+
+def token_path(settings) -> str:
+    return os.path.join(settings.home, "mcp-token")
+
+
+def load_token(settings) -> str:
+    """``GEODE_MCP_TOKEN``, else ``GEODE_HOME/mcp-token`` (created 0600 with a random token)."""
+    import secrets
+
+    env = os.environ.get(TOKEN_ENV, "").strip()
+    if env:
+        return env
+    path = token_path(settings)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            tok = fh.read().strip()
+        if tok:
+            return tok
+    except FileNotFoundError:
+        pass
+    os.makedirs(settings.home, exist_ok=True)
+    tok = secrets.token_urlsafe(32)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(tok + "\n")
+    return tok
+
+
+def allowed_hosts(port: int) -> list[str]:
+    """The Host header values the SDK's own DNS-rebinding check accepts (a second line behind
+    :class:`Guard`, which applies the page's rule)."""
+    return [f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"]
+
+
+class Guard(PageGuard):
+    """The page's guard (``geode.web.security.Guard``), for an MCP client instead of a browser.
+
+    The same rules as every local server of this project, by the same code: the ``Host`` must
+    be the bound address or ``localhost`` (with the bound port, or none), else 403 before
+    anything else (DNS rebinding); every request carries the token, compared in constant time,
+    else 401. What differs, because the client is an agent and not a browser: the token comes
+    only as ``Authorization: Bearer`` (no cookie, no ``?token=``, so no CSRF token either); the
+    methods are the streamable-HTTP transport's (POST a message, GET the event stream, DELETE
+    the session); any request that says it comes from another origin (``Origin``,
+    ``Sec-Fetch-Site: cross-site``) is refused, whatever its method. The token outlives a
+    restart (``GEODE_HOME/mcp-token`` or ``$GEODE_MCP_TOKEN``), unlike the page's: an agent's
+    configuration holds it.
+    """
+
+    METHODS = ("GET", "POST", "DELETE")
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "lifespan":
+            return await self.app(scope, receive, send)
+        if scope["type"] != "http":
+            return await self._deny(send, 403, "only HTTP")
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        if not self.host_ok(headers.get("host")):
+            return await self._deny(send, 403, "this server answers only to its own address (Host refused)")
+        origin = headers.get("origin")
+        if origin is not None and not self.origin_ok(origin):
+            return await self._deny(send, 403, "cross-origin request refused")
+        if headers.get("sec-fetch-site", "none") not in ("none", "same-origin"):
+            return await self._deny(send, 403, "cross-site request refused")
+        auth = headers.get("authorization", "")
+        if not self._token_ok(auth[7:].strip() if auth[:7].lower() == "bearer " else None):
+            return await self._deny(
+                send,
+                401,
+                f"a token is needed: send Authorization: Bearer TOKEN (${TOKEN_ENV}, or the file GEODE_HOME/mcp-token)",
+            )
+        if scope["method"].upper() not in self.METHODS:
+            return await self._deny(send, 405, f"{scope['method']} is not used by the MCP transport")
+        return await self.app(scope, receive, send)
+
+
+def http_app(settings, server, port: int, token: str, host: str = "127.0.0.1"):
+    """The streamable-HTTP app at ``/mcp`` behind :class:`Guard` (and the SDK's own Host check)."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    hosts = allowed_hosts(port)
+    sec = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=[f"http://{h}" for h in hosts]
+    )
+    app = server.streamable_http_app(streamable_http_path="/mcp", transport_security=sec, host=host)
+    return Guard(app, token, host, port)
+
+
+def run_http(settings, server, port: int, host: str = "127.0.0.1", ready=None) -> None:
+    import uvicorn
+
+    if host not in LOOPBACK:
+        raise ToolInputError(f"--host {host}: geode mcp listens on loopback only ({', '.join(LOOPBACK)})")
+    token = load_token(settings)
+    bind = "::1" if host == "::1" else "127.0.0.1"
+    app = http_app(settings, server, port, token, bind)
+    config = uvicorn.Config(app, host=bind, port=port, log_level="warning", lifespan="on")
+    if ready is not None:
+        ready()
+    uvicorn.Server(config).run()
