@@ -281,7 +281,8 @@ def _op(before_sha, after_sha) -> str:
     return "modify"
 
 
-def _summary(row, paths: list[str]) -> dict:
+def summary(row, paths: list[str]) -> dict:
+    """One proposal as the queue lists it (the CLI, the page and the API share this shape)."""
     return {
         "id": row["id"],
         "agent": row["agent"],
@@ -335,7 +336,7 @@ def list_proposals(
                     .order_by(C.c.proposal_id, C.c.seq)
                 ):
                     paths.setdefault(pid, []).append(path)
-    return [_summary(r, paths.get(r["id"], [])) for r in rows]
+    return [summary(r, paths.get(r["id"], [])) for r in rows]
 
 
 def load(conn, proposal_id: int):
@@ -357,7 +358,7 @@ def get(engine, proposal_id: int) -> dict | None:
         if row is None:
             return None
         actions = conn.execute(select(A).where(A.c.proposal_id == proposal_id).order_by(A.c.id)).mappings().all()
-    out = _summary(row, [c["path"] for c in changes])
+    out = summary(row, [c["path"] for c in changes])
     out["rationale"] = row["rationale"]
     out["evidence"] = json.loads(row["evidence"] or "[]")
     out["changes"] = [

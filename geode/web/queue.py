@@ -123,23 +123,6 @@ def night_label(run_id: str, first_ts: float | None) -> str:
 
 
 # -- a page of the queue ----------------------------------------------------------------------
-def _summary(row, paths: list[str]) -> dict:
-    return {
-        "id": row["id"],
-        "agent": row["agent"],
-        "kind": row["kind"],
-        "domain": row["domain"],
-        "title": row["title"],
-        "status": row["status"],
-        "paths": paths,
-        "run_id": row["run_id"],
-        "key": row["key"],
-        "created_at": iso(row["created_at"]),
-        "updated_at": iso(row["updated_at"]),
-        "message": row["message"],
-    }
-
-
 def page_of(engine, flt: QueueFilter, page: int = 1, per_page: int = PER_PAGE) -> dict:
     """One page of proposals, newest night first, then agent, then id; with the totals of every
     (night, agent) group on the page (over the whole filter, not only this page)."""
@@ -195,7 +178,7 @@ def page_of(engine, flt: QueueFilter, page: int = 1, per_page: int = PER_PAGE) -
                     "proposals": [],
                 }
             )
-        groups[-1]["proposals"].append(_summary(r, paths.get(r["id"], [])))
+        groups[-1]["proposals"].append(Q.summary(r, paths.get(r["id"], [])))
     return {
         "proposals": [p for g in groups for p in g["proposals"]],
         "groups": groups,
