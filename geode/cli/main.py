@@ -108,7 +108,11 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--home", metavar="DIR", help="GEODE_HOME for this command (default: $GEODE_HOME or ~/.geode)")
     common.add_argument("--json", action="store_true", help="print the documented JSON shape")
 
-    p = argparse.ArgumentParser(prog="geode", description="Crystal memory for coding agents.")
+    p = argparse.ArgumentParser(
+        prog="geode",
+        description="Crystal memory for coding agents. The shared options --store DIR, --home DIR and "
+        "--json may be given before COMMAND as well as after it.",
+    )
     sub = p.add_subparsers(dest="command_name", metavar="COMMAND")
     sub.required = True
 
@@ -188,9 +192,26 @@ def _register_extension(name: str, sub, common) -> None:
     importlib.import_module(name).register(sub, common)
 
 
+#: The status of a command whose reader went away (``geode run | head``): 128 + SIGPIPE, what
+#: the shell reports for a Unix tool ended by that signal.
+EXIT_BROKEN_PIPE = 141
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Parse, run one command, say any ``GeodeError`` in one line. A closed pipe on stdout
+    (``| head``) ends the command quietly, as Unix tools end, instead of in a traceback."""
+    try:
+        rc = _dispatch(argv)
+        sys.stdout.flush()  # a pipe closed early fails here, inside the handler, not at exit
+        return rc
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+
+
+def _dispatch(argv: list[str] | None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_store_first(argv if argv is not None else sys.argv[1:]))
     try:
         return int(args.func(args) or 0)
     except GeodeError as exc:  # every failure said for a person: one line and its status; a bug keeps its traceback
@@ -198,6 +219,43 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
+
+
+#: The options every command shares, which may also come before the command's name.
+_SHARED_WITH_VALUE = ("--store", "--home")
+_SHARED_FLAGS = ("--json",)
+
+
+def _store_first(argv: list[str]) -> list[str]:
+    """``geode --store DIR search x`` as ``geode search x --store DIR``: the shared options given
+    before the command's name move to the end, where the command's own parser (nested ones such
+    as ``proposals list`` included) reads them."""
+    lead: list[str] = []
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a in _SHARED_WITH_VALUE and i + 1 < len(argv):
+            lead += argv[i : i + 2]
+            i += 2
+        elif a.startswith(tuple(o + "=" for o in _SHARED_WITH_VALUE)) or a in _SHARED_FLAGS:
+            lead.append(a)
+            i += 1
+        else:
+            break
+    if not lead or i >= len(argv) or "--" in argv[i:]:
+        return list(argv)
+    return [*argv[i:], *lead]
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's last flush at exit has nowhere to fail
+    (the Python documentation's recipe for SIGPIPE)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # stdout without a file descriptor (a test's StringIO)
+        pass
 
 
 if __name__ == "__main__":

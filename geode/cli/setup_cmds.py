@@ -83,7 +83,7 @@ def _reload(settings: Settings) -> Settings:
 
 
 def cmd_init(args) -> int:
-    settings = settings_of(args)
+    settings = settings_of(args, store_must_exist=False)  # creating the store is init's job
     if args.store_dir:
         settings = load_settings(store=args.store_dir, home=args.home)
     r = ensure_store(settings, with_starter=not args.empty)

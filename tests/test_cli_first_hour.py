@@ -1,0 +1,147 @@
+"""What a new user meets in the first hour with the command line: real processes, real pipes,
+a fresh GEODE_HOME (issue 14)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from geode.cli.main import build_parser, main
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _env(home: Path, **extra: str) -> dict:
+    e = {k: v for k, v in os.environ.items() if not k.startswith("GEODE_")}
+    e.update({"GEODE_HOME": str(home), "PYTHONPATH": str(ROOT)}, **extra)
+    return e
+
+
+def geode(home: Path, *args: str, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
+    r = subprocess.run(
+        [sys.executable, "-m", "geode", *args],
+        capture_output=True,
+        text=True,
+        env=_env(home, **(env or {})),
+        timeout=300,
+    )
+    if check and r.returncode != 0:
+        raise AssertionError(f"geode {' '.join(args)} exited {r.returncode}\n{r.stdout}\n{r.stderr}")
+    return r
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory) -> Path:
+    """A GEODE_HOME after `geode init`: the starter store, its index, the ledger."""
+    h = tmp_path_factory.mktemp("first-hour") / "home"
+    geode(h, "init")
+    return h
+
+
+# -- 1. a pipe closed early (`| head`) ends the command quietly --------------------------------
+@pytest.mark.parametrize(
+    "args",
+    [("run",), ("search", "exit code of a pipe"), ("proposals", "list"), ("recent",)],
+    ids=lambda a: " ".join(a),
+)
+def test_a_closed_pipe_ends_the_command_quietly(home, args):
+    """stdout is a pipe whose reader is already gone: the first write fails with EPIPE, every
+    time, whatever the size of the output (a pipe's buffer would hide a late close)."""
+    r_fd, w_fd = os.pipe()
+    os.close(r_fd)
+    try:
+        p = subprocess.run(
+            [sys.executable, "-m", "geode", *args],
+            stdout=w_fd,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=_env(home),
+            timeout=300,
+        )
+    finally:
+        os.close(w_fd)
+    assert "Traceback" not in p.stderr and "BrokenPipeError" not in p.stderr, p.stderr
+    assert "Exception ignored" not in p.stderr, p.stderr
+    assert p.returncode == 141, p.stderr
+
+
+def test_geode_run_into_head_through_a_shell(home):
+    """The way a person meets it: `geode run | head -3` in a shell prints three lines, no traceback."""
+    cmd = f'{sys.executable} -m geode run | head -3; echo "status ${{PIPESTATUS[0]}}" >&2'
+    p = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, env=_env(home), timeout=300)
+    assert len(p.stdout.splitlines()) == 3 and p.stdout.startswith("== store ")
+    assert "Traceback" not in p.stderr and "BrokenPipe" not in p.stderr, p.stderr
+    assert p.stderr.strip().splitlines()[-1] in ("status 141", "status 0")  # 0: it finished before head closed
+
+
+# -- 2. a --store that does not exist -----------------------------------------------------------
+def _leaves(p: argparse.ArgumentParser, path: tuple = ()):
+    for a in p._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            for name, sp in a.choices.items():
+                yield from _leaves(sp, (*path, name))
+            return
+    yield path, p
+
+
+#: a value for each required argument of a command, so that only the store can be wrong
+REQUIRED = {"action": "install", "on": "bash", "address": "x.md", "id": "1", "ids": "1"}
+
+
+def _store_commands() -> list[list[str]]:
+    out = []
+    for path, p in _leaves(build_parser()):
+        if path == ("init",) or not any("--store" in a.option_strings for a in p._actions):
+            continue
+        argv = list(path)
+        for a in p._actions:
+            if a.dest in REQUIRED and (a.required or not a.option_strings):
+                argv += ([a.option_strings[0]] if a.option_strings else []) + [REQUIRED[a.dest]]
+        out.append(argv)
+    return out
+
+
+def test_every_command_with_store_is_checked():
+    names = {" ".join(c[:2]) if c[0] == "proposals" else c[0] for c in _store_commands()}
+    assert {"run", "search", "reindex", "deliver", "stats", "lint", "proposals list", "doctor", "hooks"} <= names
+
+
+@pytest.mark.parametrize("argv", _store_commands(), ids=lambda a: " ".join(a[:2]))
+@pytest.mark.parametrize("before", [False, True], ids=["after", "before"])
+def test_a_missing_store_is_an_error_naming_it(argv, before, tmp_path, monkeypatch, capsys):
+    missing = tmp_path / "no-such-store"
+    monkeypatch.setenv("GEODE_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("GEODE_STORE", raising=False)
+    full = ["--store", str(missing), *argv] if before else [*argv, "--store", str(missing)]
+    rc = main(full)
+    err = capsys.readouterr().err
+    assert rc != 0
+    assert str(missing) in err and "does not exist" in err
+    assert not missing.exists()
+
+
+def test_a_store_that_is_a_file_is_an_error(tmp_path, monkeypatch, capsys):
+    f = tmp_path / "notes.md"
+    f.write_text("# a file\n")
+    monkeypatch.setenv("GEODE_HOME", str(tmp_path / "home"))
+    assert main(["search", "x", "--store", str(f)]) != 0
+    assert f"{f} (--store {f}) is not a folder" in capsys.readouterr().err
+
+
+def test_store_before_the_command_is_used(home, tmp_path):
+    """`geode --store DIR cmd` reads DIR, as `geode cmd --store DIR` does."""
+    store = tmp_path / "s"
+    store.mkdir()
+    (store / "n.md").write_text(
+        "---\nname: n\ndescription: frobnicate needs --force\ncrystal:\n  deliver: act\n  on: bash\n"
+        '  match: "frobnicate"\n---\n<!-- crystal:essence -->\nfrobnicate needs --force.\n<!-- /crystal:essence -->\n'
+    )
+    env = {"GEODE_WITHHOLD_RATE": "0"}
+    before = geode(home, "--store", str(store), "deliver", "--on", "bash", "--text", "frobnicate x", "--json", env=env)
+    after = geode(home, "deliver", "--on", "bash", "--text", "frobnicate x", "--json", "--store", str(store), env=env)
+    assert before.stdout.count("n.md") >= 1 and before.stdout.count("n.md") == after.stdout.count("n.md")
