@@ -4,6 +4,7 @@ a fresh GEODE_HOME (issue 14)."""
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from geode.cli.main import build_parser, main
+from geode.delivery.control import MANUAL_SESSION_PREFIX
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -145,3 +147,51 @@ def test_store_before_the_command_is_used(home, tmp_path):
     before = geode(home, "--store", str(store), "deliver", "--on", "bash", "--text", "frobnicate x", "--json", env=env)
     after = geode(home, "deliver", "--on", "bash", "--text", "frobnicate x", "--json", "--store", str(store), env=env)
     assert before.stdout.count("n.md") >= 1 and before.stdout.count("n.md") == after.stdout.count("n.md")
+
+
+# -- 3. `geode deliver` by hand -----------------------------------------------------------------
+def test_a_hand_delivery_is_never_withheld_and_not_counted(tmp_path):
+    """Five hand calls under a withhold rate of one: every one delivers (a hand call is not in
+    the control arm), each says so, and stats and study count none of them; the ledger keeps
+    them under the manual prefix."""
+    h = tmp_path / "home"
+    geode(h, "init")
+    env = {"GEODE_WITHHOLD_RATE": "1"}
+    for _ in range(5):
+        r = geode(h, "deliver", "--on", "bash", "--text", "make | tail -5", env=env)
+        assert "exit-code-through-a-pipe" in r.stdout and "[withheld" not in r.stdout
+        assert "manual call" in r.stderr
+    st = json.loads(geode(h, "stats", "--json").stdout)
+    assert st["deliveries"] == 0 and st["examined_events"] == 0
+    study = json.loads(geode(h, "study", "--json").stdout)
+    assert study["arms"]["delivered"]["units"] == 0 and study["arms"]["withheld"]["units"] == 0
+    import sqlite3
+
+    with sqlite3.connect(h / "geode.db") as c:
+        sessions = {s for (s,) in c.execute("SELECT session FROM ledger_event WHERE kind = 'delivered'")}
+    assert len(sessions) == 5 and all(s.startswith(MANUAL_SESSION_PREFIX) for s in sessions)
+
+
+def test_a_delivery_with_a_session_takes_part_and_says_what_was_withheld_on_stdout(tmp_path):
+    h = tmp_path / "home"
+    geode(h, "init")
+    env = {"GEODE_WITHHOLD_RATE": "1"}
+    r = geode(h, "deliver", "--on", "bash", "--text", "make | tail -5", "--session", "s1", env=env)
+    assert "held back" in r.stdout
+    assert "[withheld by the control arm (geode study)] exit-code-through-a-pipe" in r.stdout
+    assert "manual call" not in r.stderr
+    assert json.loads(geode(h, "study", "--json").stdout)["arms"]["withheld"]["units"] == 1
+
+
+def test_stats_gives_no_per_day_figure_for_a_window_under_a_day(tmp_path):
+    h = tmp_path / "home"
+    geode(h, "init")
+    env = {"GEODE_WITHHOLD_RATE": "0"}
+    for i in range(3):
+        geode(h, "deliver", "--on", "bash", "--text", "make | tail -5", "--session", f"s{i}", env=env)
+    d = json.loads(geode(h, "stats", "--json").stdout)
+    assert d["deliveries"] == 3 and d["deliveries_per_day"] is None
+    line = next(x for x in geode(h, "stats").stdout.splitlines() if x.startswith("deliveries per day"))
+    assert "n/a" in line and "at least a day" in line
+    week = json.loads(geode(h, "stats", "--days", "7", "--json").stdout)
+    assert week["deliveries_per_day"] == round(3 / 7, 2)
