@@ -195,3 +195,54 @@ def test_stats_gives_no_per_day_figure_for_a_window_under_a_day(tmp_path):
     assert "n/a" in line and "at least a day" in line
     week = json.loads(geode(h, "stats", "--days", "7", "--json").stdout)
     assert week["deliveries_per_day"] == round(3 / 7, 2)
+
+
+# -- 4. the scope of `geode hooks install` ------------------------------------------------------
+def test_hooks_install_defaults_to_the_files_nobody_commits(home, tmp_path):
+    project, user = tmp_path / "proj", tmp_path / "user"
+    project.mkdir()
+    r = geode(home, "hooks", "install", "--project", str(project), "--home-dir", str(user))
+    local = project / ".claude" / "settings.local.json"
+    assert json.loads(local.read_text())["hooks"]["PreToolUse"]
+    assert not (project / ".claude" / "settings.json").exists() and not (project / ".mcp.json").exists()
+    mcp = json.loads((user / ".claude.json").read_text())["projects"][str(project)]["mcpServers"]
+    assert "geode" in mcp
+    assert f"hooks written to {local} (local scope: this project on this machine, not committed)" in r.stdout
+    assert f"MCP server 'geode' added in {user / '.claude.json'}" in r.stdout
+    assert "warning" not in r.stderr
+
+
+def test_hooks_install_at_project_scope_warns_about_the_paths(home, tmp_path):
+    project, user = tmp_path / "proj", tmp_path / "user"
+    project.mkdir()
+    r = geode(home, "hooks", "install", "--scope", "project", "--project", str(project), "--home-dir", str(user))
+    shared = project / ".claude" / "settings.json"
+    cmd = json.loads(shared.read_text())["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
+    assert sys.executable.split("/")[1] in cmd  # an absolute path of this machine: why the warning
+    assert "geode" in json.loads((project / ".mcp.json").read_text())["mcpServers"]
+    assert f"warning: {shared} and {project / '.mcp.json'} are the project's shared files" in r.stderr
+    assert "absolute paths" in r.stderr and "--scope local" in r.stderr
+    assert not (project / ".claude" / "settings.local.json").exists()
+
+
+def test_codex_local_scope_is_its_user_file(home, tmp_path):
+    project, user = tmp_path / "proj", tmp_path / "user"
+    project.mkdir()
+    geode(home, "hooks", "install", "--agent", "codex", "--project", str(project), "--home-dir", str(user))
+    assert (user / ".codex" / "hooks.json").exists() and (user / ".codex" / "config.toml").exists()
+    assert not (project / ".codex").exists()
+
+
+def test_the_local_scope_in_the_library(tmp_path):
+    from geode.delivery import install as inst
+    from geode.delivery.install_mcp_entry import mcp_config_path
+
+    p, u = tmp_path / "p", tmp_path / "u"
+    assert inst.settings_path("claude", "local", project=p) == p / ".claude" / "settings.local.json"
+    assert inst.settings_path("codex", "local", home_dir=u) == u / ".codex" / "hooks.json"
+    assert mcp_config_path("claude", "local", project=p, home_dir=u) == (
+        u / ".claude.json",
+        ("projects", str(p), "mcpServers"),
+    )
+    assert inst.shared_scope("claude", "project") and not inst.shared_scope("claude", "local")
+    assert not inst.shared_scope("claude", "project", local=True) and not inst.shared_scope("codex", "local")

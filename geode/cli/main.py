@@ -133,9 +133,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("action", choices=["install", "uninstall"])
     s.add_argument("--agent", default="claude", choices=["claude", "codex", "all"])
     s.add_argument(
-        "--scope", choices=["project", "user"], default=None, help="default: project for Claude Code, user for Codex"
+        "--scope",
+        choices=["local", "project", "user"],
+        default=None,
+        help="local (default): files nobody commits, Claude Code's .claude/settings.local.json and its "
+        "local MCP scope in ~/.claude.json, Codex's ~/.codex; project: the files a team commits "
+        "(.claude/settings.json, .mcp.json), which then hold this machine's absolute paths; user: ~/.claude, ~/.codex",
     )
-    s.add_argument("--local", action="store_true", help="Claude Code: .claude/settings.local.json")
+    s.add_argument("--local", action="store_true", help="the same as --scope local (kept for old scripts)")
     s.add_argument("--project", metavar="DIR", help="project folder (default: the current folder)")
     s.add_argument("--home-dir", metavar="DIR", help=argparse.SUPPRESS)
     s.add_argument("--print", action="store_true", help="show the exact commands, write nothing")

@@ -13,6 +13,7 @@ import json
 import os
 import secrets
 import shutil
+import sys
 from pathlib import Path
 
 from geode.cli.common import EXIT_OK, CLIError, engine_of, print_json, settings_of
@@ -121,13 +122,9 @@ def cmd_hooks(args) -> int:
         home, store = settings.home, args.store if args.store else None
         if args.action == "install" and not args.print and mcp:  # before anything is written
             verify_mcp_entry(mcp_entry(home=home, store=store))
+        scope = "local" if args.local else (args.scope or inst.LOCAL_SCOPE)
         for agent in agents:
-            kw = dict(
-                scope=args.scope,
-                project=args.project or os.getcwd(),
-                local=args.local and agent == "claude",
-                home_dir=args.home_dir,
-            )
+            kw = dict(scope=scope, project=args.project or os.getcwd(), local=False, home_dir=args.home_dir)
             if args.action == "uninstall":
                 r = inst.uninstall(agent, **kw)
                 if mcp:
@@ -170,14 +167,24 @@ def cmd_hooks(args) -> int:
                 print("  " + m["text"].rstrip("\n").replace("\n", "\n  "))
         elif args.action == "install":
             state = "unchanged" if r.get("unchanged") else f"added {', '.join(r.get('added') or []) or 'nothing'}"
-            print(f"{r['agent']}: {r['path']}: {state}")
+            verb = "already in" if r.get("unchanged") else "written to"
+            print(f"{r['agent']}: hooks {verb} {r['path']} ({_SCOPE_WORDS[scope]}): {state}")
             if r.get("notice"):
                 print(f"  {r['notice']}")
             if m:
                 what = "unchanged" if m["unchanged"] else ("replaced" if m["replaced"] else "added")
-                print(f"{r['agent']}: {m['path']}: MCP server {m['name']!r} {what}")
+                print(f"{r['agent']}: MCP server {m['name']!r} {what} in {m['path']}")
                 if m.get("notice"):
                     print(f"  {m['notice']}")
+            if inst.shared_scope(r["agent"], scope):
+                print(
+                    f"warning: {r['path']}"
+                    + (f" and {m['path']}" if m else "")
+                    + " are the project's shared files, usually committed, and now hold this machine's absolute "
+                    "paths (the interpreter, hookmain.py, GEODE_HOME); on another machine they point nowhere. "
+                    "Keep them out of the commit, or install with the default --scope local.",
+                    file=sys.stderr,
+                )
         else:
             print(f"{r['agent']}: {r['path']}: removed {r.get('removed', 0)} geode hook(s)")
             if m:
@@ -186,6 +193,13 @@ def cmd_hooks(args) -> int:
                     + (f" (kept: {m['kept']})" if m.get("kept") else "")
                 )
     return EXIT_OK
+
+
+_SCOPE_WORDS = {
+    "local": "local scope: this project on this machine, not committed",
+    "project": "project scope: the project's shared file",
+    "user": "user scope: every project of this user",
+}
 
 
 def _precompile() -> None:
