@@ -246,3 +246,40 @@ def test_the_local_scope_in_the_library(tmp_path):
     )
     assert inst.shared_scope("claude", "project") and not inst.shared_scope("claude", "local")
     assert not inst.shared_scope("claude", "project", local=True) and not inst.shared_scope("codex", "local")
+
+
+# -- 5. prompt-time recall works after the set-up, with no other command -------------------------
+def test_set_up_then_the_installed_prompt_hook_recalls_a_starter_note(tmp_path):
+    """The README's set-up in a fresh HOME (`geode run`, then `geode hooks install` in a project),
+    then straight to the agent: the installed UserPromptSubmit hook hands over a starter note for
+    a question about it. No `geode reindex` in between: `run` built the recall index."""
+    user, project = tmp_path / "user", tmp_path / "proj"
+    user.mkdir()
+    project.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GEODE_")}
+    env.update(HOME=str(user), PYTHONPATH=str(ROOT))
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        r = subprocess.run(
+            [sys.executable, "-m", "geode", *args], capture_output=True, text=True, env=env, cwd=project, timeout=300
+        )
+        assert r.returncode == 0, f"geode {' '.join(args)}: {r.stdout}\n{r.stderr}"
+        return r
+
+    assert "recall index:" in cli("run").stdout
+    cli("hooks", "install")
+    installed = json.loads((project / ".claude" / "settings.local.json").read_text())["hooks"]["UserPromptSubmit"]
+    command = installed[0]["hooks"][0]["command"]
+    event = {
+        "hook_event_name": "UserPromptSubmit",
+        "session_id": "first-hour",
+        "cwd": str(project),
+        "prompt": "why does a failed build piped into tail report a passing exit status?",
+    }
+    agent_env = {"PATH": "/usr/bin:/bin", "HOME": str(user)}  # an agent's shell: no venv, no PYTHONPATH
+    p = subprocess.run(
+        ["/bin/sh", "-c", command], input=json.dumps(event), capture_output=True, text=True, env=agent_env, timeout=60
+    )
+    assert p.returncode == 0, p.stderr
+    ctx = json.loads(p.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert "exit-code-through-a-pipe" in ctx

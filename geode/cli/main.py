@@ -18,7 +18,7 @@ from pathlib import Path
 
 from geode.cli.common import EXIT_OK, EXIT_PROBLEMS, engine_of, settings_of
 from geode.cli.delivery_cmds import cmd_deliver, cmd_lint, cmd_reindex, cmd_stats, cmd_study
-from geode.cli.setup_cmds import cmd_hook, cmd_hooks, cmd_init, ensure_store
+from geode.cli.setup_cmds import build_text_recall, cmd_hook, cmd_hooks, cmd_init, ensure_store
 from geode.delivery.errors import GeodeError
 
 
@@ -34,8 +34,11 @@ def cmd_run(args) -> int:
     if r is not None:
         settings = r["settings"]
         print(f"== created the default store at {r['store']} with {len(r['created'])} starter crystals")
+        print(f"   recall index: {r['recall']['files']} notes (prompt-time recall is on)")
     else:
         print(f"== store {root}")
+        recall = build_text_recall(settings)  # prompt-time recall reads it: kept in line with the files
+        print(f"   recall index: {recall['files']} notes ({recall['added'] + recall['changed']} new or changed)")
     from geode.delivery.engine import Delivery
     from geode.delivery.index import Index
 

@@ -76,7 +76,20 @@ def ensure_store(settings: Settings, with_starter: bool = True) -> dict:
         counts = idx.counts()
     finally:
         idx.close()
-    return {"settings": settings, "store": str(root), "created": created, "index": counts}
+    recall = build_text_recall(settings)
+    return {"settings": settings, "store": str(root), "created": created, "index": counts, "recall": recall}
+
+
+def build_text_recall(settings: Settings) -> dict:
+    """The recall index's full text, brought in line with the files: what prompt-time recall (the
+    UserPromptSubmit hook) and ``geode search`` read. Without it the hook hands over nothing and
+    says nothing, so ``init`` and ``run`` build it; the vectors follow with ``geode reindex`` (or
+    the worker), and search works on text alone until then."""
+    from geode.recall.recall_index import RecallIndex
+
+    rc = RecallIndex(settings).refresh()
+    rc["problems"] = len(rc.pop("problems"))
+    return rc
 
 
 def _reload(settings: Settings) -> Settings:
@@ -93,6 +106,7 @@ def cmd_init(args) -> int:
         "store": r["store"],
         "starter_written": r["created"],
         "index": r["index"],
+        "recall": r["recall"],
         "config": r["settings"].config_path,
     }
     if args.json:
@@ -101,6 +115,7 @@ def cmd_init(args) -> int:
         print(f"geode home  {out['home']}")
         print(f"store       {out['store']}  ({len(r['created'])} starter crystals written)")
         print(f"index       {r['index']['crystals']} crystals in {r['index']['files']} note files")
+        print(f"recall      {r['recall']['files']} notes in the text index (prompt-time recall is on)")
         print("next        geode hooks install   (then: geode deliver --on bash --text 'npm test | tail')")
     return EXIT_OK
 

@@ -6,6 +6,7 @@ rest of the CLI stays quick. JSON shapes are documented in docs/UPKEEP.md.
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import time
@@ -44,6 +45,10 @@ def register(sub, common) -> None:
 
     s = sub.add_parser("doctor", parents=[common], help="can every part do its job on this store? (exit 1 if not)")
     s.add_argument("--skip-model", action="store_true", help="do not load the embedding model")
+    s.add_argument(
+        "--project", metavar="DIR", help="the project whose installed hooks are checked (default: the current folder)"
+    )
+    s.add_argument("--home-dir", metavar="DIR", help=argparse.SUPPRESS)
     s.set_defaults(func=cmd_doctor)
 
 
@@ -281,7 +286,7 @@ def cmd_scheduler(args) -> int:
 
 
 # -- doctor -------------------------------------------------------------------------------------
-def doctor_checks(settings, skip_model: bool = False) -> list[dict]:
+def doctor_checks(settings, skip_model: bool = False, project=None, home_dir=None) -> list[dict]:
     """Each part that must work on this store, and whether it can. Never green over a store an
     agent could not read: an agent check passes only when it examined every note file."""
     import logging
@@ -407,6 +412,14 @@ def doctor_checks(settings, skip_model: bool = False) -> list[dict]:
     except (sqlite3.Error, OSError) as exc:
         add("index", False, {}, f"the binding index cannot be read or built: {type(exc).__name__}: {exc}")
 
+    from geode.cli import doctor_parts
+
+    add("recall", *doctor_parts.recall_check(settings, counted.notes))
+    hooks = doctor_parts.hooks_check(doctor_parts.hook_files(project, home_dir))
+    if hooks is not None:
+        add("hooks", *hooks)
+    add("hook-errors", *doctor_parts.hook_errors_check(settings.home))
+
     try:
         from geode.agents.celery_app import make_app, ping
 
@@ -440,8 +453,16 @@ def doctor_checks(settings, skip_model: bool = False) -> list[dict]:
 
 
 def cmd_doctor(args) -> int:
+    import time
+
+    from geode.cli.doctor_parts import remember_run
+
     settings = settings_of(args)
-    checks = doctor_checks(settings, skip_model=args.skip_model)
+    started = time.time()
+    checks = doctor_checks(
+        settings, skip_model=args.skip_model, project=args.project, home_dir=getattr(args, "home_dir", None)
+    )
+    remember_run(settings.home, started)
     ok = bool(checks) and all(c["ok"] for c in checks)
     if args.json:
         print_json({"ok": ok, "checks": checks})
