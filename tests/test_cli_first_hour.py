@@ -283,3 +283,59 @@ def test_set_up_then_the_installed_prompt_hook_recalls_a_starter_note(tmp_path):
     assert p.returncode == 0, p.stderr
     ctx = json.loads(p.stdout)["hookSpecificOutput"]["additionalContext"]
     assert "exit-code-through-a-pipe" in ctx
+
+
+# -- 6. output for people -------------------------------------------------------------------------
+def test_read_and_recent_print_sentences_not_python_dicts(home):
+    r = geode(home, "read", "geode://main/exit-code-through-a-pipe")
+    assert "backlink(s): 1 relates_to" in r.stderr
+    rec = geode(home, "recent")
+    for out in (r.stdout + r.stderr, rec.stdout):
+        assert "{'" not in out and "'}" not in out
+    assert "note(s): 9 in main" in rec.stdout.splitlines()[0]
+
+
+def test_search_hides_weak_results_for_people_and_keeps_them_in_json(home):
+    q = ("search", "exit code pipe", "--no-background", "--mode", "text")
+    full = json.loads(geode(home, *q, "--json").stdout)["results"]
+    weak = [h["title"] for h in full if h["score"] < 0.1]
+    strong = [h["title"] for h in full if h["score"] >= 0.1]
+    assert weak and strong  # the starter set gives both for this question
+    r = geode(home, *q)
+    assert all(t in r.stdout for t in strong) and not any(t in r.stdout for t in weak)
+    assert f"{len(weak)} under 0.1 hidden (--all)" in r.stderr and "1 = the best" in r.stderr
+    assert all(t in geode(home, *q, "--all").stdout for t in weak)
+    none = geode(home, "search", "kubernetes helm chart rollback", "--no-background", "--mode", "text")
+    assert none.stdout.startswith("(no note matches")
+
+
+def test_study_says_running_once(home):
+    out = geode(home, "study").stdout
+    assert "running: running" not in out and "the control arm is running" in out
+
+
+def test_the_gardener_window_is_shown_as_dates():
+    from geode.cli.upkeep_cmds import _render
+
+    report = {
+        "agent": "gardener",
+        "status": "ok",
+        "message": "",
+        "examined": {"notes": 3, "window_first_ts": 1764496800, "window_last_ts": 1764583200},
+        "findings": [],
+        "proposals": [],
+        "store_notes": 3,
+    }
+    text = _render(report)
+    assert "1764496800" not in text and "window_first 2025-11-" in text
+
+
+def test_who_decides_without_user_is_the_account_not_unknown(monkeypatch):
+    import pwd
+
+    from geode.cli.proposals_cmds import _who
+
+    monkeypatch.delenv("USER", raising=False)
+    monkeypatch.delenv("LOGNAME", raising=False)
+    assert _who(argparse.Namespace(who=None)) == pwd.getpwuid(os.getuid()).pw_name
+    assert _who(argparse.Namespace(who="alice")) == "alice"

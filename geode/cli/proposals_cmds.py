@@ -27,7 +27,17 @@ import sys
 
 
 def _who(args) -> str:
-    return args.who or os.environ.get("USER") or os.environ.get("LOGNAME") or "unknown"
+    """Who decides, for the history: --who, then $USER or $LOGNAME, then the account this process
+    runs as (a container or a cron job often has no $USER), never "unknown" while one is known."""
+    name = args.who or os.environ.get("USER") or os.environ.get("LOGNAME")
+    if name:
+        return name
+    try:
+        import pwd
+
+        return pwd.getpwuid(os.getuid()).pw_name
+    except (ImportError, KeyError, OSError):
+        return f"uid {os.getuid()}" if hasattr(os, "getuid") else "unknown"
 
 
 def _open(args):
@@ -111,9 +121,24 @@ def _print_results(args, results: list[dict], reconciled: list[dict], dry_run: b
                     f"{r.get('title', '')}: {r['message']}"
                 )
             else:
-                mark = "ok" if r["ok"] else "NOT DONE"
-                print(f"{r['id']:>5}  {r['action']} {mark}: {r['status']}: {r['message']}")
+                print(_sentence(r))
     return 0 if all(r["ok"] for r in results) else 1
+
+
+_DONE = {"approve": "approved", "reject": "rejected", "undo": "undone"}
+
+
+def _sentence(r: dict) -> str:
+    """One plain sentence per proposal: ``proposal 3 approved and applied.`` or ``proposal 3 was
+    not approved: <why>`` (the JSON keeps action, ok, status and message apart)."""
+    verb = _DONE.get(r["action"], r["action"])
+    msg = (r.get("message") or "").strip()
+    if r["ok"]:
+        status = r["status"] if r["status"] not in (verb, r["action"]) else ""
+        tail = f" and {status}" if status else ""
+        extra = f" ({msg})" if msg and msg not in (r["status"], verb) else ""
+        return f"proposal {r['id']} {verb}{tail}{extra}."
+    return f"proposal {r['id']} was not {verb}: {msg or r['status']} (status {r['status']})."
 
 
 def cmd_approve(args) -> int:

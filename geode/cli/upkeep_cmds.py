@@ -53,6 +53,14 @@ def register(sub, common) -> None:
 
 
 # -- upkeep ---------------------------------------------------------------------------------
+def _when(ts) -> str:
+    """An epoch time an agent counted in (``window_first_ts``) as a person reads it."""
+    try:
+        return time.strftime("%Y-%m-%d %H:%M", time.localtime(float(ts)))
+    except (TypeError, ValueError, OverflowError, OSError):
+        return str(ts)
+
+
 def _render(report: dict) -> str:
     ex = report["examined"]
     lines = [
@@ -60,7 +68,11 @@ def _render(report: dict) -> str:
     ]
     lines.append(
         "   examined "
-        + ", ".join(f"{k} {v}" for k, v in ex.items() if v or k == "notes")
+        + ", ".join(
+            f"{k.removesuffix('_ts')} {_when(v) if k.endswith('_ts') else v}"
+            for k, v in ex.items()
+            if v or k == "notes"
+        )
         + f"  (the store holds {report.get('store_notes', 0)} note files)"
     )
     by_kind: dict[str, int] = {}

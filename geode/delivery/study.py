@@ -184,7 +184,13 @@ def render_study(d: dict) -> str:
         out.append(f"GEODE_WITHHOLD_RATE overrides the rate: {plan['current']['rate']:g}")
     out.append(f"withheld units so far: {plan['withheld_units_total']} of {inf['stop_units']}")
     reason = plan["stop_reason"]
-    out.append("STOPPED: " + reason.removeprefix("stopped: ") if plan["stopped"] else f"running: {reason}")
+    if plan["stopped"]:
+        out.append("STOPPED: " + reason.removeprefix("stopped: "))
+    else:
+        out.append(
+            "the control arm is running"
+            + (f": {reason.removeprefix('running').lstrip(': ')}" if reason.removeprefix("running").strip() else "")
+        )
     if a["units"] == 0 or w["units"] == 0:
         out.append("One arm is empty: there is nothing to compare yet.")
     out.append("Outcome = lookups we can see (blocked or marked); an unwatched channel stays silent.")
