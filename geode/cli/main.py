@@ -120,7 +120,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
 
     s = sub.add_parser(
-        "run", parents=[common], help="the main job on the embedded default: store, a delivery, lint, stats"
+        "run",
+        parents=[common],
+        help="the main job on the embedded default: store, recall index, a delivery, lint, stats, "
+        "and one upkeep run of the maintenance agents",
     )
     s.add_argument(
         "--command", default="npm run build 2>&1 | tail -20", help="the shell command to show a delivery for"
@@ -133,8 +136,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_init)
 
     s = sub.add_parser("hooks", parents=[common], help="install or remove the agent hooks and the MCP server")
-    s.add_argument("action", choices=["install", "uninstall"])
-    s.add_argument("--agent", default="claude", choices=["claude", "codex", "all"])
+    s.add_argument("action", choices=["install", "uninstall"], help="install (or refresh) or remove")
+    s.add_argument(
+        "--agent", default="claude", choices=["claude", "codex", "all"], help="which agent's hooks (default claude)"
+    )
     s.add_argument(
         "--scope",
         choices=["local", "project", "user"],
@@ -155,7 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_hooks)
 
     s = sub.add_parser("hook", help="run one hook call (JSON on stdin); what the installed hooks call")
-    s.add_argument("agent", choices=["claude", "codex"])
+    s.add_argument("agent", choices=["claude", "codex"], help="the agent whose hook event is on stdin")
     s.set_defaults(func=cmd_hook)
 
     s = sub.add_parser("deliver", parents=[common], help="what an action would be handed (any agent, a git hook)")

@@ -214,18 +214,22 @@ def register(sub, common) -> None:
         s.add_argument("--who", help="who decides (default: $USER); recorded with the time")
 
     s = ps.add_parser("list", parents=[common], help="proposals, filtered")
-    s.add_argument("--agent")
-    s.add_argument("--kind", choices=["edit", "move", "archive", "status", "new_note"])
-    s.add_argument("--status", choices=["pending", "applied", "rejected", "undone", "conflict", "failed"])
-    s.add_argument("--domain")
+    s.add_argument("--agent", help="only this agent's (librarian, cleaner, gardener, corrector)")
+    s.add_argument("--kind", choices=["edit", "move", "archive", "status", "new_note"], help="only this kind")
+    s.add_argument(
+        "--status",
+        choices=["pending", "applied", "rejected", "undone", "conflict", "failed"],
+        help="only this status (default: all)",
+    )
+    s.add_argument("--domain", help="only this domain")
     s.set_defaults(func=cmd_list)
 
     s = ps.add_parser("show", parents=[common], help="one proposal with its unified diff and history")
-    s.add_argument("id", type=int)
+    s.add_argument("id", type=int, help="the proposal's number (geode proposals list)")
     s.set_defaults(func=cmd_show)
 
     s = ps.add_parser("approve", parents=[common], help="apply proposals (by id, or in bulk by agent and kind)")
-    s.add_argument("ids", type=int, nargs="*", metavar="ID")
+    s.add_argument("ids", type=int, nargs="*", metavar="ID", help="proposal numbers (or --agent/--kind for bulk)")
     s.add_argument("--agent", help="bulk: every pending proposal of this agent")
     s.add_argument(
         "--kind",
@@ -238,13 +242,13 @@ def register(sub, common) -> None:
     s.set_defaults(func=cmd_approve)
 
     s = ps.add_parser("reject", parents=[common], help="reject proposals (no file is touched)")
-    s.add_argument("ids", type=int, nargs="+", metavar="ID")
+    s.add_argument("ids", type=int, nargs="+", metavar="ID", help="proposal numbers")
     s.add_argument("--reason", help="why, recorded with the decision")
     who(s)
     s.set_defaults(func=cmd_reject)
 
     s = ps.add_parser("undo", parents=[common], help="restore the exact bytes and mode from before an apply")
-    s.add_argument("ids", type=int, nargs="+", metavar="ID")
+    s.add_argument("ids", type=int, nargs="+", metavar="ID", help="proposal numbers")
     who(s)
     s.set_defaults(func=cmd_undo)
 

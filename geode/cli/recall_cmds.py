@@ -309,7 +309,12 @@ def register(sub, common) -> None:
         type=argparse_date,
         help="what applied on that date, YYYY-MM-DD (valid_from through valid_to, both inclusive; absent = unbounded)",
     )
-    s.add_argument("--mode", choices=["hybrid", "text", "semantic"], default="hybrid")
+    s.add_argument(
+        "--mode",
+        choices=["hybrid", "text", "semantic"],
+        default="hybrid",
+        help="hybrid (default): words and meaning; text: words only; semantic: meaning only",
+    )
     s.add_argument("--blend", choices=["score", "rrf"], default="score", help=argparse_suppress())
     s.add_argument("--queries", metavar="FILE", help="one query per line; one JSON object per line with --json")
     s.add_argument("--no-refresh", action="store_true", help="do not look for changed files first")
@@ -319,12 +324,12 @@ def register(sub, common) -> None:
 
     s = sub.add_parser("context", parents=[common], help="the neighbourhood of a note (build_context)")
     s.add_argument("address", help="geode://domain/permalink, or geode://domain/folder/*")
-    s.add_argument("--depth", type=int, default=2, choices=[1, 2, 3])
-    s.add_argument("--max-related", type=int, default=10)
+    s.add_argument("--depth", type=int, default=2, choices=[1, 2, 3], help="links followed from the note (default 2)")
+    s.add_argument("--max-related", type=int, default=10, help="at most this many related notes (default 10)")
     s.set_defaults(func=cmd_context)
 
     s = sub.add_parser("read", parents=[common], help="one note, its links resolved, its backlinks")
-    s.add_argument("address")
+    s.add_argument("address", help="the note: geode://domain/permalink")
     s.set_defaults(func=cmd_read)
 
     s = sub.add_parser("recent", parents=[common], help="what changed lately, across domains")

@@ -36,8 +36,8 @@ def register(sub, common) -> None:
     s.set_defaults(func=cmd_upkeep)
 
     s = sub.add_parser("worker", parents=[common], help="start a Celery worker for the upkeep tasks (needs a broker)")
-    s.add_argument("--concurrency", type=int, default=1)
-    s.add_argument("--loglevel", default="INFO")
+    s.add_argument("--concurrency", type=int, default=1, help="tasks run at once (default 1)")
+    s.add_argument("--loglevel", default="INFO", help="Celery's log level (default INFO)")
     s.set_defaults(func=cmd_worker)
 
     s = sub.add_parser("scheduler", parents=[common], help="start the nightly upkeep scheduler (one per store)")
