@@ -339,3 +339,57 @@ def test_who_decides_without_user_is_the_account_not_unknown(monkeypatch):
     monkeypatch.delenv("LOGNAME", raising=False)
     assert _who(argparse.Namespace(who=None)) == pwd.getpwuid(os.getuid()).pw_name
     assert _who(argparse.Namespace(who="alice")) == "alice"
+
+
+# -- 7. what geode tells an agent to run works in the agent's shell ------------------------------
+def test_the_guard_quote_is_shlex_quote():
+    """guard._quote stands in for shlex.quote on the hook's path: the same on awkward words."""
+    import shlex
+
+    from geode.delivery.guard import _quote
+
+    for w in ["/usr/bin/python3", "/a b/c", "it's", "", "$HOME/x", "a;b", "/x/y-z_1.2/@%+=:,"]:
+        assert _quote(w) == shlex.quote(w), w
+
+
+def test_the_command_the_guard_gives_runs_in_a_bare_shell(home, tmp_path, monkeypatch):
+    """An agent's shell: no venv on PATH, no PYTHONPATH. The guard's command still answers."""
+    import re
+
+    from geode.delivery.guard import deny_message
+
+    monkeypatch.setenv("GEODE_HOME", str(home))  # as the installed hook's command sets it
+    msg = deny_message("main", str(home / "store"), "search", "geode:lookup")
+    cmd = re.search(r"`([^`]*) search \"QUERY\"`", msg)
+    assert cmd and cmd.group(1).startswith(f"GEODE_HOME={home} "), msg
+    r = subprocess.run(
+        ["/bin/sh", "-c", f"{cmd.group(1)} search 'exit code pipe' --no-background --mode text"],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},  # the home comes from the command itself
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "exit-code-through-a-pipe" in r.stdout
+
+
+def test_the_boot_note_gives_a_command_that_runs_in_a_bare_shell(tmp_path):
+    """The starter boot note, as the agent is handed it at session start: the command it names
+    runs in a shell without the venv, and the boot cut does not reach it."""
+    import re
+
+    h = tmp_path / "home"
+    geode(h, "init")
+    boot = json.loads(geode(h, "deliver", "--on", "boot", "--json").stdout)["text"]
+    m = re.search(r"`([^`]*) search \"QUERY\"`", boot)
+    assert m and m.group(1).startswith(f"GEODE_HOME={h.resolve()} ") and "/geode/cli/command.py" in m.group(1), boot
+    r = subprocess.run(
+        ["/bin/sh", "-c", f"{m.group(1)} search 'secrets written to files' --no-background --mode text"],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert r.returncode == 0 and "secrets-in-written-files" in r.stdout, r.stderr

@@ -68,6 +68,8 @@ def ensure_store(settings: Settings, with_starter: bool = True) -> dict:
             dest = root / src.name
             if not dest.exists():
                 shutil.copyfile(src, dest)
+                if src.name == AGENT_NOTE:
+                    _point_at_this_install(dest, settings)
                 created.append(src.name)
     engine_of(settings)
     idx = Index(settings, busy_ms=5000)
@@ -90,6 +92,25 @@ def build_text_recall(settings: Settings) -> dict:
     rc = RecallIndex(settings).refresh()
     rc["problems"] = len(rc.pop("problems"))
     return rc
+
+
+#: The starter note that tells the agent how to ask geode; written with the command that works
+#: in the agent's shell (``_point_at_this_install``).
+AGENT_NOTE = "geode-memory-in-this-project.md"
+
+
+def _point_at_this_install(note: Path, settings: Settings) -> None:
+    """Replace the bare `` `geode `` of the starter note by the absolute command an agent's shell
+    can run (the hooks' interpreter and ``geode/cli/command.py``, ``GEODE_HOME=`` in front for a
+    home that is not the default): the agent's shell often lacks the venv on PATH."""
+    from geode.delivery.guard import agent_command
+    from geode.delivery.install import _default_home_dir
+
+    home = None
+    if Path(settings.home).expanduser().resolve() != _default_home_dir().resolve():
+        home = str(Path(settings.home).expanduser().resolve())
+    text = note.read_text(encoding="utf-8")
+    note.write_text(text.replace("`geode ", f"`{agent_command(home=home)} "), encoding="utf-8")
 
 
 def _reload(settings: Settings) -> Settings:
