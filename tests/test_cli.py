@@ -142,8 +142,12 @@ def test_hooks_print_writes_nothing_and_install_runs_end_to_end(tmp_path):
     assert not (project / ".claude").exists()
     cmd = plan[0]["events"]["PreToolUse"]["command"]
     assert "hookmain.py" in cmd and " -S " in cmd and cmd.endswith("claude")
-    geode(home, "hooks", "install", "--project", str(project))
-    settings = json.loads((project / ".claude" / "settings.json").read_text())
+    user = ("--home-dir", str(tmp_path / "user"))  # the local MCP scope writes ~/.claude.json: never the real one
+    r = geode(home, "hooks", "install", "--project", str(project), *user)
+    # the default scope is the file nobody commits, and the output names it
+    assert not (project / ".claude" / "settings.json").exists()
+    assert f"hooks written to {project / '.claude' / 'settings.local.json'} (local scope" in r.stdout
+    settings = json.loads((project / ".claude" / "settings.local.json").read_text())
     installed = settings["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
     assert installed == cmd
     event = {
@@ -161,8 +165,8 @@ def test_hooks_print_writes_nothing_and_install_runs_end_to_end(tmp_path):
     assert out.returncode == 0, out.stderr
     ctx = json.loads(out.stdout)["hookSpecificOutput"]["additionalContext"]
     assert "test-run-that-ran-nothing" in ctx and "exit-code-through-a-pipe" in ctx
-    geode(home, "hooks", "uninstall", "--project", str(project))
-    assert "hooks" not in json.loads((project / ".claude" / "settings.json").read_text())
+    geode(home, "hooks", "uninstall", "--project", str(project), *user)
+    assert "hooks" not in json.loads((project / ".claude" / "settings.local.json").read_text())
 
 
 def test_reindex_counts_what_it_indexed(tmp_path):

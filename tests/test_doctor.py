@@ -19,8 +19,10 @@ def doctor(store, home, *extra, env_extra=None):
     env = dict(os.environ, GEODE_HOME=str(home))
     env.pop("GEODE_BROKER_URL", None)
     env.update(env_extra or {})
+    # the installed hooks doctor looks for: this test's own user folder, never the real ~
+    user = ("--home-dir", str(Path(home).parent / "user"))
     out = subprocess.run(
-        [GEODE, "doctor", "--store", str(store), "--json", *extra],
+        [GEODE, "doctor", *(("--store", str(store)) if store else ()), "--json", *user, *extra],
         capture_output=True,
         text=True,
         env=env,
@@ -36,9 +38,18 @@ def by_name(data):
 
 def test_doctor_is_green_on_a_clean_store_with_the_model(tmp_path):
     root, _ = make_store("clean", tmp_path)
+    # the recall index is part of the store's parts: without it prompt-time recall hands over nothing
+    rc, data, err = doctor(root, tmp_path / "home")
+    assert rc == 1 and not by_name(data)["recall"]["ok"]
+    assert "run `geode reindex`" in by_name(data)["recall"]["message"]
+    env = dict(os.environ, GEODE_HOME=str(tmp_path / "home"))
+    env.pop("GEODE_BROKER_URL", None)
+    r = subprocess.run([GEODE, "reindex", "--store", str(root)], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
     rc, data, err = doctor(root, tmp_path / "home")
     checks = by_name(data)
     assert rc == 0 and data["ok"] is True, data
+    assert checks["recall"]["examined"]["notes"] == 3
     assert checks["agent:librarian"]["examined"]["notes"] == 3
     assert checks["index"]["examined"]["files"] == 3
     assert checks["model"]["ok"] and checks["model"]["examined"]["dim"] > 0
@@ -104,3 +115,50 @@ def test_doctor_fails_when_the_configured_broker_does_not_answer(tmp_path):
     assert rc == 1 and not checks["broker"]["ok"]
     assert "does not answer" in checks["broker"]["message"]
     assert checks["agent:librarian"]["ok"]
+
+
+def _init(home: Path) -> None:
+    env = dict(os.environ, GEODE_HOME=str(home))
+    env.pop("GEODE_BROKER_URL", None)
+    r = subprocess.run([GEODE, "init"], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+
+
+def test_doctor_fails_on_hooks_that_point_at_a_missing_interpreter(tmp_path):
+    """A deleted virtual environment: the installed hook runs nothing on every tool call."""
+    home, project = tmp_path / "home", tmp_path / "proj"
+    _init(home)
+    store = None  # the configured store that init wrote
+    settings = project / ".claude" / "settings.local.json"
+    settings.parent.mkdir(parents=True)
+    gone = tmp_path / "old-venv" / "bin" / "python3"
+    hookmain = REPO / "geode" / "delivery" / "hookmain.py"
+    cmd = f"{gone} -S {hookmain} claude"
+    settings.write_text(
+        json.dumps({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": cmd}]}]}})
+    )
+    rc, data, _ = doctor(store, home, "--skip-model", "--project", str(project))
+    hooks = by_name(data)["hooks"]
+    assert rc == 1 and not hooks["ok"] and f"{gone} does not exist" in hooks["message"]
+    settings.write_text(settings.read_text().replace(str(gone), sys.executable))
+    rc, data, _ = doctor(store, home, "--skip-model", "--project", str(project))
+    assert by_name(data)["hooks"]["ok"], by_name(data)["hooks"]
+
+
+def test_doctor_fails_on_hook_errors_newer_than_its_last_run(tmp_path):
+    import time
+
+    home = tmp_path / "home"
+    _init(home)
+    store = None  # the configured store that init wrote
+    rc, data, _ = doctor(store, home, "--skip-model")
+    assert by_name(data)["hook-errors"]["ok"] and by_name(data)["recall"]["ok"]  # init built the recall index
+    time.sleep(1.1)  # the log's times are to the second
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
+    (home / "hook-errors.log").write_text(f"{stamp} KeyError: 'tool_input'\n  File \"hook.py\", line 1\n")
+    rc, data, _ = doctor(store, home, "--skip-model")
+    errs = by_name(data)["hook-errors"]
+    assert rc == 1 and not errs["ok"] and errs["examined"]["new_errors"] == 1
+    assert "KeyError: 'tool_input'" in errs["message"]
+    rc, data, _ = doctor(store, home, "--skip-model")  # seen by the last run: no longer a failure
+    assert by_name(data)["hook-errors"]["ok"]

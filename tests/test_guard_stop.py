@@ -23,7 +23,7 @@ def _denied(res) -> str:
     hso = res.json["hookSpecificOutput"]
     assert set(hso) == DENY_KEYS
     assert hso["hookEventName"] == "PreToolUse" and hso["permissionDecision"] == "deny"
-    assert "geode search" in hso["permissionDecisionReason"]
+    assert "/geode/cli/command.py search" in hso["permissionDecisionReason"]  # works without the venv on PATH
     return hso["permissionDecisionReason"]
 
 

@@ -255,14 +255,17 @@ def test_hooks_install_registers_the_server_for_both_agents_and_print_writes_not
     home = tmp_path / "gh"
     common = ("--agent", "all", "--project", str(project), "--home-dir", str(home_dir))
     plan = json.loads(geode("hooks", "install", *common, "--print", "--json", home=home).stdout)
-    assert [p["mcp"]["path"] for p in plan] == [str(project / ".mcp.json"), str(home_dir / ".codex" / "config.toml")]
+    # the default scope is the one nobody commits: Claude Code's local scope in ~/.claude.json
+    claude_json = home_dir / ".claude.json"
+    assert [p["mcp"]["path"] for p in plan] == [str(claude_json), str(home_dir / ".codex" / "config.toml")]
     assert plan[0]["mcp"]["entry"]["args"] == [str(ROOT / "geode" / "mcp" / "main.py")]
     assert plan[0]["mcp"]["entry"]["env"] == {"GEODE_HOME": str(home.resolve())}
     assert "[mcp_servers.geode]" in plan[1]["mcp"]["text"]
-    assert not (project / ".mcp.json").exists() and not (home_dir / ".codex").exists()
+    assert not claude_json.exists() and not (home_dir / ".codex").exists()
 
     geode("hooks", "install", *common, home=home)
-    claude = json.loads((project / ".mcp.json").read_text())["mcpServers"]["geode"]
+    assert not (project / ".mcp.json").exists()
+    claude = json.loads(claude_json.read_text())["projects"][str(project)]["mcpServers"]["geode"]
     codex = tomllib.loads((home_dir / ".codex" / "config.toml").read_text())["mcp_servers"]["geode"]
     assert claude["args"] == codex["args"] == plan[0]["mcp"]["entry"]["args"]
     # what was registered starts: the command an agent runs, with the environment it has
@@ -276,6 +279,9 @@ def test_hooks_install_registers_the_server_for_both_agents_and_print_writes_not
     assert r.returncode == 0 and json.loads(r.stdout)["ok"], r.stderr
 
     geode("hooks", "uninstall", *common, "--no-mcp", home=home)
-    assert (project / ".mcp.json").exists()
+    assert "geode" in json.loads(claude_json.read_text())["projects"][str(project)]["mcpServers"]
     geode("hooks", "uninstall", *common, home=home)
-    assert not (project / ".mcp.json").exists() and not (home_dir / ".codex" / "config.toml").exists()
+    assert "geode" not in json.loads(claude_json.read_text()).get("projects", {}).get(str(project), {}).get(
+        "mcpServers", {}
+    )
+    assert not (home_dir / ".codex" / "config.toml").exists()

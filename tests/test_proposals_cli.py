@@ -110,7 +110,7 @@ def test_bulk_dry_run_then_approve_undo_reject(home):
     assert d["results"][0]["status"] == "rejected"
     # the status proposal was made against b.md as it is: still applies, in text mode too
     r = geode(h, "approve", str(ids["status"]))
-    assert r.returncode == 0 and "applied" in r.stdout
+    assert r.returncode == 0 and r.stdout.strip() == f"proposal {ids['status']} approved and applied."
     assert b"status: stable" in (store / "b.md").read_bytes()
 
 
@@ -123,7 +123,7 @@ def test_conflict_exits_nonzero_and_leaves_the_file(home):
     assert res["status"] == "conflict" and not res["ok"] and "b.md" in res["message"]
     assert (store / "b.md").read_bytes() == b"a person's edit\n"
     r = geode(h, "undo", str(ids["edit"]))
-    assert r.returncode == 1 and "NOT DONE" in r.stdout
+    assert r.returncode == 1 and f"proposal {ids['edit']} was not undone: " in r.stdout
     r = geode(h, "approve")
     assert r.returncode == 2 and "bulk" in r.stderr
 

@@ -462,9 +462,11 @@ def test_hooks_install_home_flag_beats_geode_home(tmp_path):
     assert r.returncode == 0, r.stderr
     cmd = json.loads(r.stdout)[0]["events"]["PreToolUse"]["command"]
     assert cmd.startswith(f"GEODE_HOME={flag_home.resolve()} ") and str(env_home) not in cmd
-    r = geode_cli("hooks", "install", "--home", str(flag_home), "--project", str(project), env=env)
+    user = ("--home-dir", str(tmp_path / "user"))  # the local MCP scope writes ~/.claude.json: never the real one
+    r = geode_cli("hooks", "install", "--home", str(flag_home), "--project", str(project), *user, env=env)
     assert r.returncode == 0, r.stderr
-    installed = json.loads((project / ".claude" / "settings.json").read_text())["hooks"]["PreToolUse"][0]["hooks"][0]
+    local = project / ".claude" / "settings.local.json"  # the default scope: the file nobody commits
+    installed = json.loads(local.read_text())["hooks"]["PreToolUse"][0]["hooks"][0]
     assert installed["command"] == cmd
     assert not env_home.exists()  # nothing was built in the home the flag overrode
     # the agent's own GEODE_HOME is the other one; the installed command still uses the flag's

@@ -7,6 +7,7 @@ Its own module so that ``main`` and the ``*_cmds`` modules import it and never e
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 from geode.delivery.config import ConfigError, Settings, load_settings
@@ -35,12 +36,26 @@ def print_json(obj, compact: bool = False) -> None:
         print(json.dumps(obj, indent=2, ensure_ascii=False, default=str))
 
 
-def settings_of(args) -> Settings:
-    """The settings for this invocation, read once from its flags, the environment and the file."""
+def settings_of(args, *, store_must_exist: bool = True) -> Settings:
+    """The settings for this invocation, read once from its flags, the environment and the file.
+
+    A one-off store (``--store`` or ``GEODE_STORE``) that is not a folder is an error naming the
+    path: otherwise a typo reads as "nothing matched" and exits 0. ``store_must_exist=False``
+    for the commands whose job is to create it (``init``)."""
     try:
         settings = load_settings(store=getattr(args, "store", None), home=getattr(args, "home", None))
     except ConfigError as exc:
         raise CLIError(str(exc)) from exc
+    if store_must_exist and settings.one_off_store:
+        given = getattr(args, "store", None)
+        root = settings.domains[settings.default_domain]
+        if not os.path.isdir(root):
+            source = f"--store {given}" if given else f"GEODE_STORE={os.environ.get('GEODE_STORE', '')}"
+            what = "is not a folder" if os.path.exists(root) else "does not exist"
+            raise CLIError(
+                f"the store {root} ({source}) {what}",
+                hint="check the path, or create a store there with `geode init DIR`",
+            )
     for w in settings.warnings:
         print(f"warning: {w}", file=sys.stderr)
     return settings

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 from geode.cli.common import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, CLIError, engine_of, print_json, settings_of
 from geode.delivery.config import Settings
@@ -18,18 +19,22 @@ from geode.delivery.errors import GeodeError
 
 # -- deliver -------------------------------------------------------------------------------
 def cmd_deliver(args) -> int:
+    from geode.delivery.control import MANUAL_SESSION_PREFIX
     from geode.delivery.engine import Delivery
     from geode.delivery.index import Index
 
     settings = settings_of(args)
     engine_of(settings)
+    manual = not args.session
+    if manual:  # a person trying a crystal: never withheld, and left out of stats and study
+        settings = settings.replace(withhold_rate=0.0, withhold_rate_source="GEODE_WITHHOLD_RATE")
     idx = Index(settings, busy_ms=5000)
     try:
         idx.ensure()
         idx.refresh()
         d = Delivery(
             settings,
-            args.session or f"cli-{os.getpid()}",
+            args.session or f"{MANUAL_SESSION_PREFIX}{os.getpid()}-{int(time.time())}",
             os.environ.get("GEODE_AGENT") and f"main:{os.environ['GEODE_AGENT']}" or "main",
             idx,
         )
@@ -60,14 +65,22 @@ def cmd_deliver(args) -> int:
         idx.close()
     if args.json:
         print_json(res)
+        return EXIT_OK
+    held = [(kind, e) for kind in ("withheld", "skipped", "suppressed") for e in res[kind]]
+    if res["text"]:
+        print(res["text"], end="" if res["text"].endswith("\n") else "\n")
+    elif held:
+        print(f"(nothing handed over for {args.on}: {len(held)} matching crystal(s) held back, listed below)")
     else:
-        if res["text"]:
-            print(res["text"], end="")
-        else:
-            print(f"(nothing bound to {args.on} matched)")
-        for kind in ("withheld", "skipped", "suppressed"):
-            for e in res[kind]:
-                print(f"[{kind}] {e['name']} ({e['domain']}/{e['path']}): {e.get('reason', '')}", file=sys.stderr)
+        print(f"(nothing bound to {args.on} matched)")
+    for kind, e in held:  # on stdout: what was held back is part of the answer, not a diagnostic
+        why = " by the control arm (geode study)" if kind == "withheld" else ""
+        print(f"[{kind}{why}] {e['name']} ({e['domain']}/{e['path']}): {e.get('reason', '')}")
+    if manual:
+        print(
+            "geode deliver: a manual call (no --session): never withheld, left out of stats and study",
+            file=sys.stderr,
+        )
     return EXIT_OK
 
 

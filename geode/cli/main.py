@@ -18,7 +18,7 @@ from pathlib import Path
 
 from geode.cli.common import EXIT_OK, EXIT_PROBLEMS, engine_of, settings_of
 from geode.cli.delivery_cmds import cmd_deliver, cmd_lint, cmd_reindex, cmd_stats, cmd_study
-from geode.cli.setup_cmds import cmd_hook, cmd_hooks, cmd_init, ensure_store
+from geode.cli.setup_cmds import build_text_recall, cmd_hook, cmd_hooks, cmd_init, ensure_store
 from geode.delivery.errors import GeodeError
 
 
@@ -34,8 +34,11 @@ def cmd_run(args) -> int:
     if r is not None:
         settings = r["settings"]
         print(f"== created the default store at {r['store']} with {len(r['created'])} starter crystals")
+        print(f"   recall index: {r['recall']['files']} notes (prompt-time recall is on)")
     else:
         print(f"== store {root}")
+        recall = build_text_recall(settings)  # prompt-time recall reads it: kept in line with the files
+        print(f"   recall index: {recall['files']} notes ({recall['added'] + recall['changed']} new or changed)")
     from geode.delivery.engine import Delivery
     from geode.delivery.index import Index
 
@@ -108,12 +111,19 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--home", metavar="DIR", help="GEODE_HOME for this command (default: $GEODE_HOME or ~/.geode)")
     common.add_argument("--json", action="store_true", help="print the documented JSON shape")
 
-    p = argparse.ArgumentParser(prog="geode", description="Crystal memory for coding agents.")
+    p = argparse.ArgumentParser(
+        prog="geode",
+        description="Crystal memory for coding agents. The shared options --store DIR, --home DIR and "
+        "--json may be given before COMMAND as well as after it.",
+    )
     sub = p.add_subparsers(dest="command_name", metavar="COMMAND")
     sub.required = True
 
     s = sub.add_parser(
-        "run", parents=[common], help="the main job on the embedded default: store, a delivery, lint, stats"
+        "run",
+        parents=[common],
+        help="the main job on the embedded default: store, recall index, a delivery, lint, stats, "
+        "and one upkeep run of the maintenance agents",
     )
     s.add_argument(
         "--command", default="npm run build 2>&1 | tail -20", help="the shell command to show a delivery for"
@@ -126,12 +136,19 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_init)
 
     s = sub.add_parser("hooks", parents=[common], help="install or remove the agent hooks and the MCP server")
-    s.add_argument("action", choices=["install", "uninstall"])
-    s.add_argument("--agent", default="claude", choices=["claude", "codex", "all"])
+    s.add_argument("action", choices=["install", "uninstall"], help="install (or refresh) or remove")
     s.add_argument(
-        "--scope", choices=["project", "user"], default=None, help="default: project for Claude Code, user for Codex"
+        "--agent", default="claude", choices=["claude", "codex", "all"], help="which agent's hooks (default claude)"
     )
-    s.add_argument("--local", action="store_true", help="Claude Code: .claude/settings.local.json")
+    s.add_argument(
+        "--scope",
+        choices=["local", "project", "user"],
+        default=None,
+        help="local (default): files nobody commits, Claude Code's .claude/settings.local.json and its "
+        "local MCP scope in ~/.claude.json, Codex's ~/.codex; project: the files a team commits "
+        "(.claude/settings.json, .mcp.json), which then hold this machine's absolute paths; user: ~/.claude, ~/.codex",
+    )
+    s.add_argument("--local", action="store_true", help="the same as --scope local (kept for old scripts)")
     s.add_argument("--project", metavar="DIR", help="project folder (default: the current folder)")
     s.add_argument("--home-dir", metavar="DIR", help=argparse.SUPPRESS)
     s.add_argument("--print", action="store_true", help="show the exact commands, write nothing")
@@ -143,7 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_hooks)
 
     s = sub.add_parser("hook", help="run one hook call (JSON on stdin); what the installed hooks call")
-    s.add_argument("agent", choices=["claude", "codex"])
+    s.add_argument("agent", choices=["claude", "codex"], help="the agent whose hook event is on stdin")
     s.set_defaults(func=cmd_hook)
 
     s = sub.add_parser("deliver", parents=[common], help="what an action would be handed (any agent, a git hook)")
@@ -188,9 +205,26 @@ def _register_extension(name: str, sub, common) -> None:
     importlib.import_module(name).register(sub, common)
 
 
+#: The status of a command whose reader went away (``geode run | head``): 128 + SIGPIPE, what
+#: the shell reports for a Unix tool ended by that signal.
+EXIT_BROKEN_PIPE = 141
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Parse, run one command, say any ``GeodeError`` in one line. A closed pipe on stdout
+    (``| head``) ends the command quietly, as Unix tools end, instead of in a traceback."""
+    try:
+        rc = _dispatch(argv)
+        sys.stdout.flush()  # a pipe closed early fails here, inside the handler, not at exit
+        return rc
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+
+
+def _dispatch(argv: list[str] | None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_store_first(argv if argv is not None else sys.argv[1:]))
     try:
         return int(args.func(args) or 0)
     except GeodeError as exc:  # every failure said for a person: one line and its status; a bug keeps its traceback
@@ -198,6 +232,43 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
+
+
+#: The options every command shares, which may also come before the command's name.
+_SHARED_WITH_VALUE = ("--store", "--home")
+_SHARED_FLAGS = ("--json",)
+
+
+def _store_first(argv: list[str]) -> list[str]:
+    """``geode --store DIR search x`` as ``geode search x --store DIR``: the shared options given
+    before the command's name move to the end, where the command's own parser (nested ones such
+    as ``proposals list`` included) reads them."""
+    lead: list[str] = []
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a in _SHARED_WITH_VALUE and i + 1 < len(argv):
+            lead += argv[i : i + 2]
+            i += 2
+        elif a.startswith(tuple(o + "=" for o in _SHARED_WITH_VALUE)) or a in _SHARED_FLAGS:
+            lead.append(a)
+            i += 1
+        else:
+            break
+    if not lead or i >= len(argv) or "--" in argv[i:]:
+        return list(argv)
+    return [*argv[i:], *lead]
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's last flush at exit has nowhere to fail
+    (the Python documentation's recipe for SIGPIPE)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # stdout without a file descriptor (a test's StringIO)
+        pass
 
 
 if __name__ == "__main__":

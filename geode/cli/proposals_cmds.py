@@ -27,7 +27,17 @@ import sys
 
 
 def _who(args) -> str:
-    return args.who or os.environ.get("USER") or os.environ.get("LOGNAME") or "unknown"
+    """Who decides, for the history: --who, then $USER or $LOGNAME, then the account this process
+    runs as (a container or a cron job often has no $USER), never "unknown" while one is known."""
+    name = args.who or os.environ.get("USER") or os.environ.get("LOGNAME")
+    if name:
+        return name
+    try:
+        import pwd
+
+        return pwd.getpwuid(os.getuid()).pw_name
+    except (ImportError, KeyError, OSError):
+        return f"uid {os.getuid()}" if hasattr(os, "getuid") else "unknown"
 
 
 def _open(args):
@@ -111,9 +121,24 @@ def _print_results(args, results: list[dict], reconciled: list[dict], dry_run: b
                     f"{r.get('title', '')}: {r['message']}"
                 )
             else:
-                mark = "ok" if r["ok"] else "NOT DONE"
-                print(f"{r['id']:>5}  {r['action']} {mark}: {r['status']}: {r['message']}")
+                print(_sentence(r))
     return 0 if all(r["ok"] for r in results) else 1
+
+
+_DONE = {"approve": "approved", "reject": "rejected", "undo": "undone"}
+
+
+def _sentence(r: dict) -> str:
+    """One plain sentence per proposal: ``proposal 3 approved and applied.`` or ``proposal 3 was
+    not approved: <why>`` (the JSON keeps action, ok, status and message apart)."""
+    verb = _DONE.get(r["action"], r["action"])
+    msg = (r.get("message") or "").strip()
+    if r["ok"]:
+        status = r["status"] if r["status"] not in (verb, r["action"]) else ""
+        tail = f" and {status}" if status else ""
+        extra = f" ({msg})" if msg and msg not in (r["status"], verb) else ""
+        return f"proposal {r['id']} {verb}{tail}{extra}."
+    return f"proposal {r['id']} was not {verb}: {msg or r['status']} (status {r['status']})."
 
 
 def cmd_approve(args) -> int:
@@ -189,18 +214,22 @@ def register(sub, common) -> None:
         s.add_argument("--who", help="who decides (default: $USER); recorded with the time")
 
     s = ps.add_parser("list", parents=[common], help="proposals, filtered")
-    s.add_argument("--agent")
-    s.add_argument("--kind", choices=["edit", "move", "archive", "status", "new_note"])
-    s.add_argument("--status", choices=["pending", "applied", "rejected", "undone", "conflict", "failed"])
-    s.add_argument("--domain")
+    s.add_argument("--agent", help="only this agent's (librarian, cleaner, gardener, corrector)")
+    s.add_argument("--kind", choices=["edit", "move", "archive", "status", "new_note"], help="only this kind")
+    s.add_argument(
+        "--status",
+        choices=["pending", "applied", "rejected", "undone", "conflict", "failed"],
+        help="only this status (default: all)",
+    )
+    s.add_argument("--domain", help="only this domain")
     s.set_defaults(func=cmd_list)
 
     s = ps.add_parser("show", parents=[common], help="one proposal with its unified diff and history")
-    s.add_argument("id", type=int)
+    s.add_argument("id", type=int, help="the proposal's number (geode proposals list)")
     s.set_defaults(func=cmd_show)
 
     s = ps.add_parser("approve", parents=[common], help="apply proposals (by id, or in bulk by agent and kind)")
-    s.add_argument("ids", type=int, nargs="*", metavar="ID")
+    s.add_argument("ids", type=int, nargs="*", metavar="ID", help="proposal numbers (or --agent/--kind for bulk)")
     s.add_argument("--agent", help="bulk: every pending proposal of this agent")
     s.add_argument(
         "--kind",
@@ -213,13 +242,13 @@ def register(sub, common) -> None:
     s.set_defaults(func=cmd_approve)
 
     s = ps.add_parser("reject", parents=[common], help="reject proposals (no file is touched)")
-    s.add_argument("ids", type=int, nargs="+", metavar="ID")
+    s.add_argument("ids", type=int, nargs="+", metavar="ID", help="proposal numbers")
     s.add_argument("--reason", help="why, recorded with the decision")
     who(s)
     s.set_defaults(func=cmd_reject)
 
     s = ps.add_parser("undo", parents=[common], help="restore the exact bytes and mode from before an apply")
-    s.add_argument("ids", type=int, nargs="+", metavar="ID")
+    s.add_argument("ids", type=int, nargs="+", metavar="ID", help="proposal numbers")
     who(s)
     s.set_defaults(func=cmd_undo)
 

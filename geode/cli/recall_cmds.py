@@ -87,8 +87,28 @@ def _search_kwargs(args) -> dict:
     )
 
 
-def _print_hits(res: dict) -> None:
+def _by_words(counts: dict) -> str:
+    """``{'links_to': 2, 'relates_to': 1}`` as a person reads it: ``: 2 links_to, 1 relates_to``."""
+    if not counts:
+        return ""
+    return ": " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+#: Results under this score are not listed for a person (``--json`` keeps them all): a note that
+#: shares one incidental word with the question is noise at the bottom of the list.
+SCORE_FLOOR = 0.1
+
+
+def _print_hits(res: dict, show_all: bool = False) -> None:
+    show_all = show_all or not res.get("query")  # a listing by filters alone has no relevance to cut at
+    hidden = [h for h in res["results"] if h["score"] < SCORE_FLOOR and not show_all]
+    if not res["results"]:
+        print("(no note matches)")
+    elif len(hidden) == len(res["results"]):
+        print(f"(no note matches well: {len(hidden)} weak result(s) under {SCORE_FLOOR} hidden; --all lists them)")
     for h in res["results"]:
+        if h in hidden:
+            continue
         loc = f"{h['path']}:{h['line']}" if h.get("line") else h["path"]
         status = f" [{h['status']}]" if h.get("status") else ""
         print(f"{h['score']:.3f}  {h['title']}{status}  {h['address']}  ({h['domain']}: {loc})")
@@ -99,7 +119,12 @@ def _print_hits(res: dict) -> None:
         if h.get("supersedes"):
             print(f"       supersedes {', '.join(h['supersedes'])}")
     extra = f"; {res['notice']}" if res.get("notice") else ""
-    print(f"({len(res['results'])} of {res['total']}, mode {res['mode']}{extra})", file=sys.stderr)
+    weak = f"; {len(hidden)} under {SCORE_FLOOR} hidden (--all)" if hidden else ""
+    print(
+        f"({len(res['results']) - len(hidden)} of {res['total']}, mode {res['mode']}{weak}{extra}; "
+        "score: relevance to the best match, 1 = the best)",
+        file=sys.stderr,
+    )
 
 
 def _via_server(settings, query: str, kw: dict) -> dict | None:
@@ -144,7 +169,7 @@ def cmd_search(args) -> int:
                 if args.json:
                     print_json(res)
                 else:
-                    _print_hits(res)
+                    _print_hits(res, args.all)
                 return 0
     from geode.recall.filters import FilterError
     from geode.recall.search import search
@@ -164,7 +189,7 @@ def cmd_search(args) -> int:
                     print_json(res, compact=True)
                 else:
                     print(f"== {q}")
-                    _print_hits(res)
+                    _print_hits(res, args.all)
             return 0
         if args.query is None and not any(
             [args.domain, args.type, args.status, args.tag, args.where, args.filter, args.after, args.as_of]
@@ -177,7 +202,7 @@ def cmd_search(args) -> int:
     if args.json:
         print_json(res)
     else:
-        _print_hits(res)
+        _print_hits(res, args.all)
     return 0
 
 
@@ -195,7 +220,8 @@ def cmd_context(args) -> int:
         return 0
     print(
         f"neighbourhood of {', '.join(res['anchors'][:5])}{' …' if len(res['anchors']) > 5 else ''} "
-        f"({res['total']} within {res['depth']} hops, top {len(res['related'])})"
+        f"({res['total']} within {res['depth']} hops, top {len(res['related'])}; "
+        "score: how closely linked, higher for fewer hops and more paths)"
     )
     for r in res["related"]:
         arrow = "->" if r["direction"] == "out" else "<-"
@@ -227,7 +253,7 @@ def cmd_read(args) -> int:
         state = f"-> {lk['address']}" if lk["resolved"] else "(unresolved)"
         print(f"  line {lk['line']}: {lk['relation']} {lk['target']} {state}", file=sys.stderr)
     b = res["backlinks"]
-    print(f"-- {b['count']} backlink(s) {b['by_relation']}", file=sys.stderr)
+    print(f"-- {b['count']} backlink(s){_by_words(b['by_relation'])}", file=sys.stderr)
     if res["next"]:
         print(f"-- next: {res['next']['command']}", file=sys.stderr)
     return 0
@@ -245,7 +271,10 @@ def cmd_recent(args) -> int:
     if args.json:
         print_json(res)
         return 0
-    print(f"changed in the last {res['period']} (since {res['since']}): {res['total']} note(s) {res['by_domain']}")
+    print(
+        f"changed in the last {res['period']} (since {str(res['since'])[:16]}): {res['total']} note(s)"
+        + (": " + ", ".join(f"{n} in {d}" for d, n in res["by_domain"].items()) if res["by_domain"] else "")
+    )
     for r in res["results"]:
         print(f"{r['date'][:16]}  {r['domain']:<10} {r['title']}  {r['address']}")
     return 0
@@ -255,7 +284,8 @@ def cmd_recent(args) -> int:
 def register(sub, common) -> None:
     s = sub.add_parser("search", parents=[common], help="hybrid search of the notes (text and meaning)")
     s.add_argument("query", nargs="?", help="the question; omit it to list what the filters select")
-    s.add_argument("--limit", type=int, default=10)
+    s.add_argument("--limit", type=int, default=10, help="at most this many results (default 10)")
+    s.add_argument("--all", action="store_true", help=f"also list the weak results (score under {SCORE_FLOOR})")
     s.add_argument("--domain", action="append", help="only this domain (repeatable)")
     s.add_argument("--type", action="append", help="only notes of this type (repeatable: any of them)")
     s.add_argument(
@@ -279,7 +309,12 @@ def register(sub, common) -> None:
         type=argparse_date,
         help="what applied on that date, YYYY-MM-DD (valid_from through valid_to, both inclusive; absent = unbounded)",
     )
-    s.add_argument("--mode", choices=["hybrid", "text", "semantic"], default="hybrid")
+    s.add_argument(
+        "--mode",
+        choices=["hybrid", "text", "semantic"],
+        default="hybrid",
+        help="hybrid (default): words and meaning; text: words only; semantic: meaning only",
+    )
     s.add_argument("--blend", choices=["score", "rrf"], default="score", help=argparse_suppress())
     s.add_argument("--queries", metavar="FILE", help="one query per line; one JSON object per line with --json")
     s.add_argument("--no-refresh", action="store_true", help="do not look for changed files first")
@@ -289,18 +324,18 @@ def register(sub, common) -> None:
 
     s = sub.add_parser("context", parents=[common], help="the neighbourhood of a note (build_context)")
     s.add_argument("address", help="geode://domain/permalink, or geode://domain/folder/*")
-    s.add_argument("--depth", type=int, default=2, choices=[1, 2, 3])
-    s.add_argument("--max-related", type=int, default=10)
+    s.add_argument("--depth", type=int, default=2, choices=[1, 2, 3], help="links followed from the note (default 2)")
+    s.add_argument("--max-related", type=int, default=10, help="at most this many related notes (default 10)")
     s.set_defaults(func=cmd_context)
 
     s = sub.add_parser("read", parents=[common], help="one note, its links resolved, its backlinks")
-    s.add_argument("address")
+    s.add_argument("address", help="the note: geode://domain/permalink")
     s.set_defaults(func=cmd_read)
 
     s = sub.add_parser("recent", parents=[common], help="what changed lately, across domains")
     s.add_argument("--period", default="week", help="day, week, fortnight, month, Nh, Nd, Nw or a date")
-    s.add_argument("--domain", action="append")
-    s.add_argument("--limit", type=int, default=50)
+    s.add_argument("--domain", action="append", help="only this domain (repeatable)")
+    s.add_argument("--limit", type=int, default=50, help="at most this many notes (default 50)")
     s.set_defaults(func=cmd_recent)
 
     index_cmds.register(sub, common)

@@ -13,6 +13,7 @@ import json
 import os
 import secrets
 import shutil
+import sys
 from pathlib import Path
 
 from geode.cli.common import EXIT_OK, CLIError, engine_of, print_json, settings_of
@@ -67,6 +68,8 @@ def ensure_store(settings: Settings, with_starter: bool = True) -> dict:
             dest = root / src.name
             if not dest.exists():
                 shutil.copyfile(src, dest)
+                if src.name == AGENT_NOTE:
+                    _point_at_this_install(dest, settings)
                 created.append(src.name)
     engine_of(settings)
     idx = Index(settings, busy_ms=5000)
@@ -75,7 +78,39 @@ def ensure_store(settings: Settings, with_starter: bool = True) -> dict:
         counts = idx.counts()
     finally:
         idx.close()
-    return {"settings": settings, "store": str(root), "created": created, "index": counts}
+    recall = build_text_recall(settings)
+    return {"settings": settings, "store": str(root), "created": created, "index": counts, "recall": recall}
+
+
+def build_text_recall(settings: Settings) -> dict:
+    """The recall index's full text, brought in line with the files: what prompt-time recall (the
+    UserPromptSubmit hook) and ``geode search`` read. Without it the hook hands over nothing and
+    says nothing, so ``init`` and ``run`` build it; the vectors follow with ``geode reindex`` (or
+    the worker), and search works on text alone until then."""
+    from geode.recall.recall_index import RecallIndex
+
+    rc = RecallIndex(settings).refresh()
+    rc["problems"] = len(rc.pop("problems"))
+    return rc
+
+
+#: The starter note that tells the agent how to ask geode; written with the command that works
+#: in the agent's shell (``_point_at_this_install``).
+AGENT_NOTE = "geode-memory-in-this-project.md"
+
+
+def _point_at_this_install(note: Path, settings: Settings) -> None:
+    """Replace the bare `` `geode `` of the starter note by the absolute command an agent's shell
+    can run (the hooks' interpreter and ``geode/cli/command.py``, ``GEODE_HOME=`` in front for a
+    home that is not the default): the agent's shell often lacks the venv on PATH."""
+    from geode.delivery.guard import agent_command
+    from geode.delivery.install import _default_home_dir
+
+    home = None
+    if Path(settings.home).expanduser().resolve() != _default_home_dir().resolve():
+        home = str(Path(settings.home).expanduser().resolve())
+    text = note.read_text(encoding="utf-8")
+    note.write_text(text.replace("`geode ", f"`{agent_command(home=home)} "), encoding="utf-8")
 
 
 def _reload(settings: Settings) -> Settings:
@@ -83,7 +118,7 @@ def _reload(settings: Settings) -> Settings:
 
 
 def cmd_init(args) -> int:
-    settings = settings_of(args)
+    settings = settings_of(args, store_must_exist=False)  # creating the store is init's job
     if args.store_dir:
         settings = load_settings(store=args.store_dir, home=args.home)
     r = ensure_store(settings, with_starter=not args.empty)
@@ -92,6 +127,7 @@ def cmd_init(args) -> int:
         "store": r["store"],
         "starter_written": r["created"],
         "index": r["index"],
+        "recall": r["recall"],
         "config": r["settings"].config_path,
     }
     if args.json:
@@ -100,6 +136,7 @@ def cmd_init(args) -> int:
         print(f"geode home  {out['home']}")
         print(f"store       {out['store']}  ({len(r['created'])} starter crystals written)")
         print(f"index       {r['index']['crystals']} crystals in {r['index']['files']} note files")
+        print(f"recall      {r['recall']['files']} notes in the text index (prompt-time recall is on)")
         print("next        geode hooks install   (then: geode deliver --on bash --text 'npm test | tail')")
     return EXIT_OK
 
@@ -121,13 +158,9 @@ def cmd_hooks(args) -> int:
         home, store = settings.home, args.store if args.store else None
         if args.action == "install" and not args.print and mcp:  # before anything is written
             verify_mcp_entry(mcp_entry(home=home, store=store))
+        scope = "local" if args.local else (args.scope or inst.LOCAL_SCOPE)
         for agent in agents:
-            kw = dict(
-                scope=args.scope,
-                project=args.project or os.getcwd(),
-                local=args.local and agent == "claude",
-                home_dir=args.home_dir,
-            )
+            kw = dict(scope=scope, project=args.project or os.getcwd(), local=False, home_dir=args.home_dir)
             if args.action == "uninstall":
                 r = inst.uninstall(agent, **kw)
                 if mcp:
@@ -170,14 +203,24 @@ def cmd_hooks(args) -> int:
                 print("  " + m["text"].rstrip("\n").replace("\n", "\n  "))
         elif args.action == "install":
             state = "unchanged" if r.get("unchanged") else f"added {', '.join(r.get('added') or []) or 'nothing'}"
-            print(f"{r['agent']}: {r['path']}: {state}")
+            verb = "already in" if r.get("unchanged") else "written to"
+            print(f"{r['agent']}: hooks {verb} {r['path']} ({_SCOPE_WORDS[scope]}): {state}")
             if r.get("notice"):
                 print(f"  {r['notice']}")
             if m:
                 what = "unchanged" if m["unchanged"] else ("replaced" if m["replaced"] else "added")
-                print(f"{r['agent']}: {m['path']}: MCP server {m['name']!r} {what}")
+                print(f"{r['agent']}: MCP server {m['name']!r} {what} in {m['path']}")
                 if m.get("notice"):
                     print(f"  {m['notice']}")
+            if inst.shared_scope(r["agent"], scope):
+                print(
+                    f"warning: {r['path']}"
+                    + (f" and {m['path']}" if m else "")
+                    + " are the project's shared files, usually committed, and now hold this machine's absolute "
+                    "paths (the interpreter, hookmain.py, GEODE_HOME); on another machine they point nowhere. "
+                    "Keep them out of the commit, or install with the default --scope local.",
+                    file=sys.stderr,
+                )
         else:
             print(f"{r['agent']}: {r['path']}: removed {r.get('removed', 0)} geode hook(s)")
             if m:
@@ -186,6 +229,13 @@ def cmd_hooks(args) -> int:
                     + (f" (kept: {m['kept']})" if m.get("kept") else "")
                 )
     return EXIT_OK
+
+
+_SCOPE_WORDS = {
+    "local": "local scope: this project on this machine, not committed",
+    "project": "project scope: the project's shared file",
+    "user": "user scope: every project of this user",
+}
 
 
 def _precompile() -> None:

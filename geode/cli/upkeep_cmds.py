@@ -6,6 +6,7 @@ rest of the CLI stays quick. JSON shapes are documented in docs/UPKEEP.md.
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import time
@@ -35,8 +36,8 @@ def register(sub, common) -> None:
     s.set_defaults(func=cmd_upkeep)
 
     s = sub.add_parser("worker", parents=[common], help="start a Celery worker for the upkeep tasks (needs a broker)")
-    s.add_argument("--concurrency", type=int, default=1)
-    s.add_argument("--loglevel", default="INFO")
+    s.add_argument("--concurrency", type=int, default=1, help="tasks run at once (default 1)")
+    s.add_argument("--loglevel", default="INFO", help="Celery's log level (default INFO)")
     s.set_defaults(func=cmd_worker)
 
     s = sub.add_parser("scheduler", parents=[common], help="start the nightly upkeep scheduler (one per store)")
@@ -44,10 +45,22 @@ def register(sub, common) -> None:
 
     s = sub.add_parser("doctor", parents=[common], help="can every part do its job on this store? (exit 1 if not)")
     s.add_argument("--skip-model", action="store_true", help="do not load the embedding model")
+    s.add_argument(
+        "--project", metavar="DIR", help="the project whose installed hooks are checked (default: the current folder)"
+    )
+    s.add_argument("--home-dir", metavar="DIR", help=argparse.SUPPRESS)
     s.set_defaults(func=cmd_doctor)
 
 
 # -- upkeep ---------------------------------------------------------------------------------
+def _when(ts) -> str:
+    """An epoch time an agent counted in (``window_first_ts``) as a person reads it."""
+    try:
+        return time.strftime("%Y-%m-%d %H:%M", time.localtime(float(ts)))
+    except (TypeError, ValueError, OverflowError, OSError):
+        return str(ts)
+
+
 def _render(report: dict) -> str:
     ex = report["examined"]
     lines = [
@@ -55,7 +68,11 @@ def _render(report: dict) -> str:
     ]
     lines.append(
         "   examined "
-        + ", ".join(f"{k} {v}" for k, v in ex.items() if v or k == "notes")
+        + ", ".join(
+            f"{k.removesuffix('_ts')} {_when(v) if k.endswith('_ts') else v}"
+            for k, v in ex.items()
+            if v or k == "notes"
+        )
         + f"  (the store holds {report.get('store_notes', 0)} note files)"
     )
     by_kind: dict[str, int] = {}
@@ -281,7 +298,7 @@ def cmd_scheduler(args) -> int:
 
 
 # -- doctor -------------------------------------------------------------------------------------
-def doctor_checks(settings, skip_model: bool = False) -> list[dict]:
+def doctor_checks(settings, skip_model: bool = False, project=None, home_dir=None) -> list[dict]:
     """Each part that must work on this store, and whether it can. Never green over a store an
     agent could not read: an agent check passes only when it examined every note file."""
     import logging
@@ -407,6 +424,14 @@ def doctor_checks(settings, skip_model: bool = False) -> list[dict]:
     except (sqlite3.Error, OSError) as exc:
         add("index", False, {}, f"the binding index cannot be read or built: {type(exc).__name__}: {exc}")
 
+    from geode.cli import doctor_parts
+
+    add("recall", *doctor_parts.recall_check(settings, counted.notes))
+    hooks = doctor_parts.hooks_check(doctor_parts.hook_files(project, home_dir))
+    if hooks is not None:
+        add("hooks", *hooks)
+    add("hook-errors", *doctor_parts.hook_errors_check(settings.home))
+
     try:
         from geode.agents.celery_app import make_app, ping
 
@@ -440,8 +465,16 @@ def doctor_checks(settings, skip_model: bool = False) -> list[dict]:
 
 
 def cmd_doctor(args) -> int:
+    import time
+
+    from geode.cli.doctor_parts import remember_run
+
     settings = settings_of(args)
-    checks = doctor_checks(settings, skip_model=args.skip_model)
+    started = time.time()
+    checks = doctor_checks(
+        settings, skip_model=args.skip_model, project=args.project, home_dir=getattr(args, "home_dir", None)
+    )
+    remember_run(settings.home, started)
     ok = bool(checks) and all(c["ok"] for c in checks)
     if args.json:
         print_json({"ok": ok, "checks": checks})

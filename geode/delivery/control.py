@@ -31,6 +31,11 @@ import time
 
 from geode.delivery.sqlite import sqlite3
 
+#: The session of a delivery asked for by hand (``geode deliver`` without ``--session``): such a
+#: call is never withheld, and ``geode stats`` and ``geode study`` leave its rows out, so a person
+#: trying a crystal neither feeds the control arm nor counts as an agent's delivery.
+MANUAL_SESSION_PREFIX = "manual:"
+
 _PLAN_SQL = "SELECT rate, stop_units, stop_date, salt FROM control_plan ORDER BY id LIMIT 1"
 _ALREADY_SQL = "SELECT 1 FROM ledger_event WHERE session = ? AND crystal_id = ? AND kind = 'withheld' LIMIT 1"
 _UNITS_SQL = "SELECT COUNT(*) FROM (SELECT DISTINCT session, crystal_id FROM ledger_event WHERE kind = 'withheld')"

@@ -14,6 +14,7 @@ needs to find command words and path-like arguments.
 from __future__ import annotations
 
 import os
+import sys
 
 LOOKUP_COMMANDS = frozenset(
     {
@@ -156,11 +157,31 @@ def tool_lookup(tool: str, tool_input: dict, roots: dict[str, str], cwd: str) ->
     return (d, tool) if d else None
 
 
+def _quote(word: str) -> str:
+    """``shlex.quote`` without importing shlex on the hook's path (a differential test checks it)."""
+    if word and all(c.isalnum() or c in "@%+=:,./-_" for c in word):
+        return word
+    return "'" + word.replace("'", "'\"'\"'") + "'"
+
+
+def agent_command(python: str | None = None, home: str | None = None) -> str:
+    """The command that runs geode in an agent's shell, which may have neither the virtual
+    environment on PATH nor PYTHONPATH: the absolute interpreter (the hook's own, which the
+    installer made absolute) and the absolute ``geode/cli/command.py``, with ``GEODE_HOME=``
+    in front when one is set (the hook's command sets it for a home that is not the default)."""
+    script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "cli", "command.py")
+    cmd = f"{_quote(python or sys.executable)} {_quote(script)}"
+    home = home if home is not None else os.environ.get("GEODE_HOME")
+    return f"GEODE_HOME={_quote(home)} {cmd}" if home else cmd
+
+
 def deny_message(domain: str, root: str, what: str, marker: str) -> str:
+    geode = agent_command()
     return (
         f"geode blocked this {what}: it looks through the memory store '{domain}' ({root}) by hand. "
         "The notes that apply to an action arrive on their own before it runs; to look something up, ask geode: "
-        '`geode search "QUERY"` or `geode read ADDRESS`. If you do mean to read the files directly, '
+        "its MCP tools (search, read_note) when you have them, or in the shell "
+        f'`{geode} search "QUERY"` and `{geode} read ADDRESS`. If you do mean to read the files directly, '
         f"run it again with the marker `# {marker}` at the end of the shell command "
         f"(for example: cat FILE  # {marker}); every lookup is counted."
     )

@@ -46,6 +46,29 @@ SCOPES: tuple[str, ...] = ("project", "user")
 #: so its natural home is the user file ``~/.codex/hooks.json``.
 DEFAULT_SCOPE: dict[str, str] = {"claude": "project", "codex": "user"}
 
+#: The scope ``geode hooks install`` uses when none is named: the one nobody commits. The
+#: commands hold this machine's absolute paths (the interpreter, hookmain.py, GEODE_HOME), so
+#: they belong in a file of this person on this machine: Claude Code's git-ignored
+#: ``.claude/settings.local.json`` (and its MCP "local" scope in ``~/.claude.json``); Codex has
+#: no such project file, so its local scope is the user's own ``~/.codex``.
+LOCAL_SCOPE = "local"
+CLI_SCOPES: tuple[str, ...] = (LOCAL_SCOPE, *SCOPES)
+
+
+def resolve_scope(agent: str, scope: str | None, local: bool = False) -> tuple[str | None, bool]:
+    """``(scope, local)`` as the path functions take them, for a scope that may be ``"local"``:
+    Claude Code's local scope is its project scope's git-ignored file; Codex's is the user scope."""
+    if scope != LOCAL_SCOPE:
+        return scope, local
+    return ("project", True) if agent == "claude" else ("user", False)
+
+
+def shared_scope(agent: str, scope: str | None, local: bool = False) -> bool:
+    """Whether the file written at this scope is one a team commits (a project's own files)."""
+    scope, local = resolve_scope(agent, scope, local)
+    return (scope or DEFAULT_SCOPE[agent]) == "project" and not local
+
+
 #: Recognises a handler command as geode's, whatever interpreter, quoting or env prefix it has.
 #: Anchored at the end so a user command that merely mentions geode is never taken for ours.
 OWNED_COMMAND_RE = re.compile(r"""(?:^|[\s/'"])(?:hookmain\.py['"]?|geode\s+hook|geode-hook)\s+(?:claude|codex)\s*$""")
@@ -170,6 +193,7 @@ def settings_path(
     user's home (``~``), a parameter so tests never touch the real one.
     """
     _check_agent(agent)
+    scope, local = resolve_scope(agent, scope, local)
     scope = scope or DEFAULT_SCOPE[agent]
     if scope not in SCOPES:
         raise InstallError(f"unknown scope {scope!r}; expected one of {', '.join(SCOPES)}")

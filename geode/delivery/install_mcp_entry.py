@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from geode.delivery.install import DEFAULT_SCOPE, SCOPES, _check_agent, _default_home_dir
+from geode.delivery.install import DEFAULT_SCOPE, SCOPES, _check_agent, _default_home_dir, resolve_scope
 from geode.delivery.install_files import InstallError
 
 MCP_NAME = "geode"
@@ -83,6 +83,7 @@ def mcp_config_path(
     """The file that registers MCP servers for ``agent`` at ``scope``, and the key path of the
     servers' table inside it (see the sources above)."""
     _check_agent(agent)
+    scope, local = resolve_scope(agent, scope, local)
     scope = scope or DEFAULT_SCOPE[agent]
     if scope not in SCOPES:
         raise InstallError(f"unknown scope {scope!r}; expected one of {', '.join(SCOPES)}")

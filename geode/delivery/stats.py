@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from sqlalchemy import and_, func, select
 from sqlalchemy.engine import Connection, Engine
 
+from geode.delivery.control import MANUAL_SESSION_PREFIX
 from geode.delivery.models import LedgerEvent, table_of
 
 LOOKUP_KINDS = ("blocked", "lookup_marked")
@@ -34,11 +35,17 @@ def _run(engine_or_conn: Engine | Connection, fn):
     return fn(engine_or_conn)
 
 
+def not_manual():
+    """The condition that leaves out the rows of deliveries asked for by hand (``geode deliver``
+    without ``--session``): a person trying a crystal is not an agent's delivery."""
+    return table_of(LedgerEvent).c.session.notlike(MANUAL_SESSION_PREFIX + "%")
+
+
 def _window(conn: Connection, days: float | None, now: float) -> tuple[float | None, float]:
     t = table_of(LedgerEvent)
     if days is not None:
         return now - float(days) * DAY, now
-    first = conn.execute(select(func.min(t.c.ts))).scalar()
+    first = conn.execute(select(func.min(t.c.ts)).where(not_manual())).scalar()
     return (float(first) if first is not None else None), now
 
 
@@ -74,7 +81,7 @@ def compute_stats(
           "delivered_at_least_once": int,     # distinct crystal ids delivered in the window
           "delivered_registered": int|None,   # of those, still registered (None: ids not given)
           "deliveries": int,
-          "deliveries_per_day": float|None,
+          "deliveries_per_day": float|None,   # None when the window is under a day
           "top10": [{"crystal_id": str, "deliveries": int}, ...],   # busiest first
           "top10_share": float|None,         # their share of all deliveries, 0..1
           "median_fires": float|None,        # per crystal delivered at least once
@@ -105,7 +112,7 @@ def compute_stats(
 
     def go(conn: Connection) -> dict:
         start, end = _window(conn, days, now)
-        in_window = [t.c.ts <= end] + ([t.c.ts >= start] if start is not None else [])
+        in_window = [t.c.ts <= end, not_manual()] + ([t.c.ts >= start] if start is not None else [])
         if start is None:  # an empty ledger and no window asked for
             in_window = [t.c.id < 0]
         cond = and_(*in_window)
@@ -143,7 +150,7 @@ def compute_stats(
                 rows: dict[str, int] = dict(
                     conn.execute(
                         select(t.c.kind, func.count())
-                        .where(t.c.ts >= lo, upper, t.c.kind.in_(("delivered",) + LOOKUP_KINDS))
+                        .where(t.c.ts >= lo, upper, not_manual(), t.c.kind.in_(("delivered",) + LOOKUP_KINDS))
                         .group_by(t.c.kind)
                     ).all()
                 )
@@ -176,7 +183,8 @@ def compute_stats(
             "delivered_at_least_once": len(delivered_ids),
             "delivered_registered": delivered_registered,
             "deliveries": deliveries,
-            "deliveries_per_day": round(deliveries / window_days, 2) if window_days else None,
+            # a rate per day only over at least a day: three deliveries in ten seconds are not 25,920 a day
+            "deliveries_per_day": round(deliveries / window_days, 2) if window_days and window_days >= 1 else None,
             "top10": [{"crystal_id": cid, "deliveries": n} for cid, n in busiest],
             "top10_share": _share(sum(n for _, n in busiest), deliveries),
             "median_fires": float(statistics.median(counts.values())) if counts else None,
@@ -220,7 +228,11 @@ def render_stats(d: dict) -> str:
         ("crystals registered", _fmt(d["registered"]), "now"),
         ("delivered at least once", _fmt(d["delivered_at_least_once"]), span),
         ("deliveries", _fmt(d["deliveries"]), span),
-        ("deliveries per day", _fmt(d["deliveries_per_day"]), span),
+        (
+            "deliveries per day",
+            _fmt(d["deliveries_per_day"]) if d["deliveries_per_day"] is not None else "n/a",
+            span if d["deliveries_per_day"] is not None else "needs a window of at least a day",
+        ),
         ("busiest ten crystals' share", _fmt(d["top10_share"], pct=True), span),
         ("median fires per delivered crystal", _fmt(d["median_fires"]), span),
         ("never fired", _fmt(d["never_fired"]), span),

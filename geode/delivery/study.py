@@ -20,7 +20,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from geode.delivery import control
 from geode.delivery.models import ControlPlan, LedgerEvent, table_of
-from geode.delivery.stats import LOOKUP_KINDS, _run
+from geode.delivery.stats import LOOKUP_KINDS, _run, not_manual
 
 ARMS = ("delivered", "withheld")
 
@@ -54,7 +54,7 @@ def compute_study(settings, engine_or_conn: Engine | Connection, today: object =
     def go(conn: Connection) -> dict:
         first = conn.execute(
             select(t.c.session, t.c.crystal_id, t.c.kind, func.min(t.c.ts))
-            .where(t.c.kind.in_(ARMS), t.c.session != "", t.c.crystal_id != "")
+            .where(t.c.kind.in_(ARMS), t.c.session != "", t.c.crystal_id != "", not_manual())
             .group_by(t.c.session, t.c.crystal_id, t.c.kind)
         ).all()
         units: dict[tuple[str, str], dict[str, float]] = {}
@@ -62,7 +62,7 @@ def compute_study(settings, engine_or_conn: Engine | Connection, today: object =
             units.setdefault((session, crystal_id), {})[kind] = float(ts)
         lookups: dict[str, list[tuple[float, str]]] = {}
         for session, kind, ts in conn.execute(
-            select(t.c.session, t.c.kind, t.c.ts).where(t.c.kind.in_(LOOKUP_KINDS), t.c.session != "")
+            select(t.c.session, t.c.kind, t.c.ts).where(t.c.kind.in_(LOOKUP_KINDS), t.c.session != "", not_manual())
         ).all():
             lookups.setdefault(session, []).append((float(ts), kind))
         for events in lookups.values():
@@ -184,7 +184,13 @@ def render_study(d: dict) -> str:
         out.append(f"GEODE_WITHHOLD_RATE overrides the rate: {plan['current']['rate']:g}")
     out.append(f"withheld units so far: {plan['withheld_units_total']} of {inf['stop_units']}")
     reason = plan["stop_reason"]
-    out.append("STOPPED: " + reason.removeprefix("stopped: ") if plan["stopped"] else f"running: {reason}")
+    if plan["stopped"]:
+        out.append("STOPPED: " + reason.removeprefix("stopped: "))
+    else:
+        out.append(
+            "the control arm is running"
+            + (f": {reason.removeprefix('running').lstrip(': ')}" if reason.removeprefix("running").strip() else "")
+        )
     if a["units"] == 0 or w["units"] == 0:
         out.append("One arm is empty: there is nothing to compare yet.")
     out.append("Outcome = lookups we can see (blocked or marked); an unwatched channel stays silent.")

@@ -1,0 +1,149 @@
+"""The parts of ``geode doctor`` that look at what an agent meets rather than at the store:
+the recall index prompt-time recall reads, the hooks as installed (do they point at an
+interpreter and a hookmain.py that exist?) and the hooks' error log.
+
+Why: "every part can do its job" must not be said while the UserPromptSubmit hook hands over
+nothing (no recall index), while the installed hooks run an interpreter that is gone (a deleted
+virtual environment: every tool call silently gets nothing), or while the hooks have been
+failing since the last look. Each function returns ``(ok, examined, message)`` or None when the
+part is not configured (no hooks installed anywhere doctor looks: nothing to check).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+from pathlib import Path
+
+#: Where doctor remembers when it last ran, so that only hook errors newer than that fail it.
+LAST_RUN_FILE = "doctor-last-run"
+
+
+def recall_check(settings, notes: int) -> tuple[bool, dict, str]:
+    """The recall index holds the store's notes: what prompt-time recall and search read."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from geode.recall.recall_index import RecallIndex
+
+    try:
+        held = RecallIndex(settings).counts()["notes"]
+    except (SQLAlchemyError, OSError) as exc:
+        return False, {}, f"the recall index cannot be read ({type(exc).__name__}: {exc}): run `geode reindex`"
+    if held == 0 and notes:
+        return (
+            False,
+            {"notes": 0},
+            f"the recall index is empty, the store holds {notes} notes: prompt-time recall hands over "
+            "nothing; run `geode reindex`",
+        )
+    if held < notes:
+        return False, {"notes": held}, f"the recall index holds {held} of {notes} notes: run `geode reindex`"
+    return True, {"notes": held}, f"the recall index holds all {held} notes (prompt-time recall can answer)"
+
+
+def hook_files(project: str | os.PathLike[str] | None = None, home_dir: str | os.PathLike[str] | None = None):
+    """Every file geode's hooks may be installed in, for this project and this user."""
+    proj = Path(project or os.getcwd())
+    home = Path(home_dir) if home_dir is not None else Path.home()
+    return [
+        proj / ".claude" / "settings.local.json",
+        proj / ".claude" / "settings.json",
+        home / ".claude" / "settings.json",
+        proj / ".codex" / "hooks.json",
+        home / ".codex" / "hooks.json",
+    ]
+
+
+def installed_commands(files) -> list[tuple[Path, str]]:
+    """(file, command) of each geode hook command found; a file that cannot be read is skipped."""
+    from geode.delivery.install import is_owned_command
+
+    found: list[tuple[Path, str]] = []
+    for f in files:
+        try:
+            data = json.loads(f.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        hooks = data.get("hooks") if isinstance(data, dict) else None
+        for groups in (hooks or {}).values() if isinstance(hooks, dict) else ():
+            for g in groups if isinstance(groups, list) else ():
+                for h in g.get("hooks", []) if isinstance(g, dict) else ():
+                    cmd = h.get("command") if isinstance(h, dict) else None
+                    if isinstance(cmd, str) and is_owned_command(cmd) and (f, cmd) not in found:
+                        found.append((f, cmd))
+    return found
+
+
+def hooks_check(files) -> tuple[bool, dict, str] | None:
+    """Each installed geode hook command names an interpreter and a hookmain.py that exist."""
+    found = installed_commands(files)
+    if not found:
+        return None
+    broken = []
+    for f, cmd in found:
+        try:
+            words = [w for w in shlex.split(cmd) if "=" not in w.split("/")[0]]  # drop VAR=value prefixes
+        except ValueError:
+            broken.append(f"{f}: cannot parse {cmd!r}")
+            continue
+        paths = [w for w in words if os.path.isabs(w)]
+        missing = [p for p in paths if not os.path.exists(p)]
+        if missing:
+            broken.append(f"{f}: {', '.join(missing)} does not exist")
+    where = sorted({str(f) for f, _ in found})
+    if broken:
+        return (
+            False,
+            {"commands": len(found)},
+            "installed hooks point at what is gone (every tool call gets nothing): "
+            + "; ".join(broken)
+            + ": run `geode hooks install` again",
+        )
+    return (
+        True,
+        {"commands": len(found)},
+        f"{len(found)} hook command(s) run an existing interpreter ({', '.join(where)})",
+    )
+
+
+def hook_errors_check(home: str) -> tuple[bool, dict, str]:
+    """No hook error since doctor last ran (the hook never blocks the agent, so it logs instead)."""
+    log = Path(home) / "hook-errors.log"
+    stamp = Path(home) / LAST_RUN_FILE
+    try:
+        since = float(stamp.read_text().strip())
+    except (OSError, ValueError):
+        since = 0.0
+    if not log.is_file():
+        return True, {"new_errors": 0}, "no hook errors logged"
+    fresh = [
+        line for line in log.read_text(encoding="utf-8", errors="replace").splitlines() if _entry_time(line) > since
+    ]
+    if fresh:
+        return (
+            False,
+            {"new_errors": len(fresh)},
+            f"{len(fresh)} hook error(s) in {log} since doctor last ran; the latest: {fresh[-1][:200]}",
+        )
+    return True, {"new_errors": 0}, f"no hook errors in {log} since doctor last ran"
+
+
+def _entry_time(line: str) -> float:
+    """The time of a log entry's first line (``2026-11-30T11:00:00 KeyError: ...``); 0 for the
+    traceback lines that follow it."""
+    import time
+
+    try:
+        return time.mktime(time.strptime(line[:19], "%Y-%m-%dT%H:%M:%S"))
+    except ValueError:
+        return 0.0
+
+
+def remember_run(home: str, now: float) -> None:
+    """Note when doctor ran: the hook errors before it have been seen."""
+    try:
+        Path(home).mkdir(parents=True, exist_ok=True)
+        (Path(home) / LAST_RUN_FILE).write_text(f"{now}\n")
+    except OSError:  # a home doctor cannot write is reported by the ledger check
+        pass
