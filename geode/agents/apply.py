@@ -251,6 +251,9 @@ def _execute(settings, engine, proposal_id: int, who: str, op: str, hold) -> dic
                 "from_mode": from_mode,
                 "to_mode": to_mode,
                 "tmp": "",
+                # the folders this apply makes for a new file (an archive's), so its undo removes
+                # them again once they are empty
+                "made": _missing_folders(root, c["path"]) if op == "apply" and from_sha is None else [],
             }
         )
     if unsafe:
@@ -330,7 +333,48 @@ def _execute(settings, engine, proposal_id: int, who: str, op: str, hold) -> dic
         )
         record(conn, proposal_id, action, new_status, who, {"journal": jid})
     atomic_put.after_step("journal_mark", "")
+    if op == "undo":
+        _remove_made_folders(engine, root, proposal_id)
     return result(proposal_id, action, True, new_status, new_status, files)
+
+
+def _missing_folders(root: str, rel: str) -> list[str]:
+    """The folders above ``rel`` that are not there yet, outermost first."""
+    parts = rel.split("/")[:-1]
+    out: list[str] = []
+    for i in range(1, len(parts) + 1):
+        folder = "/".join(parts[:i])
+        if out or not os.path.lexists(os.path.join(root, folder)):
+            out.append(folder)
+    return out
+
+
+def _remove_made_folders(engine, root: str, proposal_id: int) -> None:
+    """After an undo: remove, deepest first, the folders the proposal's last apply made, each
+    only when it is empty again (``rmdir`` refuses otherwise) and reached without following a
+    symlink. Best effort: a folder someone filled or removed meanwhile is left as it is."""
+    _P, _C, _A, J = queue_tables.TABLES
+    with engine.connect() as conn:
+        plan = conn.execute(
+            J.select()
+            .with_only_columns(J.c.plan)
+            .where(J.c.proposal_id == proposal_id, J.c.op == "apply", J.c.state == "done")
+            .order_by(J.c.id.desc())
+            .limit(1)
+        ).scalar()
+    made = sorted({f for e in json.loads(plan or "[]") for f in e.get("made", [])}, key=lambda f: -f.count("/"))
+    for folder in made:
+        try:
+            parent_fd, name = safepath.open_parent(root, folder)  # no symlink followed on the way
+        except (OSError, safepath.UnsafePath):
+            continue
+        try:
+            os.rmdir(name, dir_fd=parent_fd)  # a symlink there is ENOTDIR: left as it is
+            os.fsync(parent_fd)
+        except OSError:
+            pass  # not empty, or gone: left as it is
+        finally:
+            os.close(parent_fd)
 
 
 def _abort(settings, engine, row, op, jid, plan, started, content, exc, who, files) -> dict:
