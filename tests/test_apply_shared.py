@@ -31,7 +31,7 @@ from tests.stores import write
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTES = 40
-RUNS = 20  # the race is not deterministic: CI runs it this many times (bench/ soaks it longer)
+RUNS = int(os.environ.get("GEODE_SOAK_RUNS") or 20)  # CI: 20 races; bench/soak_two_homes.sh: more
 
 
 def _env(home: Path) -> dict[str, str]:
