@@ -5,5 +5,5 @@
 #   bench/soak_two_homes.sh [RUNS]
 set -eu
 cd "$(dirname "$0")/.."
-GEODE_SOAK_RUNS="${1:-200}" PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" \
+GEODE_SOAK_RUNS="${1:-${GEODE_SOAK_RUNS:-200}}" PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" \
   exec "${PYTHON:-python}" -m pytest -q -p no:cacheprovider tests/test_apply_shared.py
