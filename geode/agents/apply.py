@@ -22,7 +22,10 @@ when it was going forward and every file is in one of its two states, or rolls i
 otherwise. It reports, per file, which state it found.
 
 Apply, undo and reconcile hold one ``flock`` (``GEODE_HOME/locks/queue.lock``), so an open
-journal seen by ``reconcile`` always belongs to a process that died.
+journal seen by ``reconcile`` always belongs to a process that died (while the records are the
+home's own). Inside it they hold the store's lock (``<store>/.geode-store.lock``), so two homes
+that apply to one store take turns, and every temporary file's name carries the home, the pid
+and a random token (``tmp_name``): one home never renames another's temp file over its target.
 
 Known gap (RELIABILITY row 9): between the last sha256 check and ``os.replace`` a writer that
 does not cooperate can still change the file, and that write is lost. The window is one
@@ -33,9 +36,11 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import socket
 import threading
-from contextlib import contextmanager
+import zlib
+from contextlib import ExitStack, contextmanager
 
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -54,22 +59,23 @@ def _log_unrecorded(proposal_id: int, action: str, exc: BaseException) -> None:
     )
 
 
-# -- the lock ------------------------------------------------------------------------------
+# -- the locks ------------------------------------------------------------------------------
 _locks: dict[str, list] = {}
 _tlock = threading.RLock()
 
+#: the store's own lock, a file in its root that exists only while an apply, undo or reconcile
+#: holds it (no walk reads a dot-file; a snapshot of the store after an apply finds no trace)
+STORE_LOCK = ".geode-store.lock"
+
 
 @contextmanager
-def queue_lock(home: str):
-    """Exclusive across processes (an ``flock``, ``geode.delivery.locks``, waited for as long as
-    it takes), re-entrant within one."""
-    path = os.path.join(os.path.abspath(home), "locks", "queue.lock")
+def _held(path: str, take):
+    """``take()`` (a held ``FileLock``) once per process: exclusive across processes,
+    re-entrant within one; ``release`` of what it returned when the outermost use ends."""
     with _tlock:
         entry = _locks.get(path)
         if entry is None or entry[2] != os.getpid():
-            lock = FileLock(path, mode=0o600)
-            lock.acquire(None)
-            entry = _locks[path] = [lock, 0, os.getpid()]
+            entry = _locks[path] = [take(), 0, os.getpid()]
         entry[1] += 1
         try:
             yield
@@ -78,6 +84,69 @@ def queue_lock(home: str):
             if entry[1] == 0:
                 del _locks[path]
                 entry[0].release()
+
+
+def queue_lock(home: str):
+    """The home's queue lock (``GEODE_HOME/locks/queue.lock``), waited for as long as it takes:
+    one apply, undo or reconcile at a time per records database."""
+    path = os.path.join(os.path.abspath(home), "locks", "queue.lock")
+
+    def take() -> FileLock:
+        lock = FileLock(path, mode=0o600)
+        lock.acquire(None)
+        return lock
+
+    return _held(path, take)
+
+
+class _StoreLock(FileLock):
+    """A ``FileLock`` whose file is removed on release, so that it leaves nothing in the store.
+
+    Removing a lock file is safe only when a waiter checks, once it holds the lock, that the
+    file it locked is still the one at the path (the same inode); a waiter that locked a file
+    since removed lets it go and tries again on the new one."""
+
+    def take(self) -> _StoreLock:
+        while True:
+            if not os.path.isdir(os.path.dirname(self.path)):  # FileLock would make the folder
+                raise FileNotFoundError(2, "the store folder is not there", os.path.dirname(self.path))
+            self.acquire(None)
+            assert self.fd is not None
+            mine = os.fstat(self.fd)
+            try:
+                there = os.stat(self.path)
+            except FileNotFoundError:
+                there = None
+            if there is not None and (there.st_dev, there.st_ino) == (mine.st_dev, mine.st_ino):
+                return self
+            FileLock.release(self)
+
+    def release(self) -> None:
+        if self.fd is not None:
+            try:
+                os.unlink(self.path)  # while still held: a waiter then sees its file is gone
+            except OSError:
+                pass  # left for the next holder, who takes it over as it is
+        FileLock.release(self)
+
+
+def store_lock(root: str):
+    """The store's lock (``<root>/.geode-store.lock``), taken inside the queue lock around every
+    apply, undo and reconcile that touches the store: homes with their own queues and records
+    (journal ids start at 1 in each) never interleave their files on one store. A store that is
+    not there is an ``OSError``, never recreated. Created 0664 less the umask, so that people
+    who share a store's folder can share its lock."""
+    path = os.path.join(os.path.abspath(root), STORE_LOCK)
+    return _held(path, lambda: _StoreLock(path, mode=0o664).take())
+
+
+def tmp_name(home: str, jid: int, seq: int) -> str:
+    """A temporary file's name, unique across homes, processes and runs: the home (a crc32 of its
+    path), the pid, the journal entry, the file's place in the plan and a random token. Journal
+    ids start at 1 in every home, so ``.geode-<journal>-<seq>.tmp`` alone named one home's temp
+    file the same as another's; the put still creates it with ``O_EXCL``."""
+    tag = zlib.crc32(os.path.abspath(home).encode("utf-8", "surrogateescape"))
+    return f".geode-{tag:08x}-{os.getpid()}-{jid}-{seq}-{secrets.token_hex(4)}.tmp"
 
 
 # -- one proposal ----------------------------------------------------------------------------
@@ -109,12 +178,14 @@ def execute(settings, engine, proposal_id: int, who: str, op: str) -> dict:
             record(conn, proposal_id, action, "error", who, {"message": message})
         return result(proposal_id, action, False, row["status"], message, [])
     try:
-        return _execute(settings, engine, proposal_id, who, op)
+        with ExitStack() as stack:
+            return _execute(settings, engine, proposal_id, who, op, stack.enter_context)
     finally:
         lock.__exit__(None, None, None)
 
 
-def _execute(settings, engine, proposal_id: int, who: str, op: str) -> dict:
+def _execute(settings, engine, proposal_id: int, who: str, op: str, hold) -> dict:
+    """``hold(cm)`` enters a context manager until the operation is over (the store's lock)."""
     P, C, _A, J = queue_tables.TABLES
     action = "approve" if op == "apply" else "undo"
     reconcile(settings, engine, who)  # an interrupted operation is settled first
@@ -145,6 +216,10 @@ def _execute(settings, engine, proposal_id: int, who: str, op: str) -> dict:
         return settle(
             False, "failed", f"domain {row['domain']!r} is not configured here", "failed" if op == "apply" else None
         )
+    try:
+        hold(store_lock(root))  # held until the result: the checks below see what is put
+    except OSError as exc:
+        return settle(False, "error", f"I/O error, nothing changed: cannot take the store lock: {exc}")
 
     ordered = list(changes) if op == "apply" else list(reversed(changes))
     plan, stale, unsafe = [], [], []
@@ -176,6 +251,9 @@ def _execute(settings, engine, proposal_id: int, who: str, op: str) -> dict:
                 "from_mode": from_mode,
                 "to_mode": to_mode,
                 "tmp": "",
+                # the folders this apply makes for a new file (an archive's), so its undo removes
+                # them again once they are empty
+                "made": _missing_folders(root, c["path"]) if op == "apply" and from_sha is None else [],
             }
         )
     if unsafe:
@@ -218,7 +296,7 @@ def _execute(settings, engine, proposal_id: int, who: str, op: str) -> dict:
             .returning(J.c.id)
         ).scalar_one()
         for e in plan:
-            e["tmp"] = f".geode-{jid}-{e['seq']}.tmp"
+            e["tmp"] = tmp_name(settings.home, jid, e["seq"])
         conn.execute(J.update().where(J.c.id == jid).values(plan=json.dumps(plan)))
         claimed = conn.execute(
             P.update()
@@ -255,7 +333,48 @@ def _execute(settings, engine, proposal_id: int, who: str, op: str) -> dict:
         )
         record(conn, proposal_id, action, new_status, who, {"journal": jid})
     atomic_put.after_step("journal_mark", "")
+    if op == "undo":
+        _remove_made_folders(engine, root, proposal_id)
     return result(proposal_id, action, True, new_status, new_status, files)
+
+
+def _missing_folders(root: str, rel: str) -> list[str]:
+    """The folders above ``rel`` that are not there yet, outermost first."""
+    parts = rel.split("/")[:-1]
+    out: list[str] = []
+    for i in range(1, len(parts) + 1):
+        folder = "/".join(parts[:i])
+        if out or not os.path.lexists(os.path.join(root, folder)):
+            out.append(folder)
+    return out
+
+
+def _remove_made_folders(engine, root: str, proposal_id: int) -> None:
+    """After an undo: remove, deepest first, the folders the proposal's last apply made, each
+    only when it is empty again (``rmdir`` refuses otherwise) and reached without following a
+    symlink. Best effort: a folder someone filled or removed meanwhile is left as it is."""
+    _P, _C, _A, J = queue_tables.TABLES
+    with engine.connect() as conn:
+        plan = conn.execute(
+            J.select()
+            .with_only_columns(J.c.plan)
+            .where(J.c.proposal_id == proposal_id, J.c.op == "apply", J.c.state == "done")
+            .order_by(J.c.id.desc())
+            .limit(1)
+        ).scalar()
+    made = sorted({f for e in json.loads(plan or "[]") for f in e.get("made", [])}, key=lambda f: -f.count("/"))
+    for folder in made:
+        try:
+            parent_fd, name = safepath.open_parent(root, folder)  # no symlink followed on the way
+        except (OSError, safepath.UnsafePath):
+            continue
+        try:
+            os.rmdir(name, dir_fd=parent_fd)  # a symlink there is ENOTDIR: left as it is
+            os.fsync(parent_fd)
+        except OSError:
+            pass  # not empty, or gone: left as it is
+        finally:
+            os.close(parent_fd)
 
 
 def _abort(settings, engine, row, op, jid, plan, started, content, exc, who, files) -> dict:
@@ -363,11 +482,33 @@ def reconcile(settings, engine, who: str = "reconcile") -> list[dict]:
         with engine.connect() as conn:
             journals = conn.execute(J.select().where(J.c.state == "open").order_by(J.c.id)).mappings().all()
         for j in journals:
-            reports.append(_reconcile_one(settings, engine, dict(j), who))
+            with ExitStack() as stack:
+                reports.append(_reconcile_one(settings, engine, dict(j), who, stack.enter_context))
+        for root in settings.domains.values():
+            _sweep_store_lock(root)
     return reports
 
 
-def _reconcile_one(settings, engine, j: dict, who: str) -> dict:
+def _sweep_store_lock(root: str) -> None:
+    """Remove a store lock file left by a holder that was killed (nobody holds it: one try,
+    never a wait), so a crash leaves nothing in the store once the next command has run."""
+    path = os.path.join(os.path.abspath(root), STORE_LOCK)
+    if path in _locks or not os.path.lexists(path):
+        return
+    lock = _StoreLock(path, mode=0o664)
+    try:
+        if lock.acquire(0):
+            mine = os.fstat(lock.fd) if lock.fd is not None else None
+            there = os.lstat(path)
+            if mine is not None and (there.st_dev, there.st_ino) == (mine.st_dev, mine.st_ino):
+                lock.release()  # removes it
+            else:
+                FileLock.release(lock)
+    except OSError:
+        FileLock.release(lock)  # a store that cannot be written: the apply says so, not this
+
+
+def _reconcile_one(settings, engine, j: dict, who: str, hold) -> dict:
     P, _C, _A, J = queue_tables.TABLES
     op, jid = j["op"], j["id"]
     plan = json.loads(j["plan"])
@@ -386,6 +527,11 @@ def _reconcile_one(settings, engine, j: dict, who: str) -> dict:
     root = settings.domains.get(row["domain"])
     if root is None:
         report["message"] = f"domain {row['domain']!r} is not configured here; left for a later start"
+        return report
+    try:
+        hold(store_lock(root))
+    except OSError as exc:
+        report["message"] = f"cannot take the store lock ({exc}); left for a later start"
         return report
     content = _content(changes, op)
     try:

@@ -1,5 +1,5 @@
 """One file of a proposal put in place atomically: a temporary file in the target's own folder
-(``.geode-<journal>-<seq>.tmp``, created 0600 with ``O_EXCL | O_NOFOLLOW``), every byte written,
+(``geode.agents.apply.tmp_name``: the home, pid, journal, seq and a random token; created 0600 with ``O_EXCL | O_NOFOLLOW``), every byte written,
 ``fsync``, the mode set with ``fchmod``, the target's sha256 checked again, ``os.replace``,
 ``fsync`` of the folder. A removal (the source of a move) is a checked ``unlink`` and a folder
 ``fsync``. Every step is made relative to a folder descriptor opened without following symlinks

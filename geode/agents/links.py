@@ -45,6 +45,7 @@ from geode.agents.note_refs import Ref, note_anchors, prose_refs, slug
 from geode.delivery.crystal import NOTE_SUFFIXES
 from geode.delivery.note import Note
 from geode.delivery.store import SKIP_DIRS, StoreLoad
+from geode.delivery.store import walk as store_walk
 
 
 @dataclass
@@ -116,7 +117,7 @@ class StoreLinks:
     # -- the store's files -----------------------------------------------------------
     def _walk(self) -> None:
         root = self.root
-        for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        for dirpath, dirnames, filenames in store_walk(root):
             dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
             rel_dir = os.path.relpath(dirpath, root).replace(os.sep, "/")
             rel_dir = "" if rel_dir == "." else rel_dir

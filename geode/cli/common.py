@@ -6,6 +6,7 @@ Its own module so that ``main`` and the ``*_cmds`` modules import it and never e
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sys
@@ -77,3 +78,34 @@ def engine_of(settings: Settings):
             hint="check [database] url in geode.toml (or GEODE_DATABASE_URL), that the database "
             "runs and that this user may write there",
         ) from exc
+
+
+#: the database drivers a records URL may name (``postgresql+pg8000://``...): one that is not
+#: installed is the machine's failure, said in a sentence, not a bug of geode's
+_DRIVERS = frozenset({"psycopg", "psycopg2", "psycopg2cffi", "pg8000", "asyncpg", "pysqlite2", "pymysql", "MySQLdb"})
+_MACHINE_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT})
+
+
+def machine_failure(exc: BaseException) -> GeodeError | None:
+    """The failures of the machine a command runs on rather than of geode, as a message: a
+    database driver that is not installed, a records database that cannot be opened (corrupt,
+    read-only, unreachable), a file or folder this user may not write (a read-only GEODE_HOME).
+    None for anything else: a bug keeps its traceback."""
+    from sqlalchemy.exc import DatabaseError, NoSuchModuleError, OperationalError
+
+    if isinstance(exc, ModuleNotFoundError) and (exc.name or "").split(".")[0] in _DRIVERS:
+        return RecordsError(
+            f"the database driver {exc.name!r} named by the records URL is not installed",
+            hint="install it into geode's environment, or change [database] url (GEODE_DATABASE_URL)",
+        )
+    if isinstance(exc, NoSuchModuleError):
+        return RecordsError(f"the records URL names a database SQLAlchemy does not know ({exc})")
+    if isinstance(exc, OperationalError) or type(exc) is DatabaseError:  # not ProgrammingError: a bug
+        return RecordsError(
+            f"the records database cannot be used ({getattr(exc, 'orig', None) or exc})",
+            hint="check that the database file is geode's and not damaged, that it runs and that this user may write there",
+        )
+    if isinstance(exc, OSError) and exc.errno in _MACHINE_ERRNOS:
+        where = exc.filename if exc.filename is not None else "a file"
+        return GeodeError(f"{where}: {exc.strerror or exc}")
+    return None

@@ -16,7 +16,7 @@ import os
 import sys
 from pathlib import Path
 
-from geode.cli.common import EXIT_OK, EXIT_PROBLEMS, engine_of, settings_of
+from geode.cli.common import EXIT_OK, EXIT_PROBLEMS, engine_of, machine_failure, settings_of
 from geode.cli.delivery_cmds import cmd_deliver, cmd_lint, cmd_reindex, cmd_stats, cmd_study
 from geode.cli.setup_cmds import build_text_recall, cmd_hook, cmd_hooks, cmd_init, ensure_store
 from geode.delivery.errors import GeodeError
@@ -232,6 +232,12 @@ def _dispatch(argv: list[str] | None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:  # the machine's failures (a corrupt or read-only database...) in one line
+        said = machine_failure(exc)
+        if said is None:
+            raise
+        print(f"geode: {said}", file=sys.stderr)
+        return said.exit_code
 
 
 #: The options every command shares, which may also come before the command's name.

@@ -12,7 +12,9 @@ JSON shapes (``--json``):
   "before_sha", "after_sha", "mode", "before_mode"}]``, ``"actions": [{"action", "outcome",
   "who", "at", "detail"}]``, ``"diff"`` (unified diff text) and ``"reconciled"``.
 - ``approve`` / ``reject`` / ``undo``: ``{"dry_run": bool, "results": [{"id", "action", "ok",
-  "status", "message", "files": [{"path", "op"}]}], "reconciled": [...]}``; a dry run's results
+  "status", "message", "files": [{"path", "op"}]}], "reconciled": [...]}``, one result per id
+  given, in order (an id with no proposal: ``ok`` false, ``status`` null, the message says so;
+  the other ids are still acted on); a dry run's results
   add ``"would"`` (``apply`` | ``conflict`` | ``failed``), ``"title"``, ``"agent"``, ``"kind"``.
 - ``reconcile``: ``{"reconciled": [{"id", "journal", "op", "outcome", "status", "message",
   "files": [{"path", "found"}]}]}``.
@@ -106,6 +108,24 @@ def cmd_show(args) -> int:
     return 0
 
 
+def _each(ids: list[int], action: str, fn, dry_run: bool = False) -> list[dict]:
+    """``fn(id)`` for every id, in order; an id that cannot be acted on (no such proposal, or
+    one that changed meanwhile) is a result that says why (``ok`` false, ``status`` null), and
+    the ids after it are still acted on: one missing id never hides what happened to the rest."""
+    from geode.agents import proposals as Q
+
+    out = []
+    for i in ids:
+        try:
+            out.append(fn(i))
+        except Q.ProposalError as exc:
+            r = {"id": i, "action": action, "ok": False, "status": None, "message": str(exc), "files": []}
+            if dry_run:
+                r["would"] = "error"
+            out.append(r)
+    return out
+
+
 def _print_results(args, results: list[dict], reconciled: list[dict], dry_run: bool = False) -> int:
     from geode.cli.common import print_json as _print_json
 
@@ -138,6 +158,8 @@ def _sentence(r: dict) -> str:
         tail = f" and {status}" if status else ""
         extra = f" ({msg})" if msg and msg not in (r["status"], verb) else ""
         return f"proposal {r['id']} {verb}{tail}{extra}."
+    if r["status"] is None:  # no such proposal
+        return f"proposal {r['id']} was not {verb}: {msg or 'no such proposal'}."
     return f"proposal {r['id']} was not {verb}: {msg or r['status']} (status {r['status']})."
 
 
@@ -156,9 +178,9 @@ def cmd_approve(args) -> int:
     try:
         if args.ids:
             if args.dry_run:
-                results = [queue_review.preview(settings, engine, i) for i in args.ids]
+                results = _each(args.ids, "approve", lambda i: queue_review.preview(settings, engine, i), True)
             else:
-                results = [A.approve(settings, engine, i, who) for i in args.ids]
+                results = _each(args.ids, "approve", lambda i: A.approve(settings, engine, i, who))
         else:
             results = A.approve_many(
                 settings, engine, who, agent=args.agent, kind=args.kind, domain=args.domain, dry_run=args.dry_run
@@ -169,28 +191,20 @@ def cmd_approve(args) -> int:
 
 
 def cmd_reject(args) -> int:
-    from geode.agents import proposals as Q
     from geode.agents import queue_review
-    from geode.cli.common import CLIError
 
     settings, engine, reconciled = _open(args)
-    try:
-        results = [queue_review.reject(settings, engine, i, _who(args), args.reason or "") for i in args.ids]
-    except Q.ProposalError as exc:
-        raise CLIError(str(exc)) from exc
+    results = _each(
+        args.ids, "reject", lambda i: queue_review.reject(settings, engine, i, _who(args), args.reason or "")
+    )
     return _print_results(args, results, reconciled)
 
 
 def cmd_undo(args) -> int:
     from geode.agents import apply as A
-    from geode.agents import proposals as Q
-    from geode.cli.common import CLIError
 
     settings, engine, reconciled = _open(args)
-    try:
-        results = [A.undo(settings, engine, i, _who(args)) for i in args.ids]
-    except Q.ProposalError as exc:
-        raise CLIError(str(exc)) from exc
+    results = _each(args.ids, "undo", lambda i: A.undo(settings, engine, i, _who(args)))
     return _print_results(args, results, reconciled)
 
 

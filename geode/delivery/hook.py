@@ -21,7 +21,7 @@ import time
 
 from geode.delivery import fastjson, guard
 from geode.delivery.config import CLAUDE_CONTEXT_CAP, load_settings
-from geode.delivery.engine import Delivery, content_hash
+from geode.delivery.engine import Delivery, clip_action, content_hash
 from geode.delivery.index import Index
 from geode.delivery.sqlite import sqlite3
 
@@ -52,14 +52,20 @@ def is_commit(command: str) -> bool:
 
 
 def action_of(tool: str, tool_input: dict) -> tuple[tuple[str, ...], str, str]:
-    """(actions, the text matched against, the file path written or read, if any)."""
+    """(actions, the text matched against, the file path written or read, if any); a very long
+    text is its head and tail (``engine.clip_action``)."""
+    actions, text, path = _action_of(tool, tool_input)
+    return actions, clip_action(text), path
+
+
+def _action_of(tool: str, tool_input: dict) -> tuple[tuple[str, ...], str, str]:
     if not isinstance(tool_input, dict):
         tool_input = {}
     if tool in ("Bash", "shell", "exec_command", "local_shell"):
         cmd = tool_input.get("command") or ""
         if isinstance(cmd, list):
             cmd = " ".join(str(c) for c in cmd)
-        cmd = str(cmd)
+        cmd = clip_action(str(cmd))
         return (("bash", "commit") if is_commit(cmd) else ("bash",)), cmd, ""
     if tool == "Write":
         path = str(tool_input.get("file_path") or "")
@@ -181,7 +187,7 @@ class HookRun:
         if not isinstance(tool_input, dict):
             return None
         if tool in ("Bash", "shell", "exec_command", "local_shell"):
-            cmd = str(tool_input.get("command") or "")
+            cmd = clip_action(str(tool_input.get("command") or ""))
             hit = guard.bash_lookup(cmd, s.domains, self.cwd)
             if hit is None:
                 return None

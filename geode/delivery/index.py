@@ -220,15 +220,24 @@ class Index:
 
     # -- scanning ------------------------------------------------------------
     def _scan_dir(self, domain: str, root: str, rel_dir: str, counts: dict, recursive: bool) -> None:
-        """Bring one folder's rows in line with the disk (the caller holds a write transaction)."""
+        """Bring one folder's rows in line with the disk, and its subfolders' (all of them when
+        ``recursive``, else the new ones); the caller holds a write transaction. A loop over a
+        list, not recursion: a store nested 1,100 folders deep is no ``RecursionError``."""
+        todo = self._scan_one(domain, root, rel_dir, counts, recursive)
+        while todo:
+            todo.extend(self._scan_one(domain, root, todo.pop(), counts, True))
+
+    def _scan_one(self, domain: str, root: str, rel_dir: str, counts: dict, recursive: bool) -> list[str]:
+        """One folder's rows in line with the disk; the subfolders still to scan."""
         c = self.conn
+        descend: list[str] = []
         full = os.path.join(root, rel_dir) if rel_dir else root
         try:
             st = os.stat(full)
             entries = list(os.scandir(full))
         except OSError:
             self._drop_dir(domain, rel_dir)
-            return
+            return descend
         c.execute("INSERT OR REPLACE INTO dirs VALUES(?,?,?,?)", (domain, rel_dir, st.st_mtime_ns, full))
         known = {
             row[0]: (row[1], row[2])
@@ -252,7 +261,7 @@ class Index:
                         continue
                     seen_dirs.add(rel)
                     if recursive or rel not in known_dirs:
-                        self._scan_dir(domain, root, rel, counts, recursive=True)
+                        descend.append(rel)
                     continue
                 if not name.endswith(NOTE_SUFFIXES) or name.startswith("."):
                     continue
@@ -269,6 +278,7 @@ class Index:
             self._drop_file(domain, rel)
         for rel in known_dirs - seen_dirs:
             self._drop_dir(domain, rel)
+        return descend
 
     def _drop_dir(self, domain: str, rel_dir: str) -> None:
         c = self.conn

@@ -46,10 +46,37 @@ def read_note_file(
         return Problem(rel, 0, "skip-too-deep", "error", "structure nested too deeply to read; skipped", domain)
 
 
+def walk(root: str | os.PathLike[str]):
+    """``os.walk(root, followlinks=False)``, top-down (prune ``dirnames`` in place), as a loop
+    over a stack: Python 3.11's ``os.walk`` recurses once per level, so a store nested about
+    1,000 folders deep raised ``RecursionError`` in every command that walks it. Unreadable
+    folders are skipped, as ``os.walk`` skips them."""
+    stack = [os.fspath(root)]
+    while stack:
+        top = stack.pop()
+        dirs: list[str] = []
+        files: list[str] = []
+        try:
+            with os.scandir(top) as it:
+                for e in it:
+                    try:
+                        is_dir = e.is_dir()  # a symlink to a folder is listed here, not entered
+                    except OSError:
+                        is_dir = False
+                    (dirs if is_dir else files).append(e.name)
+        except OSError:
+            continue
+        yield top, dirs, files
+        for d in reversed(dirs):
+            full = os.path.join(top, d)
+            if not os.path.islink(full):
+                stack.append(full)
+
+
 def iter_note_paths(root: str | os.PathLike[str], load: StoreLoad | None = None):
     """Relative POSIX paths of note files, in a stable order; symlinked folders are not followed."""
     root_real = os.path.realpath(root)
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+    for dirpath, dirnames, filenames in walk(root):
         keep = []
         for d in sorted(dirnames):
             if d in SKIP_DIRS:
