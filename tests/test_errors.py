@@ -47,6 +47,11 @@ PKG = ROOT / "geode"
 #: fail-open edge hookmain.py documents), ``entry`` (a process entry point: a loop that must keep
 #: running), ``plugin`` (code geode does not own runs inside: the handler must log).
 ALLOWED = {
+    ("geode/cli/main.py", "_dispatch"): (
+        "entry",
+        "the command line's entry point: the machine's failures (a corrupt or read-only database, a missing "
+        "driver) said in one line by machine_failure; anything else is re-raised with its traceback",
+    ),
     ("geode/delivery/hookmain.py", "_log_error"): (
         "hook",
         "fail-open edge: the hook's own error log failing must not make the hook fail",
