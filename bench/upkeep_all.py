@@ -90,23 +90,9 @@ def generate_ledger(db: str, root: str, domain: str, n_notes: int, rows: int, se
     )
     conn = sqlite3.connect(db)
     conn.execute("PRAGMA journal_mode = WAL")
-    cols = (
-        "event_id",
-        "ts",
-        "kind",
-        "session",
-        "domain",
-        "crystal_id",
-        "path",
-        "content_hash",
-        "action",
-        "channel",
-        "term",
-        "chars",
-        "truncated",
-        "agent",
-        "detail",
-    )
+    from geode.delivery.ledger import COLUMNS
+
+    cols = COLUMNS[1:]  # the ledger's own column list, less the row id
     sql = f"INSERT INTO ledger_event ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})"
     batch = []
     counts: dict[str, int] = {}
