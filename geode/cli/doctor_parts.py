@@ -147,3 +147,68 @@ def remember_run(home: str, now: float) -> None:
         (Path(home) / LAST_RUN_FILE).write_text(f"{now}\n")
     except OSError:  # a home doctor cannot write is reported by the ledger check
         pass
+
+
+#: Vectors are "far behind" when more than this share of the notes ...
+VECTORS_BEHIND_SHARE = 0.10
+#: ... and more than this many notes have no vector (a handful of fresh notes is normal).
+VECTORS_BEHIND_NOTES = 20
+#: A background build started less than this long ago counts as running even before it holds
+#: the writer lock (the interpreter and the model take a few seconds to load).
+VECTORS_GRACE_S = 120.0
+
+
+def vectors_check(settings, skip_model: bool = False, now: float | None = None) -> tuple[bool, dict, str] | None:
+    """The notes have their vectors, or a build is on its way: search by meaning (and the
+    MCP ``search``) misses every note without one, and says nothing about it.
+
+    Fails when more than 10 % of the notes and more than 20 notes have no vector and no build
+    runs (a writer holds the lock) or was started in the last two minutes; a build in progress
+    is reported as such. None when the recall index holds no notes (the recall check fails)."""
+    import time
+
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from geode.cli import background
+    from geode.recall import vectors
+
+    model_id = None
+    if not skip_model:
+        from geode.recall.embed import ModelUnavailable, get_embedder
+
+        try:
+            model_id = get_embedder(settings).model_id
+        except (ModelUnavailable, ValueError):
+            return None  # the model check says why; without a model there are no vectors to expect
+    try:
+        total, missing = background.notes_without_vectors(settings, model_id)
+        writing = vectors.writer_active(settings)
+    except (SQLAlchemyError, OSError):
+        return None  # the recall check reports an index that cannot be read
+    if total == 0:
+        return None
+    examined = {"notes": total, "without_vector": missing}
+    have = f"{total - missing} of {total} notes have a vector"
+    if writing:
+        return True, examined, f"a vector build is running: {have}"
+    stamp = background.last_build(settings.home)
+    age = (now or time.time()) - float(stamp.get("started_at", 0)) if stamp else None
+    if missing and age is not None and 0 <= age < VECTORS_GRACE_S:
+        return True, examined, f"a vector build was started {age:.0f} s ago: {have}"
+    far = missing > VECTORS_BEHIND_NOTES and missing > VECTORS_BEHIND_SHARE * total
+    if far:
+        log = Path(settings.home) / background.LOG_FILE
+        tail = ""
+        if stamp and log.is_file():
+            lines = [x for x in log.read_text(encoding="utf-8", errors="replace").splitlines() if x.strip()]
+            tail = f"; the last background build's log ({log}) ends: {lines[-1][:200]}" if lines else ""
+        return (
+            False,
+            examined,
+            f"vectors are far behind: {missing} of {total} notes have none and no build is running "
+            f"(more than {VECTORS_BEHIND_SHARE:.0%} and more than {VECTORS_BEHIND_NOTES} fails): search by "
+            f"meaning misses them; run `geode reindex`{tail}",
+        )
+    if missing:
+        return True, examined, f"{have}; {missing} wait for the next `geode reindex` or background build"
+    return True, examined, f"all {total} notes have a vector"

@@ -14,38 +14,7 @@ import sys
 import time
 
 from geode.cli.common import print_json, settings_of
-
-
-class Progress:
-    """A progress bar on stderr (redrawn in place on a terminal, every 10% otherwise)."""
-
-    def __init__(self, label: str, quiet: bool = False):
-        self.label = label
-        self.quiet = quiet
-        self.tty = sys.stderr.isatty()
-        self.last = -1
-        self.t0 = time.perf_counter()
-
-    def __call__(self, done: int, total: int) -> None:
-        if self.quiet or total <= 0:
-            return
-        pct = int(100 * done / total)
-        if not self.tty and pct // 10 == self.last // 10 and done != total:
-            return
-        if self.tty and pct == self.last and done != total:
-            return
-        if done >= total and self.last == 100 and getattr(self, "_ended", False):
-            return  # the end was drawn already
-        self._ended = done >= total
-        self.last = pct
-        bar = "#" * (pct // 4) + "-" * (25 - pct // 4)
-        rate = done / max(time.perf_counter() - self.t0, 1e-9)
-        msg = f"{self.label:<10} [{bar}] {done}/{total} ({rate:.0f}/s)"
-        if self.tty:
-            sys.stderr.write("\r" + msg + ("\n" if done >= total else ""))
-        else:
-            sys.stderr.write(msg + "\n")
-        sys.stderr.flush()
+from geode.cli.progress import progress_display, show_progress
 
 
 # -- reindex ----------------------------------------------------------------------------------
@@ -65,25 +34,32 @@ def cmd_reindex(args) -> int:
     finally:
         idx_b.close()
     out["bindings"] = counts
-    quiet = args.json and not sys.stderr.isatty()
-    idx = RecallIndex(settings)
-    t = time.perf_counter()
-    rc = idx.refresh(full=args.full or args.wipe, progress=Progress("text", quiet), force=args.wipe)
-    problems = rc.pop("problems")
-    rc["problems"] = len(problems)
-    out["recall"] = rc
-    if args.no_wait:
-        started = vectors.spawn_background_embedder(settings)
-        from geode.recall.embed import model_spec
+    with progress_display(show_progress(args)) as task:
+        idx = RecallIndex(settings)
+        rc = idx.refresh(full=args.full or args.wipe, progress=task("text"), force=args.wipe)
+        problems = rc.pop("problems")
+        rc["problems"] = len(problems)
+        out["recall"] = rc
+        if args.no_wait:
+            from geode.cli.background import start_vector_build
+            from geode.recall.embed import model_spec
 
-        out["vectors"] = {"left_to_worker": True, "background_started": started, "model_spec": model_spec(settings)}
-    elif args.wipe:
-        out["vectors"] = vectors.rebuild(settings, progress=Progress("vectors", quiet))
-    else:
-        r = vectors.embed_pending(settings, progress=Progress("vectors", quiet), wait_s=600.0)
-        if args.full and not r.get("locked"):
-            r["pruned"] = vectors.prune(settings)
-        out["vectors"] = r
+            bg = start_vector_build(settings)
+            out["vectors"] = {
+                "left_to_worker": True,
+                "background_started": bg["state"] == "started",
+                "background": bg,
+                "model_spec": model_spec(settings),
+            }
+        elif args.wipe:
+            out["vectors"] = vectors.rebuild(settings, progress=task("vectors"))
+        else:
+            if show_progress(args) and vectors.writer_active(settings):
+                print("vectors: waiting for the vector build already running to finish", file=sys.stderr)
+            r = vectors.embed_pending(settings, progress=task("vectors"), wait_s=600.0)
+            if args.full and not r.get("locked"):
+                r["pruned"] = vectors.prune(settings)
+            out["vectors"] = r
     if args.json:
         print_json(out)
         return 0
@@ -94,11 +70,15 @@ def cmd_reindex(args) -> int:
         f"{r['unchanged']} unchanged, {r['problems']} skipped ({r['seconds']} s)"
     )
     if v.get("left_to_worker"):
-        print("vectors:       left to the background embedder (--no-wait)")
+        from geode.cli.background import describe
+
+        print(f"vectors:       {describe(v['background'])} (--no-wait)")
     elif v.get("locked"):
         print("vectors:       another process holds the writer lock; it embeds what is pending")
-    else:
+    elif v.get("embedded"):
         print(f"vectors:       {v['embedded']} embedded with {v.get('model')} ({v.get('seconds')} s)")
+    else:
+        print(f"vectors:       every note already had its vector ({v.get('model')})")
     return 0
 
 

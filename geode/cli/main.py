@@ -16,6 +16,7 @@ import os
 import sys
 from pathlib import Path
 
+from geode.cli.background import describe, start_vector_build
 from geode.cli.common import EXIT_OK, EXIT_PROBLEMS, engine_of, machine_failure, settings_of
 from geode.cli.delivery_cmds import cmd_deliver, cmd_lint, cmd_reindex, cmd_stats, cmd_study
 from geode.cli.setup_cmds import build_text_recall, cmd_hook, cmd_hooks, cmd_init, ensure_store
@@ -35,10 +36,13 @@ def cmd_run(args) -> int:
         settings = r["settings"]
         print(f"== created the default store at {r['store']} with {len(r['created'])} starter crystals")
         print(f"   recall index: {r['recall']['files']} notes (prompt-time recall is on)")
+        vec = r["vectors"]
     else:
         print(f"== store {root}")
         recall = build_text_recall(settings)  # prompt-time recall reads it: kept in line with the files
         print(f"   recall index: {recall['files']} notes ({recall['added'] + recall['changed']} new or changed)")
+        vec = start_vector_build(settings)  # detached: `run` does not wait for the model
+    print(f"   vectors: {describe(vec)}")
     from geode.delivery.engine import Delivery
     from geode.delivery.index import Index
 

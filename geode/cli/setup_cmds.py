@@ -30,6 +30,9 @@ def write_default_config(settings: Settings, store_root: str) -> Path:
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
     stop = (dt.date.today() + dt.timedelta(days=90)).isoformat()
+    # a store folder that holds notes already may have been written for the substring rule
+    root = Path(store_root).expanduser()
+    rule = "substring" if root.is_dir() and next(iter(root.rglob("*.md")), None) is not None else "tokens"
     path.write_text(
         "# geode configuration. Documented in README.md.\n"
         '[store]\ndefault = "main"\n\n'
@@ -40,7 +43,11 @@ def write_default_config(settings: Settings, store_root: str) -> Path:
         "inject_budget = 1200   # characters per prompt for inject crystals\n"
         "boot_chars = 300       # each boot crystal is cut here, with a visible mark\n"
         'act_mode = "context"   # or "deny-once": see README, \'When additionalContext does not arrive\'\n'
-        "block_lookups = true\n\n"
+        "block_lookups = true\n"
+        '# the rule the store\'s match terms were written for: "tokens" (a store begun with token-aware\n'
+        '# matching) or "substring" (one from before it: geode lint names what each term lost;\n'
+        "# README, 'Migrating from substring matching')\n"
+        f'terms_written_for = "{rule}"\n\n'
         "# The control arm. Fixed here before any data exists; the ledger records it on creation\n"
         "# and later edits do not change the plan in force (geode study reports any difference).\n"
         "[control]\n"
@@ -79,14 +86,24 @@ def ensure_store(settings: Settings, with_starter: bool = True) -> dict:
     finally:
         idx.close()
     recall = build_text_recall(settings)
-    return {"settings": settings, "store": str(root), "created": created, "index": counts, "recall": recall}
+    from geode.cli.background import start_vector_build
+
+    vectors = start_vector_build(settings)  # detached: the command does not wait for the model
+    return {
+        "settings": settings,
+        "store": str(root),
+        "created": created,
+        "index": counts,
+        "recall": recall,
+        "vectors": vectors,
+    }
 
 
 def build_text_recall(settings: Settings) -> dict:
     """The recall index's full text, brought in line with the files: what prompt-time recall (the
     UserPromptSubmit hook) and ``geode search`` read. Without it the hook hands over nothing and
-    says nothing, so ``init`` and ``run`` build it; the vectors follow with ``geode reindex`` (or
-    the worker), and search works on text alone until then."""
+    says nothing, so ``init`` and ``run`` build it; the vectors follow in the background
+    (``geode.cli.background``), and search works on text alone until they land."""
     from geode.recall.recall_index import RecallIndex
 
     rc = RecallIndex(settings).refresh()
@@ -118,6 +135,8 @@ def _reload(settings: Settings) -> Settings:
 
 
 def cmd_init(args) -> int:
+    from geode.cli.background import describe
+
     settings = settings_of(args, store_must_exist=False)  # creating the store is init's job
     if args.store_dir:
         settings = load_settings(store=args.store_dir, home=args.home)
@@ -128,6 +147,7 @@ def cmd_init(args) -> int:
         "starter_written": r["created"],
         "index": r["index"],
         "recall": r["recall"],
+        "vectors": r["vectors"],
         "config": r["settings"].config_path,
     }
     if args.json:
@@ -137,6 +157,7 @@ def cmd_init(args) -> int:
         print(f"store       {out['store']}  ({len(r['created'])} starter crystals written)")
         print(f"index       {r['index']['crystals']} crystals in {r['index']['files']} note files")
         print(f"recall      {r['recall']['files']} notes in the text index (prompt-time recall is on)")
+        print(f"vectors     {describe(r['vectors'])}")
         print("next        geode hooks install   (then: geode deliver --on bash --text 'npm test | tail')")
     return EXIT_OK
 

@@ -156,7 +156,13 @@ def cmd_upkeep(args) -> int:
 
     reports: list[contract.Report]
     if app.conf.task_always_eager or args.in_process:
-        reports = upkeep.run_upkeep(settings, engine, run_id, names, trigger="manual")
+        from geode.cli.progress import show_progress, spinner
+
+        reports = []
+        with spinner(show_progress(args), "upkeep") as say:  # on a terminal only (geode.cli.progress)
+            for i, n in enumerate(names):
+                say(f"upkeep: {n} examining the store ({i} of {len(names)} agents done)")
+                reports.append(upkeep.run_agent(settings, engine, run_id, n, "manual"))
     else:
         enqueue_upkeep(settings, run_id, names, trigger="manual")
         waited = _wait_for(engine, run_id, names, args.wait)
@@ -427,6 +433,9 @@ def doctor_checks(settings, skip_model: bool = False, project=None, home_dir=Non
     from geode.cli import doctor_parts
 
     add("recall", *doctor_parts.recall_check(settings, counted.notes))
+    vec = doctor_parts.vectors_check(settings, skip_model)
+    if vec is not None:
+        add("vectors", *vec)
     hooks = doctor_parts.hooks_check(doctor_parts.hook_files(project, home_dir))
     if hooks is not None:
         add("hooks", *hooks)

@@ -51,6 +51,8 @@ DEFAULT_STOP_UNITS = 100
 #: Claude Code replaces injected context above this many characters with a file preview.
 CLAUDE_CONTEXT_CAP = 10_000
 ACT_MODES = ("context", "deny-once")
+#: what ``[delivery] terms_written_for`` may say: the rule a store's match terms were written for
+TERM_RULES = ("substring", "tokens")
 
 # -- the schema of geode.toml --------------------------------------------------------------
 #: value kinds: an integer (not a boolean), a number (integer or float), a string, a boolean,
@@ -87,6 +89,9 @@ SCHEMA: dict = {
         "sweep_files": (INT, 400, None),
         "sweep_folders": (INT, 300, None),
         "agents": (STRS, (), None),  # known agent types, for lint's check of `who`
+        # the matching rule the store's terms were written for: "substring" (a store from before
+        # token-aware matching: lint names what each term lost) or "tokens" (what `geode init` writes)
+        "terms_written_for": (STR, "substring", None),
     },
     "control": {
         "withhold_rate": (FLOAT, DEFAULT_WITHHOLD_RATE, "GEODE_WITHHOLD_RATE"),
@@ -176,6 +181,7 @@ _FLAT = {
     "sweep_files": ("delivery", "sweep_files"),
     "sweep_folders": ("delivery", "sweep_folders"),
     "known_agents": ("delivery", "agents"),
+    "terms_written_for": ("delivery", "terms_written_for"),
     "withhold_rate": ("control", "withhold_rate"),
     "stop_units": ("control", "stop_units"),
     "stop_date": ("control", "stop_date"),
@@ -230,6 +236,7 @@ class Settings:
     sweep_files: int
     sweep_folders: int
     known_agents: tuple[str, ...]
+    terms_written_for: str
     # [control]
     withhold_rate: float
     stop_units: int
@@ -488,6 +495,11 @@ def load_settings(
             f"Claude Code's {CLAUDE_CONTEXT_CAP}-character context cap; using the cap"
         )
         budget = CLAUDE_CONTEXT_CAP
+    if d["terms_written_for"] not in TERM_RULES:
+        raise ConfigError(
+            f"{where(cfg_path, ('delivery', 'terms_written_for'))}: [delivery] terms_written_for = "
+            f"{d['terms_written_for']!r}; expected one of {TERM_RULES}"
+        )
     if d["act_mode"] not in ACT_MODES:
         raise ConfigError(
             f"{where(cfg_path, ('delivery', 'act_mode'))}: [delivery] act_mode = {d['act_mode']!r}; "

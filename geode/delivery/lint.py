@@ -36,9 +36,12 @@ PROVENANCE_HEADINGS = ("where this came from",)
 _TERM_CACHE: dict[tuple[str, str], list] = {}
 
 
-def _term_checks(b, line: int, add, term_shares: dict | None) -> None:
+def _term_checks(b, line: int, add, term_shares: dict | None, migrating: bool = True) -> None:
     """Every match term: too broad, never matching, changed by token matching, a duplicate of
-    another term of the crystal, or selecting crystals on too many of the ledger's actions."""
+    another term of the crystal, or selecting crystals on too many of the ledger's actions.
+    ``migrating``: the store was written for the substring rule (``[delivery] terms_written_for``),
+    so what a term lost in the change to token matching is worth saying; a store written for
+    token matching lost nothing, and saying it would be noise."""
     if "act" not in b.deliver or not b.terms or not b.on:
         return
     seen: set[tuple[str, str]] = set()
@@ -56,6 +59,8 @@ def _term_checks(b, line: int, add, term_shares: dict | None) -> None:
             if not any(code == "match-never" for code, _s, _m in probs):
                 term_never = False
             for code, severity, message in probs:
+                if code == "match-meaning-changed" and not migrating:
+                    continue
                 if (code, message) not in seen:
                     seen.add((code, message))
                     add(line, code, severity, message)
@@ -152,7 +157,13 @@ def lint_note(
         for issue in b.issues:
             if issue.severity != "info" or issue.code in ("match-list",):
                 add(issue.line, issue.code, issue.severity, issue.message)
-        _term_checks(b, note.fm_lines.get("crystal.match") or note.line_of("crystal"), add, term_shares)
+        _term_checks(
+            b,
+            note.fm_lines.get("crystal.match") or note.line_of("crystal"),
+            add,
+            term_shares,
+            migrating=getattr(settings, "terms_written_for", "substring") != "tokens",
+        )
         if note.essence is None:
             if not note.essence_problems:
                 add(
