@@ -1,5 +1,6 @@
 """The parts of ``geode doctor`` that look at what an agent meets rather than at the store:
-the recall index prompt-time recall reads, the hooks as installed (do they point at an
+the recall index prompt-time recall reads, the vectors search by meaning reads (far behind the
+notes while no build runs?), the hooks as installed (do they point at an
 interpreter and a hookmain.py that exist?) and the hooks' error log.
 
 Why: "every part can do its job" must not be said while the UserPromptSubmit hook hands over
@@ -158,6 +159,11 @@ VECTORS_BEHIND_NOTES = 20
 VECTORS_GRACE_S = 120.0
 
 
+def vectors_far_behind(total: int, missing: int) -> bool:
+    """More than 10 % of the notes and more than 20 notes have no vector."""
+    return missing > VECTORS_BEHIND_NOTES and missing > VECTORS_BEHIND_SHARE * total
+
+
 def vectors_check(settings, skip_model: bool = False, now: float | None = None) -> tuple[bool, dict, str] | None:
     """The notes have their vectors, or a build is on its way: search by meaning (and the
     MCP ``search``) misses every note without one, and says nothing about it.
@@ -195,7 +201,7 @@ def vectors_check(settings, skip_model: bool = False, now: float | None = None) 
     age = (now or time.time()) - float(stamp.get("started_at", 0)) if stamp else None
     if missing and age is not None and 0 <= age < VECTORS_GRACE_S:
         return True, examined, f"a vector build was started {age:.0f} s ago: {have}"
-    far = missing > VECTORS_BEHIND_NOTES and missing > VECTORS_BEHIND_SHARE * total
+    far = vectors_far_behind(total, missing)
     if far:
         log = Path(settings.home) / background.LOG_FILE
         tail = ""
