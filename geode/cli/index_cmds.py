@@ -177,8 +177,9 @@ def cmd_status(args) -> int:
         f"index      {ix['database']}, refreshed {ix['refreshed_at'] or 'never'}"
         + (f" ({ix['age_s']} s ago)" if ix["age_s"] is not None else "")
     )
+    where = st["vectors"]["location"]
     print(
-        f"vectors    {st['vectors']['count']} in {st['vectors']['location']}"
+        (f"vectors    {st['vectors']['count']} in {where}" if where else "vectors    none written yet")
         + (" (a writer is embedding now)" if st["vectors"]["writer_active"] else "")
     )
     o = st["out_of_sync"]

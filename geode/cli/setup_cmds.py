@@ -225,7 +225,7 @@ def cmd_hooks(args) -> int:
         elif args.action == "install":
             state = "unchanged" if r.get("unchanged") else f"added {', '.join(r.get('added') or []) or 'nothing'}"
             verb = "already in" if r.get("unchanged") else "written to"
-            print(f"{r['agent']}: hooks {verb} {r['path']} ({_SCOPE_WORDS[scope]}): {state}")
+            print(f"{r['agent']}: hooks {verb} {r['path']} ({scope_words(r['agent'], scope)}): {state}")
             if r.get("notice"):
                 print(f"  {r['notice']}")
             if m:
@@ -257,6 +257,14 @@ _SCOPE_WORDS = {
     "project": "project scope: the project's shared file",
     "user": "user scope: every project of this user",
 }
+
+
+def scope_words(agent: str, scope: str) -> str:
+    """What a scope means for this agent, in words: Codex has no per-project file that stays out
+    of a commit, so its local scope is the user's own file (saying "this project" would be wrong)."""
+    if agent == "codex" and scope in ("local", "user"):
+        return f"{scope} scope: your own ~/.codex, every project of this user, in no repository"
+    return _SCOPE_WORDS[scope]
 
 
 def _precompile() -> None:
