@@ -84,7 +84,7 @@ def start_vector_build(settings) -> dict:
     try:
         home.mkdir(parents=True, exist_ok=True)
         r = subprocess.run(
-            [sys.executable, "-c", _LAUNCHER, str(home / LOG_FILE), *args],
+            [sys.executable, "-I", "-S", "-c", _LAUNCHER, str(home / LOG_FILE), *args],  # stdlib only: quick
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
