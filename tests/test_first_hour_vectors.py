@@ -131,7 +131,7 @@ def test_run_on_an_existing_store_starts_the_build_for_new_notes(tmp_path):
     note.write_text("---\ntitle: a new note\n---\nThe deploy script needs the VPN up first.\n")
     r = _geode(home, user, "run")
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "vectors: embedding 1 notes in the background" in r.stdout
+    assert "vectors: embedding 1 note in the background" in r.stdout
     _wait_for_vectors(settings)
     assert background.notes_without_vectors(settings) == (10, 0)
 

@@ -34,7 +34,7 @@ LOG_FILE = "vectors-build.log"
 # and exits, so that the embedder is nobody's child but init's.
 _LAUNCHER = (
     "import subprocess, sys\n"
-    "log = open(sys.argv[1], 'ab')\n"
+    "log = open(sys.argv[1], 'wb')  # this build's output only\n"
     "p = subprocess.Popen(sys.argv[2:], stdin=subprocess.DEVNULL, stdout=log, stderr=log,\n"
     "                     start_new_session=True, close_fds=True)\n"
     "print(p.pid)\n"
@@ -121,13 +121,12 @@ def last_build(home: str) -> dict | None:
 def describe(r: dict) -> str:
     """One line for people: what became of the vectors."""
     state = r.get("state")
+    n = r.get("waiting", 0)
+    notes = f"{n} note{'' if n == 1 else 's'}"
     if state == "started":
-        return (
-            f"embedding {r['waiting']} notes in the background (search by meaning follows; "
-            "`geode status` shows how far)"
-        )
+        return f"embedding {notes} in the background (search by meaning follows; `geode status` shows how far)"
     if state == "running":
-        return f"a vector build is already running ({r['waiting']} notes wait)"
+        return f"a vector build is already running ({notes} without a vector)"
     if state == "done":
         return "every note has its vector"
     return f"not started ({r.get('why')}): run `geode reindex`"

@@ -154,7 +154,12 @@ def cmd_init(args) -> int:
         print_json(out)
     else:
         print(f"geode home  {out['home']}")
-        print(f"store       {out['store']}  ({len(r['created'])} starter crystals written)")
+        if r["created"]:
+            print(f"store       {out['store']}  ({len(r['created'])} starter crystals written)")
+        elif args.empty:
+            print(f"store       {out['store']}  (no starter crystal written: --empty)")
+        else:
+            print(f"store       {out['store']}  (it holds notes already: no starter crystal written)")
         print(f"index       {r['index']['crystals']} crystals in {r['index']['files']} note files")
         print(f"recall      {r['recall']['files']} notes in the text index (prompt-time recall is on)")
         print(f"vectors     {describe(r['vectors'])}")
