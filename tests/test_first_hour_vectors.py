@@ -136,6 +136,22 @@ def test_run_on_an_existing_store_starts_the_build_for_new_notes(tmp_path):
     assert background.notes_without_vectors(settings) == (10, 0)
 
 
+def test_reindex_no_wait_leaves_the_vectors_to_the_same_detached_build(tmp_path):
+    home, user = tmp_path / "g", tmp_path / "user"
+    user.mkdir()
+    assert _geode(home, user, "init").returncode == 0
+    settings = load_settings(home=str(home))
+    _wait_for_vectors(settings)
+    note = Path(settings.domains["main"]) / "pkill-broad-pattern.md"
+    note.write_text(note.read_text() + "\nAlso: `pkill -f python` ends every Python process of the user.\n")
+    r = _geode(home, user, "reindex", "--no-wait", "--json")
+    assert r.returncode == 0, r.stderr
+    bg = json.loads(r.stdout)["vectors"]["background"]
+    assert bg["state"] == "started" and bg["waiting"] == 1, bg
+    _wait_for_vectors(settings)
+    assert background.notes_without_vectors(settings) == (9, 0)
+
+
 # -- 2. doctor: vectors far behind --------------------------------------------------------------
 def _store_with_notes(tmp_path, n: int, embedded: int):
     """A home whose recall index holds ``n`` notes, ``embedded`` of them with a vector."""
