@@ -42,7 +42,7 @@ from urllib.parse import quote, unquote
 
 from geode.agents.flavour import Flavour, dendron_target, detect, range_start, skill_root
 from geode.agents.note_names import _FILE_EXTS, HTML_SUFFIXES, strip_suffix
-from geode.agents.note_refs import Ref, heading_text_key, note_anchors, prose_refs, slug, slug_pymd
+from geode.agents.note_refs import Ref, heading_text_key, note_anchors, prose_refs, slug
 from geode.delivery.crystal import NOTE_SUFFIXES
 from geode.delivery.note import Note
 from geode.delivery.store import SKIP_DIRS, StoreLoad
@@ -257,7 +257,7 @@ class StoreLinks:
         if a.casefold() in have:
             return True
         if self.flavour.slug_style == "pymd":
-            return slug_pymd(a) in have
+            return False  # the id as Python-Markdown wrote it, or nothing: a browser matches exactly
         return heading_text_key(a) in have or slug(a) in have
 
     def resolve(self, note: Note, ref: Ref) -> Resolution:
@@ -276,7 +276,8 @@ class StoreLinks:
                 return Resolution("missing-file", ref.target, reason="no such file in the store")
             if hit is None:
                 sugg = self.suggest(ref.target, note.path, wiki=True)
-                if ref.syntax == "relation" and ref.relation != "links_to" and not sugg:
+                forward = ref.relation != "links_to" or self.flavour.name == "basic-memory"
+                if ref.syntax == "relation" and forward and not sugg:
                     return Resolution("forward", reason=f"{ref.relation} names a note not written yet")
                 return Resolution("broken", suggestion=sugg, reason="no note has this path, name, permalink or title")
             if ref.anchor and not self._anchor_ok(hit, ref.anchor):
