@@ -80,7 +80,8 @@ def _unique_pymd(s: str, ids: set[str]) -> str:
     return s
 
 
-def _path_tokens(text: str):
+def path_tokens(text: str):
+    """The path-shaped tokens of a run of text (a folder or a note suffix required)."""
     for pm in _PATH_RE.finditer(text):
         tok = pm.group(1).rstrip(".")
         if "/" not in tok and not tok.lower().endswith(NOTE_SUFFIXES):
@@ -100,12 +101,12 @@ def prose_refs(note: Note) -> list[Ref]:
     for span in r.texts:
         if "/" not in span.text and "." not in span.text:
             continue
-        for tok in _path_tokens(span.text):
+        for tok in path_tokens(span.text):
             if "://" in tok or tok.startswith("www."):
                 continue
             out.append(Ref(span.line, "path", tok, raw=tok))
     for span in r.code_spans:
-        for tok in _path_tokens(span.text):
+        for tok in path_tokens(span.text):
             out.append(Ref(span.line, "mention", tok, raw=tok))
     out.sort(key=lambda x: x.line)
     return out

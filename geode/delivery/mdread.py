@@ -389,7 +389,9 @@ def _inline(children: list, base: int, out: Reading, relation: str, unquote: Any
                 continue
             embed = bool((c.meta or {}).get("embed"))
             out.links.append(
-                MdLink(line, "embed" if embed else "wiki", target, anchor, alias, "embeds" if embed else "links_to", target)
+                MdLink(
+                    line, "embed" if embed else "wiki", target, anchor, alias, "embeds" if embed else "links_to", target
+                )
             )
             continue
         if t == "refuse":

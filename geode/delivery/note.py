@@ -158,9 +158,15 @@ def scan_reading(r: Reading) -> tuple[list[Link], list[Observation], list[tuple[
         if lk.external:
             continue
         if lk.kind in ("wiki", "embed", "relation"):
-            links.append(Link(lk.target, lk.line, "relation" if lk.kind == "relation" else "wiki", lk.relation, lk.text, lk.anchor))
+            links.append(
+                Link(
+                    lk.target, lk.line, "relation" if lk.kind == "relation" else "wiki", lk.relation, lk.text, lk.anchor
+                )
+            )
         elif lk.kind in ("markdown", "image"):
-            links.append(Link(lk.raw and _raw_path(lk.raw) or lk.target, lk.line, "markdown", lk.relation, lk.text, lk.anchor))
+            links.append(
+                Link(lk.raw and _raw_path(lk.raw) or lk.target, lk.line, "markdown", lk.relation, lk.text, lk.anchor)
+            )
         elif lk.kind == "reference":
             links.append(Link(_raw_path(lk.raw) or lk.target, lk.line, "reference", "links_to", lk.text, lk.anchor))
     observations: list[Observation] = []

@@ -159,7 +159,9 @@ class Librarian(Agent):
                     continue
                 if res.status == "broken-mention":
                     report.findings.append(
-                        Finding("broken-mention", note.path, ref.line, shown, f"mentions {ref.target}: {res.reason}", domain)
+                        Finding(
+                            "broken-mention", note.path, ref.line, shown, f"mentions {ref.target}: {res.reason}", domain
+                        )
                     )
                     continue
                 if res.status == "ok":
