@@ -82,7 +82,7 @@ class Reading:
     links: list[MdLink] = field(default_factory=list)
     headings: list[Heading] = field(default_factory=list)
     code_spans: list[Span] = field(default_factory=list)
-    texts: list[Span] = field(default_factory=list)  # prose outside links and code
+    texts: list[Span] = field(default_factory=list)  # prose outside links and code that may hold a path
     html_ids: list[str] = field(default_factory=list)
     block_ids: list[str] = field(default_factory=list)
     items: list[Span] = field(default_factory=list)  # first line of each list item
@@ -150,19 +150,22 @@ def _make_link_rule(original: Any, image: bool) -> Any:
             opened = [t for t in state.tokens[n_before:] if t.type == want][:1] if not silent else []
             if opened:
                 tok = opened[0]
-                lab = start + (1 if image else 0)
-                end = _label_end_nested(state, lab)
                 raw, inline = "", False
-                if end >= 0 and end + 1 < len(src) and src[end + 1] == "(":
-                    inline = True
-                    p = end + 2
-                    while p < state.pos and src[p] in " \t\n":
-                        p += 1
-                    res = state.md.helpers.parseLinkDestination(src, p, state.pos)
-                    if res.ok:
-                        raw = src[p : res.pos]
-                        if raw.startswith("<") and raw.endswith(">"):
-                            raw = raw[1:-1]
+                end = state.pos
+                # an inline link ends with ")": its destination follows the last "](" (found from
+                # the end: parsing the label a second time would double the rule's cost)
+                if src[end - 1] == ")":
+                    k = src.rfind("](", start, end)
+                    if k >= 0:
+                        inline = True
+                        p = k + 2
+                        while p < end and src[p] in " \t\n":
+                            p += 1
+                        res = state.md.helpers.parseLinkDestination(src, p, end)
+                        if res.ok:
+                            raw = src[p : res.pos]
+                            if raw.startswith("<") and raw.endswith(">"):
+                                raw = raw[1:-1]
                 tok.meta = {"inline": inline, "raw": raw}
             return ok
         if image or silent or src[start] != "[":
@@ -187,14 +190,6 @@ def _make_link_rule(original: Any, image: bool) -> Any:
         return True
 
     return rule
-
-
-def _label_end_nested(state: Any, start: int) -> int:
-    old = state.pos
-    try:
-        return int(state.md.helpers.parseLinkLabel(state, start, True))
-    finally:
-        state.pos = old
 
 
 def _wikilink_plugin(md: Any) -> None:
@@ -403,7 +398,7 @@ def _inline(children: list, base: int, out: Reading, relation: str, unquote: Any
         if t == "text":
             if depth:
                 link_text.append(c.content)
-            else:
+            elif "/" in c.content or "." in c.content:  # only text that may hold a path is kept
                 out.texts.append(Span(line, c.content))
             continue
         if t == "html_inline":
