@@ -98,3 +98,22 @@ def test_git_rename_is_evidence(tmp_path):
     moved = [f for f in report.findings if f.target.startswith("<my note.md>") or f.target == "my note.md"]
     assert moved and all(f.suggestion == "renamed note.md" for f in moved)
     assert report.proposals
+
+
+def test_an_alias_never_steers_a_path_rewrite(tmp_path):
+    """Issue 15 point 6: a note declaring ``aliases: [old-name]`` is not evidence that
+    ``../../old-name.md`` moved there; a wikilink ``[[old-name]]`` may follow the alias."""
+    settings, engine, root = flavour_store("plain", tmp_path)
+    (root / "a" / "b").mkdir(parents=True)
+    (root / "a" / "b" / "deep.md").write_text(
+        "# Deep\n\nSee [old](../../old-name.md) and [[old-name]]. Up: [notes](../../README.md)\n", encoding="utf-8"
+    )
+    (root / "target.md").write_text("---\naliases: [old-name]\n---\n# Target\n\n[[a/b/deep]]\n", encoding="utf-8")
+    report = run_agent(settings, engine, "r", "librarian")
+    got = sorted((f.target, f.suggestion) for f in report.findings if f.path == "a/b/deep.md")
+    assert got == [("../../old-name.md", ""), ("old-name", "target.md")]
+    (prop,) = [p for p in report.proposals if p["paths"] == ["a/b/deep.md"]]
+    from geode.agents import queue_review
+
+    plus = [ln for ln in queue_review.diff(engine, prop["id"]).splitlines() if ln.startswith("+See")]
+    assert plus == ["+See [old](../../old-name.md) and [[target|old-name]]. Up: [notes](../../README.md)"]

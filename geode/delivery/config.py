@@ -135,7 +135,7 @@ SCHEMA: dict = {
         "misfire_grace_hours": (FLOAT, 24.0, None),
         # how the Librarian reads links (obsidian, dendron, mkdocs, mdbook, cursor, skills,
         # basic-memory, plain); none: detected from the store itself
-        "flavour": (STR, None, "GEODE_FLAVOUR"),
+        "flavour": (STR, None, None),
     },
     "web": {
         "who": (STR, None, None),  # who decides on the page: else --who, else the OS user
