@@ -168,7 +168,11 @@ def mask_link_targets(text: str) -> str:
         line = lines[i]
         if lineno in wiki_lines:
             line = _mask_wiki(line)
-        for raw in sorted(by_line.get(lineno, ()), key=len, reverse=True):
+        raws = set(by_line.get(lineno, ()))
+        if len(raws) > 200:  # a line that is mostly links: its wording is the links' order
+            line = "\u2026"
+            raws = set()
+        for raw in sorted(raws, key=len, reverse=True):
             line = line.replace(raw, "\u2026")
         lines[i] = line
     return "\n".join(lines)

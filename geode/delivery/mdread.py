@@ -34,7 +34,7 @@ _HTML_ID_RE = re.compile(r"<a\s[^>]{0,500}?(?:id|name)\s*=\s*[\"']([^\"'\n]{1,20
 _EXTERNAL = ("http:", "https:", "mailto:", "ftp:", "tel:", "data:", "ftps:", "irc:", "news:", "file:")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class MdLink:
     """One link out of the note. ``kind``: markdown | image | reference (a definition
     ``[label]: dest``) | refuse (``[text][label]`` with no definition) | wiki | embed (``![[x]]``)
@@ -61,7 +61,7 @@ class MdLink:
         return t.startswith(_EXTERNAL) or "://" in t or t.startswith("//")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Heading:
     line: int
     level: int
@@ -69,7 +69,7 @@ class Heading:
     attr_id: str = ""  # the ``{#id}`` attribute, when written
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Span:
     """A code span or a run of prose text, with its line."""
 
@@ -77,7 +77,7 @@ class Span:
     text: str
 
 
-@dataclass
+@dataclass(slots=True)
 class Reading:
     links: list[MdLink] = field(default_factory=list)
     headings: list[Heading] = field(default_factory=list)
@@ -86,8 +86,8 @@ class Reading:
     html_ids: list[str] = field(default_factory=list)
     block_ids: list[str] = field(default_factory=list)
     items: list[Span] = field(default_factory=list)  # first line of each list item
-    relation_lines: set[int] = field(default_factory=set)
-    definitions: set[str] = field(default_factory=set)  # reference labels, normalized
+    relation_lines: frozenset[int] = frozenset()
+    definitions: frozenset[str] = frozenset()  # reference labels, normalized
 
 
 # -- the wikilink rule ----------------------------------------------------------------------
@@ -263,7 +263,8 @@ def read_markdown(body: str, first_line: int = 1) -> Reading:
     tokens = md.parse(body, env)
     out = Reading()
     refs = env.get("references", {})
-    out.definitions = set(refs)
+    if refs:
+        out.definitions = frozenset(refs)
     for label, ref in refs.items():
         href = ref.get("href", "")
         m = ref.get("map") or [0, 1]
@@ -306,7 +307,7 @@ def read_markdown(body: str, first_line: int = 1) -> Reading:
             word, _sp, rest = first.partition(" ")
             if _is_word(word) and rest.lstrip().startswith("[["):
                 relation = word
-                out.relation_lines.add(base)
+                out.relation_lines = out.relation_lines | {base}
         _inline(tok.children or [], base, out, relation, unquote)
     return out
 
@@ -398,7 +399,7 @@ def _inline(children: list, base: int, out: Reading, relation: str, unquote: Any
         if t == "text":
             if depth:
                 link_text.append(c.content)
-            elif "/" in c.content or "." in c.content:  # only text that may hold a path is kept
+            elif "/" in c.content or ".md" in c.content.lower():  # only text that may name a path is kept
                 out.texts.append(Span(line, c.content))
             continue
         if t == "html_inline":
