@@ -10,6 +10,12 @@ use whose label is never defined. ``StoreLinks.resolve`` says of each one: ``ok`
 note not written yet), ``undefined-reference``, or ``skipped`` with a reason (a link to a
 generated page, a path the store cannot vouch for). Nothing is dropped silently.
 
+How the store's own tool reads a link (where a wikilink resolves, how a heading becomes an
+anchor, what a path in backticks is relative to) depends on its flavour, detected from the
+store or configured (``geode.agents.flavour``); a path in backticks is a ``mention``,
+checked only where the flavour defines its base (``broken-mention``) and never rewritten. A
+suggested new target needs evidence of a rename (``StoreLinks.suggest``), never a similar name.
+
 Rules, each chosen for a kind of store:
 
 - Wikilinks and relations resolve by path (from the root or the note's folder), file stem,

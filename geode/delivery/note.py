@@ -1,7 +1,9 @@
 """The note: one markdown file, parsed into what every room needs, with line numbers.
 
 Built on ``crystal.py`` (the lean part the hook uses); this module adds links, relations,
-observations and headings for the CLI, recall and the maintenance agents.
+observations and headings for the CLI, recall and the maintenance agents. They come from the
+one markdown reader (``geode.delivery.mdread``, a CommonMark parser), read on first use and
+kept on the note, so a run parses each note once and the hook (which never asks) not at all.
 """
 
 from __future__ import annotations
