@@ -13,7 +13,7 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 FOREIGN = ["obsidian_vault", "flat", "cursor_rules", "docs_tree", "mdbook_de", "skills", "plain_notes"]
 ALL_STORES = FOREIGN + ["clean"]
 #: finding kinds that are broken links in the sense of EXPECTED.json's ``broken_links``
-BROKEN_KINDS = {"broken-link", "signpost-stale", "broken-anchor", "missing-path"}
+BROKEN_KINDS = {"broken-link", "signpost-stale", "broken-anchor", "missing-path", "broken-mention"}
 
 
 #: where each agent's hand-counted expectations for a fixture store are kept (outside the store

@@ -10,6 +10,12 @@ use whose label is never defined. ``StoreLinks.resolve`` says of each one: ``ok`
 note not written yet), ``undefined-reference``, or ``skipped`` with a reason (a link to a
 generated page, a path the store cannot vouch for). Nothing is dropped silently.
 
+How the store's own tool reads a link (where a wikilink resolves, how a heading becomes an
+anchor, what a path in backticks is relative to) depends on its flavour, detected from the
+store or configured (``geode.agents.flavour``); a path in backticks is a ``mention``,
+checked only where the flavour defines its base (``broken-mention``) and never rewritten. A
+suggested new target needs evidence of a rename (``StoreLinks.suggest``), never a similar name.
+
 Rules, each chosen for a kind of store:
 
 - Wikilinks and relations resolve by path (from the root or the note's folder), file stem,
@@ -40,8 +46,9 @@ import re
 from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
-from geode.agents.note_names import _FILE_EXTS, HTML_SUFFIXES, loose, strip_suffix
-from geode.agents.note_refs import Ref, note_anchors, prose_refs, slug
+from geode.agents.flavour import Flavour, dendron_target, detect, range_start, skill_root
+from geode.agents.note_names import _FILE_EXTS, HTML_SUFFIXES, strip_suffix
+from geode.agents.note_refs import Ref, heading_text_key, note_anchors, prose_refs, slug
 from geode.delivery.crystal import NOTE_SUFFIXES
 from geode.delivery.note import Note
 from geode.delivery.store import SKIP_DIRS, StoreLoad
@@ -77,6 +84,8 @@ class StoreLinks:
         project_root: str | None = None,
         moves: dict[str, str] | None = None,
         find_project: bool = True,
+        flavour: str | None = None,
+        git_moves: bool = True,
     ):
         self.load = load
         self.root = load.root
@@ -92,7 +101,7 @@ class StoreLinks:
         self._walk()
         # names a wikilink may use, folded
         self.by_key: dict[str, set[str]] = {}
-        self.by_loose: dict[str, set[str]] = {}
+        self.by_alias: dict[str, set[str]] = {}
         self.stems: dict[str, set[str]] = {}
         for n in load.notes:
             keys = {
@@ -107,11 +116,22 @@ class StoreLinks:
             for k in keys:
                 self.by_key.setdefault(k, set()).add(n.path)
             self.stems.setdefault(n.stem.casefold(), set()).add(n.path)
-            for k in {loose(n.stem), loose(n.name), loose(n.permalink), loose(n.title), *(loose(a) for a in n.aliases)}:
-                if k:
-                    self.by_loose.setdefault(k, set()).add(n.path)
-        self.is_mdbook = "book.toml" in self.files or "SUMMARY.md" in self.files or "src/SUMMARY.md" in self.files
-        self.wiki_order, self.wiki_order_votes = self._detect_wiki_order()
+            for a in n.aliases:
+                if a.strip():
+                    self.by_alias.setdefault(a.strip().casefold(), set()).add(n.path)
+        self.flavour: Flavour = detect(self.root, load.notes, self.files, flavour)
+        self.is_mdbook = self.flavour.name == "mdbook" or (
+            "book.toml" in self.files or "SUMMARY.md" in self.files or "src/SUMMARY.md" in self.files
+        )
+        if git_moves and self.project_root:
+            from geode.agents.relink import git_renames
+
+            for old, new in git_renames(self.root, self.project_root).items():
+                self.moves.setdefault(old, new)
+        if self.flavour.name == "dendron":
+            self.wiki_order, self.wiki_order_votes = "alias|target", {"alias|target": 0, "target|alias": 0}
+        else:
+            self.wiki_order, self.wiki_order_votes = self._detect_wiki_order()
         self._anchor_cache: dict[str, set[str]] = {}
 
     # -- the store's files -----------------------------------------------------------
@@ -167,7 +187,7 @@ class StoreLinks:
 
     # -- resolution ------------------------------------------------------------------
     def _wiki_lookup(self, target: str, note: Note) -> str | None:
-        t = unquote(target).strip()
+        t = dendron_target(unquote(target).strip())
         if not t:
             return note.path
         folded = t.casefold()
@@ -190,10 +210,16 @@ class StoreLinks:
                 return sorted(hits, key=lambda p: (p.count("/"), p))[0]
         return None
 
-    def suggest(self, target: str, note_path: str = "", domain_moves: dict[str, str] | None = None) -> str:
-        """The one good target for a broken reference: where the note was moved to (the move
-        history of applied proposals), or the only note whose name, stem, permalink, title or
-        one of its aliases matches. Empty when there is none or more than one."""
+    def suggest(
+        self, target: str, note_path: str = "", domain_moves: dict[str, str] | None = None, wiki: bool = False
+    ) -> str:
+        """The one good target for a broken reference, only on evidence that the note is now
+        there: the move history (applied move and archive proposals, and renames in the git
+        history where the store is a repository), the same path differing only in case (the file
+        the author's case-insensitive file system opened), or, for a wikilink, the one note that
+        declares the name among its ``aliases``. Never a similar name alone: a name that merely
+        looks like another note's is not evidence that it was renamed. Empty when there is none
+        or more than one."""
         moves = domain_moves if domain_moves is not None else self.moves
         t = unquote(target).strip()
         base = note_path.rsplit("/", 1)[0] if "/" in note_path else ""
@@ -206,21 +232,20 @@ class StoreLinks:
                     cur = moves[cur]
                 if seen and cur in self.notes:
                     return cur
-        hits = self.by_loose.get(loose(t), set())
-        if len(hits) == 1:
-            return next(iter(hits))
-        folded = self._files_folded.get(
-            posixpath.normpath(posixpath.join(base, t)).casefold() if base else t.casefold(), []
-        )
-        if len(folded) == 1:
-            return folded[0]
+        if wiki:
+            hits = self.by_alias.get(t.casefold(), set())
+            return next(iter(hits)) if len(hits) == 1 else ""
+        for rel in {posixpath.normpath(t), posixpath.normpath(posixpath.join(base, t)) if base else ""} - {""}:
+            folded = self._files_folded.get(rel.casefold(), [])
+            if len(folded) == 1 and folded[0] != rel:
+                return folded[0]
         return ""
 
     def anchors_of(self, path: str) -> set[str]:
         if path in self._anchor_cache:
             return self._anchor_cache[path]
         note = self.notes.get(path)
-        out = note_anchors(note) if note is not None else set()
+        out = note_anchors(note, self.flavour.slug_style) if note is not None else set()
         self._anchor_cache[path] = out
         return out
 
@@ -228,10 +253,18 @@ class StoreLinks:
         if path not in self.notes:
             return True  # not a note (an image, a folder): nothing to check against
         a = unquote(anchor).strip()
-        if not a:
+        if self.flavour.name == "dendron" and (":" in a or "," in a):
+            a, end = range_start(a)
+            if end and end != "*" and not self._anchor_ok(path, end):
+                return False
+        if not a or a == "*":
             return True
         have = self.anchors_of(path)
-        return a.casefold() in have or slug(a) in have
+        if a.casefold() in have:
+            return True
+        if self.flavour.slug_style == "pymd":
+            return False  # the id as Python-Markdown wrote it, or nothing: a browser matches exactly
+        return heading_text_key(a) in have or slug(a) in have
 
     def resolve(self, note: Note, ref: Ref) -> Resolution:
         if ref.syntax == "refuse":
@@ -248,8 +281,9 @@ class StoreLinks:
             ):
                 return Resolution("missing-file", ref.target, reason="no such file in the store")
             if hit is None:
-                sugg = self.suggest(ref.target, note.path)
-                if ref.syntax == "relation" and ref.relation != "links_to" and not sugg:
+                sugg = self.suggest(ref.target, note.path, wiki=True)
+                forward = ref.relation != "links_to" or self.flavour.name == "basic-memory"
+                if ref.syntax == "relation" and forward and not sugg:
                     return Resolution("forward", reason=f"{ref.relation} names a note not written yet")
                 return Resolution("broken", suggestion=sugg, reason="no note has this path, name, permalink or title")
             if ref.anchor and not self._anchor_ok(hit, ref.anchor):
@@ -257,7 +291,34 @@ class StoreLinks:
             return Resolution("ok", hit)
         if ref.syntax == "path":
             return self._resolve_path(note, ref)
+        if ref.syntax == "mention":
+            return self._resolve_mention(note, ref)
         return self._resolve_markdown(note, ref)
+
+    def _resolve_mention(self, note: Note, ref: Ref) -> Resolution:
+        """A path in backticks: checked against what the flavour says it is relative to (a
+        skill's root; the workspace of Cursor rules), never rewritten; elsewhere unjudged."""
+        t = ref.target.lstrip("@")
+        if not self.flavour.checks_mentions:
+            return Resolution("unchecked", t, reason=f"a {self.flavour.name} store defines no base for paths in code")
+        base = note.path.rsplit("/", 1)[0] if "/" in note.path else ""
+        bases = [base]
+        if self.flavour.name == "skills":
+            bases.append(skill_root(note.path, self.files))
+        bases.append("")
+        for b in bases:
+            rel = posixpath.normpath(posixpath.join(b, t)) if b else posixpath.normpath(t)
+            if not rel.startswith("..") and (rel in self.files or rel in self.dirs):
+                return Resolution("ok", rel)
+        full = os.path.normpath(os.path.join(self.root, base, t))
+        if os.path.exists(full):
+            return Resolution("ok", t, reason="outside the store")
+        if self.project_root and os.path.exists(os.path.join(self.project_root, t)):
+            return Resolution("ok", t, reason="in the project")
+        if self.flavour.name == "cursor" and not self.project_root:
+            return Resolution("unchecked", t, reason="no workspace root found to check it against")
+        where = "the skill's root" if self.flavour.name == "skills" else "the workspace"
+        return Resolution("broken-mention", t, reason=f"no such file relative to the note's folder or {where}")
 
     def _rel(self, note: Note, target: str) -> str | None:
         """The target relative to the store root (None when it leaves the store)."""
@@ -285,6 +346,12 @@ class StoreLinks:
             target, mdc = target[4:], True
         if target.lower().startswith("file:"):
             return Resolution("skipped", reason="file: URL outside the store")
+        if target.lower().startswith(("memory://", "dendron://")):
+            key = target.split("://", 1)[1].strip("/") if target.lower().startswith("memory://") else target
+            hit = self._wiki_lookup(key, note)
+            if hit is None:
+                return Resolution("broken", reason="no note has this permalink")
+            return self._anchored(hit, ref)
         if not target:  # [x](#anchor): this note
             if ref.anchor and not self._anchor_ok(note.path, ref.anchor):
                 return Resolution("broken-anchor", note.path, reason=f"no heading #{ref.anchor} in this note")
@@ -292,7 +359,7 @@ class StoreLinks:
         if mdc:
             rel = self._mdc(target)
             if rel is None:
-                sugg = self.suggest(target, note.path)
+                sugg = self.suggest(target, note.path) or self._mdc_case(target)
                 return Resolution("broken", suggestion=sugg, reason="no file in the store ends with this mdc: path")
         else:
             rel = self._rel(note, target)
@@ -331,6 +398,16 @@ class StoreLinks:
         if ref.anchor and not self._anchor_ok(rel, ref.anchor):
             return Resolution("broken-anchor", rel, reason=f"{rel} has no heading #{ref.anchor}")
         return Resolution("ok", rel)
+
+    def _mdc_case(self, target: str) -> str:
+        """The one store file an ``mdc:`` path names when case is ignored (the same file on the
+        case-insensitive file system it was written on), or ""."""
+        parts = [p for p in target.split("/") if p not in ("", ".")]
+        for i in range(len(parts)):
+            hits = self._files_folded.get("/".join(parts[i:]).casefold(), [])
+            if len(hits) == 1:
+                return hits[0]
+        return ""
 
     def _mdc(self, target: str) -> str | None:
         parts = [p for p in target.split("/") if p not in ("", ".")]

@@ -13,26 +13,25 @@ import unicodedata
 from dataclasses import dataclass
 
 from geode.delivery.crystal import NOTE_SUFFIXES
-from geode.delivery.note import Note, prose_lines
+from geode.delivery.note import Note
 
-_URL_RE = re.compile(r"(?:[a-zA-Z][a-zA-Z0-9+.-]*://|www\.)[^\s)>\]]*")
-_MDLINK_SPAN_RE = re.compile(r"!?\[[^\]\n]*\]\([^)\n]*\)")
-_WIKI_SPAN_RE = re.compile(r"!?\[\[[^\]\n]+\]\]")
-_REFDEF_LINE_RE = re.compile(r"^\s{0,3}\[[^\]]+\]:\s*\S+")
-_ANGLE_RE = re.compile(r"<[^>\n]*>")
-_REFUSE_RE = re.compile(r"(?<![\]\\!])\[([^\[\]\n]+)\]\[([^\[\]\n]*)\](?!\()")
-_REFDEF_RE = re.compile(r"^\s{0,3}\[([^\]]+)\]:")
-_CODE_SPAN_RE = re.compile(r"`([^`\n]*)`")
-_PATH_RE = re.compile(r"(?<![\w/.:~$%-])@?((?:\.{1,2}/)*[\w][\w.+-]*(?:/[\w.+-]+)*\.[A-Za-z][A-Za-z0-9]{0,7})(?![\w/])")
-_HEADING_ID_RE = re.compile(r"\s*\{#([^}\s]+)[^}]*\}\s*$")
-_HTML_ID_RE = re.compile(r"<a\s[^>]*(?:id|name)\s*=\s*[\"']([^\"']+)[\"']", re.I)
-_BLOCK_ID_RE = re.compile(r"\s\^([A-Za-z0-9-]+)\s*$", re.M)
+#: the shape of a file path in prose or in a code span: folders, a name, an extension (a token
+#: shape, not link syntax: the links themselves come from the markdown reader)
+_PATH_RE = re.compile(
+    r"(?<![\w/.:~$%@-])@?((?:\.{1,2}/)*[\w][\w.+-]*(?:/[\w.+-]+)*\.[A-Za-z][A-Za-z0-9]{0,7})(?![\w/])"
+)
+_PUNCT_GH = re.compile(r"[^\w\- ]")
+_PUNCT_PYMD = re.compile(r"[^\w\s-]")
+_SEP_PYMD = re.compile(r"[-\s]+")
+#: the characters Obsidian replaces when it writes a heading into a link
+_OBSIDIAN_DROP = str.maketrans({c: " " for c in "#|^:%[]\\"})
 
 
 @dataclass(frozen=True)
 class Ref:
-    """One reference out of a note. ``syntax``: relation | wiki | markdown | reference | path |
-    refuse (a reference-style use ``[text][label]``)."""
+    """One reference out of a note. ``syntax``: relation | wiki | markdown | reference | path (a
+    bare path in prose) | mention (a path in a code span) | refuse (a reference-style use
+    ``[text][label]`` with no definition)."""
 
     line: int
     syntax: str
@@ -44,60 +43,97 @@ class Ref:
 
 
 def slug(text: str) -> str:
-    """GitHub's and mdBook's heading id: lower case, punctuation dropped, spaces to hyphens."""
+    """GitHub's and mdBook's heading id: lower case, punctuation dropped (letters of every script
+    kept: ``Über`` -> ``über``, ``概要`` -> ``概要``), spaces to hyphens."""
     t = unicodedata.normalize("NFC", text.strip().lower())
-    t = re.sub(r"[`*_~]{1,3}(?=\S)|(?<=\S)[`*_~]{1,3}", lambda m: "_" if m.group(0) == "_" else "", t)
-    t = re.sub(r"[^\w\- ]", "", t)
+    t = _PUNCT_GH.sub("", t)
     return t.replace(" ", "-")
 
 
-def prose_refs(note: Note) -> list[Ref]:
-    """Bare paths and undefined reference-style labels, outside fenced code."""
-    out: list[Ref] = []
-    defined = set()
-    lines = note.body.split("\n")
-    for raw in lines:
-        m = _REFDEF_RE.match(raw)
-        if m:
-            defined.add(m.group(1).strip().casefold())
-    for lineno, line in prose_lines(note.body, note.body_line):
-        if _REFDEF_LINE_RE.match(line):
+def slug_pymd(text: str) -> str:
+    """Python-Markdown's ``toc`` slugify, the one mkdocs uses by default: NFKD, then everything
+    outside ASCII dropped (``Über`` -> ``uber``, ``概要`` -> ``""``), punctuation dropped, runs
+    of spaces and hyphens to one hyphen."""
+    t = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii")
+    t = _PUNCT_PYMD.sub("", t).strip().lower()
+    return _SEP_PYMD.sub("-", t)
+
+
+def heading_text_key(text: str) -> str:
+    """How Obsidian compares a link's ``#heading`` with a heading: the text, with the characters
+    it cannot hold in a link turned to spaces, whitespace collapsed, case ignored."""
+    return " ".join(text.translate(_OBSIDIAN_DROP).split()).casefold()
+
+
+def _unique_gh(s: str, counts: dict[str, int]) -> str:
+    n = counts.get(s, 0)
+    counts[s] = n + 1
+    return s if n == 0 else f"{s}-{n}"
+
+
+def _unique_pymd(s: str, ids: set[str]) -> str:
+    """Python-Markdown's ``unique``: ``x``, ``x_1``, ``x_2``; an empty id becomes ``_1``."""
+    while s in ids or not s:
+        head, sep, num = s.rpartition("_")
+        s = f"{head}_{int(num) + 1}" if sep and num.isdigit() else f"{s}_1"
+    ids.add(s)
+    return s
+
+
+def path_tokens(text: str):
+    """The path-shaped tokens of a run of text (a folder or a note suffix required)."""
+    for pm in _PATH_RE.finditer(text):
+        tok = pm.group(1).rstrip(".")
+        if "/" not in tok and not tok.lower().endswith(NOTE_SUFFIXES):
             continue
-        text = _URL_RE.sub(" ", line)
-        text = _MDLINK_SPAN_RE.sub(" ", text)
-        text = _WIKI_SPAN_RE.sub(" ", text)
-        text = _ANGLE_RE.sub(" ", text)
-        prose = _CODE_SPAN_RE.sub(" ", text)
-        for rm in _REFUSE_RE.finditer(prose):
-            label = (rm.group(2) or rm.group(1)).strip()
-            if label.casefold() not in defined and label not in (" ", "x", "X"):
-                out.append(Ref(lineno, "refuse", label, raw=label))
-        scan = _CODE_SPAN_RE.sub(lambda mm: " " + mm.group(1) + " ", text)
-        for pm in _PATH_RE.finditer(scan):
-            tok = pm.group(1).rstrip(".")
-            if "/" not in tok and not tok.lower().endswith(NOTE_SUFFIXES):
+        yield tok
+
+
+def prose_refs(note: Note) -> list[Ref]:
+    """Bare paths in prose (``path``), paths in code spans (``mention``) and reference-style
+    uses with no definition (``refuse``), all from the markdown reader: nothing inside code
+    blocks, HTML comments or link text."""
+    out: list[Ref] = []
+    r = note.reading
+    for lk in r.links:
+        if lk.kind == "refuse":
+            out.append(Ref(lk.line, "refuse", lk.target, raw=lk.target))
+    for span in r.texts:
+        if "/" not in span.text and "." not in span.text:
+            continue
+        for tok in path_tokens(span.text):
+            if "://" in tok or tok.startswith("www."):
                 continue
-            anchor = ""
-            out.append(Ref(lineno, "path", tok, anchor, raw=tok))
+            out.append(Ref(span.line, "path", tok, raw=tok))
+    for span in r.code_spans:
+        for tok in path_tokens(span.text):
+            out.append(Ref(span.line, "mention", tok, raw=tok))
+    out.sort(key=lambda x: x.line)
     return out
 
 
-def note_anchors(note: Note) -> set[str]:
-    """Every anchor a link may name in ``note``, case-folded: heading slugs (GitHub/mdBook, with
-    ``-1``, ``-2`` for repeats) and heading texts (Obsidian), ``{#id}`` attributes, ``<a id|name>``
-    tags and ``^block`` ids."""
+def note_anchors(note: Note, style: str = "github") -> set[str]:
+    """Every anchor a link may name in ``note``, case-folded, as the store's own tool makes them:
+    ``style`` github (plain, mdBook, Dendron: ``-1``, ``-2`` for repeats), pymd (mkdocs:
+    Python-Markdown's toc, ``_1`` for repeats) or obsidian (the heading text). Always: ``{#id}``
+    attributes, ``<a id|name>`` tags and ``^block`` ids."""
     out: set[str] = set()
     counts: dict[str, int] = {}
-    for _line, _lvl, text in note.headings:
-        m = _HEADING_ID_RE.search(text)
-        if m:
-            out.add(m.group(1).casefold())
-            text = text[: m.start()]
-        s = slug(text)
-        n = counts.get(s, 0)
-        counts[s] = n + 1
-        out.add(s if n == 0 else f"{s}-{n}")
-        out.add(text.strip().casefold())
-    out.update(a.casefold() for a in _HTML_ID_RE.findall(note.text))
-    out.update("^" + b.casefold() for b in _BLOCK_ID_RE.findall(note.text))
+    ids: set[str] = set()
+    r = note.reading
+    for h in r.headings:
+        if h.attr_id:
+            out.add(h.attr_id.casefold())
+            ids.add(h.attr_id)
+            if style == "pymd":
+                continue
+        if style == "pymd":
+            out.add(_unique_pymd(slug_pymd(h.text), ids).casefold())
+        elif style == "obsidian":
+            out.add(heading_text_key(h.text))
+        else:
+            out.add(_unique_gh(slug(h.text), counts))
+            out.add(heading_text_key(h.text))
+    out.update(a.casefold() for a in r.html_ids)
+    out.update("^" + b.casefold() for b in r.block_ids)
     return out

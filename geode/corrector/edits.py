@@ -25,7 +25,6 @@ essence reads the same once link targets are masked out.
 from __future__ import annotations
 
 import difflib
-import re
 
 _BOM = "\ufeff"
 
@@ -142,20 +141,53 @@ def quote_value(line: str) -> str | None:
 
 
 # -- what an edit may not change ---------------------------------------------------------------
-_WIKI_INNER = re.compile(r"\[\[[^\]\n]*\]\]")
-_MD_DEST = re.compile(r"\]\([^)\n]*\)")
-_REF_DEF = re.compile(r"^(\s{0,3}\[[^\]\n]+\]:)[ \t]*\S+", re.M)
-_PATHLIKE = re.compile(r"@?(?:\.{1,2}/)*[\w][\w.+-]*(?:/[\w.+-]+)*\.[A-Za-z][A-Za-z0-9]{0,7}")
-
-
 def mask_link_targets(text: str) -> str:
     """``text`` with every link target replaced by a placeholder: wikilinks, markdown link
-    destinations, reference definitions and bare paths. What is left is the wording."""
-    t = _WIKI_INNER.sub("[[\u2026]]", text)
-    t = _MD_DEST.sub("](\u2026)", t)
-    t = _REF_DEF.sub(lambda m: m.group(1) + " \u2026", t)
-    t = _PATHLIKE.sub("\u2026", t)
-    return t
+    destinations, reference definitions and paths (in prose and in code spans). What is left is
+    the wording. Where the targets are is the markdown reader's to say (``geode.delivery.mdread``),
+    so a link in a code block or an HTML comment is wording, as it is to every reader."""
+    from geode.agents.note_refs import path_tokens
+    from geode.delivery.mdread import read_markdown
+
+    r = read_markdown(text)
+    by_line: dict[int, list[str]] = {}
+    wiki_lines: set[int] = set()
+    for lk in r.links:
+        if lk.kind in ("wiki", "embed", "relation"):
+            wiki_lines.add(lk.line)
+        elif lk.raw:
+            by_line.setdefault(lk.line, []).append(lk.raw)
+    for span in r.texts + r.code_spans:
+        for tok in path_tokens(span.text):
+            by_line.setdefault(span.line, []).append(tok)
+    lines = text.split("\n")
+    for lineno in sorted(set(by_line) | wiki_lines):
+        i = lineno - 1
+        if not 0 <= i < len(lines):
+            continue
+        line = lines[i]
+        if lineno in wiki_lines:
+            line = _mask_wiki(line)
+        raws = set(by_line.get(lineno, ()))
+        if len(raws) > 200:  # a line that is mostly links: its wording is the links' order
+            line = "\u2026"
+            raws = set()
+        for raw in sorted(raws, key=len, reverse=True):
+            line = line.replace(raw, "\u2026")
+        lines[i] = line
+    return "\n".join(lines)
+
+
+def _mask_wiki(line: str) -> str:
+    out, pos = [], 0
+    while True:
+        i = line.find("[[", pos)
+        j = line.find("]]", i + 2) if i >= 0 else -1
+        if i < 0 or j < 0:
+            out.append(line[pos:])
+            return "".join(out)
+        out.append(line[pos : i + 2] + "\u2026")
+        pos = j
 
 
 def check_edit(before_text: str, after_text: str, path: str, added_keys: dict | None = None) -> str:

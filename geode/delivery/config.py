@@ -138,6 +138,9 @@ SCHEMA: dict = {
         "queue": (STR, "geode-upkeep", "GEODE_QUEUE"),
         "at": (STR, "03:00", "GEODE_UPKEEP_AT"),  # the nightly run, local time
         "misfire_grace_hours": (FLOAT, 24.0, None),
+        # how the Librarian reads links (obsidian, dendron, mkdocs, mdbook, cursor, skills,
+        # basic-memory, plain); none: detected from the store itself
+        "flavour": (STR, None, None),
     },
     "web": {
         "who": (STR, None, None),  # who decides on the page: else --who, else the OS user

@@ -1,13 +1,16 @@
 """The note: one markdown file, parsed into what every room needs, with line numbers.
 
 Built on ``crystal.py`` (the lean part the hook uses); this module adds links, relations,
-observations and headings for the CLI, recall and the maintenance agents.
+observations and headings for the CLI, recall and the maintenance agents. They come from the
+one markdown reader (``geode.delivery.mdread``, a CommonMark parser), read on first use and
+kept on the note, so a run parses each note once and the hook (which never asks) not at all.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from geode.delivery.crystal import (  # noqa: F401  (re-exported)
     ESSENCE_CLOSE,
@@ -19,18 +22,13 @@ from geode.delivery.crystal import (  # noqa: F401  (re-exported)
     parse_crystal_text,
 )
 
-_RELATION_RE = re.compile(r"^\s*[-*+]\s+([A-Za-z_][\w-]*)\s+\[\[([^\]\n]+)\]\]")
-_WIKI_RE = re.compile(r"(!?)\[\[([^\]\n]+)\]\]")
-_MDLINK_RE = re.compile(r"(!?)\[([^\]\n]*)\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
-_REFDEF_RE = re.compile(r"^\s{0,3}\[([^\]]+)\]:\s*<?(\S+?)>?(?:\s+.*)?$")
-_HEADING_RE = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
-_OBS_RE = re.compile(r"^\s*[-*+]\s+(?:\[([^\]]+)\]\s+)?(.+)$")
+if TYPE_CHECKING:
+    from geode.delivery.mdread import Reading
+
 _TAG_RE = re.compile(r"(?:^|\s)#([\w/-]+)")
-_CODE_SPAN_RE = re.compile(r"`[^`\n]*`")
-_FENCE_RE = re.compile(r"^\s{0,3}(```|~~~)")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Link:
     """A link out of the note. ``kind``: ``relation``, ``wiki``, ``markdown`` or ``reference``."""
 
@@ -42,7 +40,7 @@ class Link:
     anchor: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Observation:
     line: int
     text: str
@@ -63,9 +61,44 @@ class Note:
     essence: str | None
     essence_line: int  # line of the opening marker (0 when absent)
     essence_problems: list[tuple[int, str, str]] = field(default_factory=list)
-    links: list[Link] = field(default_factory=list)
-    observations: list[Observation] = field(default_factory=list)
-    headings: list[tuple[int, int, str]] = field(default_factory=list)  # (line, level, text)
+    _reading: Reading | None = field(default=None, repr=False, compare=False)
+    _scanned: tuple[list[Link], list[Observation], list[tuple[int, int, str]]] | None = field(
+        default=None, repr=False, compare=False
+    )
+
+    # -- the body, read once by the markdown reader (on first use: the hook never asks) ------
+    @property
+    def reading(self) -> Reading:
+        """The body as the one markdown reader sees it (``geode.delivery.mdread``), cached."""
+        if self._reading is None:
+            from geode.delivery.mdread import read_markdown
+
+            self._reading = read_markdown(self.body, self.body_line)
+        return self._reading
+
+    def _scan(self) -> tuple[list[Link], list[Observation], list[tuple[int, int, str]]]:
+        if self._scanned is None:
+            r = self.reading
+            self._scanned = scan_reading(r)
+            # what the scan turned into Links and Observations is not kept twice (memory at
+            # 100,000 notes): the reading keeps only what nothing else holds
+            r.links = [lk for lk in r.links if lk.kind == "refuse"]
+            r.items = []
+        return self._scanned
+
+    @property
+    def links(self) -> list[Link]:
+        """Links out of the note (external URLs left out), in the order written."""
+        return self._scan()[0]
+
+    @property
+    def observations(self) -> list[Observation]:
+        return self._scan()[1]
+
+    @property
+    def headings(self) -> list[tuple[int, int, str]]:
+        """``(line, level, text)`` of every heading: ATX, setext, in quotes and lists."""
+        return self._scan()[2]
 
     # -- identity ---------------------------------------------------------
     @property
@@ -124,95 +157,51 @@ class Note:
         return self.fm_lines.get(key, 1)
 
 
-def _split_target(raw: str) -> tuple[str, str, str]:
-    """``Target#anchor|alias`` -> (target, alias, anchor)."""
-    alias = ""
-    if "|" in raw:
-        raw, alias = raw.split("|", 1)
-    anchor = ""
-    if "#" in raw:
-        raw, anchor = raw.split("#", 1)
-    return raw.strip(), alias.strip(), anchor.strip()
-
-
-def _is_external(target: str) -> bool:
-    t = target.lower()
-    return t.startswith(("http://", "https://", "mailto:", "ftp://", "tel:", "data:")) or "://" in t
-
-
-def prose_lines(body: str, body_line: int):
-    """``(file line, line)`` for every non-blank body line outside fenced code blocks: the one
-    place that decides what counts as prose (the Librarian's scan of bare paths uses it too)."""
-    in_fence = False
-    fence = ""
-    for offset, raw in enumerate(body.split("\n")):
-        line = raw.rstrip("\r")
-        m = _FENCE_RE.match(line)
-        if m:
-            if not in_fence:
-                in_fence, fence = True, m.group(1)
-            elif m.group(1) == fence:
-                in_fence = False
-            continue
-        if in_fence or not line.strip():
-            continue
-        yield body_line + offset, line
-
-
-def scan_body(body: str, body_line: int) -> tuple[list[Link], list[Observation], list[tuple[int, int, str]]]:
-    """Links, observations and headings of the body, skipping fenced code and code spans."""
+def scan_reading(r: Reading) -> tuple[list[Link], list[Observation], list[tuple[int, int, str]]]:
+    """Links, observations and headings from the reader's tokens (never from the raw text: code
+    blocks, HTML comments and footnotes are the parser's to tell apart)."""
     links: list[Link] = []
+    for lk in sorted(r.links, key=lambda x: x.line):
+        if lk.external:
+            continue
+        if lk.kind in ("wiki", "embed", "relation"):
+            links.append(
+                Link(
+                    lk.target, lk.line, "relation" if lk.kind == "relation" else "wiki", lk.relation, lk.text, lk.anchor
+                )
+            )
+        elif lk.kind in ("markdown", "image"):
+            links.append(
+                Link(lk.raw and _raw_path(lk.raw) or lk.target, lk.line, "markdown", lk.relation, lk.text, lk.anchor)
+            )
+        elif lk.kind == "reference":
+            links.append(Link(_raw_path(lk.raw) or lk.target, lk.line, "reference", "links_to", lk.text, lk.anchor))
     observations: list[Observation] = []
-    headings: list[tuple[int, int, str]] = []
-    for lineno, line in prose_lines(body, body_line):
-        stripped = line.strip()
-        if stripped in (ESSENCE_OPEN, ESSENCE_CLOSE) or not stripped:
+    for item in r.items:
+        if item.line in r.relation_lines:
             continue
-        h = _HEADING_RE.match(line)
-        if h:
-            headings.append((lineno, len(h.group(1)), h.group(2).strip()))
+        text = item.text.strip()
+        if not text or text in (ESSENCE_OPEN, ESSENCE_CLOSE):
             continue
-        scan = _CODE_SPAN_RE.sub(lambda mm: " " * len(mm.group(0)), line)
-        rel = _RELATION_RE.match(scan)
-        rel_span = None
-        if rel:
-            target, alias, anchor = _split_target(rel.group(2))
-            links.append(Link(target, lineno, "relation", rel.group(1), alias, anchor))
-            rel_span = rel.span(2)
-        for wm in _WIKI_RE.finditer(scan):
-            if rel_span and wm.start(2) == rel_span[0]:
-                continue
-            target, alias, anchor = _split_target(wm.group(2))
-            if target or anchor:
-                links.append(Link(target, lineno, "wiki", "embeds" if wm.group(1) else "links_to", alias, anchor))
-        for mm in _MDLINK_RE.finditer(scan):
-            target = mm.group(3)
-            if _is_external(target):
-                continue
-            anchor = ""
-            if "#" in target:
-                target, anchor = target.split("#", 1)
-            links.append(Link(target, lineno, "markdown", "embeds" if mm.group(1) else "links_to", mm.group(2), anchor))
-        rd = _REFDEF_RE.match(scan)
-        if rd and not _is_external(rd.group(2)):
-            target = rd.group(2)
-            anchor = ""
-            if "#" in target:
-                target, anchor = target.split("#", 1)
-            links.append(Link(target, lineno, "reference", "links_to", rd.group(1), anchor))
-        om = _OBS_RE.match(line)
-        if om and not rel:
-            text = om.group(2).strip()
-            tags = tuple(t for t in _TAG_RE.findall(text))
-            observations.append(Observation(lineno, text, (om.group(1) or "").strip(), tags))
+        category = ""
+        if text.startswith("[") and "] " in text:
+            category, text = text[1:].split("] ", 1)
+            category, text = category.strip(), text.strip()
+        observations.append(Observation(item.line, text, category, tuple(_TAG_RE.findall(text))))
+    headings = [(h.line, h.level, h.text) for h in r.headings]
     return links, observations, headings
+
+
+def _raw_path(raw: str) -> str:
+    """A destination as written, without its ``#anchor`` (kept percent-encoded as written: the
+    resolver decodes, the rewriter matches the bytes on the line)."""
+    return raw.split("#", 1)[0]
 
 
 def parse_note(text: str, path: str) -> Note:
     """Parse one note. Raises ``NoteError`` (with file and line) when it cannot be read."""
     c = parse_crystal_text(text, path)
     essence_problems = extract_essence(c.body, c.body_line)[2]
-    links, observations, headings = scan_body(c.body, c.body_line)
     return Note(
         path=path,
         text=text,
@@ -225,7 +214,4 @@ def parse_note(text: str, path: str) -> Note:
         essence=c.essence,
         essence_line=c.essence_line,
         essence_problems=essence_problems,
-        links=links,
-        observations=observations,
-        headings=headings,
     )

@@ -53,6 +53,9 @@ class Librarian(Agent):
             "markdown_links",
             "reference_links",
             "named_paths",
+            "mentions",
+            "mentions_unchecked",
+            "resolved",
             "anchors",
             "crystals",
             "signposts",
@@ -68,17 +71,27 @@ class Librarian(Agent):
             moves_all = {}
             report.message = f"move history unavailable ({exc}); renames are matched by name only"
         orders = []
+        flavours = []
+        upkeep_cfg = getattr(ctx.settings, "upkeep", None) or {}
+        configured = upkeep_cfg.get("flavour") if isinstance(upkeep_cfg, dict) else None
         for domain, load in ctx.readable(report):
             ex["folders"] += load.folders
             links = StoreLinks(
-                load, project_root=self.project_root, moves=moves_all.get(domain, {}), find_project=self.find_project
+                load,
+                project_root=self.project_root,
+                moves=moves_all.get(domain, {}),
+                find_project=self.find_project,
+                flavour=configured,
             )
+            flavours.append(f"{domain}: {links.flavour.name} ({links.flavour.evidence})")
             if sum(links.wiki_order_votes.values()):
                 orders.append(
                     f"{domain}: [[{links.wiki_order}]] ({links.wiki_order_votes[links.wiki_order]} of "
                     f"{sum(links.wiki_order_votes.values())} piped links decided)"
                 )
             self._domain(ctx, domain, load, links, report)
+        if flavours:
+            report.message = "; ".join(filter(None, [report.message, "flavour " + ", ".join(flavours)]))
         if orders:
             report.message = "; ".join(filter(None, [report.message, "wikilink order " + ", ".join(orders)]))
         return report
@@ -133,6 +146,7 @@ class Librarian(Agent):
                         "markdown": "markdown_links",
                         "reference": "reference_links",
                         "path": "named_paths",
+                        "mention": "mentions",
                         "refuse": "reference_links",
                     }[ref.syntax]
                 ] += 1
@@ -140,7 +154,18 @@ class Librarian(Agent):
                     ex["anchors"] += 1
                 res = links.resolve(note, ref)
                 shown = ref.target + (f"#{ref.anchor}" if ref.anchor else "")
+                if res.status == "unchecked":
+                    ex["mentions_unchecked"] += 1
+                    continue
+                if res.status == "broken-mention":
+                    report.findings.append(
+                        Finding(
+                            "broken-mention", note.path, ref.line, shown, f"mentions {ref.target}: {res.reason}", domain
+                        )
+                    )
+                    continue
                 if res.status == "ok":
+                    ex["resolved"] += 1
                     if res.path in links.notes and res.path != note.path:
                         incoming[res.path] = incoming.get(res.path, 0) + 1
                         internal_edges += 1
@@ -188,7 +213,7 @@ class Librarian(Agent):
                     msg = ("signpost entry moved: " if sugg else "signpost entry missing: ") + msg
                 f = Finding(kind, note.path, ref.line, shown, msg, domain, sugg)
                 report.findings.append(f)
-                if sugg:
+                if sugg and ref.syntax != "mention":
                     new_text = links.new_target_text(note, ref, sugg)
                     if (
                         new_text
