@@ -104,15 +104,6 @@ class Case:
     pending_marks: tuple = ()
 
 
-REFILES_PENDING = pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "files the same proposals again the next night while the first night's are pending (one "
-        "approval then makes the duplicate fail: changed since proposed); the Corrector and the "
-        "Gardener do not"
-    ),
-)
-
 CASES = {
     # a vault whose two links with a suggestion are rewritten (EXPECTED.json, counted by hand)
     "librarian": Case(
@@ -121,7 +112,6 @@ CASES = {
         proposed=[("edit", "Daily Notes/2026-09-17.md"), ("edit", "Meeting Notes.md")],
         examined=expected_of("librarian", "obsidian_vault")["examined"],
         left=_links_without_a_suggestion("obsidian_vault"),
-        pending_marks=(REFILES_PENDING,),
     ),
     # two versions of one truth: a supersedes loop, two stale versions, a near-duplicate pair
     "cleaner": Case(
@@ -135,7 +125,6 @@ CASES = {
         ],
         examined=expected_of("cleaner", "cleaner_truths")["examined"],
         left=[],
-        pending_marks=(REFILES_PENDING,),
     ),
     # one group of blocked lookups becomes a stub; a.md is a crystal, b.md a plain note
     "gardener": Case(
