@@ -29,7 +29,7 @@ from geode.agents import apply, proposals, upkeep
 from geode.agents.contract import NOTHING_TO_LEARN, OK, Context, census, load_findings
 from geode.agents.upkeep import load_agent, run_agent
 from tests.stores import GeodeEnv, snapshot
-from tests.test_gardener import END, Ledger, age_files, crystal
+from tests.test_gardener import DAY, END, Ledger, age_files, crystal
 from tests.upkeep_helpers import FIXTURES, expected_of, fixture_env
 
 AGENTS = upkeep.order()  # the built-in agents, in the order a night runs them
@@ -64,6 +64,7 @@ def _kubeconfig_hunted_three_times(env: GeodeEnv) -> None:
     L = Ledger(env.settings, env.root)
     for i in range(3):
         L.blocked(END - i * 3600, f"s{i}", "grep -rn kubeconfig {root}")
+    L.opened(END - 40 * DAY)  # a ledger older than the Gardener's window: it files nothing from a younger one
     L.write()
 
 
@@ -137,12 +138,12 @@ CASES = {
             "notes": 2,
             "unreadable": 0,
             "crystals": 1,
-            "ledger_rows": 3,
+            "ledger_rows": 4,
             "window_rows": 3,
             "window_days": 30,
             "window_first_ts": int(END - 2 * 3600),
             "window_last_ts": int(END),
-            "ledger_first_ts": int(END - 2 * 3600),
+            "ledger_first_ts": int(END - 40 * DAY),
             "sessions": 3,
             "rows_blocked": 3,
             "blocked_without_terms": 0,

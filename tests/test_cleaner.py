@@ -76,7 +76,9 @@ def test_over_cap_with_an_empty_ledger_is_a_finding_and_no_archive(tmp_path):
     assert report.status == "ok", report.message
     over = [f for f in report.findings if f.kind == "folder-over-cap"]
     assert len(over) == 20 == report.examined["folders_over_cap"]
-    assert {f.path for f in over} == {f"ops.{a}.{t}.*" for a in ("db", "net", "ci", "auth", "cache") for t in ("backup", "restore", "rotate", "audit")}
+    assert {f.path for f in over} == {
+        f"ops.{a}.{t}.*" for a in ("db", "net", "ci", "auth", "cache") for t in ("backup", "restore", "rotate", "audit")
+    }
     for f in over:
         assert "holds 50 notes, over its cap of 10: 40 to archive" in f.message
         assert "50 note(s) have no evidence to archive them" in f.message
@@ -302,9 +304,7 @@ def test_archive_proposals_per_run_are_limited_and_the_finding_says_so(geode_env
     night (49,075 at 100,000 notes before the limit); the finding says how many follow."""
     for d in range(3):
         for i in range(30):
-            geode_env.write(
-                f"f{d}/n{i:02d}.md", f"---\nname: f{d}-n{i:02d}\nstatus: deprecated\n---\nNote {d}-{i}.\n"
-            )
+            geode_env.write(f"f{d}/n{i:02d}.md", f"---\nname: f{d}-n{i:02d}\nstatus: deprecated\n---\nNote {d}-{i}.\n")
     geode_env.toml("[cleaner]\ncap = 10\nmax_archives = 25\n")
     settings, engine, root = geode_env
     report = run_agent(settings, engine, "limit-run", "cleaner")

@@ -369,7 +369,13 @@ misfire_grace_hours = 2
     assert s.stop_date == "2027-02-27" and s.database_url is None
     assert s.recall["salience_weight"] == 1.0 and isinstance(s.recall["salience_weight"], float)
     assert s.recall["tag_aliases"] == {"main": {"k8s": "kubernetes"}}
-    assert s.cleaner == {"cap": 10, "caps": {"guides/old": 3}, "archive_dir": "archive", "max_archives": 1000, "archive_evidence_days": 30}
+    assert s.cleaner == {
+        "cap": 10,
+        "caps": {"guides/old": 3},
+        "archive_dir": "archive",
+        "max_archives": 1000,
+        "archive_evidence_days": 30,
+    }
     assert s.gardener["salience_step"] == 0.2 and s.gardener["window_days"] == 30
     assert s.upkeep["agents"] == {"extra": "tests.upkeep_agents:HandPicked"} and s.upkeep["misfire_grace_hours"] == 2.0
     # the second load is served by the cache, and it says the same

@@ -93,9 +93,7 @@ class FolderCaps(CleanerHost):
                 f.message += (
                     f"; {chosen} archive proposal(s) made, {without} note(s) have no evidence to archive them "
                     f"(no retired status, closed validity window or supersedes, and {self._ledger_said()}): "
-                    "not proposed; "
-                    + (split or "split it by topic into subfolders")
-                    + " instead"
+                    "not proposed; " + (split or "split it by topic into subfolders") + " instead"
                 )
                 f.suggestion = split
             elif chosen < need:
@@ -107,7 +105,9 @@ class FolderCaps(CleanerHost):
 
     def _ledger_said(self) -> str:
         if self.ledger_days >= self.evidence_days:
-            return f"the ledger covers {self.ledger_days:.1f} days, and these were used in the last {self.evidence_days}"
+            return (
+                f"the ledger covers {self.ledger_days:.1f} days, and these were used in the last {self.evidence_days}"
+            )
         return (
             f"the ledger covers {self.ledger_days:.1f} days of the {self.evidence_days} needed before "
             "unused means anything ([cleaner] archive_evidence_days)"
