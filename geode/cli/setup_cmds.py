@@ -53,8 +53,23 @@ def write_default_config(settings: Settings, store_root: str) -> Path:
     return path
 
 
+def holds_files(root: Path) -> bool:
+    """Whether the folder already holds any file (at any depth, hidden ones too: a folder of
+    ``.cursor/rules/*.mdc`` or a bare ``.git`` is someone's): the starter set is never written
+    into it; what is there is indexed instead."""
+    import os
+
+    if not root.is_dir():
+        return False
+    for _dirpath, _dirs, files in os.walk(root):
+        if files:
+            return True
+    return False
+
+
 def ensure_store(settings: Settings, with_starter: bool = True) -> dict:
-    """Create the config, the store with the starter set (never overwriting), the ledger, the index."""
+    """Create the config, the store with the starter set (never overwriting, and never into a
+    folder that already holds files), the ledger, the index."""
     from geode.delivery.index import Index
 
     created = []
@@ -62,8 +77,9 @@ def ensure_store(settings: Settings, with_starter: bool = True) -> dict:
         write_default_config(settings, settings.domains[settings.default_domain])
         settings = _reload(settings)
     root = Path(settings.domains[settings.default_domain])
+    existing = holds_files(root)
     root.mkdir(parents=True, exist_ok=True)
-    if with_starter and not any(root.rglob("*.md")):
+    if with_starter and not existing:
         for src in sorted(STARTER_DIR.glob("*.md")):
             dest = root / src.name
             if not dest.exists():
@@ -79,7 +95,14 @@ def ensure_store(settings: Settings, with_starter: bool = True) -> dict:
     finally:
         idx.close()
     recall = build_text_recall(settings)
-    return {"settings": settings, "store": str(root), "created": created, "index": counts, "recall": recall}
+    return {
+        "settings": settings,
+        "store": str(root),
+        "created": created,
+        "existing": existing,
+        "index": counts,
+        "recall": recall,
+    }
 
 
 def build_text_recall(settings: Settings) -> dict:
@@ -126,6 +149,7 @@ def cmd_init(args) -> int:
         "home": r["settings"].home,
         "store": r["store"],
         "starter_written": r["created"],
+        "store_had_files": r["existing"],
         "index": r["index"],
         "recall": r["recall"],
         "config": r["settings"].config_path,
@@ -134,7 +158,10 @@ def cmd_init(args) -> int:
         print_json(out)
     else:
         print(f"geode home  {out['home']}")
-        print(f"store       {out['store']}  ({len(r['created'])} starter crystals written)")
+        if r["existing"]:
+            print(f"store       {out['store']}  (already holds files: indexed what is there, no starter notes written)")
+        else:
+            print(f"store       {out['store']}  ({len(r['created'])} starter crystals written)")
         print(f"index       {r['index']['crystals']} crystals in {r['index']['files']} note files")
         print(f"recall      {r['recall']['files']} notes in the text index (prompt-time recall is on)")
         print("next        geode hooks install   (then: geode deliver --on bash --text 'npm test | tail')")
