@@ -444,7 +444,9 @@ def test_a_typo_in_cleaner_fails_geode_upkeep_with_file_line_and_key(tmp_path):
     assert f"geode: {path}:3: [cleaner] cpa: unknown key (did you mean cap?)" in r.stderr
     assert "upkeep run" not in r.stdout  # nothing ran on defaults
     path.write_text("[cleaner]\ncap = 10\n")
-    assert geode_cli("init", str(store), env={"GEODE_HOME": str(home)}).returncode == 0  # the recall index doctor checks
+    assert (
+        geode_cli("init", str(store), env={"GEODE_HOME": str(home)}).returncode == 0
+    )  # the recall index doctor checks
     r = geode_cli("upkeep", "--store", str(store), "--agent", "cleaner", env={"GEODE_HOME": str(home)})
     assert r.returncode == 0, r.stdout + r.stderr
     assert "cap 10 per folder" in r.stdout

@@ -9,9 +9,11 @@ calls ``screen`` between the agent's ``examine`` and the filing.
 Two checks, in this order:
 
 1. **Held back** (idempotent across runs, not only within one). Each draft has an evidence
-   fingerprint: the agent, the domain, the kind, every file change (path, sha256 before,
-   sha256 after) and the evidence it rests on (its findings' kind, path and target, and the
-   ledger rows it cites). A draft whose fingerprint equals that of a proposal already
+   fingerprint: the domain, the kind (``status`` counts as ``edit``: both only modify
+   files), every file change (path, sha256 before, sha256 after)
+   and the evidence it rests on (its findings' kind, path and target, and the ledger rows it
+   cites). Not the agent: the Corrector drafting the very edit of the Librarian's a person
+   undid is the same proposal. A draft whose fingerprint equals that of a proposal already
    ``pending`` (or ``conflict``/``failed``: still waiting for a person), ``rejected`` or
    ``undone`` is not filed again; the report counts it under that status. When the file or the
    evidence changed, the fingerprint differs and the draft is filed.
@@ -52,8 +54,11 @@ BAD = frozenset({"broken", "missing-file", "broken-anchor", "undefined-reference
 
 
 # -- fingerprints ----------------------------------------------------------------------------
+#: kinds that are one kind for the fingerprint: a status change is an edit of the same bytes
+SAME_KIND = {"status": "edit"}
+
+
 def fingerprint(
-    agent: str,
     domain: str,
     kind: str,
     changes: list[tuple[str, str | None, str | None]],
@@ -66,9 +71,8 @@ def fingerprint(
     moved, is not new evidence); the finding's kind, path and target are in."""
     raw = json.dumps(
         [
-            agent,
             domain,
-            kind,
+            SAME_KIND.get(kind, kind),
             sorted([p, b or "", a or ""] for p, b, a in changes),
             sorted({(k, p, t) for k, p, t in findings}),
             sorted({int(e) for e in ledger_events}),
@@ -78,12 +82,11 @@ def fingerprint(
     return hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def draft_fingerprint(agent: str, prop: Proposed) -> str:
+def draft_fingerprint(prop: Proposed) -> str:
     from geode.agents.proposals import sha256
 
     d = prop.draft
     return fingerprint(
-        agent,
         d.domain,
         d.kind,
         [(c.path, c.before_sha, sha256(c.after)) for c in d.changes],
@@ -92,8 +95,8 @@ def draft_fingerprint(agent: str, prop: Proposed) -> str:
     )
 
 
-def held_fingerprints(engine, agent: str) -> dict[str, str]:
-    """``{fingerprint: reason}`` of this agent's proposals that hold an identical draft back."""
+def held_fingerprints(engine) -> dict[str, str]:
+    """``{fingerprint: reason}`` of the proposals (of any agent) that hold an identical draft back."""
     from sqlalchemy import inspect, select
 
     from geode.agents.contract import tables
@@ -106,7 +109,7 @@ def held_fingerprints(engine, agent: str) -> dict[str, str]:
     with engine.connect() as conn:
         rows = conn.execute(
             select(P.c.id, P.c.domain, P.c.kind, P.c.status, P.c.evidence)
-            .where(P.c.agent == agent, P.c.status.in_(tuple(HOLD_REASONS)))
+            .where(P.c.status.in_(tuple(HOLD_REASONS)))
             .order_by(P.c.id)
         ).all()
         if not rows:
@@ -141,7 +144,6 @@ def held_fingerprints(engine, agent: str) -> dict[str, str]:
     for r in rows:
         ev = evidence[r.id]
         fp = fingerprint(
-            agent,
             r.domain,
             r.kind,
             changes.get(r.id, []),
@@ -195,7 +197,7 @@ def _stem(path: str) -> str:
 class Baseline:
     """The store's links as they resolve today (one pass, reused for every draft of the run)."""
 
-    def __init__(self, load):
+    def __init__(self, load) -> None:
         from geode.agents.links import StoreLinks
 
         self.load = load
@@ -298,9 +300,7 @@ def _check(base: Baseline, drafts: dict) -> dict[int, list[str]]:
         now = _links_of(after, note)
         if b is not None:
             was = base.of.get(b, _Links())
-            now_ok = Counter()
-            for k, n in now.ok.items():
-                now_ok[k] += n
+            now_ok = now.ok
             for d, n in was.ok.items():
                 d2 = moves.get(d, d)
                 if now_ok[d2] < n:
@@ -329,12 +329,12 @@ def screen(ctx, agent: str, report: Report) -> None:
     ``report.held_back`` and add a finding for each draft that would do harm."""
     if not report.proposed:
         return
-    held = held_fingerprints(ctx.engine, agent)
+    held = held_fingerprints(ctx.engine)
     keep: list[Proposed] = []
     counts: Counter = Counter()
     seen: set[str] = set()
     for prop in report.proposed:
-        fp = draft_fingerprint(agent, prop)
+        fp = draft_fingerprint(prop)
         reason = held.get(fp)
         if reason is not None:
             counts[reason] += 1

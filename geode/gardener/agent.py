@@ -106,7 +106,7 @@ class Gardener(Stubs, NeverFired, Bind, Salience, Agent):
             ex[f"rows_{kind}"] = n
         ex["blocked_without_terms"] = s.blocked_without_terms
         covered = (s.ledger_last_ts - s.ledger_first_ts) / DAY
-        ex["ledger_days"] = round(covered, 1)
+        ex["ledger_days"] = int(covered)
         if covered < self.window_days:
             # a ledger younger than the window says too little about use: nothing is filed from it
             report.status = NOTHING_TO_LEARN
