@@ -95,8 +95,10 @@ def draft_fingerprint(prop: Proposed) -> str:
     )
 
 
-def held_fingerprints(engine) -> dict[str, str]:
-    """``{fingerprint: reason}`` of the proposals (of any agent) that hold an identical draft back."""
+def held_fingerprints(engine, run_id: str = "") -> dict[str, str]:
+    """``{fingerprint: reason}`` of the proposals (of any agent) that hold an identical draft
+    back. Those of ``run_id`` itself are left out: a rerun of the same run lists its own
+    proposals again (``file_proposal`` finds them by ``(run_id, key)``), it is not held back."""
     from sqlalchemy import inspect, select
 
     from geode.agents.contract import tables
@@ -109,7 +111,7 @@ def held_fingerprints(engine) -> dict[str, str]:
     with engine.connect() as conn:
         rows = conn.execute(
             select(P.c.id, P.c.domain, P.c.kind, P.c.status, P.c.evidence)
-            .where(P.c.status.in_(tuple(HOLD_REASONS)))
+            .where(P.c.status.in_(tuple(HOLD_REASONS)), P.c.run_id != run_id)
             .order_by(P.c.id)
         ).all()
         if not rows:
@@ -329,7 +331,7 @@ def screen(ctx, agent: str, report: Report) -> None:
     ``report.held_back`` and add a finding for each draft that would do harm."""
     if not report.proposed:
         return
-    held = held_fingerprints(ctx.engine)
+    held = held_fingerprints(ctx.engine, ctx.run_id)
     keep: list[Proposed] = []
     counts: Counter = Counter()
     seen: set[str] = set()
