@@ -196,32 +196,99 @@ def _stem(path: str) -> str:
     return base.rsplit(".", 1)[0].casefold() if "." in base else base.casefold()
 
 
+def _identity(note) -> tuple:
+    """What a link may name a note by, besides its path."""
+    return (note.name, note.title, note.permalink, tuple(note.aliases))
+
+
+def _keys(note) -> set[str]:
+    """The last words a link that lands on ``note`` can end with (casefolded, suffix dropped)."""
+    keys = {_stem(note.path), note.stem.casefold()}
+    for k in (note.name, note.title, note.permalink, *note.aliases):
+        if k:
+            keys.add(_stem(str(k)))
+    if _stem(note.path) in ("readme", "index") and "/" in note.path:
+        keys.add(_stem(note.path.rsplit("/", 1)[0]))  # a link to the folder lands on its README
+    return keys
+
+
+def _ref_key(ref) -> str:
+    from urllib.parse import unquote
+
+    t = unquote(ref.target).strip().rstrip("/")
+    return _stem(t) if t else ""
+
+
 class Baseline:
-    """The store's links as they resolve today (one pass, reused for every draft of the run)."""
+    """The store's links as they resolve today, worked out only as far as a check needs: the
+    resolver is built on first use, a note's links once each, and who links to a note by a
+    pass that resolves only the references whose last word could name it."""
 
     def __init__(self, load) -> None:
-        from geode.agents.links import StoreLinks
-
         self.load = load
-        self.links = StoreLinks(load)
         self.notes = {n.path: n for n in load.notes}
-        self.of: dict[str, _Links] = {}
-        self.incoming: dict[str, set[str]] = {}
-        self.bad_forms: set = set()
+        self._links = None
+        self._of: dict[str, _Links] = {}
         self.stems: dict[str, set[str]] = {}
         for n in load.notes:
-            got = _links_of(self.links, n)
-            self.of[n.path] = got
-            for d in got.ok:
-                self.incoming.setdefault(d, set()).add(n.path)
-            self.bad_forms.update(form for _l, form, _s in got.bad)
             self.stems.setdefault(_stem(n.path), set()).add(n.path)
+
+    @property
+    def links(self):
+        if self._links is None:
+            from geode.agents.links import StoreLinks
+
+            self._links = StoreLinks(self.load)
+        return self._links
+
+    def of(self, path: str) -> _Links:
+        if path not in self._of:
+            note = self.notes.get(path)
+            self._of[path] = _links_of(self.links, note) if note is not None else _Links()
+        return self._of[path]
+
+    def incoming(self, targets: set[str]) -> dict[str, set[str]]:
+        """``{target: notes whose links resolve to it today}`` for ``targets``."""
+        keys: set[str] = set()
+        for t in targets:
+            if t in self.notes:
+                keys |= _keys(self.notes[t])
+            keys.add(_stem(t))
+        out: dict[str, set[str]] = {}
+        links = self.links
+        for n in self.load.notes:
+            for ref in links.refs(n):
+                if _ref_key(ref) not in keys and ref.target.strip():
+                    continue
+                res = links.resolve(n, ref)
+                if res.status == "ok" and res.path in targets:
+                    out.setdefault(res.path, set()).add(n.path)
+        return out
+
+
+def _harmless(base: Baseline, draft) -> bool:
+    """A draft that only edits frontmatter values no link resolves by (status, salience, a
+    binding, dates): it cannot change where any link lands; not re-checked."""
+    from geode.delivery.errors import GeodeError
+    from geode.delivery.note import parse_note
+
+    for c in draft.changes:
+        if c.before_sha is None or c.after is None or c.path not in base.notes:
+            return False
+        try:
+            after = parse_note(bytes(c.after).decode("utf-8"), c.path)
+        except (UnicodeDecodeError, GeodeError, ValueError):
+            return False
+        before = base.notes[c.path]
+        if after.body != before.body or _identity(after) != _identity(before):
+            return False
+    return True
 
 
 def harms(base: Baseline, drafts: list) -> dict[int, list[str]]:
     """``{index of draft: [what it would break]}`` for the drafts that would do harm, applied
     together to a copy of the store (a harmful one is taken out and the rest checked again)."""
-    active = list(range(len(drafts)))
+    active = [i for i, d in enumerate(drafts) if not _harmless(base, d)]
     found: dict[int, list[str]] = {}
     while active:
         problems = _check(base, {i: drafts[i] for i in active})
@@ -282,9 +349,10 @@ def _check(base: Baseline, drafts: dict) -> dict[int, list[str]]:
     touched_targets = set(removed | modified)
     for c in created:
         touched_targets.update(base.stems.get(_stem(c), ()))
+    incoming = base.incoming(touched_targets) if touched_targets else {}
     sources: set[str] = set(created | modified)
     for t in touched_targets:
-        for src in base.incoming.get(t, ()):
+        for src in incoming.get(t, ()):
             sources.add(moves.get(src, src))
 
     def blame(*paths: str) -> set[int]:
@@ -301,12 +369,11 @@ def _check(base: Baseline, drafts: dict) -> dict[int, list[str]]:
         b = inverse.get(a, a if a not in created else None)
         now = _links_of(after, note)
         if b is not None:
-            was = base.of.get(b, _Links())
-            now_ok = now.ok
+            was = base.of(b)
             for d, n in was.ok.items():
                 d2 = moves.get(d, d)
-                if now_ok[d2] < n:
-                    lost = n - now_ok[d2]
+                if now.ok[d2] < n:
+                    lost = n - now.ok[d2]
                     where = d if d2 == d else f"{d} (moved to {d2})"
                     for i in blame(a, d, d2):
                         problems.setdefault(i, []).append(
@@ -314,7 +381,12 @@ def _check(base: Baseline, drafts: dict) -> dict[int, list[str]]:
                         )
             forms_before = was.forms
         else:
-            forms_before = base.bad_forms
+            # a new note: a link it copies from a note of its own proposal (a merge stub) keeps
+            # the form it had there; any other that does not resolve is the proposal's doing
+            forms_before = set()
+            for p, i in owner.items():
+                if i == owner.get(a) and p in base.notes:
+                    forms_before |= base.of(p).forms
         for line, form, status in now.bad:
             if form in forms_before:
                 continue  # written that way before the proposal: not its doing
