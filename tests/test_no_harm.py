@@ -372,6 +372,10 @@ def test_init_never_writes_starter_notes_into_a_folder_that_holds_files(tmp_path
     assert r.returncode == 0, r.stderr
     assert "already holds files: indexed what is there, no starter notes written" in r.stdout
     assert sorted(p.relative_to(store) for p in store.rglob("*")) == before
+    # nor does geode run
+    r = _geode("run", "--store", str(store), home=tmp_path / "home", cwd=tmp_path)
+    assert "no starter notes written" in r.stdout, r.stdout + r.stderr
+    assert sorted(p.relative_to(store) for p in store.rglob("*")) == before
     # an empty folder still gets the starter set
     empty = tmp_path / "fresh"
     empty.mkdir()

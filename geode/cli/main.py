@@ -36,7 +36,11 @@ def cmd_run(args) -> int:
         print(f"== created the default store at {r['store']} with {len(r['created'])} starter crystals")
         print(f"   recall index: {r['recall']['files']} notes (prompt-time recall is on)")
     else:
-        print(f"== store {root}")
+        had_md = any(Path(root).rglob("*.md"))
+        print(
+            f"== store {root}"
+            + ("" if had_md else " (it holds files: indexed what is there, no starter notes written)")
+        )
         recall = build_text_recall(settings)  # prompt-time recall reads it: kept in line with the files
         print(f"   recall index: {recall['files']} notes ({recall['added'] + recall['changed']} new or changed)")
     from geode.delivery.engine import Delivery
