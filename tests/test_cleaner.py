@@ -65,6 +65,7 @@ def test_a_dendron_vault_is_capped_by_its_dotted_hierarchy(tmp_path):
     assert report.examined["folders_over_cap"] == 0
     assert [f for f in report.findings if f.kind == "folder-over-cap"] == []
     assert report.proposals == []
+    assert "cap 50 per folder and dotted level" in report.message
 
 
 def test_over_cap_with_an_empty_ledger_is_a_finding_and_no_archive(tmp_path):

@@ -83,6 +83,7 @@ class Cleaner(Contradictions, NearDuplicates, FolderCaps, Agent):
         self.evidence_days = cfg["archive_evidence_days"]
         self.ledger_days = 0.0
         self.ledger_last = 0.0
+        self._dotted_any = False
         self.archives_made = 0
         self.ctx = ctx
         usage, ledger_note = self._usage(ctx.engine, report)
@@ -98,7 +99,13 @@ class Cleaner(Contradictions, NearDuplicates, FolderCaps, Agent):
                     (
                         f"near-duplicate: text Jaccard >= {TEXT_MIN:.2f} (character 5-grams, boilerplate dropped) "
                         f"and embedding cosine >= {EMBED_MIN:.2f} ({getattr(self, 'model_id', '') or 'model not loaded: no pair passed the text test'}); "
-                        f"cap {self.cap} per folder" + (f", {len(self.caps)} folder cap(s) set" if self.caps else "")
+                        f"cap {self.cap} per folder"
+                        + (
+                            " and dotted level (the store keeps its hierarchy in dotted names)"
+                            if self._dotted_any
+                            else ""
+                        )
+                        + (f", {len(self.caps)} folder cap(s) set" if self.caps else "")
                     ),
                 ],
             )
@@ -161,6 +168,7 @@ class Cleaner(Contradictions, NearDuplicates, FolderCaps, Agent):
         ex["folders"] += len(folders)
         # caps follow the store's hierarchy: in a dotted (Dendron) store each dotted level is a group
         self.dotted = dendron_like_store(load.root, notes)
+        self._dotted_any = self._dotted_any or self.dotted
         self.real_folders = set(folders)
         groups: dict[str, list[str]] = {}
         for p in notes:
