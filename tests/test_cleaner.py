@@ -314,3 +314,21 @@ def test_archive_proposals_per_run_are_limited_and_the_finding_says_so(geode_env
     over = [f for f in report.findings if f.kind == "folder-over-cap"]
     assert len(over) == 3
     assert sum("reached its limit of 25" in f.message for f in over) == 2  # the 2nd folder hits it, the 3rd gets none
+
+
+def test_a_closed_validity_window_is_evidence_to_archive(geode_env):
+    """Over cap by one, no ledger at all: the one note whose valid_to has passed is archived, the
+    others (no evidence) are not."""
+    settings, engine, root = geode_env.files(
+        {
+            "facts/a.md": "---\nname: a\nvalid_to: 2020-01-01\n---\nA fact that ended.\n",
+            "facts/b.md": "---\nname: b\n---\nA fact.\n",
+            "facts/c.md": "---\nname: c\nvalid_to: 2999-01-01\n---\nA fact still in force.\n",
+        },
+        toml='[cleaner.caps]\n"facts" = 1\n',
+    )
+    report = run_agent(settings, engine, "r1", "cleaner")
+    assert [(p["kind"], p["paths"][-1]) for p in report.proposals] == [("archive", "facts/a.md")]
+    assert "validity window closed 2020-01-01" in proposals.get(engine, report.proposals[0]["id"])["rationale"]
+    [f] = [f for f in report.findings if f.kind == "folder-over-cap"]
+    assert "1 archive proposal(s) made, 2 note(s) have no evidence" in f.message
