@@ -95,6 +95,10 @@ def pristine(tmp_path_factory) -> Path:
             + "".join(body),
         )
     for name in ("A", "B"):
+        # each home set up as a person would (its recall index built): upkeep fails whenever doctor would
+        subprocess.run(
+            _geode(base / name, "init", str(base / "S")), check=True, capture_output=True, env=_env(base / name)
+        )
         r = subprocess.run(
             _geode(base / name, "upkeep", "--agent", "corrector", "--store", str(base / "S"), "--json"),
             capture_output=True,

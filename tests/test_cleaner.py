@@ -55,30 +55,56 @@ def test_cleaner_counts_on_every_fixture(name, tmp_path):
         assert full["evidence"] and all("finding" in e or "ledger_event" in e for e in full["evidence"])
 
 
-def test_flat_thousand_in_one_folder_is_never_within_cap(tmp_path):
+def test_a_dendron_vault_is_capped_by_its_dotted_hierarchy(tmp_path):
+    """flat is 1,000 dotted names in one folder (Dendron's design: the hierarchy is in the
+    names): 20 groups ``ops.<area>.<topic>.*`` of 50, none over the cap of 50, nothing archived."""
     settings, engine, root, _ = setup("flat", tmp_path)
     report = run_agent(settings, engine, "run-1", "cleaner")
-    assert report.examined["folders"] == 1 and report.examined["folders_over_cap"] == 1
+    assert report.status == "ok", report.message
+    assert report.examined["folders"] == 1 and report.examined["folders_capped"] == 20
+    assert report.examined["folders_over_cap"] == 0
+    assert [f for f in report.findings if f.kind == "folder-over-cap"] == []
+    assert report.proposals == []
+    assert "cap 50 per folder and dotted level" in report.message
+
+
+def test_over_cap_with_an_empty_ledger_is_a_finding_and_no_archive(tmp_path):
+    """The same vault with a cap of 10 per group and no ledger rows: every group is over, no
+    note has evidence (no retired status, no supersedes, a ledger of 0 days), so nothing is
+    proposed; each finding says why and how to split by the hierarchy."""
+    settings, engine, root, _ = setup("flat", tmp_path, toml="[cleaner]\ncap = 10\n")
+    report = run_agent(settings, engine, "run-1", "cleaner")
+    assert report.status == "ok", report.message
+    over = [f for f in report.findings if f.kind == "folder-over-cap"]
+    assert len(over) == 20 == report.examined["folders_over_cap"]
+    assert {f.path for f in over} == {
+        f"ops.{a}.{t}.*" for a in ("db", "net", "ci", "auth", "cache") for t in ("backup", "restore", "rotate", "audit")
+    }
+    for f in over:
+        assert "holds 50 notes, over its cap of 10: 40 to archive" in f.message
+        assert "50 note(s) have no evidence to archive them" in f.message
+        assert "the ledger covers 0.0 days of the 30 needed" in f.message
+        assert "split it" in f.message
+    assert report.proposals == []
+
+
+def test_a_plain_folder_over_cap_suggests_a_split_by_the_names(geode_env):
+    for area in ("db", "net", "ci"):
+        for i in range(5):
+            geode_env.write(f"notes/{area}-note-{i}.md", f"# {area} {i}\n\nFact {area} {i}.\n")
+    geode_env.toml("[cleaner]\ncap = 10\n")
+    settings, engine, root = geode_env
+    report = run_agent(settings, engine, "run-1", "cleaner")
     [f] = [f for f in report.findings if f.kind == "folder-over-cap"]
-    assert "holds 1000 notes, over its cap of 50: 950 to archive" in f.message
-    assert kinds(report) == {"archive": 950}
-    assert len({p["paths"][-1] for p in report.proposals}) == 950
-    assert all(p["paths"][0] == "archive/" + p["paths"][-1] for p in report.proposals)
-    # one archive applied and undone, byte-exact
-    before = snapshot(root)
-    pid = report.proposals[0]["id"]
-    src = report.proposals[0]["paths"][-1]
-    assert apply.approve(settings, engine, pid, "tester")["ok"]
-    assert not (root / src).exists()
-    moved = (root / "archive" / src).read_text(encoding="utf-8")
-    assert "status: archived" in moved
-    assert apply.undo(settings, engine, pid, "tester")["ok"]
-    assert snapshot(root) == before
+    assert f.path == "notes" and "15 note(s) have no evidence" in f.message
+    assert f.suggestion == "split it into subfolders by the names' leading word: ci (5), db (5), net (5)"
+    assert report.proposals == []
 
 
-def _thousand(tmp_path, ledger_paths=()):
+def _thousand(tmp_path, ledger_days=40):
     """1,000 notes in notes/: 0-29 deprecated, 30-49 superseded by 950-969, 50-109 delivered in
-    the ledger, last_verified increasing with the index from 2024-01-01."""
+    the ledger, last_verified increasing with the index from 2024-01-01. The ledger's oldest row
+    is ``ledger_days`` before its newest (a blocked lookup: not a use)."""
     import datetime as dt
 
     from geode.delivery.models import LedgerEvent
@@ -113,7 +139,7 @@ def _thousand(tmp_path, ledger_paths=()):
     rows.append(
         dict(
             event_id=uuid.uuid4().hex,
-            ts=1_790_000_000.0,
+            ts=1_790_000_000.0 - ledger_days * 86400.0,
             kind="blocked",
             domain=domain,
             path="x",
@@ -152,6 +178,7 @@ def test_a_folder_of_a_thousand_gets_the_archives_the_evidence_chooses(tmp_path)
     assert "status deprecated" in rationales["notes/n0000.md"]
     assert "superseded by a live note" in rationales["notes/n0030.md"]
     assert "never delivered or read in the ledger" in rationales["notes/n0110.md"]
+    assert "not delivered or read in the last 30 days of a ledger that covers 40 days" in rationales["notes/n0110.md"]
 
     before = snapshot(root)
     for p in report.proposals:
@@ -164,6 +191,20 @@ def test_a_folder_of_a_thousand_gets_the_archives_the_evidence_chooses(tmp_path)
     for p in reversed(report.proposals):
         assert apply.undo(settings, engine, p["id"], "tester")["ok"]
     assert snapshot(root) == before
+
+
+def test_a_young_ledger_is_no_evidence_that_a_note_is_unused(tmp_path):
+    """The same thousand with a ledger of 2 minutes: only the 30 retired and the 20 superseded
+    notes are archived; the finding says the other 50 have no evidence."""
+    settings, engine, root = _thousand(tmp_path, ledger_days=0)
+    report = run_agent(settings, engine, "night-1", "cleaner")
+    assert report.status == "ok", report.message
+    assert kinds(report) == {"archive": 50}
+    chosen = sorted(int(p["paths"][-1][len("notes/n") : -3]) for p in report.proposals)
+    assert chosen == list(range(0, 50))
+    [f] = [f for f in report.findings if f.kind == "folder-over-cap"]
+    assert "50 archive proposal(s) made, 950 note(s) have no evidence" in f.message
+    assert "the ledger covers 0.0 days of the 30 needed" in f.message
 
 
 def test_archiving_rewrites_links_by_path_and_the_librarian_finds_nothing_broken(geode_env):
@@ -264,7 +305,7 @@ def test_archive_proposals_per_run_are_limited_and_the_finding_says_so(geode_env
     night (49,075 at 100,000 notes before the limit); the finding says how many follow."""
     for d in range(3):
         for i in range(30):
-            geode_env.write(f"f{d}/n{i:02d}.md", f"---\nname: f{d}-n{i:02d}\n---\nNote {d}-{i}.\n")
+            geode_env.write(f"f{d}/n{i:02d}.md", f"---\nname: f{d}-n{i:02d}\nstatus: deprecated\n---\nNote {d}-{i}.\n")
     geode_env.toml("[cleaner]\ncap = 10\nmax_archives = 25\n")
     settings, engine, root = geode_env
     report = run_agent(settings, engine, "limit-run", "cleaner")
@@ -273,3 +314,21 @@ def test_archive_proposals_per_run_are_limited_and_the_finding_says_so(geode_env
     over = [f for f in report.findings if f.kind == "folder-over-cap"]
     assert len(over) == 3
     assert sum("reached its limit of 25" in f.message for f in over) == 2  # the 2nd folder hits it, the 3rd gets none
+
+
+def test_a_closed_validity_window_is_evidence_to_archive(geode_env):
+    """Over cap by one, no ledger at all: the one note whose valid_to has passed is archived, the
+    others (no evidence) are not."""
+    settings, engine, root = geode_env.files(
+        {
+            "facts/a.md": "---\nname: a\nvalid_to: 2020-01-01\n---\nA fact that ended.\n",
+            "facts/b.md": "---\nname: b\n---\nA fact.\n",
+            "facts/c.md": "---\nname: c\nvalid_to: 2999-01-01\n---\nA fact still in force.\n",
+        },
+        toml='[cleaner.caps]\n"facts" = 1\n',
+    )
+    report = run_agent(settings, engine, "r1", "cleaner")
+    assert [(p["kind"], p["paths"][-1]) for p in report.proposals] == [("archive", "facts/a.md")]
+    assert "validity window closed 2020-01-01" in proposals.get(engine, report.proposals[0]["id"])["rationale"]
+    [f] = [f for f in report.findings if f.kind == "folder-over-cap"]
+    assert "1 archive proposal(s) made, 2 note(s) have no evidence" in f.message

@@ -89,6 +89,12 @@ class Ledger:
         self.rows.append(ev)
         return ev
 
+    def opened(self, ts: float = END - 40 * DAY) -> dict:
+        """The ledger's oldest row, long before the rest: a ledger that covers the Gardener's
+        window (it files nothing from a younger one). A blocked lookup with no command, outside
+        the window: no rule reads it."""
+        return self.blocked(ts, "first-session")
+
     def write(self) -> None:
         assert ledger.append(self.settings, self.rows) == "db"
         self.rows = []
@@ -158,12 +164,13 @@ def test_blocked_lookups_become_stubs_with_the_hunted_terms(tmp_path):
     L.blocked(t + 300, "s4", "grep kubeconfig {root}")  # a group of one: no stub
     L.blocked(t + 400, "s5")  # no command recorded: no terms
     L.blocked(t + 500, "s6", "cat {root}/ci/pipes.md  # geode:lookup", what="cat", kind="lookup_marked")
+    L.opened()
     L.write()
 
     report = run_agent(settings, engine, "r1", "gardener")
     assert report.status == OK, report.message
     ex = report.examined
-    assert (ex["notes"], ex["crystals"], ex["ledger_rows"], ex["window_rows"]) == (2, 1, 9, 9)
+    assert (ex["notes"], ex["crystals"], ex["ledger_rows"], ex["window_rows"]) == (2, 1, 10, 9)
     assert (ex["rows_blocked"], ex["rows_delivered"], ex["rows_lookup_marked"]) == (7, 1, 1)
     assert ex["blocked_groups"] == 3 and ex["blocked_without_terms"] == 1
     assert ex["window_first_ts"] == int(t) and ex["window_last_ts"] == int(t + 500)
@@ -260,7 +267,6 @@ def test_never_fired_crystals_are_widened_with_observed_terms_or_retired(tmp_pat
 @pytest.mark.parametrize(
     "days,deliveries,reason",
     [
-        (10, 25, "the ledger covers 10.0 days, less than the 30-day window"),
         (35, 5, "the window holds 4 deliveries, fewer than the 20 needed"),  # the 5th is 35 days old
     ],
 )
@@ -274,14 +280,58 @@ def test_never_fired_is_not_judged_on_too_little_ledger(tmp_path, days, deliveri
     assert [s.reason for s in report.skipped if s.target == "never-fired"] == ["not judged: " + reason]
 
 
+def test_a_ledger_younger_than_the_window_files_nothing(tmp_path):
+    """10 days of ledger with enough deliveries and blocked lookups for every rule: the Gardener
+    files nothing and says why (nothing-to-learn, never green)."""
+    settings, engine, root = make_env(tmp_path, _never_store())
+    _never_ledger(settings, root, days=10, deliveries=25)
+    report = run_agent(settings, engine, "r", "gardener")
+    assert report.status == NOTHING_TO_LEARN
+    assert report.message.startswith("nothing to learn from yet: the ledger covers 10.0 days of ledger time")
+    assert "less than the 30-day window ([gardener] window_days): nothing is filed from it" in report.message
+    assert report.proposals == [] and report.examined["ledger_rows"] > 25
+
+
+def test_a_fresh_ledger_of_seconds_files_no_salience_change(tmp_path):
+    """The case from a real first night: deliveries from the last 50 seconds, every one of them
+    unlocking work; no salience change is filed."""
+    import time
+
+    settings, engine, root = make_env(tmp_path, {"a.md": crystal("a", "alpha")})
+    L = Ledger(settings, root)
+    now = time.time()
+    for i in range(5):
+        L.delivered(now - 50 + i * 10, f"a{i}", "main:a.md")
+    L.write()
+    report = run_agent(settings, engine, "r", "gardener")
+    assert report.status == NOTHING_TO_LEARN and report.proposals == []
+    assert "the ledger covers 0.0 days" in report.message
+
+
+def test_hand_calls_of_deliver_are_not_use(tmp_path):
+    """Rows of ``geode deliver`` without --session (sessions ``manual:...``) are left out: they
+    neither age the ledger nor count as deliveries."""
+    from geode.delivery.control import MANUAL_SESSION_PREFIX
+
+    settings, engine, root = make_env(tmp_path, {"a.md": crystal("a", "alpha")})
+    L = Ledger(settings, root)
+    L.delivered(END - 40 * DAY, f"{MANUAL_SESSION_PREFIX}1-2", "main:a.md")  # a person, 40 days ago
+    for i in range(5):
+        L.delivered(END - i * 10, f"{MANUAL_SESSION_PREFIX}{i}", "main:a.md")
+        L.delivered(END - i * 10 - 1, f"s{i}", "main:a.md")
+    L.write()
+    report = run_agent(settings, engine, "r", "gardener")
+    assert report.examined["ledger_rows"] == 5  # the agent's five; the six by hand left out
+    assert report.status == NOTHING_TO_LEARN and report.proposals == []  # 40 s of agent ledger
+
+
 def test_window_setting_from_geode_toml(tmp_path):
     settings, engine, root = make_env(tmp_path, _never_store(), toml="[gardener]\nwindow_days = 60\n")
     _never_ledger(settings, root)  # 35 days of ledger: less than a 60-day window
     report = run_agent(settings, engine, "r", "gardener")
-    assert report.examined["window_days"] == 60
-    assert [s.reason for s in report.skipped if s.target == "never-fired"] == [
-        "not judged: the ledger covers 35.0 days, less than the 60-day window"
-    ]
+    assert report.status == NOTHING_TO_LEARN and report.proposals == []
+    assert "the ledger covers 35.0 days of ledger time" in report.message
+    assert "less than the 60-day window" in report.message
 
 
 # -- searched again and again, no binding: bind ---------------------------------------------------
@@ -307,6 +357,7 @@ def test_notes_found_by_search_again_and_again_are_bound_to_the_preceding_action
             ["guides/release.md", "guides/twice.md" if i < 2 else "guides/bound.md", "guides/bound.md"],
         )
     L.searched(t + 5000, "", "release", ["guides/bound.md"])  # no session: counted, no context
+    L.opened()
     L.write()
     report = run_agent(settings, engine, "r", "gardener")
     assert report.status == OK, report.message
@@ -380,6 +431,7 @@ def test_salience_rises_and_falls_within_bounds_and_counts_each_delivery_once(tm
             L.blocked(t + i * 100 + 5, f"e{i}", "grep -rn other {root}")
     for i in range(2):
         L.delivered(t + i * 100, f"f{i}", "main:f.md")
+    L.opened()
     L.write()
     report = run_agent(settings, engine, "r1", "gardener")
     assert report.status == OK, report.message
@@ -445,6 +497,7 @@ def test_at_most_max_proposals_per_rule_per_run_the_rest_stay_findings(tmp_path)
     for i in range(2):
         L.blocked(END - i, f"s{i}", "grep -rn kubeconfig {root}")
         L.blocked(END - 10 - i, f"t{i}", "grep -rn vault {root}")
+    L.opened()
     L.write()
     report = run_agent(settings, engine, "r", "gardener")
     assert len([f for f in report.findings if f.kind == "blocked-lookups"]) == 2

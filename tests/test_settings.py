@@ -369,7 +369,13 @@ misfire_grace_hours = 2
     assert s.stop_date == "2027-02-27" and s.database_url is None
     assert s.recall["salience_weight"] == 1.0 and isinstance(s.recall["salience_weight"], float)
     assert s.recall["tag_aliases"] == {"main": {"k8s": "kubernetes"}}
-    assert s.cleaner == {"cap": 10, "caps": {"guides/old": 3}, "archive_dir": "archive", "max_archives": 1000}
+    assert s.cleaner == {
+        "cap": 10,
+        "caps": {"guides/old": 3},
+        "archive_dir": "archive",
+        "max_archives": 1000,
+        "archive_evidence_days": 30,
+    }
     assert s.gardener["salience_step"] == 0.2 and s.gardener["window_days"] == 30
     assert s.upkeep["agents"] == {"extra": "tests.upkeep_agents:HandPicked"} and s.upkeep["misfire_grace_hours"] == 2.0
     # the second load is served by the cache, and it says the same
@@ -438,8 +444,11 @@ def test_a_typo_in_cleaner_fails_geode_upkeep_with_file_line_and_key(tmp_path):
     assert f"geode: {path}:3: [cleaner] cpa: unknown key (did you mean cap?)" in r.stderr
     assert "upkeep run" not in r.stdout  # nothing ran on defaults
     path.write_text("[cleaner]\ncap = 10\n")
+    assert (
+        geode_cli("init", str(store), env={"GEODE_HOME": str(home)}).returncode == 0
+    )  # the recall index doctor checks
     r = geode_cli("upkeep", "--store", str(store), "--agent", "cleaner", env={"GEODE_HOME": str(home)})
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 0, r.stdout + r.stderr
     assert "cap 10 per folder" in r.stdout
 
 

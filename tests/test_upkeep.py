@@ -123,9 +123,13 @@ def test_upkeep_json_has_the_documented_shape(tmp_path):
 
     root, _ = make_store("docs_tree", tmp_path)
     home = tmp_path / "home"
+    # set up as a person would (the recall index built): upkeep fails whenever doctor would
+    assert _geode("init", str(root), home=home).returncode == 0
     out = _geode("upkeep", "--store", str(root), "--json", home=home)
-    assert out.returncode == 0, out.stderr
+    assert out.returncode == 0, out.stdout + out.stderr
     data = json.loads(out.stdout)
+    assert data["doctor"] == {"ok": True, "failed": []}
+    assert all(isinstance(r["held_back"], dict) for r in data["runs"])
     (run,) = [r for r in data["runs"] if r["agent"] == "librarian"]
     assert run["status"] == "ok"
     assert run["examined"]["notes"] == 6

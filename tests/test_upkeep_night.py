@@ -195,6 +195,20 @@ def build_night_store(tmp_path: Path, toml: str = CLEANER_TOML):
                 detail={"tool": "Bash", "what": "grep", "command": f"grep -rn kubeconfig {root}"},
             )
         )
+    # the ledger's first row, 40 days back: the Gardener files nothing from a ledger younger than its window
+    rows.append(
+        ledger.new_event(
+            "blocked",
+            ts=now - 40 * 86400,
+            session="s0",
+            event_id=uuid.uuid4().hex,
+            domain=domain,
+            action="grep",
+            channel="guard",
+            term="grep",
+            detail={"tool": "Bash", "what": "grep"},
+        )
+    )
     assert ledger.append(settings, rows) == "db"
     return settings, engine, root
 

@@ -101,6 +101,9 @@ class Report:
     started_at: float = 0.0
     finished_at: float = 0.0
     store_notes: int = 0  # what the census counted: the store holds this many note files
+    #: drafts not filed, by reason: pending, rejected, undone (an identical proposal with the same
+    #: evidence is already there, ``geode.agents.filing``), would-break-links (the no-harm check)
+    held_back: dict[str, int] = field(default_factory=dict)
 
     @property
     def failed(self) -> bool:
@@ -130,6 +133,7 @@ class Report:
             ],
             "skipped": [s.as_dict() for s in self.skipped],
             "proposals": list(self.proposals),
+            "held_back": dict(self.held_back),
             "attempts": self.attempts,
             "started_at": self.started_at,
             "finished_at": self.finished_at,
@@ -355,12 +359,19 @@ def load_findings(conn_or_engine, run_id: str, agent: str | None = None, kinds: 
     return _read(conn_or_engine)
 
 
+#: where ``held_back`` is kept in the ``examined`` column (no column of its own: no migration)
+HELD_BACK_KEY = "__held_back__"
+
+
 def report_from_row(row, conn=None) -> Report:
+    examined = json.loads(row["examined"] or "{}")
+    held = examined.pop(HELD_BACK_KEY, {}) if isinstance(examined, dict) else {}
     r = Report(
         agent=row["agent"],
         status=row["status"],
         message=row["message"],
-        examined=json.loads(row["examined"] or "{}"),
+        examined=examined,
+        held_back=dict(held) if isinstance(held, dict) else {},
         skipped=[Skipped(**s) for s in json.loads(row["skipped"] or "[]")],
         proposals=json.loads(row["proposals"] or "[]"),
         run_id=row["run_id"],
@@ -401,13 +412,16 @@ def list_runs(engine, limit: int = 50) -> list[dict]:
         )
     out = []
     for r in rows:
+        examined = json.loads(r["examined"] or "{}")
+        held = examined.pop(HELD_BACK_KEY, {}) if isinstance(examined, dict) else {}
         out.append(
             {
                 "run_id": r["run_id"],
                 "agent": r["agent"],
                 "status": r["status"],
                 "message": r["message"],
-                "examined": json.loads(r["examined"] or "{}"),
+                "examined": examined,
+                "held_back": held,
                 "findings": counts.get(f"{r['run_id']}\x1f{r['agent']}", 0),
                 "proposals": len(json.loads(r["proposals"] or "[]")),
                 "attempts": r["attempts"],

@@ -12,7 +12,16 @@ from __future__ import annotations
 import json
 import time
 
-from geode.agents.contract import FAILED, FINAL_STATUSES, RUNNING, Finding, Report, report_from_row, tables
+from geode.agents.contract import (
+    FAILED,
+    FINAL_STATUSES,
+    HELD_BACK_KEY,
+    RUNNING,
+    Finding,
+    Report,
+    report_from_row,
+    tables,
+)
 
 
 def _insert(conn):
@@ -136,7 +145,10 @@ def finish_run(engine, report: Report) -> None:
             .values(
                 status=report.status,
                 message=report.message,
-                examined=json.dumps(report.examined, sort_keys=True),
+                examined=json.dumps(
+                    {**report.examined, **({HELD_BACK_KEY: report.held_back} if report.held_back else {})},
+                    sort_keys=True,
+                ),
                 skipped=json.dumps([s.as_dict() for s in report.skipped]),
                 proposals=json.dumps(report.proposals),
                 store_notes=int(report.store_notes),

@@ -11,7 +11,9 @@ more (``name = "module:Class"``); the tests add a poison agent that way.
 
 Idempotent by run id: ``(run_id, agent)`` is one row of ``upkeep_run``; an attempt is counted
 before any work, findings are upserted by a stable key, proposals are filed with
-``(run_id, key)`` so a rerun files none twice, and the finished report is written last. A run
+``(run_id, key)`` so a rerun files none twice, and the finished report is written last.
+Across runs, ``geode.agents.filing.screen`` holds back a draft already pending, rejected or
+undone with the same evidence, and keeps out of the queue a draft that would break links. A run
 that already finished is returned as it was; one that died three times is marked failed.
 """
 
@@ -22,6 +24,7 @@ import logging
 import time
 import uuid
 
+from geode.agents import filing
 from geode.agents.contract import FAILED, Agent, Context, Report, apply_rule, census, ensure_tables, load_findings
 from geode.agents.recording import MAX_ATTEMPTS, begin_attempt, finish_run, store_findings
 from geode.delivery.errors import GeodeError, NotFoundError
@@ -158,6 +161,9 @@ def run_agent(
         report.message = "; ".join(filter(None, [report.message, f"{held} proposal(s) not filed: the run failed"]))
     elif report.status == FAILED:
         report.findings = [f for f in report.findings if f.kind == "unreadable"]
+    # the one gate: held back when filed before with the same evidence, never filed when it would
+    # break a link that resolves today (a finding for a person instead); geode.agents.filing
+    filing.screen(ctx, name, report)
     store_findings(engine, run_id, name, report.findings)
     report.proposals = []
     problems = []

@@ -29,6 +29,7 @@ from geode.agents.note_names import loose
 from geode.cleaner.caps import FolderCaps
 from geode.cleaner.contradictions import Contradictions
 from geode.cleaner.duplicates import EMBED_MIN, TEXT_MIN, NearDuplicates
+from geode.cleaner.hierarchy import dendron_like_store, group_of
 from geode.cleaner.notes import date_of, folder_of, proposal_key
 from geode.delivery.config import default
 
@@ -78,6 +79,11 @@ class Cleaner(Contradictions, NearDuplicates, FolderCaps, Agent):
         self.archive_dir = _folder_key(cfg["archive_dir"]) or _folder_key(default("cleaner", "archive_dir"))
         # max_archives: a queue of 49,000 archives in one night is not a queue a person works through
         self.max_archives = cfg["max_archives"]
+        # "not used in the ledger" is evidence only once the ledger covers this many days
+        self.evidence_days = cfg["archive_evidence_days"]
+        self.ledger_days = 0.0
+        self.ledger_last = 0.0
+        self._dotted_any = False
         self.archives_made = 0
         self.ctx = ctx
         usage, ledger_note = self._usage(ctx.engine, report)
@@ -93,7 +99,13 @@ class Cleaner(Contradictions, NearDuplicates, FolderCaps, Agent):
                     (
                         f"near-duplicate: text Jaccard >= {TEXT_MIN:.2f} (character 5-grams, boilerplate dropped) "
                         f"and embedding cosine >= {EMBED_MIN:.2f} ({getattr(self, 'model_id', '') or 'model not loaded: no pair passed the text test'}); "
-                        f"cap {self.cap} per folder" + (f", {len(self.caps)} folder cap(s) set" if self.caps else "")
+                        f"cap {self.cap} per folder"
+                        + (
+                            " and dotted level (the store keeps its hierarchy in dotted names)"
+                            if self._dotted_any
+                            else ""
+                        )
+                        + (f", {len(self.caps)} folder cap(s) set" if self.caps else "")
                     ),
                 ],
             )
@@ -133,6 +145,12 @@ class Cleaner(Contradictions, NearDuplicates, FolderCaps, Agent):
                         else:
                             out[key] = (prev[0] + int(n), max(prev[1], float(last or 0)), max(prev[2], int(last_id)))
             report.examined["ledger_rows"] += rows
+            from geode.delivery.stats import not_manual
+
+            with engine.connect() as conn:
+                lo, hi = conn.execute(select(func.min(t.c.ts), func.max(t.c.ts)).where(not_manual())).one()
+            self.ledger_days = (float(hi) - float(lo)) / 86400.0 if lo is not None and hi is not None else 0.0
+            self.ledger_last = float(hi or 0.0)
             return out, "" if rows else "the ledger holds no delivered or read events: no note counts as used"
         except SQLAlchemyError as exc:  # said, never silent
             return {}, f"the ledger could not be read ({type(exc).__name__}: {exc}): no note counts as used"
@@ -148,6 +166,13 @@ class Cleaner(Contradictions, NearDuplicates, FolderCaps, Agent):
         for p in notes:
             folders.setdefault(folder_of(p), []).append(p)
         ex["folders"] += len(folders)
+        # caps follow the store's hierarchy: in a dotted (Dendron) store each dotted level is a group
+        self.dotted = dendron_like_store(load.root, notes)
+        self._dotted_any = self._dotted_any or self.dotted
+        self.real_folders = set(folders)
+        groups: dict[str, list[str]] = {}
+        for p in notes:
+            groups.setdefault(group_of(p, self.dotted), []).append(p)
         self.touched: set[str] = set()
         self.domain = domain
         self.notes = notes
@@ -162,7 +187,7 @@ class Cleaner(Contradictions, NearDuplicates, FolderCaps, Agent):
         self.used = used
         self._contradictions(report)
         self._duplicates(report)
-        self._caps(folders, report)
+        self._caps(groups, report)
 
     # -- names ---------------------------------------------------------------------------------
     def _resolver(self, notes) -> None:

@@ -29,6 +29,8 @@ import datetime as _dt
 
 from geode.agents.contract import Finding, Proposed, Report, Skipped
 from geode.agents.note_names import is_signpost
+from geode.cleaner.hierarchy import shown as group_name
+from geode.cleaner.hierarchy import split_suggestion
 from geode.cleaner.notes import CleanerHost, date_of, proposal_key, supersedes_targets
 from geode.delivery.crystal import RETIRED_STATUSES
 
@@ -52,7 +54,7 @@ class FolderCaps(CleanerHost):
                 continue
             ex["folders_over_cap"] += 1
             need = len(members) - cap
-            shown = folder or "."
+            shown = group_name(folder, self.dotted, self.real_folders)
             f = Finding(
                 "folder-over-cap",
                 shown,
@@ -64,7 +66,9 @@ class FolderCaps(CleanerHost):
             report.findings.append(f)
             if incoming is None:
                 incoming = self._incoming()
-            ranked = sorted((p for p in members if not is_signpost(self.notes[p])), key=self._archive_rank)
+            candidates = [p for p in members if not is_signpost(self.notes[p])]
+            ranked = sorted((p for p in candidates if self._evidence(p)), key=self._archive_rank)
+            without = len(candidates) - len(ranked)
             chosen = 0
             passed = 0
             limited = False
@@ -84,12 +88,53 @@ class FolderCaps(CleanerHost):
                     f"; {chosen} archive proposals this run: the run reached its limit of "
                     f"{self.max_archives} ([cleaner] max_archives); the rest follow on later nights"
                 )
+            elif chosen < need and without and chosen + passed >= len(ranked):
+                split = split_suggestion(members, self.dotted and shown.endswith(".*"))
+                f.message += (
+                    f"; {chosen} archive proposal(s) made, {without} note(s) have no evidence to archive them "
+                    f"(no retired status, closed validity window or supersedes, and {self._ledger_said()}): "
+                    "not proposed; " + (split or "split it by topic into subfolders") + " instead"
+                )
+                f.suggestion = split
             elif chosen < need:
                 f.message += (
                     f"; only {chosen} archive proposals could be made this run ({passed} candidates touch "
                     f"files other proposals of this run touch, "
-                    f"{len(members) - len(ranked)} are signposts)"
+                    f"{len(members) - len(candidates)} are signposts)"
                 )
+
+    def _ledger_said(self) -> str:
+        if self.ledger_days >= self.evidence_days:
+            return (
+                f"the ledger covers {self.ledger_days:.1f} days, and these were used in the last {self.evidence_days}"
+            )
+        return (
+            f"the ledger covers {self.ledger_days:.1f} days of the {self.evidence_days} needed before "
+            "unused means anything ([cleaner] archive_evidence_days)"
+        )
+
+    def _evidence(self, path: str) -> list[str]:
+        """Why this note may be archived: positive evidence only. Retired status, named in a live
+        note's ``supersedes``, a validity window that closed, or not delivered or read in a ledger
+        that covers at least ``[cleaner] archive_evidence_days`` of ledger time. Absence of use
+        in an empty or young ledger is not evidence. Empty: no evidence, never archived."""
+        n = self.notes[path]
+        why = []
+        if n.status in RETIRED_STATUSES:
+            why.append(f"status {n.status}")
+        if path in self._superseded_targets():
+            why.append("superseded by a live note")
+        valid_to = date_of(n, "valid_to")
+        if valid_to is not None and valid_to < _dt.date.today():
+            why.append(f"validity window closed {valid_to.isoformat()}")
+        if self.ledger_days >= self.evidence_days:
+            _uses, last, _ = self.used.get(path, (0, 0.0, 0))
+            if last < self.ledger_last - self.evidence_days * 86400.0:
+                why.append(
+                    f"not delivered or read in the last {self.evidence_days} days of a ledger that covers "
+                    f"{self.ledger_days:.0f} days"
+                )
+        return why
 
     def _archive_rank(self, path: str) -> tuple:
         n = self.notes[path]
@@ -193,8 +238,7 @@ class FolderCaps(CleanerHost):
         uses, last, last_id = self.used.get(path, (0, 0.0, 0))
         verified = date_of(note, "last_verified")
         why = [
-            f"status {note.status}" if note.status in RETIRED_STATUSES else "",
-            "superseded by a live note" if path in self._superseded_targets() else "",
+            *self._evidence(path),
             f"used {uses} time(s) in the ledger" if uses else "never delivered or read in the ledger",
             f"last_verified {verified.isoformat()}" if verified else "no last_verified",
         ]

@@ -63,6 +63,12 @@ class CleanerHost:
     archive_dir: str
     max_archives: int
     archives_made: int
+    evidence_days: int  # [cleaner] archive_evidence_days
+    ledger_days: float  # days of ledger time the ledger covers (oldest to newest row)
+    ledger_last: float  # the newest ledger row's time
+    dotted: bool  # the store keeps its hierarchy in dotted names (geode.cleaner.hierarchy)
+    _dotted_any: bool  # some domain of this run does
+    real_folders: set[str]
     # the domain being examined
     domain: str
     notes: dict[str, Note]

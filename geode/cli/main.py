@@ -19,7 +19,7 @@ from pathlib import Path
 from geode.cli.background import describe, start_vector_build
 from geode.cli.common import EXIT_OK, EXIT_PROBLEMS, engine_of, machine_failure, settings_of
 from geode.cli.delivery_cmds import cmd_deliver, cmd_lint, cmd_reindex, cmd_stats, cmd_study
-from geode.cli.setup_cmds import build_text_recall, cmd_hook, cmd_hooks, cmd_init, ensure_store
+from geode.cli.setup_cmds import build_text_recall, cmd_hook, cmd_hooks, cmd_init, ensure_store, holds_files
 from geode.delivery.errors import GeodeError
 
 
@@ -30,7 +30,7 @@ def cmd_run(args) -> int:
     the maintenance agents (in this process: the embedded default needs no server)."""
     settings = settings_of(args)
     root = settings.domains[settings.default_domain]
-    fresh = not Path(root).is_dir() or not any(Path(root).rglob("*.md"))
+    fresh = not holds_files(Path(root))  # never writes the starter set into a folder that holds files
     r = ensure_store(settings) if fresh else None
     if r is not None:
         settings = r["settings"]
@@ -38,7 +38,11 @@ def cmd_run(args) -> int:
         print(f"   recall index: {r['recall']['files']} notes (prompt-time recall is on)")
         vec = r["vectors"]
     else:
-        print(f"== store {root}")
+        had_md = any(Path(root).rglob("*.md"))
+        print(
+            f"== store {root}"
+            + ("" if had_md else " (it holds files: indexed what is there, no starter notes written)")
+        )
         recall = build_text_recall(settings)  # prompt-time recall reads it: kept in line with the files
         print(f"   recall index: {recall['files']} notes ({recall['added'] + recall['changed']} new or changed)")
         vec = start_vector_build(settings)  # detached: `run` does not wait for the model

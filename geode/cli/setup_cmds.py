@@ -60,8 +60,33 @@ def write_default_config(settings: Settings, store_root: str) -> Path:
     return path
 
 
+def holds_files(root: Path) -> bool:
+    """Whether the folder already holds any file (at any depth, hidden ones too: a folder of
+    ``.cursor/rules/*.mdc`` or a bare ``.git`` is someone's): the starter set is never written
+    into it; what is there is indexed instead. A loop, not ``os.walk`` (recursive on 3.11), so a
+    folder nested a thousand deep is answered, not a ``RecursionError``; a folder it cannot enter
+    counts as holding files (it is someone's)."""
+    import os
+
+    if not root.is_dir():
+        return False
+    stack = [str(root)]
+    while stack:
+        try:
+            with os.scandir(stack.pop()) as it:
+                for entry in it:
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+                    else:
+                        return True
+        except OSError:
+            return True
+    return False
+
+
 def ensure_store(settings: Settings, with_starter: bool = True) -> dict:
-    """Create the config, the store with the starter set (never overwriting), the ledger, the index."""
+    """Create the config, the store with the starter set (never overwriting, and never into a
+    folder that already holds files), the ledger, the index."""
     from geode.delivery.index import Index
 
     created = []
@@ -69,8 +94,9 @@ def ensure_store(settings: Settings, with_starter: bool = True) -> dict:
         write_default_config(settings, settings.domains[settings.default_domain])
         settings = _reload(settings)
     root = Path(settings.domains[settings.default_domain])
+    existing = holds_files(root)
     root.mkdir(parents=True, exist_ok=True)
-    if with_starter and not any(root.rglob("*.md")):
+    if with_starter and not existing:
         for src in sorted(STARTER_DIR.glob("*.md")):
             dest = root / src.name
             if not dest.exists():
@@ -93,6 +119,7 @@ def ensure_store(settings: Settings, with_starter: bool = True) -> dict:
         "settings": settings,
         "store": str(root),
         "created": created,
+        "existing": existing,
         "index": counts,
         "recall": recall,
         "vectors": vectors,
@@ -145,6 +172,7 @@ def cmd_init(args) -> int:
         "home": r["settings"].home,
         "store": r["store"],
         "starter_written": r["created"],
+        "store_had_files": r["existing"],
         "index": r["index"],
         "recall": r["recall"],
         "vectors": r["vectors"],
@@ -156,10 +184,12 @@ def cmd_init(args) -> int:
         print(f"geode home  {out['home']}")
         if r["created"]:
             print(f"store       {out['store']}  ({len(r['created'])} starter crystals written)")
+        elif r["existing"]:
+            print(f"store       {out['store']}  (already holds files: indexed what is there, no starter notes written)")
         elif args.empty:
             print(f"store       {out['store']}  (no starter crystal written: --empty)")
         else:
-            print(f"store       {out['store']}  (it holds notes already: no starter crystal written)")
+            print(f"store       {out['store']}  (no starter crystal written)")
         print(f"index       {r['index']['crystals']} crystals in {r['index']['files']} note files")
         print(f"recall      {r['recall']['files']} notes in the text index (prompt-time recall is on)")
         print(f"vectors     {describe(r['vectors'])}")

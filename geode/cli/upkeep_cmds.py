@@ -97,7 +97,22 @@ def _render(report: dict) -> str:
         f"   proposed {len(report['proposals'])}"
         + "".join(f"\n   #{p['id']} {p['kind']} {', '.join(p['paths'])}" for p in report["proposals"])
     )
+    held = report.get("held_back") or {}
+    if held:
+        lines.append(
+            f"   held back {sum(held.values())}: "
+            + ", ".join(f"{HELD_SAID.get(k, k)} {v}" for k, v in sorted(held.items()))
+        )
     return "\n".join(lines)
+
+
+#: what each reason a draft was held back means, as the report says it (docs/UPKEEP.md)
+HELD_SAID = {
+    "pending": "already pending",
+    "rejected": "rejected before",
+    "undone": "undone before",
+    "would-break-links": "would break links (see the findings)",
+}
 
 
 def _wait_for(engine, run_id: str, names: list[str], timeout: float) -> list:
@@ -179,15 +194,32 @@ def cmd_upkeep(args) -> int:
         ]
     runs = [r.as_dict() for r in reports]
     not_installed = [m for m in missing if not args.agent]
+    # whenever `geode doctor` would fail on this store, upkeep fails too, and says why (doctor's
+    # own checks, the agents judged by this run's reports; the model is not loaded)
+    failing = [
+        c for c in doctor_checks(settings, skip_model=True, reports={r.agent: r for r in reports}) if not c["ok"]
+    ]
     if args.json:
-        print_json({"run_id": run_id, "runs": runs, "not_installed": not_installed})
+        print_json(
+            {
+                "run_id": run_id,
+                "runs": runs,
+                "not_installed": not_installed,
+                "doctor": {"ok": not failing, "failed": failing},
+            }
+        )
     else:
         print(f"upkeep run {run_id}")
         for run in runs:
             print(_render(run))
         if not_installed:
             print(f"(not installed, their module cannot be imported: {', '.join(not_installed)})")
-    return EXIT_FAILED if any(r.status == contract.FAILED for r in reports) else EXIT_OK
+        if failing:
+            print(f"geode doctor would fail on this store ({len(failing)} check(s)):")
+            for c in failing:
+                print(f"   FAIL  {c['name']}: {c['message']}")
+    failed = any(r.status == contract.FAILED for r in reports) or bool(failing)
+    return EXIT_FAILED if failed else EXIT_OK
 
 
 # -- worker and scheduler --------------------------------------------------------------------
@@ -304,9 +336,11 @@ def cmd_scheduler(args) -> int:
 
 
 # -- doctor -------------------------------------------------------------------------------------
-def doctor_checks(settings, skip_model: bool = False, project=None, home_dir=None) -> list[dict]:
+def doctor_checks(settings, skip_model: bool = False, project=None, home_dir=None, reports=None) -> list[dict]:
     """Each part that must work on this store, and whether it can. Never green over a store an
-    agent could not read: an agent check passes only when it examined every note file."""
+    agent could not read: an agent check passes only when it examined every note file.
+    ``reports``: ``{agent: Report}`` of an upkeep run just made, judged instead of examining the
+    store again (``geode upkeep`` fails whenever doctor would)."""
     import logging
     import sqlite3
 
@@ -371,6 +405,24 @@ def doctor_checks(settings, skip_model: bool = False, project=None, home_dir=Non
     have, missing = upkeep.available(settings)
     ctx = contract.Context(settings, engine, run_id="doctor")
     for name in have:
+        if reports is not None:
+            if name not in reports:
+                continue  # an agent this upkeep run did not run (--agent)
+            rep = reports[name]
+            unreadable = [f for f in rep.findings if f.kind == "unreadable"]
+            ok = rep.status != contract.FAILED and not unreadable and rep.examined.get("notes", 0) == counted.notes
+            add(
+                f"agent:{name}",
+                ok,
+                dict(rep.examined),
+                f"examined all {counted.notes} notes"
+                if ok
+                else rep.message
+                if rep.status == contract.FAILED
+                else f"examined {rep.examined.get('notes', 0)} of {counted.notes} note files; could not read "
+                + ", ".join(f"{f.path}:{f.line}" for f in unreadable[:10]),
+            )
+            continue
         try:
             agent = upkeep.load_agent(name, settings)
             rep = agent.examine(ctx)

@@ -113,6 +113,8 @@ SCHEMA: dict = {
         "caps": (MAP(INT), {}, None),  # [cleaner.caps] "folder" = N
         "archive_dir": (STR, "archive", None),
         "max_archives": (INT, 1000, None),  # archive proposals per run
+        # days of ledger time (oldest to newest row) before "not used in it" is evidence to archive
+        "archive_evidence_days": (INT, 30, None),
     },
     "gardener": {
         "window_days": (INT, 30, None),  # days of ledger time ending at the newest row

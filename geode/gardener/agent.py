@@ -19,8 +19,10 @@ before, and the per-rule cap.
 
 A rerun files nothing twice: rows cited by an earlier stub are not grouped again, a key with a
 pending, conflicting or rejected proposal is not proposed again, and salience counts only
-deliveries after its watermark. An empty ledger is ``nothing-to-learn``: not a failure, not
-green.
+deliveries after its watermark. An empty ledger, or one younger than the window (less than
+``window_days`` of ledger time from its oldest row to its newest), is ``nothing-to-learn``: not a
+failure, not green, and nothing is filed from it. Hand calls of ``geode deliver`` (sessions
+``manual:...``) are not use and are left out of the ledger it reads.
 """
 
 from __future__ import annotations
@@ -103,6 +105,20 @@ class Gardener(Stubs, NeverFired, Bind, Salience, Agent):
         for kind, n in sorted(s.by_kind.items()):
             ex[f"rows_{kind}"] = n
         ex["blocked_without_terms"] = s.blocked_without_terms
+        covered = (s.ledger_last_ts - s.ledger_first_ts) / DAY
+        ex["ledger_days"] = int(covered)
+        if covered < self.window_days:
+            # a ledger younger than the window says too little about use: nothing is filed from it
+            report.status = NOTHING_TO_LEARN
+            report.message = "; ".join(
+                [
+                    f"nothing to learn from yet: the ledger covers {covered:.1f} days of ledger time "
+                    f"({s.total_rows} rows from {iso_stamp(s.ledger_first_ts)}), less than the "
+                    f"{self.window_days:g}-day window ([gardener] window_days): nothing is filed from it",
+                    *messages,
+                ]
+            )
+            return report
         kinds = ", ".join(f"{k} {n}" for k, n in sorted(s.by_kind.items()))
         messages.insert(
             0,

@@ -93,16 +93,26 @@ def _table():
     return table_of(LedgerEvent)
 
 
+def agents_rows(t):
+    """Rows an agent's work wrote: a person's hand call of ``geode deliver`` (its session starts
+    with ``manual:``) is a try, not use, and is left out of everything the Gardener counts."""
+    from sqlalchemy import or_
+
+    from geode.delivery.control import MANUAL_SESSION_PREFIX
+
+    return or_(t.c.session.is_(None), t.c.session.notlike(MANUAL_SESSION_PREFIX + "%"))
+
+
 def summary(engine) -> tuple[int, float, float]:
-    """``(rows, first ts, last ts)`` of the whole ledger; ``(0, 0, 0)`` when there is none
-    (no table yet counts as none)."""
+    """``(rows, first ts, last ts)`` of the whole ledger, hand calls left out; ``(0, 0, 0)``
+    when there is none (no table yet counts as none)."""
     from sqlalchemy import func, inspect, select
 
     if engine is None or not inspect(engine).has_table("ledger_event"):
         return 0, 0.0, 0.0
     t = _table()
     with engine.connect() as conn:
-        n, lo, hi = conn.execute(select(func.count(), func.min(t.c.ts), func.max(t.c.ts))).one()
+        n, lo, hi = conn.execute(select(func.count(), func.min(t.c.ts), func.max(t.c.ts)).where(agents_rows(t))).one()
     return int(n or 0), float(lo or 0.0), float(hi or 0.0)
 
 
@@ -128,7 +138,7 @@ def scan(
     t = _table()
     q = (
         select(t.c.id, t.c.ts, t.c.kind, t.c.session, t.c.domain, t.c.crystal_id, t.c.action, t.c.term, t.c.detail)
-        .where(t.c.ts >= s.window_start)
+        .where(t.c.ts >= s.window_start, agents_rows(t))
         .order_by(t.c.session, t.c.id)
     )
 
