@@ -46,7 +46,7 @@ class Flavour:
         return self.name in ("skills", "cursor")
 
 
-def _above(root: str, name: str, levels: int) -> str:
+def found_above(root: str, name: str, levels: int) -> str:
     cur = os.path.realpath(root)
     for _ in range(levels + 1):
         if os.path.exists(os.path.join(cur, name)):
@@ -66,10 +66,10 @@ def detect(root: str, notes: list, files: set[str], configured: str | None = Non
         return Flavour(configured, "configured")
     if os.path.isdir(os.path.join(root, ".obsidian")):
         return Flavour("obsidian", ".obsidian/ at the store")
-    where = _above(root, "dendron.yml", 1)
+    where = found_above(root, "dendron.yml", 1)
     if where:
         return Flavour("dendron", "dendron.yml " + ("at the store" if where == os.path.realpath(root) else "above it"))
-    where = _above(root, "mkdocs.yml", 2)
+    where = found_above(root, "mkdocs.yml", 2)
     if where:
         return Flavour("mkdocs", "mkdocs.yml " + ("at the store" if where == os.path.realpath(root) else "above it"))
     if {"book.toml", "SUMMARY.md", "src/SUMMARY.md"} & files:

@@ -5,9 +5,11 @@ names (``ops.db.backup.md`` is the child ``backup`` of ``ops.db``). Counting the
 called a 1,000-note vault one folder "over its cap" and proposed archiving 962 of them. In such
 a store each dotted level is a group; elsewhere a group is a folder.
 
-``dendron_like_store`` is a local stand-in for the store-flavour detection being added in
-``geode.agents`` (issue 8): swap it for that detection when it lands; the rest of this module
-takes a plain ``bool``.
+``dendron_like_store`` says yes where the store flavour (``geode.agents.flavour``) is Dendron
+(``dendron.yml`` at the store or its workspace above it) and also where most note names are
+dotted: the flavour decides how links resolve and needs the tool's own file, but a folder of
+dotted names is a hierarchy for capping whether or not the workspace file sits beside it. The
+rest of this module takes a plain ``bool``.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import os
 import re
 from collections import Counter
 
+from geode.agents.flavour import found_above
 from geode.cleaner.notes import folder_of
 
 #: share of note names that must be dotted (``a.b.md``) for a store without ``dendron.yml`` to
@@ -30,8 +33,8 @@ def _stem(path: str) -> str:
 
 def dendron_like_store(root: str, paths) -> bool:
     """Whether the store keeps its hierarchy in dotted names: ``dendron.yml`` at its root, or
-    most note names dotted like ``a.b.c.md``. Stand-in for the flavour detection (see above)."""
-    if os.path.isfile(os.path.join(root, "dendron.yml")):
+    most note names dotted like ``a.b.c.md`` (see above)."""
+    if os.path.isfile(os.path.join(root, "dendron.yml")) or found_above(root, "dendron.yml", 1):
         return True
     names = [_stem(p) for p in paths]
     if len(names) < 2:
