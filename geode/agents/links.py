@@ -249,6 +249,11 @@ class StoreLinks:
         self._anchor_cache[path] = out
         return out
 
+    def anchor_resolves(self, path: str, anchor: str) -> bool:
+        """Whether ``path#anchor`` names a heading, id or block of that note, as this store's
+        flavour slugs them (the Librarian asks before rewriting a link with an anchor)."""
+        return self._anchor_ok(path, anchor)
+
     def _anchor_ok(self, path: str, anchor: str) -> bool:
         if path not in self.notes:
             return True  # not a note (an image, a folder): nothing to check against

@@ -205,7 +205,16 @@ class Librarian(Agent):
                 # broken: a note that does not exist
                 kind = "signpost-stale" if signpost else "broken-link"
                 sugg = res.suggestion
-                if sugg:
+                rewritable = bool(sugg)
+                if sugg and ref.anchor and not links.anchor_resolves(sugg, ref.anchor):
+                    # the file moved but the heading is not there: a rewrite would still not
+                    # resolve (the no-harm gate would refuse the whole proposal); leave it to a person
+                    rewritable = False
+                    msg = (
+                        f"links to {ref.target!r}, which does not exist; it is now {sugg}, which has no "
+                        f"heading #{ref.anchor} (not rewritten)"
+                    )
+                elif sugg:
                     msg = f"links to {ref.target!r}, which does not exist; it is now {sugg}"
                 else:
                     msg = f"links to {ref.target!r}, which does not exist ({res.reason})"
@@ -213,7 +222,7 @@ class Librarian(Agent):
                     msg = ("signpost entry moved: " if sugg else "signpost entry missing: ") + msg
                 f = Finding(kind, note.path, ref.line, shown, msg, domain, sugg)
                 report.findings.append(f)
-                if sugg and ref.syntax != "mention":
+                if rewritable and ref.syntax != "mention":
                     new_text = links.new_target_text(note, ref, sugg)
                     if (
                         new_text
