@@ -62,6 +62,65 @@ QUERIES = [
 ]
 
 
+ZIPF_VERSION = 1
+
+
+def generate_zipf_store(n: int, seed: int = 11) -> dict:
+    """A store whose words follow Zipf's law, as prose does (``--store zipf``).
+
+    Why a second store: in the ``hook_speed`` stores every query word sits in about 80% of the
+    notes (word salad over ~100 words), which is full text's worst case and nothing like real
+    notes, where most words of a question are rare. Here: a vocabulary of 40,000 pseudo-words
+    drawn with P(rank r) ~ 1/r^1.07; the query words of ``QUERIES`` take ranks spread from 30 to
+    8,000, so a query word is in about 0.1% to 25% of the notes; the notes' frontmatter is a
+    plain title and tags; bodies of 60 to 260 words, ~100 notes per folder. Generated once into
+    ``bench/out/stores/zipf-n<N>-s<seed>-v<ZIPF_VERSION>/`` and reused."""
+    import numpy as np
+
+    base = os.path.join(REPO, "bench", "out", "stores", f"zipf-n{n}-s{seed}-v{ZIPF_VERSION}")
+    manifest_path = os.path.join(base, "manifest.json")
+    if os.path.exists(manifest_path):
+        with open(manifest_path, encoding="utf-8") as fh:
+            return json.load(fh)
+    root = os.path.join(base, "store")
+    rng = np.random.default_rng(seed)
+    syll = ["ka", "lo", "mi", "ne", "ru", "ta", "vo", "si", "de", "pa", "zu", "go", "fe", "hi", "bo", "xa"]
+    vocab: list[str] = []
+    seen: set[str] = set()
+    while len(vocab) < 40000:
+        w = "".join(syll[int(k)] for k in rng.integers(0, len(syll), int(rng.integers(2, 5))))
+        if w not in seen:
+            seen.add(w)
+            vocab.append(w)
+    words = sorted({w for q in QUERIES for w in q.lower().split() if len(w) > 3})
+    ranks = np.unique(np.geomspace(30, 8000, len(words)).astype(int))
+    for w, r in zip(words, ranks, strict=False):
+        vocab[int(r)] = w
+    cdf = np.cumsum(1.0 / np.arange(1, len(vocab) + 1) ** 1.07)
+    cdf /= cdf[-1]
+
+    def draw(k: int) -> list[str]:  # k words by Zipf's law (one cumulative table, not one per call)
+        return [vocab[int(j)] for j in np.searchsorted(cdf, rng.random(k))]
+
+    t0 = time.perf_counter()
+    for i in range(n):
+        leaf = i // 100
+        rel = f"area-{leaf // 10:03d}/topic-{leaf:04d}/note-{i:06d}.md"
+        full = os.path.join(root, rel)
+        if i % 100 == 0:
+            os.makedirs(os.path.dirname(full), exist_ok=True)
+        title = " ".join(draw(4))
+        tags = ", ".join(draw(2))
+        text = " ".join(draw(int(rng.integers(60, 260))))
+        with open(full, "w", encoding="utf-8") as fh:
+            fh.write(f"---\ntitle: {title}\ntags: [{tags}]\ntype: note\n---\n# {title}\n\n{text}\n")
+    m = {"n": n, "seed": seed, "root": root, "kind": "zipf", "generated_s": round(time.perf_counter() - t0, 2)}
+    with open(manifest_path + ".tmp", "w", encoding="utf-8") as fh:
+        json.dump(m, fh)
+    os.replace(manifest_path + ".tmp", manifest_path)
+    return m
+
+
 def pct(values: list[float], p: float) -> float:
     s = sorted(values)
     k = max(0, min(len(s) - 1, int(round(p / 100.0 * (len(s) - 1)))))

@@ -54,6 +54,7 @@ import math
 from typing import Any
 
 from sqlalchemy import ColumnClause, func, literal_column, or_, select, text
+from sqlalchemy.exc import CompileError
 
 from geode.delivery.prompt_recall import fts5_query, query_terms
 from geode.recall.filters import FilterError, filter_conditions
@@ -66,6 +67,78 @@ RRF_K = 60
 EXACT_SEMANTIC_MAX = 5000  # with filters, up to this many candidates are compared exactly
 
 
+#: seconds a document frequency (and a count of notes in scope) is reused; a refresh that changes
+#: notes clears them at once. They weigh words (idf) and never decide whether a note is found.
+TERM_STATS_TTL_S = 30.0
+
+
+def _term_stats(idx: RecallIndex) -> dict:
+    """This index's cache of document frequencies: ``{"at": when filled, "df": {term: notes},
+    "n": {scope: notes}}``; emptied after ``TERM_STATS_TTL_S`` or by :func:`forget_term_stats`."""
+    import time
+
+    st = idx.__dict__.get("_term_stats")
+    now = time.monotonic()
+    if st is None or now - st["at"] > TERM_STATS_TTL_S:
+        st = {"at": now, "df": {}, "n": {}}
+        idx.__dict__["_term_stats"] = st
+    return st
+
+
+def forget_term_stats(idx: RecallIndex) -> None:
+    idx.__dict__.pop("_term_stats", None)
+
+
+def doc_freq(idx: RecallIndex, conn, term: str) -> int:
+    """Notes holding a word starting with ``term`` (the prefix match the query uses), cached."""
+    st = _term_stats(idx)["df"]
+    if term not in st:
+        if idx.dialect == "sqlite":
+            st[term] = conn.execute(
+                text("SELECT count(*) FROM recall_fts WHERE recall_fts MATCH :q"), {"q": fts5_query([term])}
+            ).scalar_one()
+        else:
+            st[term] = conn.execute(
+                select(func.count())
+                .select_from(notes_t)
+                .where(literal_column("recall_note.tsv").op("@@")(func.to_tsquery("simple", f"{term}:*")))
+            ).scalar_one()
+    return int(st[term])
+
+
+def _notes_in_scope(idx: RecallIndex, conn, conds: list) -> int:
+    """How many notes ``conds`` select, cached per scope (the conditions' SQL and values)."""
+    try:
+        key = str(select(func.count()).where(*conds).compile(compile_kwargs={"literal_binds": True}))
+    except (CompileError, NotImplementedError, TypeError, ValueError):  # a value with no literal form: no cache
+        key = None
+    st = _term_stats(idx)["n"]
+    if key is None or key not in st:
+        n = int(conn.execute(select(func.count()).select_from(notes_t).where(*conds)).scalar_one())
+        if key is None:
+            return n
+        st[key] = n
+    return int(st[key])
+
+
+def match_terms(idx: RecallIndex, conn, terms: list[str]) -> list[str]:
+    """The words that drive the full-text match (SQLite): the query's words less those in half
+    the notes or more, while a rarer word remains.
+
+    Why this is exact for the ranking: FTS5's bm25 weighs a word by idf = ln((N - df + 0.5) /
+    (df + 0.5)) and gives a word with df >= N/2 (idf <= 0) the floor 1e-6, i.e. no weight. Such a
+    word only makes FTS5 score every note that holds it (80,000 of 100,000 notes in the bench's
+    word-salad store: 200+ ms a query) to add about 2e-6 to each score. A note holding a rarer
+    word still ranks by it; coverage (in ``search``) still counts every word of the query.
+    When every word is that common, all of them stay: there is nothing better to rank by."""
+    n_all = _term_stats(idx)["n"].get("\x00all")
+    if n_all is None:
+        n_all = int(conn.execute(select(func.count()).select_from(notes_t)).scalar_one())
+        _term_stats(idx)["n"]["\x00all"] = n_all
+    rare = [t for t in terms if doc_freq(idx, conn, t) * 2 < n_all]
+    return rare if any(doc_freq(idx, conn, t) > 0 for t in rare) else terms
+
+
 # -- the two sides --------------------------------------------------------------------------
 def lexical(idx: RecallIndex, terms: list[str], conds: list, n: int) -> dict[int, float]:
     """note id -> raw lexical score (higher is better), at most ``n``."""
@@ -73,6 +146,7 @@ def lexical(idx: RecallIndex, terms: list[str], conds: list, n: int) -> dict[int
         return {}
     with idx.reader.connect() as conn:
         if idx.dialect == "sqlite":
+            terms = match_terms(idx, conn, terms)
             # The full-text match drives the query and each hit looks its note up by id. The join
             # is on ``rowid + 0`` on purpose: a bare rowid constraint (``rowid IN (...)``, or a
             # join the planner turns around) makes FTS5 re-run the MATCH once per candidate row,
@@ -113,21 +187,8 @@ def term_idf(idx: RecallIndex, terms: list[str], conds: list) -> dict[str, float
     if not terms:
         return {}
     with idx.reader.connect() as conn:
-        n = conn.execute(select(func.count()).select_from(notes_t).where(*conds)).scalar_one()
-        out = {}
-        for t in terms:
-            if idx.dialect == "sqlite":
-                df = conn.execute(
-                    text("SELECT count(*) FROM recall_fts WHERE recall_fts MATCH :q"), {"q": fts5_query([t])}
-                ).scalar_one()
-            else:
-                df = conn.execute(
-                    select(func.count())
-                    .select_from(notes_t)
-                    .where(literal_column("recall_note.tsv").op("@@")(func.to_tsquery("simple", f"{t}:*")))
-                ).scalar_one()
-            out[t] = math.log(1.0 + n / (1.0 + df))
-    return out
+        n = _notes_in_scope(idx, conn, conds)
+        return {t: math.log(1.0 + n / (1.0 + doc_freq(idx, conn, t))) for t in terms}
 
 
 class Semantic:
@@ -234,6 +295,19 @@ def prior(row: dict, salience_weight: float, retired_weight: float) -> float:
 
 # -- search ---------------------------------------------------------------------------------------
 _SEMANTIC_CACHE: dict = {}
+_INDEX_CACHE: dict = {}
+
+
+def index_for(settings) -> RecallIndex:
+    """A process-wide ``RecallIndex`` per database and domains: opening one checks the schema
+    inside a write transaction (about 6 ms, and the write lock), which a search need not pay
+    again. ``search(index=...)`` still takes the caller's own."""
+    key = (settings.db_url, tuple(sorted(settings.domains.items())), settings.home)
+    idx = _INDEX_CACHE.get(key)
+    if idx is None:
+        idx = RecallIndex(settings)
+        _INDEX_CACHE[key] = idx
+    return idx
 
 
 def semantic_for(settings, embedder=None) -> Semantic:
@@ -280,9 +354,11 @@ def search(
     rc = settings.recall
     sw = float(rc["salience_weight"] if salience_weight is None else salience_weight)
     rw = float(rc["retired_weight"] if retired_weight is None else retired_weight)
-    idx = index or RecallIndex(settings)
+    idx = index or index_for(settings)
     if refresh:
-        idx.quick_refresh()
+        r = idx.quick_refresh()
+        if r["added"] or r["changed"] or r["removed"]:
+            forget_term_stats(idx)
     conds, doms = filter_conditions(settings, domain, type, status, tags, where, after, as_of)
     filtered = len(conds) > 1 or len(doms) < len(settings.domains)
     q = (query or "").strip()
