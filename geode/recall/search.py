@@ -54,7 +54,7 @@ import math
 from typing import Any
 
 from sqlalchemy import ColumnClause, func, literal_column, or_, select, text
-from sqlalchemy.exc import CompileError
+from sqlalchemy.exc import CompileError, DBAPIError
 
 from geode.delivery.prompt_recall import fts5_query, query_terms
 from geode.recall.filters import FilterError, filter_conditions
@@ -67,20 +67,35 @@ RRF_K = 60
 EXACT_SEMANTIC_MAX = 5000  # with filters, up to this many candidates are compared exactly
 
 
-#: seconds a document frequency (and a count of notes in scope) is reused; a refresh that changes
-#: notes clears them at once. They weigh words (idf) and never decide whether a note is found.
+#: seconds a document frequency (and a count of notes in scope) is reused on PostgreSQL; on SQLite
+#: they are reused until the full-text index changes. They weigh words (idf) and never decide
+#: whether a note is found.
 TERM_STATS_TTL_S = 30.0
 
 
-def _term_stats(idx: RecallIndex) -> dict:
-    """This index's cache of document frequencies: ``{"at": when filled, "df": {term: notes},
-    "n": {scope: notes}}``; emptied after ``TERM_STATS_TTL_S`` or by :func:`forget_term_stats`."""
+def _fts_generation(idx: RecallIndex, conn):
+    """What changes whenever the SQLite full-text index changes: FTS5's structure record (row 10
+    of ``recall_fts_data``, rewritten by every insert, update and delete; one primary-key read).
+    None on PostgreSQL, or when it cannot be read."""
+    if idx.dialect != "sqlite":
+        return None
+    try:
+        return conn.execute(text("SELECT block FROM recall_fts_data WHERE id = 10")).scalar()
+    except DBAPIError:
+        return None
+
+
+def _term_stats(idx: RecallIndex, conn) -> dict:
+    """This index's cache of document frequencies: ``{"gen", "at", "df": {term: notes}, "n": {scope:
+    notes}}``, emptied when the full-text index changed (SQLite), after ``TERM_STATS_TTL_S``
+    (PostgreSQL), or by :func:`forget_term_stats`."""
     import time
 
     st = idx.__dict__.get("_term_stats")
     now = time.monotonic()
-    if st is None or now - st["at"] > TERM_STATS_TTL_S:
-        st = {"at": now, "df": {}, "n": {}}
+    gen = _fts_generation(idx, conn)
+    if st is None or st["gen"] != gen or (gen is None and now - st["at"] > TERM_STATS_TTL_S):
+        st = {"gen": gen, "at": now, "df": {}, "n": {}}
         idx.__dict__["_term_stats"] = st
     return st
 
@@ -91,7 +106,7 @@ def forget_term_stats(idx: RecallIndex) -> None:
 
 def doc_freq(idx: RecallIndex, conn, term: str) -> int:
     """Notes holding a word starting with ``term`` (the prefix match the query uses), cached."""
-    st = _term_stats(idx)["df"]
+    st = _term_stats(idx, conn)["df"]
     if term not in st:
         if idx.dialect == "sqlite":
             st[term] = conn.execute(
@@ -112,7 +127,7 @@ def _notes_in_scope(idx: RecallIndex, conn, conds: list) -> int:
         key = str(select(func.count()).where(*conds).compile(compile_kwargs={"literal_binds": True}))
     except (CompileError, NotImplementedError, TypeError, ValueError):  # a value with no literal form: no cache
         key = None
-    st = _term_stats(idx)["n"]
+    st = _term_stats(idx, conn)["n"]
     if key is None or key not in st:
         n = int(conn.execute(select(func.count()).select_from(notes_t).where(*conds)).scalar_one())
         if key is None:
@@ -131,10 +146,10 @@ def match_terms(idx: RecallIndex, conn, terms: list[str]) -> list[str]:
     word-salad store: 200+ ms a query) to add about 2e-6 to each score. A note holding a rarer
     word still ranks by it; coverage (in ``search``) still counts every word of the query.
     When every word is that common, all of them stay: there is nothing better to rank by."""
-    n_all = _term_stats(idx)["n"].get("\x00all")
+    n_all = _term_stats(idx, conn)["n"].get("\x00all")
     if n_all is None:
         n_all = int(conn.execute(select(func.count()).select_from(notes_t)).scalar_one())
-        _term_stats(idx)["n"]["\x00all"] = n_all
+        _term_stats(idx, conn)["n"]["\x00all"] = n_all
     rare = [t for t in terms if doc_freq(idx, conn, t) * 2 < n_all]
     return rare if any(doc_freq(idx, conn, t) > 0 for t in rare) else terms
 
@@ -451,28 +466,9 @@ def search(
     return {"results": results, "mode": out_mode, "pending": pending, "notice": notice, "total": total, "query": q}
 
 
-#: seconds a count of pending notes is reused (it only feeds the notice; a refresh that changes
-#: notes forgets it at once). Counting scans every note in scope: 15 ms at 100,000.
-PENDING_TTL_S = 2.0
-
-
 def _pending_in_scope(idx: RecallIndex, conds: list, model_id: str) -> int:
-    import time
-
-    try:
-        key = (
-            "pending",
-            model_id,
-            str(select(func.count()).where(*conds).compile(compile_kwargs={"literal_binds": True})),
-        )
-    except (CompileError, NotImplementedError, TypeError, ValueError):  # a value with no literal form: no cache
-        return _count_pending(idx, conds, model_id)
-    st = _term_stats(idx)["n"]
-    got = st.get(key)
-    if got is None or time.monotonic() - got[1] > PENDING_TTL_S:
-        got = (_count_pending(idx, conds, model_id), time.monotonic())
-        st[key] = got
-    return int(got[0])
+    """Notes in scope whose vector is missing or stale (exact: it changes as the embedder works)."""
+    return _count_pending(idx, conds, model_id)
 
 
 def _count_pending(idx: RecallIndex, conds: list, model_id: str) -> int:

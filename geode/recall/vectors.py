@@ -243,16 +243,7 @@ class VectorStore:
             n = self.col.count() if self.col is not None else 0
         except client_errors() as exc:
             raise unavailable(self.settings, self.folder, exc) from exc
-        self._counted = (n, time.monotonic())
         return n
-
-    def recent_count(self, max_age_s: float = 5.0) -> int:
-        """``count()``, reused for ``max_age_s`` (a query asks for at most this many; counting
-        costs a round trip, 5-100 ms, on every search)."""
-        got = getattr(self, "_counted", None)
-        if got is not None and time.monotonic() - got[1] < max_age_s and got[0] > 0:
-            return int(got[0])
-        return self.count()
 
     def upsert(self, ids: list[str], vectors, metas: list[dict]) -> None:
         assert self.write, "readers never write"
@@ -286,13 +277,8 @@ class VectorStore:
         """Nearest ``n`` vectors as (id, cosine similarity), best first."""
         if self.col is None or n <= 0:
             return []
-        total = self.recent_count()
-        if not total:
-            return []
-        try:
-            r = self.col.query(
-                query_embeddings=[[float(x) for x in vec]], n_results=min(n, total), include=["distances"]
-            )
+        try:  # no count() first: Chroma answers min(n, count) itself, and counting costs a round trip
+            r = self.col.query(query_embeddings=[[float(x) for x in vec]], n_results=n, include=["distances"])
         except client_errors() as exc:
             raise unavailable(self.settings, self.folder, exc) from exc
         return [(i, 1.0 - float(d)) for i, d in zip(r["ids"][0], r["distances"][0], strict=False)]
