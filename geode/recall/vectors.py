@@ -23,6 +23,7 @@ import os
 import shutil
 import sys
 import time
+from typing import Any
 
 from geode.delivery.errors import ServiceUnavailable
 from geode.delivery.locks import FileLock
@@ -193,7 +194,7 @@ class VectorStore:
         self.remote = bool(chroma_url(settings))
         self.folder = None if self.remote else (folder or current_folder(settings))
         self.write = write
-        self.col = None
+        self.col: Any = None  # a chromadb Collection, or chroma_lite.LiteCollection
         if not self.remote and self.folder is None:
             if not write:
                 return  # nothing built yet: readers never create
