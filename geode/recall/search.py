@@ -59,7 +59,7 @@ from sqlalchemy.exc import CompileError, DBAPIError
 from geode.delivery.prompt_recall import fts5_query, query_terms
 from geode.recall.filters import FilterError, filter_conditions
 from geode.recall.hits import fold, snippet_and_line, supersedes_chain
-from geode.recall.index_tables import FTS_WEIGHTS, notes_t
+from geode.recall.index_tables import FTS_WEIGHTS, links_t, notes_t
 from geode.recall.recall_index import RecallIndex, address, is_retired
 
 LEX_SHARE = 0.5
@@ -438,6 +438,7 @@ def search(
         total = scored[1]
         scored = scored[0]
     obs = idx.observations([r["id"] for _s, r, _a, _b in scored])
+    chained: set[int] | None = None
     results = []
     for score, row, a, b in scored:
         snip, line = snippet_and_line(row, obs.get(row["id"], []), terms)
@@ -455,7 +456,9 @@ def search(
             "semantic": round(float(b), 4) if b is not None else None,
         }
         if chain:
-            older, newer = supersedes_chain(idx, row)
+            if chained is None:
+                chained = _in_a_supersedes_link(idx, [r for _s, r, _a, _b in scored])
+            older, newer = supersedes_chain(idx, row) if row["id"] in chained else ([], [])
             hit["supersedes"], hit["superseded_by"] = older, newer
         results.append(hit)
     out_mode = "hybrid" if used in ("hybrid", "semantic") and mode != "text" else "text"
@@ -464,6 +467,30 @@ def search(
     if used == "filter":
         out_mode = "text"
     return {"results": results, "mode": out_mode, "pending": pending, "notice": notice, "total": total, "query": q}
+
+
+def _chain_names(row: dict) -> set[str]:
+    """What a ``supersedes`` link may name a note by (as ``hits.supersedes_chain`` looks it up)."""
+    return {row["name"], row["permalink"], row["title"], row["path"], row["path"].rsplit(".", 1)[0]}
+
+
+def _in_a_supersedes_link(idx: RecallIndex, rows: list[dict]) -> set[int]:
+    """The ids among ``rows`` that a ``supersedes`` link starts from or may point at: the only hits
+    whose chain can be non-empty. One query for all the hits instead of two per hit (each with its
+    own connection; the link targets have no index), which was 15% of a warm search."""
+    if not rows:
+        return set()
+    names = set().union(*(_chain_names(r) for r in rows))
+    ids = [r["id"] for r in rows]
+    with idx.reader.connect() as conn:
+        links = conn.execute(
+            select(links_t.c.note_id, links_t.c.target).where(
+                links_t.c.relation == "supersedes", or_(links_t.c.note_id.in_(ids), links_t.c.target.in_(sorted(names)))
+            )
+        ).all()
+    sources = {int(n) for n, _t in links}
+    targets = {t for _n, t in links}
+    return {r["id"] for r in rows if r["id"] in sources or _chain_names(r) & targets}
 
 
 def _pending_in_scope(idx: RecallIndex, conds: list, model_id: str) -> int:
