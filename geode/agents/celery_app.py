@@ -166,6 +166,24 @@ def agent_task(
     return run_task(run_id, agent, home, store, trigger)
 
 
+@app.task(name="geode.recall.embed_pending", bind=True, acks_late=True, reject_on_worker_lost=True)
+def embed_pending_task(self, home: str | None = None, store: str | None = None, limit: int | None = 512):
+    """Embed up to ``limit`` pending notes of ``home`` on this worker, as the one Chroma writer
+    (``geode.recall.vectors.embed_pending``; another writer holding the lock: nothing to do, it
+    embeds them). While notes remain, it sends the next task (no countdown, no ETA), so one task
+    stays inside the time limit. Sent by a search that finds notes without a vector
+    (``geode.recall.embed_jobs``)."""
+    from geode.delivery.config import load_settings
+    from geode.recall.vectors import embed_pending
+
+    settings = load_settings(store=store, home=home)
+    r = embed_pending(settings, limit=limit, wait_s=0.0)
+    more = bool(limit) and not r.get("locked") and r.get("embedded", 0) >= int(limit or 0)
+    if more and not self.app.conf.task_always_eager:
+        self.apply_async(args=(home, store, limit), queue=self.app.conf.task_default_queue)
+    return {"embedded": r.get("embedded", 0), "locked": bool(r.get("locked")), "more": more}
+
+
 def signature_for(
     agent: str, run_id: str, home: str | None, store: str | None, trigger: str, celery_app: Celery | None = None
 ):

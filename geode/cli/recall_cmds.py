@@ -153,7 +153,8 @@ def cmd_search(args) -> int:
     from geode.cli.common import CLIError
 
     settings = settings_of(args)
-    if not args.queries and not args.no_server and args.mode == "hybrid" and args.query is not None:
+    start_serve = False
+    if not args.queries and not args.no_server and args.query is not None:
         from geode.delivery.prompt_recall import socket_path
 
         if os.path.exists(socket_path(settings.home)):
@@ -171,9 +172,12 @@ def cmd_search(args) -> int:
                 else:
                     _print_hits(res, args.all)
                 return 0
+        start_serve = not args.no_background  # none answered: this search is cold, the next one warm
+    from geode.recall import vectors
     from geode.recall.filters import FilterError
     from geode.recall.search import search
 
+    vectors.use_lite_reader()  # this process only reads vectors, then exits: no `import chromadb`
     try:
         kw = _search_kwargs(args)
         if args.queries:
@@ -203,6 +207,11 @@ def cmd_search(args) -> int:
         print_json(res)
     else:
         _print_hits(res, args.all)
+    if start_serve:  # after the answer is out: its start-up must not slow this search on a small machine
+        sys.stdout.flush()
+        started = serve_cmds.start_on_demand(settings)
+        if started is not None:
+            print(f"(started geode serve in the background, pid {started}: the next search is warm)", file=sys.stderr)
     return 0
 
 
@@ -318,8 +327,14 @@ def register(sub, common) -> None:
     s.add_argument("--blend", choices=["score", "rrf"], default="score", help=argparse_suppress())
     s.add_argument("--queries", metavar="FILE", help="one query per line; one JSON object per line with --json")
     s.add_argument("--no-refresh", action="store_true", help="do not look for changed files first")
-    s.add_argument("--no-background", action="store_true", help="do not start the background embedder")
-    s.add_argument("--no-server", action="store_true", help="search in this process even when geode serve runs")
+    s.add_argument(
+        "--no-background",
+        action="store_true",
+        help="start nothing in the background (neither the embedder nor a geode serve for the next search)",
+    )
+    s.add_argument(
+        "--no-server", action="store_true", help="search in this process, neither asking nor starting geode serve"
+    )
     s.set_defaults(func=cmd_search)
 
     s = sub.add_parser("context", parents=[common], help="the neighbourhood of a note (build_context)")

