@@ -39,12 +39,13 @@ import os
 import secrets
 import socket
 import threading
+import time
 import zlib
 from contextlib import ExitStack, contextmanager
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from geode.agents import atomic_put, proposals, queue_review, queue_tables, safepath
+from geode.agents import atomic_put, journal_owner, proposals, queue_review, queue_tables, safepath
 from geode.agents.atomic_put import FileConflict, default_mode, file_state, put, remove_tmp
 from geode.agents.proposals import ProposalError, record, result, sha256
 from geode.delivery.locks import FileLock
@@ -275,49 +276,88 @@ def _execute(settings, engine, proposal_id: int, who: str, op: str, hold) -> dic
             {"paths": stale},
         )
 
-    # The intent, and the claim, in one transaction.
+    # The intent, and the claim, in one transaction; the liveness lock on the entry is taken
+    # inside it, so no reconcile (of this home or another sharing the records) ever sees the
+    # entry open without its owner holding that lock (``journal_owner``).
     now = proposals._now()
-    with engine.begin() as conn:
-        jid = conn.execute(
-            J.insert()
-            .values(
-                proposal_id=proposal_id,
-                op=op,
-                direction="forward",
-                state="open",
-                prior_status=prior,
-                who=who,
-                pid=os.getpid(),
-                host=socket.gethostname(),
-                started_at=now,
-                finished_at=None,
-                plan="[]",
-            )
-            .returning(J.c.id)
-        ).scalar_one()
-        for e in plan:
-            e["tmp"] = tmp_name(settings.home, jid, e["seq"])
-        conn.execute(J.update().where(J.c.id == jid).values(plan=json.dumps(plan)))
-        claimed = conn.execute(
-            P.update()
-            .where(P.c.id == proposal_id, P.c.status == prior, P.c.journal_id.is_(None))
-            .values(journal_id=jid)
+    conn = engine.connect()
+    held: list[journal_owner.Ownership] = []
+    try:
+        with conn.begin():
+            _write_intent(settings, engine, conn, proposal_id, op, prior, who, now, plan, action, held)
+    except OSError as exc:  # the journal's lock file could not be made: nothing was committed
+        for owner in held:
+            owner.release()
+        conn.close()
+        return settle(False, "error", f"I/O error, nothing changed: cannot take the journal's lock: {exc}")
+    except BaseException:  # clean up, then re-raise: nothing is caught here
+        for owner in held:
+            owner.release()
+        conn.close()
+        raise
+    if engine.dialect.name != "postgresql":
+        conn.close()  # the SQLite owner holds a lock file, not the connection
+    (owner,) = held
+    try:
+        return _carry_out(settings, engine, row, op, owner.jid, plan, changes, who, files, root)
+    finally:
+        owner.release()  # done, rolled back, or given up: a reconcile may settle it now
+
+
+def _write_intent(settings, engine, conn, proposal_id, op, prior, who, now, plan, action, held: list) -> None:
+    """Insert the journal entry (the plan), take its liveness lock (appended to ``held``, so
+    the caller releases it whatever happens next) and claim the proposal, on ``conn`` inside the
+    caller's transaction."""
+    P, C, _A, J = queue_tables.TABLES
+    jid = conn.execute(
+        J.insert()
+        .values(
+            proposal_id=proposal_id,
+            op=op,
+            direction="forward",
+            state="open",
+            prior_status=prior,
+            who=who,
+            pid=os.getpid(),
+            host=socket.gethostname(),
+            started_at=now,
+            finished_at=None,
+            plan="[]",
         )
-        if claimed.rowcount != 1:
-            raise ProposalError(f"proposal {proposal_id} changed while being {action}d; try again")
-        if op == "apply":
-            for e in plan:
-                conn.execute(
-                    C.update()
-                    .where(C.c.proposal_id == proposal_id, C.c.seq == e["seq"])
-                    .values(before_mode=e["from_mode"])
-                )
+        .returning(J.c.id)
+    ).scalar_one()
+    held.append(journal_owner.own(settings, engine, conn, jid))
+    for e in plan:
+        e["tmp"] = tmp_name(settings.home, jid, e["seq"])
+    conn.execute(J.update().where(J.c.id == jid).values(plan=json.dumps(plan)))
+    claimed = conn.execute(
+        P.update()
+        .where(P.c.id == proposal_id, P.c.status == prior, P.c.journal_id.is_(None))
+        .values(journal_id=jid)
+    )
+    if claimed.rowcount != 1:
+        raise ProposalError(f"proposal {proposal_id} changed while being {action}d; try again")
+    if op == "apply":
+        for e in plan:
+            conn.execute(
+                C.update()
+                .where(C.c.proposal_id == proposal_id, C.c.seq == e["seq"])
+                .values(before_mode=e["from_mode"])
+            )
+
+
+def _carry_out(settings, engine, row, op, jid, plan, changes, who, files, root) -> dict:
+    """Steps 3 and 4: put each file, then mark the journal done (or abort and put them back)."""
+    P, _C, _A, J = queue_tables.TABLES
+    proposal_id = row["id"]
+    action = "approve" if op == "apply" else "undo"
     atomic_put.after_step("journal_intent", "")
 
     content = _content(changes, op)
     started: list[dict] = []
     try:
-        for e in plan:
+        for i, e in enumerate(plan):
+            before_file(i, len(plan))
             started.append(e)  # it may be replaced even if a later step (the folder fsync) fails
             put(root, e["path"], content[e["seq"]][1], e["to_mode"], e["from_sha"], e["tmp"])
     except (FileConflict, safepath.UnsafePath, OSError) as exc:
@@ -336,6 +376,25 @@ def _execute(settings, engine, proposal_id: int, who: str, op: str, hold) -> dic
     if op == "undo":
         _remove_made_folders(engine, root, proposal_id)
     return result(proposal_id, action, True, new_status, new_status, files)
+
+
+def before_file(i: int, n: int) -> None:
+    """Called before the ``i``-th of ``n`` files is put: the seam the fault tests use to act at a
+    known point of an apply (move the store away, swap a folder for a symlink, kill it, let
+    another home look at it). From the environment, for tests that drive a real ``geode``
+    process: ``GEODE_TEST_APPLY_PAUSE`` (seconds to sleep before each file, so a race has a
+    window to hit) and ``GEODE_TEST_APPLY_GATE`` (a path: before the middle file, create
+    ``<path>.reached`` and wait up to 120 s for ``<path>`` to exist). Both unset: nothing."""
+    pause = os.environ.get("GEODE_TEST_APPLY_PAUSE")
+    if pause:
+        time.sleep(float(pause))
+    gate = os.environ.get("GEODE_TEST_APPLY_GATE")
+    if gate and i == n // 2:
+        with open(gate + ".reached", "w", encoding="utf-8") as fh:
+            fh.write(f"{os.getpid()}\n")
+        deadline = time.monotonic() + 120
+        while not os.path.exists(gate) and time.monotonic() < deadline:
+            time.sleep(0.005)
 
 
 def _missing_folders(root: str, rel: str) -> list[str]:
@@ -482,8 +541,21 @@ def reconcile(settings, engine, who: str = "reconcile") -> list[dict]:
         with engine.connect() as conn:
             journals = conn.execute(J.select().where(J.c.state == "open").order_by(J.c.id)).mappings().all()
         for j in journals:
-            with ExitStack() as stack:
-                reports.append(_reconcile_one(settings, engine, dict(j), who, stack.enter_context))
+            try:
+                owner = journal_owner.try_take(settings, engine, j["id"])
+            except OSError as exc:
+                reports.append(dict(_in_progress(engine, dict(j)), outcome="error", message=f"cannot take the journal's lock ({exc}); left for a later start"))
+                continue
+            if owner is None:  # its owner is alive (another process, another home): left to it
+                reports.append(_in_progress(engine, dict(j)))
+                continue
+            try:
+                with ExitStack() as stack:
+                    report = _reconcile_one(settings, engine, j["id"], who, stack.enter_context)
+            finally:
+                owner.release()
+            if report is not None:
+                reports.append(report)
         for root in settings.domains.values():
             _sweep_store_lock(root)
     return reports
@@ -508,12 +580,32 @@ def _sweep_store_lock(root: str) -> None:
         FileLock.release(lock)  # a store that cannot be written: the apply says so, not this
 
 
-def _reconcile_one(settings, engine, j: dict, who: str, hold) -> dict:
-    P, _C, _A, J = queue_tables.TABLES
-    op, jid = j["op"], j["id"]
-    plan = json.loads(j["plan"])
+def _in_progress(engine, j: dict) -> dict:
+    """The report for an entry whose owner is alive: nothing done, nothing to do."""
     with engine.connect() as conn:
+        row, _changes = proposals.load(conn, j["proposal_id"])
+    return {
+        "id": j["proposal_id"],
+        "journal": j["id"],
+        "op": j["op"],
+        "outcome": "in_progress",
+        "status": row["status"] if row is not None else "",
+        "message": f"{j['op']} in progress (pid {j['pid']} on {j['host']}); left to it",
+        "files": [],
+    }
+
+
+def _reconcile_one(settings, engine, jid: int, who: str, hold) -> dict | None:
+    """Settle the open entry ``jid``, whose liveness lock the caller holds; None when it is no
+    longer open once the store's lock is held (its owner finished it meanwhile)."""
+    P, _C, _A, J = queue_tables.TABLES
+    with engine.connect() as conn:
+        j = conn.execute(J.select().where(J.c.id == jid)).mappings().one()
         row, changes = proposals.load(conn, j["proposal_id"])
+    if j["state"] != "open":
+        return None
+    op = j["op"]
+    plan = json.loads(j["plan"])
     names = {"from": "before", "to": "after"} if op == "apply" else {"from": "after", "to": "before"}
     report = {
         "id": j["proposal_id"],
@@ -533,6 +625,9 @@ def _reconcile_one(settings, engine, j: dict, who: str, hold) -> dict:
     except OSError as exc:
         report["message"] = f"cannot take the store lock ({exc}); left for a later start"
         return report
+    with engine.connect() as conn:  # again, under the store's lock: read before, it may be done now
+        if conn.execute(J.select().with_only_columns(J.c.state).where(J.c.id == jid)).scalar() != "open":
+            return None
     content = _content(changes, op)
     try:
         states = []
