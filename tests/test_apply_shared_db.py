@@ -22,7 +22,6 @@ from pathlib import Path
 
 import pytest
 
-from geode.agents import apply as A
 from geode.agents import proposals as Q
 from geode.cli.main import main
 from geode.delivery.config import load_settings

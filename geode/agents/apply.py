@@ -331,18 +331,14 @@ def _write_intent(settings, engine, conn, proposal_id, op, prior, who, now, plan
         e["tmp"] = tmp_name(settings.home, jid, e["seq"])
     conn.execute(J.update().where(J.c.id == jid).values(plan=json.dumps(plan)))
     claimed = conn.execute(
-        P.update()
-        .where(P.c.id == proposal_id, P.c.status == prior, P.c.journal_id.is_(None))
-        .values(journal_id=jid)
+        P.update().where(P.c.id == proposal_id, P.c.status == prior, P.c.journal_id.is_(None)).values(journal_id=jid)
     )
     if claimed.rowcount != 1:
         raise ProposalError(f"proposal {proposal_id} changed while being {action}d; try again")
     if op == "apply":
         for e in plan:
             conn.execute(
-                C.update()
-                .where(C.c.proposal_id == proposal_id, C.c.seq == e["seq"])
-                .values(before_mode=e["from_mode"])
+                C.update().where(C.c.proposal_id == proposal_id, C.c.seq == e["seq"]).values(before_mode=e["from_mode"])
             )
 
 
@@ -544,7 +540,13 @@ def reconcile(settings, engine, who: str = "reconcile") -> list[dict]:
             try:
                 owner = journal_owner.try_take(settings, engine, j["id"])
             except OSError as exc:
-                reports.append(dict(_in_progress(engine, dict(j)), outcome="error", message=f"cannot take the journal's lock ({exc}); left for a later start"))
+                reports.append(
+                    dict(
+                        _in_progress(engine, dict(j)),
+                        outcome="error",
+                        message=f"cannot take the journal's lock ({exc}); left for a later start",
+                    )
+                )
                 continue
             if owner is None:  # its owner is alive (another process, another home): left to it
                 reports.append(_in_progress(engine, dict(j)))

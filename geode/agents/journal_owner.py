@@ -48,9 +48,7 @@ class Ownership:
         if conn is not None:
             try:
                 if not conn.closed and not conn.invalidated:
-                    conn.execute(
-                        text("SELECT pg_advisory_unlock(:k, :j)"), {"k": JOURNAL_LOCK_CLASS, "j": self.jid}
-                    )
+                    conn.execute(text("SELECT pg_advisory_unlock(:k, :j)"), {"k": JOURNAL_LOCK_CLASS, "j": self.jid})
                     conn.commit()
             except Exception:  # noqa: BLE001 - closing the session below drops the lock anyway
                 conn.invalidate()  # never hand a session that may still hold it back to the pool
