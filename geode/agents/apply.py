@@ -351,13 +351,14 @@ def _carry_out(settings, engine, row, op, jid, plan, changes, who, files, root) 
 
     content = _content(changes, op)
     started: list[dict] = []
+    root_id = _root_id(root)
     try:
         for i, e in enumerate(plan):
             before_file(i, len(plan))
             started.append(e)  # it may be replaced even if a later step (the folder fsync) fails
             put(root, e["path"], content[e["seq"]][1], e["to_mode"], e["from_sha"], e["tmp"])
     except (FileConflict, safepath.UnsafePath, OSError) as exc:
-        return _abort(settings, engine, row, op, jid, plan, started, content, exc, who, files)
+        return _abort(settings, engine, row, op, jid, plan, started, content, exc, who, files, root_id)
 
     new_status = "applied" if op == "apply" else "undone"
     with engine.begin() as conn:
@@ -405,9 +406,7 @@ def _missing_folders(root: str, rel: str) -> list[str]:
 
 
 def _remove_made_folders(engine, root: str, proposal_id: int) -> None:
-    """After an undo: remove, deepest first, the folders the proposal's last apply made, each
-    only when it is empty again (``rmdir`` refuses otherwise) and reached without following a
-    symlink. Best effort: a folder someone filled or removed meanwhile is left as it is."""
+    """After an undo: remove the folders the proposal's last apply made (``_remove_folders``)."""
     _P, _C, _A, J = queue_tables.TABLES
     with engine.connect() as conn:
         plan = conn.execute(
@@ -417,7 +416,15 @@ def _remove_made_folders(engine, root: str, proposal_id: int) -> None:
             .order_by(J.c.id.desc())
             .limit(1)
         ).scalar()
-    made = sorted({f for e in json.loads(plan or "[]") for f in e.get("made", [])}, key=lambda f: -f.count("/"))
+    _remove_folders(root, json.loads(plan or "[]"))
+
+
+def _remove_folders(root: str, plan: list[dict]) -> None:
+    """Remove, deepest first, the folders an apply's ``plan`` made (after its undo, or after it
+    was rolled back), each only when it is empty again (``rmdir`` refuses otherwise) and reached
+    without following a symlink. Best effort: a folder someone filled or removed meanwhile is
+    left as it is."""
+    made = sorted({f for e in plan for f in e.get("made", [])}, key=lambda f: -f.count("/"))
     for folder in made:
         try:
             parent_fd, name = safepath.open_parent(root, folder)  # no symlink followed on the way
@@ -432,12 +439,36 @@ def _remove_made_folders(engine, root: str, proposal_id: int) -> None:
             os.close(parent_fd)
 
 
-def _abort(settings, engine, row, op, jid, plan, started, content, exc, who, files) -> dict:
-    """Put back, in reverse order, the files already replaced; record why."""
+class _NotBack(OSError):
+    """Raised inside ``_abort`` when a file it replaced is not back (or cannot be seen)."""
+
+
+def _root_id(root: str) -> tuple[int, int] | None:
+    """The store root's identity (device, inode), None when it cannot be reached now."""
+    try:
+        st = os.stat(root)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def _abort(settings, engine, row, op, jid, plan, started, content, exc, who, files, root_id=None) -> dict:
+    """Put back, in reverse order, the files already replaced; record why.
+
+    The journal is closed as rolled back only when every file this operation replaced is
+    provably back: the store root is the folder the operation started on, and no file is still
+    in its new state or behind a symlink. Otherwise (the store moved away, a folder swapped for
+    a symlink, a disk that fails again) the entry stays open, going back, the proposal stays
+    claimed, and ``reconcile`` finishes the rollback once the store is reachable again."""
     P, _C, _A, J = queue_tables.TABLES
     action = "approve" if op == "apply" else "undo"
     prior = row["status"]
-    if isinstance(exc, FileConflict):
+    root = settings.domains[row["domain"]]
+    gone = root_id is not None and _root_id(root) != root_id
+    if gone:
+        outcome, status = "error", prior
+        message = f"I/O error: the store folder {root} went away during the {op} ({exc})"
+    elif isinstance(exc, FileConflict):
         outcome, status = ("conflict", "conflict") if op == "apply" else ("refused", prior)
         message = f"changed since proposed: {exc}" if op == "apply" else f"changed after the apply: {exc}"
     elif isinstance(exc, safepath.UnsafePath):
@@ -446,15 +477,23 @@ def _abort(settings, engine, row, op, jid, plan, started, content, exc, who, fil
     else:
         outcome, status = "error", prior
         message = f"I/O error, nothing changed: {exc}"
-    root = settings.domains[row["domain"]]
     try:
         with engine.begin() as conn:
             conn.execute(J.update().where(J.c.id == jid).values(direction="back"))
         done = []
         for e in reversed(started):
-            if file_state(root, e["path"], e["from_sha"], e["to_sha"]) == "to":
+            state = file_state(root, e["path"], e["from_sha"], e["to_sha"])
+            if state == "to":
                 put(root, e["path"], content[e["seq"]][0], e["from_mode"], e["to_sha"], e["tmp"])
                 done.append(e)
+        # every file is back, seen again in the folder the operation started on
+        if root_id is not None and _root_id(root) != root_id:
+            raise _NotBack(f"the store folder {root} is not the one the {op} started on")
+        not_back = [
+            e["path"] for e in started if file_state(root, e["path"], e["from_sha"], e["to_sha"]) in ("to", "unsafe")
+        ]
+        if not_back:
+            raise _NotBack(f"not back: {', '.join(not_back)}")
         for e in plan:
             remove_tmp(root, e["path"], e["tmp"])
         with engine.begin() as conn:
@@ -472,13 +511,18 @@ def _abort(settings, engine, row, op, jid, plan, started, content, exc, who, fil
                 who,
                 {"journal": jid, "error": str(exc), "rolled_back": [e["path"] for e in done]},
             )
+        if op == "apply":
+            _remove_folders(root, plan)
     except (FileConflict, safepath.UnsafePath, OSError, SQLAlchemyError) as exc2:
-        # the journal stays open (direction back): the next start finishes it
+        # the journal stays open (direction back): reconcile finishes it
+        cause = message.replace("I/O error, nothing changed: ", "I/O error: ")
         message = (
-            f"{message}; putting the files back also failed ({exc2}); the next `geode proposals` command rolls it back"
+            f"{cause}; not rolled back yet ({exc2}); the journal stays open and "
+            "`geode proposals reconcile` puts the files back once the store is reachable"
         )
         try:
             with engine.begin() as conn:
+                conn.execute(P.update().where(P.c.id == row["id"]).values(message=message, updated_at=proposals._now()))
                 record(
                     conn, row["id"], action, "error", who, {"journal": jid, "error": str(exc), "rollback": str(exc2)}
                 )
@@ -637,6 +681,9 @@ def _reconcile_one(settings, engine, jid: int, who: str, hold) -> dict | None:
             remove_tmp(root, e["path"], e["tmp"])
             states.append(file_state(root, e["path"], e["from_sha"], e["to_sha"]))
         report["files"] = [{"path": e["path"], "found": names.get(s, s)} for e, s in zip(plan, states, strict=False)]
+        unsafe = [e["path"] for e, s in zip(plan, states, strict=False) if s == "unsafe"]
+        if unsafe:  # behind a symlink now: neither state can be proven, so nothing is closed
+            raise safepath.UnsafePath(unsafe[0], f"cannot be reached without a symlink ({', '.join(unsafe)})")
         others = [e["path"] for e, s in zip(plan, states, strict=False) if s not in ("from", "to")]
         if j["direction"] == "forward" and not others:
             for e, s in zip(plan, states, strict=False):
@@ -679,5 +726,9 @@ def _reconcile_one(settings, engine, jid: int, who: str, hold) -> dict | None:
             .values(status=status, journal_id=None, message=message, updated_at=proposals._now())
         )
         record(conn, row["id"], "reconcile", outcome, who, {"journal": jid, "op": op, "files": report["files"]})
+    if op == "apply" and outcome == "rolled_back":
+        _remove_folders(root, plan)  # the folders this apply made for its new files
+    elif op == "undo" and outcome == "finished":
+        _remove_made_folders(engine, root, row["id"])  # as a finished undo does
     report.update(outcome=outcome, status=status, message=message)
     return report

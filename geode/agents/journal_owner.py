@@ -27,6 +27,7 @@ import os
 from typing import Any
 
 from sqlalchemy import text
+from sqlalchemy.exc import SQLAlchemyError
 
 from geode.delivery.locks import FileLock
 
@@ -50,7 +51,7 @@ class Ownership:
                 if not conn.closed and not conn.invalidated:
                     conn.execute(text("SELECT pg_advisory_unlock(:k, :j)"), {"k": JOURNAL_LOCK_CLASS, "j": self.jid})
                     conn.commit()
-            except Exception:  # noqa: BLE001 - closing the session below drops the lock anyway
+            except SQLAlchemyError:  # closing the session below drops the lock anyway
                 conn.invalidate()  # never hand a session that may still hold it back to the pool
             finally:
                 conn.close()
