@@ -20,6 +20,7 @@ from geode.cli.common import EXIT_OK, EXIT_PROBLEMS, engine_of, machine_failure,
 from geode.cli.delivery_cmds import cmd_deliver, cmd_lint, cmd_reindex, cmd_stats, cmd_study
 from geode.cli.setup_cmds import build_text_recall, cmd_hook, cmd_hooks, cmd_init, ensure_store
 from geode.delivery.errors import GeodeError
+from geode.delivery.store import has_notes
 
 
 # -- the main job ---------------------------------------------------------------------------
@@ -29,7 +30,7 @@ def cmd_run(args) -> int:
     the maintenance agents (in this process: the embedded default needs no server)."""
     settings = settings_of(args)
     root = settings.domains[settings.default_domain]
-    fresh = not Path(root).is_dir() or not any(Path(root).rglob("*.md"))
+    fresh = not Path(root).is_dir() or not has_notes(root)  # the store's walk: a loop, no symlink followed
     r = ensure_store(settings) if fresh else None
     if r is not None:
         settings = r["settings"]

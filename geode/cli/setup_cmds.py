@@ -18,6 +18,7 @@ from pathlib import Path
 
 from geode.cli.common import EXIT_OK, CLIError, engine_of, print_json, settings_of
 from geode.delivery.config import Settings, load_settings
+from geode.delivery.store import has_notes
 
 STARTER_DIR = Path(__file__).resolve().parent.parent / "delivery" / "starter"
 
@@ -63,7 +64,7 @@ def ensure_store(settings: Settings, with_starter: bool = True) -> dict:
         settings = _reload(settings)
     root = Path(settings.domains[settings.default_domain])
     root.mkdir(parents=True, exist_ok=True)
-    if with_starter and not any(root.rglob("*.md")):
+    if with_starter and not has_notes(root):  # the store's walk: a loop, no symlink followed
         for src in sorted(STARTER_DIR.glob("*.md")):
             dest = root / src.name
             if not dest.exists():

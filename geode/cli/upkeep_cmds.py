@@ -323,9 +323,10 @@ def doctor_checks(settings, skip_model: bool = False, project=None, home_dir=Non
     else:
         add(
             "store",
-            True,
-            {"notes": counted.notes, "folders": counted.folders},
-            f"{counted.notes} note files in {roots}",
+            not counted.unentered,  # a folder the walk cannot see into hides notes from every part
+            {"notes": counted.notes, "folders": counted.folders, "unentered": len(counted.unentered)},
+            f"{counted.notes} note files in {roots}"
+            + (f"; cannot see into {', '.join(counted.unentered)}" if counted.unentered else ""),
         )
 
     engine = None
