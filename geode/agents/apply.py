@@ -48,6 +48,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from geode.agents import atomic_put, journal_owner, proposals, queue_review, queue_tables, safepath
 from geode.agents.atomic_put import FileConflict, default_mode, file_state, put, remove_tmp
 from geode.agents.proposals import ProposalError, record, result, sha256
+from geode.delivery.errors import StoreError
 from geode.delivery.locks import FileLock
 
 
@@ -439,7 +440,7 @@ def _remove_folders(root: str, plan: list[dict]) -> None:
             os.close(parent_fd)
 
 
-class _NotBack(OSError):
+class _NotBack(StoreError):
     """Raised inside ``_abort`` when a file it replaced is not back (or cannot be seen)."""
 
 
@@ -513,7 +514,7 @@ def _abort(settings, engine, row, op, jid, plan, started, content, exc, who, fil
             )
         if op == "apply":
             _remove_folders(root, plan)
-    except (FileConflict, safepath.UnsafePath, OSError, SQLAlchemyError) as exc2:
+    except (FileConflict, safepath.UnsafePath, _NotBack, OSError, SQLAlchemyError) as exc2:
         # the journal stays open (direction back): reconcile finishes it
         cause = message.replace("I/O error, nothing changed: ", "I/O error: ")
         message = (

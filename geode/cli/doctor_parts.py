@@ -147,3 +147,12 @@ def remember_run(home: str, now: float) -> None:
         (Path(home) / LAST_RUN_FILE).write_text(f"{now}\n")
     except OSError:  # a home doctor cannot write is reported by the ledger check
         pass
+
+
+def workers_check(capp) -> tuple[bool, dict, str]:
+    """A live worker serves the configured queue (``geode.agents.celery_app.workers``); asked
+    only once the broker answered. Green with no broker (tasks run in-process)."""
+    from geode.agents.celery_app import workers
+
+    ok, message = workers(capp)
+    return ok, {}, message

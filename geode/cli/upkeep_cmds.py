@@ -436,8 +436,11 @@ def doctor_checks(settings, skip_model: bool = False, project=None, home_dir=Non
     try:
         from geode.agents.celery_app import make_app, ping
 
-        ok, msg = ping(make_app(settings=settings))
+        capp = make_app(settings=settings)
+        ok, msg = ping(capp)
         add("broker", ok, {}, msg)
+        if ok:
+            add("workers", *doctor_parts.workers_check(capp))
     except GeodeError as exc:  # CeleryConfigError, raised when the app is configured at import
         add("broker", False, {}, f"the Celery configuration is unusable: {exc}")
 
