@@ -21,9 +21,13 @@ file either as it was or as proposed (each replace is atomic) and the journal op
 when it was going forward and every file is in one of its two states, or rolls it back
 otherwise. It reports, per file, which state it found.
 
-Apply, undo and reconcile hold one ``flock`` (``GEODE_HOME/locks/queue.lock``), so an open
-journal seen by ``reconcile`` always belongs to a process that died (while the records are the
-home's own). Inside it they hold the store's lock (``<store>/.geode-store.lock``), so two homes
+Apply, undo and reconcile hold one ``flock`` (``GEODE_HOME/locks/queue.lock``). That made an
+open journal a dead process's only while each home had its own records; with one records
+database shared by homes, every journal entry has an owner holding a liveness lock on it for its
+life (``geode.agents.journal_owner``: a PostgreSQL advisory lock, or a lock file beside a SQLite
+database), and ``reconcile`` settles only entries whose owner is gone. An abort closes an entry
+as rolled back only when every file it replaced is provably back; a store that went away keeps
+it open for ``reconcile``. Inside the queue lock they hold the store's lock (``<store>/.geode-store.lock``), so two homes
 that apply to one store take turns, and every temporary file's name carries the home, the pid
 and a random token (``tmp_name``): one home never renames another's temp file over its target.
 
