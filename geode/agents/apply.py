@@ -367,7 +367,14 @@ def _carry_out(settings, engine, row, op, jid, plan, changes, who, files, root) 
 
     new_status = "applied" if op == "apply" else "undone"
     with engine.begin() as conn:
-        conn.execute(J.update().where(J.c.id == jid).values(state="done", finished_at=proposals._now()))
+        marked = conn.execute(
+            J.update().where(J.c.id == jid, J.c.state == "open").values(state="done", finished_at=proposals._now())
+        )
+        if marked.rowcount != 1:  # settled by a reconcile meanwhile: its outcome stands, not ours
+            raise ProposalError(
+                f"proposal {proposal_id}: journal {jid} was settled by another process during the {op}; "
+                "see `geode proposals show`"
+            )
         conn.execute(
             P.update()
             .where(P.c.id == proposal_id)
