@@ -112,3 +112,27 @@ def test_the_census_and_the_walk_name_what_they_cannot_enter(tmp_path, monkeypat
     assert counted.notes == 1 and len(counted.unentered) == 1 and "team" in counted.unentered[0]
     rep = contract.apply_rule(contract.Report(agent="x", examined={"notes": 1}), counted)
     assert rep.status == contract.FAILED and "cannot see into 1 folder" in rep.message
+
+
+def test_the_hook_index_counts_a_folder_it_cannot_enter(tmp_path, monkeypatch):
+    """The binding index (the hook's walk) stays fail-open but counts the folder among its
+    problems instead of dropping it silently."""
+    from geode.delivery import index as I
+
+    store = tmp_path / "S"
+    _note(store, "a.md", 1)
+    _note(store, "team/b.md", 2)
+    real = os.scandir
+
+    def scandir(path):
+        if os.fspath(path).endswith("/team"):
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return real(path)
+
+    monkeypatch.setattr(I.os, "scandir", scandir)
+    idx = I.Index(plain_settings(tmp_path / "home", store))
+    try:
+        counts = idx.build()
+    finally:
+        idx.close()
+    assert counts["files"] == 1 and counts["unentered"] == 1 and counts["problems"] >= 1
