@@ -40,133 +40,39 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import socket
-import threading
 import time
-import zlib
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 
 from sqlalchemy.exc import SQLAlchemyError
 
 from geode.agents import atomic_put, journal_owner, proposals, queue_review, queue_tables, safepath
 from geode.agents.atomic_put import FileConflict, default_mode, file_state, put, remove_tmp
+from geode.agents.journal_plan import (
+    content_of,
+    files_of,
+    log_unrecorded,
+    missing_folders,
+    remove_folders,
+    remove_made_folders,
+)
 from geode.agents.proposals import ProposalError, record, result, sha256
+from geode.agents.queue_locks import STORE_LOCK, queue_lock, store_lock, tmp_name
+from geode.agents.reconcile import reconcile
 from geode.delivery.errors import StoreError
-from geode.delivery.locks import FileLock
 
-
-def _log_unrecorded(proposal_id: int, action: str, exc: BaseException) -> None:
-    """An action row that could not be written (the database failed too): logged, never silent."""
-    import logging
-
-    logging.getLogger(__name__).warning(
-        "proposal %s: the %s action could not be recorded: %s", proposal_id, action, exc
-    )
-
-
-# -- the locks ------------------------------------------------------------------------------
-_locks: dict[str, list] = {}
-_tlock = threading.RLock()
-
-#: the store's own lock, a file in its root that exists only while an apply, undo or reconcile
-#: holds it (no walk reads a dot-file; a snapshot of the store after an apply finds no trace)
-STORE_LOCK = ".geode-store.lock"
-
-
-@contextmanager
-def _held(path: str, take):
-    """``take()`` (a held ``FileLock``) once per process: exclusive across processes,
-    re-entrant within one; ``release`` of what it returned when the outermost use ends."""
-    with _tlock:
-        entry = _locks.get(path)
-        if entry is None or entry[2] != os.getpid():
-            entry = _locks[path] = [take(), 0, os.getpid()]
-        entry[1] += 1
-        try:
-            yield
-        finally:
-            entry[1] -= 1
-            if entry[1] == 0:
-                del _locks[path]
-                entry[0].release()
-
-
-def queue_lock(home: str):
-    """The home's queue lock (``GEODE_HOME/locks/queue.lock``), waited for as long as it takes:
-    one apply, undo or reconcile at a time per records database."""
-    path = os.path.join(os.path.abspath(home), "locks", "queue.lock")
-
-    def take() -> FileLock:
-        lock = FileLock(path, mode=0o600)
-        lock.acquire(None)
-        return lock
-
-    return _held(path, take)
-
-
-class _StoreLock(FileLock):
-    """A ``FileLock`` whose file is removed on release, so that it leaves nothing in the store.
-
-    Removing a lock file is safe only when a waiter checks, once it holds the lock, that the
-    file it locked is still the one at the path (the same inode); a waiter that locked a file
-    since removed lets it go and tries again on the new one."""
-
-    def take(self) -> _StoreLock:
-        while True:
-            if not os.path.isdir(os.path.dirname(self.path)):  # FileLock would make the folder
-                raise FileNotFoundError(2, "the store folder is not there", os.path.dirname(self.path))
-            self.acquire(None)
-            assert self.fd is not None
-            mine = os.fstat(self.fd)
-            try:
-                there = os.stat(self.path)
-            except FileNotFoundError:
-                there = None
-            if there is not None and (there.st_dev, there.st_ino) == (mine.st_dev, mine.st_ino):
-                return self
-            FileLock.release(self)
-
-    def release(self) -> None:
-        if self.fd is not None:
-            try:
-                os.unlink(self.path)  # while still held: a waiter then sees its file is gone
-            except OSError:
-                pass  # left for the next holder, who takes it over as it is
-        FileLock.release(self)
-
-
-def store_lock(root: str):
-    """The store's lock (``<root>/.geode-store.lock``), taken inside the queue lock around every
-    apply, undo and reconcile that touches the store: homes with their own queues and records
-    (journal ids start at 1 in each) never interleave their files on one store. A store that is
-    not there is an ``OSError``, never recreated. Created 0664 less the umask, so that people
-    who share a store's folder can share its lock."""
-    path = os.path.join(os.path.abspath(root), STORE_LOCK)
-    return _held(path, lambda: _StoreLock(path, mode=0o664).take())
-
-
-def tmp_name(home: str, jid: int, seq: int) -> str:
-    """A temporary file's name, unique across homes, processes and runs: the home (a crc32 of its
-    path), the pid, the journal entry, the file's place in the plan and a random token. Journal
-    ids start at 1 in every home, so ``.geode-<journal>-<seq>.tmp`` alone named one home's temp
-    file the same as another's; the put still creates it with ``O_EXCL``."""
-    tag = zlib.crc32(os.path.abspath(home).encode("utf-8", "surrogateescape"))
-    return f".geode-{tag:08x}-{os.getpid()}-{jid}-{seq}-{secrets.token_hex(4)}.tmp"
-
-
-# -- one proposal ----------------------------------------------------------------------------
-def _files(changes) -> list[dict]:
-    return [{"path": c["path"], "op": proposals._op(c["before_sha"], c["after_sha"])} for c in changes]
-
-
-def _content(changes, op: str) -> dict[int, tuple[bytes | None, bytes | None]]:
-    """seq -> (from bytes, to bytes) for the operation."""
-    out = {}
-    for c in changes:
-        before, after = proposals._b(c["before"]), proposals._b(c["after"])
-        out[c["seq"]] = (before, after) if op == "apply" else (after, before)
-    return out
+#: what callers (the command line, the page, the tests) reach through this module
+__all__ = [
+    "STORE_LOCK",
+    "approve",
+    "approve_many",
+    "before_file",
+    "queue_lock",
+    "reconcile",
+    "store_lock",
+    "tmp_name",
+    "undo",
+]
 
 
 def execute(settings, engine, proposal_id: int, who: str, op: str) -> dict:
@@ -199,7 +105,7 @@ def _execute(settings, engine, proposal_id: int, who: str, op: str, hold) -> dic
         row, changes = proposals.load(conn, proposal_id)
     if row is None:
         raise ProposalError(f"no proposal {proposal_id}")
-    files = _files(changes)
+    files = files_of(changes)
     prior = row["status"]
 
     def settle(ok: bool, outcome: str, message: str, status: str | None = None, detail=None) -> dict:
@@ -259,7 +165,7 @@ def _execute(settings, engine, proposal_id: int, who: str, op: str, hold) -> dic
                 "tmp": "",
                 # the folders this apply makes for a new file (an archive's), so its undo removes
                 # them again once they are empty
-                "made": _missing_folders(root, c["path"]) if op == "apply" and from_sha is None else [],
+                "made": missing_folders(root, c["path"]) if op == "apply" and from_sha is None else [],
             }
         )
     if unsafe:
@@ -354,7 +260,7 @@ def _carry_out(settings, engine, row, op, jid, plan, changes, who, files, root) 
     action = "approve" if op == "apply" else "undo"
     atomic_put.after_step("journal_intent", "")
 
-    content = _content(changes, op)
+    content = content_of(changes, op)
     started: list[dict] = []
     root_id = _root_id(root)
     try:
@@ -383,7 +289,7 @@ def _carry_out(settings, engine, row, op, jid, plan, changes, who, files, root) 
         record(conn, proposal_id, action, new_status, who, {"journal": jid})
     atomic_put.after_step("journal_mark", "")
     if op == "undo":
-        _remove_made_folders(engine, root, proposal_id)
+        remove_made_folders(engine, root, proposal_id)
     return result(proposal_id, action, True, new_status, new_status, files)
 
 
@@ -404,51 +310,6 @@ def before_file(i: int, n: int) -> None:
         deadline = time.monotonic() + 120
         while not os.path.exists(gate) and time.monotonic() < deadline:
             time.sleep(0.005)
-
-
-def _missing_folders(root: str, rel: str) -> list[str]:
-    """The folders above ``rel`` that are not there yet, outermost first."""
-    parts = rel.split("/")[:-1]
-    out: list[str] = []
-    for i in range(1, len(parts) + 1):
-        folder = "/".join(parts[:i])
-        if out or not os.path.lexists(os.path.join(root, folder)):
-            out.append(folder)
-    return out
-
-
-def _remove_made_folders(engine, root: str, proposal_id: int) -> None:
-    """After an undo: remove the folders the proposal's last apply made (``_remove_folders``)."""
-    _P, _C, _A, J = queue_tables.TABLES
-    with engine.connect() as conn:
-        plan = conn.execute(
-            J.select()
-            .with_only_columns(J.c.plan)
-            .where(J.c.proposal_id == proposal_id, J.c.op == "apply", J.c.state == "done")
-            .order_by(J.c.id.desc())
-            .limit(1)
-        ).scalar()
-    _remove_folders(root, json.loads(plan or "[]"))
-
-
-def _remove_folders(root: str, plan: list[dict]) -> None:
-    """Remove, deepest first, the folders an apply's ``plan`` made (after its undo, or after it
-    was rolled back), each only when it is empty again (``rmdir`` refuses otherwise) and reached
-    without following a symlink. Best effort: a folder someone filled or removed meanwhile is
-    left as it is."""
-    made = sorted({f for e in plan for f in e.get("made", [])}, key=lambda f: -f.count("/"))
-    for folder in made:
-        try:
-            parent_fd, name = safepath.open_parent(root, folder)  # no symlink followed on the way
-        except (OSError, safepath.UnsafePath):
-            continue
-        try:
-            os.rmdir(name, dir_fd=parent_fd)  # a symlink there is ENOTDIR: left as it is
-            os.fsync(parent_fd)
-        except OSError:
-            pass  # not empty, or gone: left as it is
-        finally:
-            os.close(parent_fd)
 
 
 class _NotBack(StoreError):
@@ -524,7 +385,7 @@ def _abort(settings, engine, row, op, jid, plan, started, content, exc, who, fil
                 {"journal": jid, "error": str(exc), "rolled_back": [e["path"] for e in done]},
             )
         if op == "apply":
-            _remove_folders(root, plan)
+            remove_folders(root, plan)
     except (FileConflict, safepath.UnsafePath, _NotBack, OSError, SQLAlchemyError) as exc2:
         # the journal stays open (direction back): reconcile finishes it
         cause = message.replace("I/O error, nothing changed: ", "I/O error: ")
@@ -539,12 +400,12 @@ def _abort(settings, engine, row, op, jid, plan, started, content, exc, who, fil
                     conn, row["id"], action, "error", who, {"journal": jid, "error": str(exc), "rollback": str(exc2)}
                 )
         except SQLAlchemyError as exc3:  # the result carries the message; the log says why the row is missing
-            _log_unrecorded(row["id"], action, exc3)
+            log_unrecorded(row["id"], action, exc3)
         return result(row["id"], action, False, prior, message, files)
     return result(row["id"], action, False, status, message, files)
 
 
-# -- reconcile -------------------------------------------------------------------------------
+# -- the entry points ------------------------------------------------------------------------
 def approve(settings, engine, proposal_id: int, who: str) -> dict:
     """Apply a proposal (atomically, after re-checking every file's sha256). The result:
     ``{id, action: "approve", ok, status, message, files: [{path, op}]}``; a conflict sets the
@@ -579,168 +440,3 @@ def approve_many(
     if not dry_run:
         return [approve(settings, engine, p["id"], who) for p in targets]
     return [queue_review.preview(settings, engine, p["id"]) for p in targets]
-
-
-def reconcile(settings, engine, who: str = "reconcile") -> list[dict]:
-    """Settle every journal entry left open by a crash; call it at start-up. One report each:
-    ``{id, journal, op, outcome: finished | rolled_back | error, status, message,
-    files: [{path, found: before | after | other | unsafe}]}`` (``found``: the file's state
-    when reconcile looked, relative to the proposal)."""
-    queue_tables.ensure_tables(engine)
-    _P, _C, _A, J = queue_tables.TABLES
-    reports = []
-    with queue_lock(settings.home):
-        with engine.connect() as conn:
-            journals = conn.execute(J.select().where(J.c.state == "open").order_by(J.c.id)).mappings().all()
-        for j in journals:
-            try:
-                owner = journal_owner.try_take(settings, engine, j["id"])
-            except OSError as exc:
-                reports.append(
-                    dict(
-                        _in_progress(engine, dict(j)),
-                        outcome="error",
-                        message=f"cannot take the journal's lock ({exc}); left for a later start",
-                    )
-                )
-                continue
-            if owner is None:  # its owner is alive (another process, another home): left to it
-                reports.append(_in_progress(engine, dict(j)))
-                continue
-            try:
-                with ExitStack() as stack:
-                    report = _reconcile_one(settings, engine, j["id"], who, stack.enter_context)
-            finally:
-                owner.release()
-            if report is not None:
-                reports.append(report)
-        for root in settings.domains.values():
-            _sweep_store_lock(root)
-    return reports
-
-
-def _sweep_store_lock(root: str) -> None:
-    """Remove a store lock file left by a holder that was killed (nobody holds it: one try,
-    never a wait), so a crash leaves nothing in the store once the next command has run."""
-    path = os.path.join(os.path.abspath(root), STORE_LOCK)
-    if path in _locks or not os.path.lexists(path):
-        return
-    lock = _StoreLock(path, mode=0o664)
-    try:
-        if lock.acquire(0):
-            mine = os.fstat(lock.fd) if lock.fd is not None else None
-            there = os.lstat(path)
-            if mine is not None and (there.st_dev, there.st_ino) == (mine.st_dev, mine.st_ino):
-                lock.release()  # removes it
-            else:
-                FileLock.release(lock)
-    except OSError:
-        FileLock.release(lock)  # a store that cannot be written: the apply says so, not this
-
-
-def _in_progress(engine, j: dict) -> dict:
-    """The report for an entry whose owner is alive: nothing done, nothing to do."""
-    with engine.connect() as conn:
-        row, _changes = proposals.load(conn, j["proposal_id"])
-    return {
-        "id": j["proposal_id"],
-        "journal": j["id"],
-        "op": j["op"],
-        "outcome": "in_progress",
-        "status": row["status"] if row is not None else "",
-        "message": f"{j['op']} in progress (pid {j['pid']} on {j['host']}); left to it",
-        "files": [],
-    }
-
-
-def _reconcile_one(settings, engine, jid: int, who: str, hold) -> dict | None:
-    """Settle the open entry ``jid``, whose liveness lock the caller holds; None when it is no
-    longer open once the store's lock is held (its owner finished it meanwhile)."""
-    P, _C, _A, J = queue_tables.TABLES
-    with engine.connect() as conn:
-        j = conn.execute(J.select().where(J.c.id == jid)).mappings().one()
-        row, changes = proposals.load(conn, j["proposal_id"])
-    if j["state"] != "open":
-        return None
-    op = j["op"]
-    plan = json.loads(j["plan"])
-    names = {"from": "before", "to": "after"} if op == "apply" else {"from": "after", "to": "before"}
-    report = {
-        "id": j["proposal_id"],
-        "journal": jid,
-        "op": op,
-        "outcome": "error",
-        "status": row["status"],
-        "message": "",
-        "files": [],
-    }
-    root = settings.domains.get(row["domain"])
-    if root is None:
-        report["message"] = f"domain {row['domain']!r} is not configured here; left for a later start"
-        return report
-    try:
-        hold(store_lock(root))
-    except OSError as exc:
-        report["message"] = f"cannot take the store lock ({exc}); left for a later start"
-        return report
-    with engine.connect() as conn:  # again, under the store's lock: read before, it may be done now
-        if conn.execute(J.select().with_only_columns(J.c.state).where(J.c.id == jid)).scalar() != "open":
-            return None
-    content = _content(changes, op)
-    try:
-        states = []
-        for e in plan:
-            remove_tmp(root, e["path"], e["tmp"])
-            states.append(file_state(root, e["path"], e["from_sha"], e["to_sha"]))
-        report["files"] = [{"path": e["path"], "found": names.get(s, s)} for e, s in zip(plan, states, strict=False)]
-        unsafe = [e["path"] for e, s in zip(plan, states, strict=False) if s == "unsafe"]
-        if unsafe:  # behind a symlink now: neither state can be proven, so nothing is closed
-            raise safepath.UnsafePath(unsafe[0], f"cannot be reached without a symlink ({', '.join(unsafe)})")
-        others = [e["path"] for e, s in zip(plan, states, strict=False) if s not in ("from", "to")]
-        if j["direction"] == "forward" and not others:
-            for e, s in zip(plan, states, strict=False):
-                if s == "from":
-                    put(root, e["path"], content[e["seq"]][1], e["to_mode"], e["from_sha"], e["tmp"])
-            outcome = "finished"
-            status = "applied" if op == "apply" else "undone"
-            message = f"{op} interrupted; finished by reconcile"
-        else:
-            for e, s in reversed(list(zip(plan, states, strict=False))):
-                if s == "to":
-                    put(root, e["path"], content[e["seq"]][0], e["from_mode"], e["to_sha"], e["tmp"])
-            outcome = "rolled_back"
-            if op == "apply":
-                status = "conflict" if others else j["prior_status"]
-            else:
-                status = j["prior_status"]
-            message = f"{op} interrupted; rolled back by reconcile" + (
-                f"; changed by someone else meanwhile: {', '.join(others)}" if others else ""
-            )
-        for e in plan:
-            remove_tmp(root, e["path"], e["tmp"])
-    except (FileConflict, safepath.UnsafePath, OSError) as exc:
-        report["message"] = f"could not settle it now ({exc}); left for a later start"
-        try:
-            with engine.begin() as conn:
-                record(conn, row["id"], "reconcile", "error", who, {"journal": jid, "error": str(exc)})
-        except SQLAlchemyError as exc3:  # the report carries the message; the log says why the row is missing
-            _log_unrecorded(row["id"], "reconcile", exc3)
-        return report
-    with engine.begin() as conn:
-        conn.execute(
-            J.update()
-            .where(J.c.id == jid)
-            .values(state="done" if outcome == "finished" else "rolled_back", finished_at=proposals._now())
-        )
-        conn.execute(
-            P.update()
-            .where(P.c.id == row["id"])
-            .values(status=status, journal_id=None, message=message, updated_at=proposals._now())
-        )
-        record(conn, row["id"], "reconcile", outcome, who, {"journal": jid, "op": op, "files": report["files"]})
-    if op == "apply" and outcome == "rolled_back":
-        _remove_folders(root, plan)  # the folders this apply made for its new files
-    elif op == "undo" and outcome == "finished":
-        _remove_made_folders(engine, root, row["id"])  # as a finished undo does
-    report.update(outcome=outcome, status=status, message=message)
-    return report
