@@ -55,3 +55,41 @@ def test_undo_keeps_a_folder_that_was_there_or_was_filled_since(queue):
     assert (root / "archive/keep.md").read_text() == "kept\n"
     assert (root / "archive/team/mine.md").is_file()  # archive/team/ was made by pb, but is not empty
     assert not (root / "archive/a.md").exists() and not (root / "archive/team/b.md").exists()
+
+
+def test_reconcile_finishing_an_interrupted_undo_removes_the_folders_too(queue):
+    """An undo killed after its last file (before its journal was marked): the reconcile that
+    finishes it removes the archive folders, as the undo itself would have."""
+    from tests.test_apply import _crash_in_child
+
+    s, engine, root = queue
+    write(root, "team/deep/old.md", "---\nname: old\ndescription: an old note\n---\nbody\n")
+    before = snapshot(root)
+    pid = _archive(s, engine, "team/deep/old.md")
+    assert A.approve(s, engine, pid, "t")["ok"]
+    assert _crash_in_child(s, pid, "undo", "dir_fsync", 2) == 77  # both files back, journal open
+    (report,) = A.reconcile(s, engine)
+    assert (report["outcome"], report["status"]) == ("finished", "undone"), report
+    assert snapshot(root) == before
+    assert not (root / "archive").exists()
+
+
+def test_a_rolled_back_apply_removes_the_folders_it_made(queue):
+    """An apply killed after the archived copy was written (the source not yet removed): the
+    reconcile that rolls it back removes the archive folders that copy needed."""
+    from tests.test_apply import _crash_in_child
+
+    s, engine, root = queue
+    write(root, "team/deep/old.md", "---\nname: old\ndescription: an old note\n---\nbody\n")
+    before = snapshot(root)
+    pid = _archive(s, engine, "team/deep/old.md")
+    assert _crash_in_child(s, pid, "apply", "dir_fsync", 1) == 77
+    from geode.agents import queue_tables
+
+    J = queue_tables.ProposalJournal.__table__
+    with engine.begin() as conn:
+        conn.execute(J.update().values(direction="back"))  # as an abort that was itself cut short
+    (report,) = A.reconcile(s, engine)
+    assert (report["outcome"], report["status"]) == ("rolled_back", "pending"), report
+    assert snapshot(root) == before
+    assert not (root / "archive").exists()

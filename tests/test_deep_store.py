@@ -63,6 +63,17 @@ def g(tmp_path) -> Geode:
     return g
 
 
+def test_has_notes_is_a_loop_that_finds_a_note_1100_folders_down(tmp_path):
+    """``geode run`` and ``init`` ask whether a store holds any note (was ``any(rglob("*.md"))``,
+    recursive): the store's walk answers, from the bottom of a 1,100-deep store too."""
+    from geode.delivery.store import has_notes
+
+    (tmp_path / "S").mkdir()
+    assert has_notes(tmp_path / "S") is False
+    _deep(tmp_path / "S")
+    assert has_notes(tmp_path / "S") is True
+
+
 def test_the_walk_reaches_the_bottom_and_keeps_os_walks_order(tmp_path):
     deep = _deep(tmp_path)
     for rel in ("a/x.md", "a/b/y.md", "c/z.md", "top.md"):

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
+import uuid
 from pathlib import Path
 
 from tests.upkeep_helpers import make_store
@@ -115,6 +118,55 @@ def test_doctor_fails_when_the_configured_broker_does_not_answer(tmp_path):
     assert rc == 1 and not checks["broker"]["ok"]
     assert "does not answer" in checks["broker"]["message"]
     assert checks["agent:librarian"]["ok"]
+
+
+def _celery_env(tmp_path) -> dict:
+    """A real Redis broker (db 11, as the Celery tests use) and a queue of this test's own, so
+    that no other test's worker answers for it."""
+    return {"GEODE_BROKER_URL": "redis://127.0.0.1:6379/11", "GEODE_QUEUE": f"geode-doctor-{uuid.uuid4().hex[:10]}"}
+
+
+def test_doctor_fails_when_no_worker_serves_the_queue(tmp_path):
+    """A broker that answers with no worker alive: queued upkeep would wait forever."""
+    root, _ = make_store("clean", tmp_path)
+    rc, data, _ = doctor(root, tmp_path / "home", "--skip-model", env_extra=_celery_env(tmp_path))
+    checks = by_name(data)
+    assert checks["broker"]["ok"], checks["broker"]  # the real Redis answers ...
+    assert not checks["workers"]["ok"] and "no worker consumes queue" in checks["workers"]["message"]
+    assert rc == 1 and data["ok"] is False  # ... and doctor is not green
+
+
+def test_doctor_passes_the_workers_check_with_a_live_worker(tmp_path):
+    root, _ = make_store("clean", tmp_path)
+    extra = _celery_env(tmp_path)
+    env = dict(os.environ, GEODE_HOME=str(tmp_path / "home"), **extra)
+    log = tmp_path / "worker.log"
+    worker = subprocess.Popen(
+        [str(Path(sys.executable).parent / "celery"), "-A", "geode.agents.celery_app", "worker"]
+        + ["-Q", extra["GEODE_QUEUE"], "--concurrency=1", "--loglevel=INFO", "-n", f"{extra['GEODE_QUEUE']}@%h"]
+        + ["--without-gossip", "--without-mingle", "--without-heartbeat"],
+        cwd=REPO,
+        env=env,
+        stdout=open(log, "w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while "ready" not in log.read_text():
+            assert worker.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
+            time.sleep(0.2)
+        rc, data, _ = doctor(root, tmp_path / "home", "--skip-model", env_extra=extra)
+        checks = by_name(data)
+        assert checks["workers"]["ok"], checks["workers"]
+        assert extra["GEODE_QUEUE"] in checks["workers"]["message"] and "1 worker(s)" in checks["workers"]["message"]
+    finally:
+        os.killpg(worker.pid, signal.SIGTERM)
+        try:
+            worker.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(worker.pid, signal.SIGKILL)
+            worker.wait(10)
 
 
 def _init(home: Path) -> None:

@@ -162,3 +162,22 @@ def test_prompt_hook_recalls_by_text_and_through_a_warm_server(env):
     while os.path.exists(ready["socket"]) and time.time() < deadline:
         time.sleep(0.1)
     assert not os.path.exists(ready["socket"])
+
+
+def test_status_and_reindex_agree_on_what_reindex_skips(env):
+    """A file reindex always skips (binary bytes, bad frontmatter) is not "out of sync" forever:
+    status asks reindex's own skip rule and lists it as skipped (issue 15, point 6)."""
+    (env[1] / "binary.md").write_bytes(b"\x00\x01\x02 not text\n")
+    (env[1] / "broken.md").write_text("---\ntitle: [unclosed\n---\nbody\n", encoding="utf-8")
+    r = json.loads(geode(env, "reindex", "--json").stdout)
+    assert r["recall"]["added"] == 3  # the two are skipped
+    st = json.loads(geode(env, "status", "--json").stdout)
+    assert st["in_sync"], st["out_of_sync"]
+    o = st["out_of_sync"]
+    assert o["files_not_indexed"] == 0 and o["files_skipped"] == 2
+    assert sorted(e.split(":")[1] for e in o["skipped_examples"]) == ["binary.md", "broken.md"]
+    text = geode(env, "status").stdout
+    assert "in sync" in text and "out of sync" not in text and "2 files reindex skips" in text
+    (env[1] / "new.md").write_text("---\ntitle: New\n---\nA fresh note.\n", encoding="utf-8")
+    st = json.loads(geode(env, "status", "--json").stdout)  # a real new note is still out of sync
+    assert not st["in_sync"] and st["out_of_sync"]["files_not_indexed"] == 1

@@ -21,9 +21,13 @@ file either as it was or as proposed (each replace is atomic) and the journal op
 when it was going forward and every file is in one of its two states, or rolls it back
 otherwise. It reports, per file, which state it found.
 
-Apply, undo and reconcile hold one ``flock`` (``GEODE_HOME/locks/queue.lock``), so an open
-journal seen by ``reconcile`` always belongs to a process that died (while the records are the
-home's own). Inside it they hold the store's lock (``<store>/.geode-store.lock``), so two homes
+Apply, undo and reconcile hold one ``flock`` (``GEODE_HOME/locks/queue.lock``). That made an
+open journal a dead process's only while each home had its own records; with one records
+database shared by homes, every journal entry has an owner holding a liveness lock on it for its
+life (``geode.agents.journal_owner``: a PostgreSQL advisory lock, or a lock file beside a SQLite
+database), and ``reconcile`` settles only entries whose owner is gone. An abort closes an entry
+as rolled back only when every file it replaced is provably back; a store that went away keeps
+it open for ``reconcile``. Inside the queue lock they hold the store's lock (``<store>/.geode-store.lock``), so two homes
 that apply to one store take turns, and every temporary file's name carries the home, the pid
 and a random token (``tmp_name``): one home never renames another's temp file over its target.
 
@@ -36,131 +40,39 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import socket
-import threading
-import zlib
-from contextlib import ExitStack, contextmanager
+import time
+from contextlib import ExitStack
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from geode.agents import atomic_put, proposals, queue_review, queue_tables, safepath
+from geode.agents import atomic_put, journal_owner, proposals, queue_review, queue_tables, safepath
 from geode.agents.atomic_put import FileConflict, default_mode, file_state, put, remove_tmp
+from geode.agents.journal_plan import (
+    content_of,
+    files_of,
+    log_unrecorded,
+    missing_folders,
+    remove_folders,
+    remove_made_folders,
+)
 from geode.agents.proposals import ProposalError, record, result, sha256
-from geode.delivery.locks import FileLock
+from geode.agents.queue_locks import STORE_LOCK, queue_lock, store_lock, tmp_name
+from geode.agents.reconcile import reconcile
+from geode.delivery.errors import StoreError
 
-
-def _log_unrecorded(proposal_id: int, action: str, exc: BaseException) -> None:
-    """An action row that could not be written (the database failed too): logged, never silent."""
-    import logging
-
-    logging.getLogger(__name__).warning(
-        "proposal %s: the %s action could not be recorded: %s", proposal_id, action, exc
-    )
-
-
-# -- the locks ------------------------------------------------------------------------------
-_locks: dict[str, list] = {}
-_tlock = threading.RLock()
-
-#: the store's own lock, a file in its root that exists only while an apply, undo or reconcile
-#: holds it (no walk reads a dot-file; a snapshot of the store after an apply finds no trace)
-STORE_LOCK = ".geode-store.lock"
-
-
-@contextmanager
-def _held(path: str, take):
-    """``take()`` (a held ``FileLock``) once per process: exclusive across processes,
-    re-entrant within one; ``release`` of what it returned when the outermost use ends."""
-    with _tlock:
-        entry = _locks.get(path)
-        if entry is None or entry[2] != os.getpid():
-            entry = _locks[path] = [take(), 0, os.getpid()]
-        entry[1] += 1
-        try:
-            yield
-        finally:
-            entry[1] -= 1
-            if entry[1] == 0:
-                del _locks[path]
-                entry[0].release()
-
-
-def queue_lock(home: str):
-    """The home's queue lock (``GEODE_HOME/locks/queue.lock``), waited for as long as it takes:
-    one apply, undo or reconcile at a time per records database."""
-    path = os.path.join(os.path.abspath(home), "locks", "queue.lock")
-
-    def take() -> FileLock:
-        lock = FileLock(path, mode=0o600)
-        lock.acquire(None)
-        return lock
-
-    return _held(path, take)
-
-
-class _StoreLock(FileLock):
-    """A ``FileLock`` whose file is removed on release, so that it leaves nothing in the store.
-
-    Removing a lock file is safe only when a waiter checks, once it holds the lock, that the
-    file it locked is still the one at the path (the same inode); a waiter that locked a file
-    since removed lets it go and tries again on the new one."""
-
-    def take(self) -> _StoreLock:
-        while True:
-            if not os.path.isdir(os.path.dirname(self.path)):  # FileLock would make the folder
-                raise FileNotFoundError(2, "the store folder is not there", os.path.dirname(self.path))
-            self.acquire(None)
-            assert self.fd is not None
-            mine = os.fstat(self.fd)
-            try:
-                there = os.stat(self.path)
-            except FileNotFoundError:
-                there = None
-            if there is not None and (there.st_dev, there.st_ino) == (mine.st_dev, mine.st_ino):
-                return self
-            FileLock.release(self)
-
-    def release(self) -> None:
-        if self.fd is not None:
-            try:
-                os.unlink(self.path)  # while still held: a waiter then sees its file is gone
-            except OSError:
-                pass  # left for the next holder, who takes it over as it is
-        FileLock.release(self)
-
-
-def store_lock(root: str):
-    """The store's lock (``<root>/.geode-store.lock``), taken inside the queue lock around every
-    apply, undo and reconcile that touches the store: homes with their own queues and records
-    (journal ids start at 1 in each) never interleave their files on one store. A store that is
-    not there is an ``OSError``, never recreated. Created 0664 less the umask, so that people
-    who share a store's folder can share its lock."""
-    path = os.path.join(os.path.abspath(root), STORE_LOCK)
-    return _held(path, lambda: _StoreLock(path, mode=0o664).take())
-
-
-def tmp_name(home: str, jid: int, seq: int) -> str:
-    """A temporary file's name, unique across homes, processes and runs: the home (a crc32 of its
-    path), the pid, the journal entry, the file's place in the plan and a random token. Journal
-    ids start at 1 in every home, so ``.geode-<journal>-<seq>.tmp`` alone named one home's temp
-    file the same as another's; the put still creates it with ``O_EXCL``."""
-    tag = zlib.crc32(os.path.abspath(home).encode("utf-8", "surrogateescape"))
-    return f".geode-{tag:08x}-{os.getpid()}-{jid}-{seq}-{secrets.token_hex(4)}.tmp"
-
-
-# -- one proposal ----------------------------------------------------------------------------
-def _files(changes) -> list[dict]:
-    return [{"path": c["path"], "op": proposals._op(c["before_sha"], c["after_sha"])} for c in changes]
-
-
-def _content(changes, op: str) -> dict[int, tuple[bytes | None, bytes | None]]:
-    """seq -> (from bytes, to bytes) for the operation."""
-    out = {}
-    for c in changes:
-        before, after = proposals._b(c["before"]), proposals._b(c["after"])
-        out[c["seq"]] = (before, after) if op == "apply" else (after, before)
-    return out
+#: what callers (the command line, the page, the tests) reach through this module
+__all__ = [
+    "STORE_LOCK",
+    "approve",
+    "approve_many",
+    "before_file",
+    "queue_lock",
+    "reconcile",
+    "store_lock",
+    "tmp_name",
+    "undo",
+]
 
 
 def execute(settings, engine, proposal_id: int, who: str, op: str) -> dict:
@@ -193,7 +105,7 @@ def _execute(settings, engine, proposal_id: int, who: str, op: str, hold) -> dic
         row, changes = proposals.load(conn, proposal_id)
     if row is None:
         raise ProposalError(f"no proposal {proposal_id}")
-    files = _files(changes)
+    files = files_of(changes)
     prior = row["status"]
 
     def settle(ok: bool, outcome: str, message: str, status: str | None = None, detail=None) -> dict:
@@ -253,7 +165,7 @@ def _execute(settings, engine, proposal_id: int, who: str, op: str, hold) -> dic
                 "tmp": "",
                 # the folders this apply makes for a new file (an archive's), so its undo removes
                 # them again once they are empty
-                "made": _missing_folders(root, c["path"]) if op == "apply" and from_sha is None else [],
+                "made": missing_folders(root, c["path"]) if op == "apply" and from_sha is None else [],
             }
         )
     if unsafe:
@@ -275,57 +187,100 @@ def _execute(settings, engine, proposal_id: int, who: str, op: str, hold) -> dic
             {"paths": stale},
         )
 
-    # The intent, and the claim, in one transaction.
+    # The intent, and the claim, in one transaction; the liveness lock on the entry is taken
+    # inside it, so no reconcile (of this home or another sharing the records) ever sees the
+    # entry open without its owner holding that lock (``journal_owner``).
     now = proposals._now()
-    with engine.begin() as conn:
-        jid = conn.execute(
-            J.insert()
-            .values(
-                proposal_id=proposal_id,
-                op=op,
-                direction="forward",
-                state="open",
-                prior_status=prior,
-                who=who,
-                pid=os.getpid(),
-                host=socket.gethostname(),
-                started_at=now,
-                finished_at=None,
-                plan="[]",
-            )
-            .returning(J.c.id)
-        ).scalar_one()
-        for e in plan:
-            e["tmp"] = tmp_name(settings.home, jid, e["seq"])
-        conn.execute(J.update().where(J.c.id == jid).values(plan=json.dumps(plan)))
-        claimed = conn.execute(
-            P.update()
-            .where(P.c.id == proposal_id, P.c.status == prior, P.c.journal_id.is_(None))
-            .values(journal_id=jid)
+    conn = engine.connect()
+    held: list[journal_owner.Ownership] = []
+    try:
+        with conn.begin():
+            _write_intent(settings, engine, conn, proposal_id, op, prior, who, now, plan, action, held)
+    except OSError as exc:  # the journal's lock file could not be made: nothing was committed
+        for owner in held:
+            owner.release()
+        conn.close()
+        return settle(False, "error", f"I/O error, nothing changed: cannot take the journal's lock: {exc}")
+    except BaseException:  # clean up, then re-raise: nothing is caught here
+        for owner in held:
+            owner.release()
+        conn.close()
+        raise
+    if engine.dialect.name != "postgresql":
+        conn.close()  # the SQLite owner holds a lock file, not the connection
+    (owner,) = held
+    try:
+        return _carry_out(settings, engine, row, op, owner.jid, plan, changes, who, files, root)
+    finally:
+        owner.release()  # done, rolled back, or given up: a reconcile may settle it now
+
+
+def _write_intent(settings, engine, conn, proposal_id, op, prior, who, now, plan, action, held: list) -> None:
+    """Insert the journal entry (the plan), take its liveness lock (appended to ``held``, so
+    the caller releases it whatever happens next) and claim the proposal, on ``conn`` inside the
+    caller's transaction."""
+    P, C, _A, J = queue_tables.TABLES
+    jid = conn.execute(
+        J.insert()
+        .values(
+            proposal_id=proposal_id,
+            op=op,
+            direction="forward",
+            state="open",
+            prior_status=prior,
+            who=who,
+            pid=os.getpid(),
+            host=socket.gethostname(),
+            started_at=now,
+            finished_at=None,
+            plan="[]",
         )
-        if claimed.rowcount != 1:
-            raise ProposalError(f"proposal {proposal_id} changed while being {action}d; try again")
-        if op == "apply":
-            for e in plan:
-                conn.execute(
-                    C.update()
-                    .where(C.c.proposal_id == proposal_id, C.c.seq == e["seq"])
-                    .values(before_mode=e["from_mode"])
-                )
+        .returning(J.c.id)
+    ).scalar_one()
+    held.append(journal_owner.own(settings, engine, conn, jid))
+    for e in plan:
+        e["tmp"] = tmp_name(settings.home, jid, e["seq"])
+    conn.execute(J.update().where(J.c.id == jid).values(plan=json.dumps(plan)))
+    claimed = conn.execute(
+        P.update().where(P.c.id == proposal_id, P.c.status == prior, P.c.journal_id.is_(None)).values(journal_id=jid)
+    )
+    if claimed.rowcount != 1:
+        raise ProposalError(f"proposal {proposal_id} changed while being {action}d; try again")
+    if op == "apply":
+        for e in plan:
+            conn.execute(
+                C.update().where(C.c.proposal_id == proposal_id, C.c.seq == e["seq"]).values(before_mode=e["from_mode"])
+            )
+
+
+def _carry_out(settings, engine, row, op, jid, plan, changes, who, files, root) -> dict:
+    """Steps 3 and 4: put each file, then mark the journal done (or abort and put them back)."""
+    P, _C, _A, J = queue_tables.TABLES
+    proposal_id = row["id"]
+    action = "approve" if op == "apply" else "undo"
     atomic_put.after_step("journal_intent", "")
 
-    content = _content(changes, op)
+    content = content_of(changes, op)
     started: list[dict] = []
+    root_id = _root_id(root)
     try:
-        for e in plan:
+        for i, e in enumerate(plan):
+            before_file(i, len(plan))
             started.append(e)  # it may be replaced even if a later step (the folder fsync) fails
             put(root, e["path"], content[e["seq"]][1], e["to_mode"], e["from_sha"], e["tmp"])
     except (FileConflict, safepath.UnsafePath, OSError) as exc:
-        return _abort(settings, engine, row, op, jid, plan, started, content, exc, who, files)
+        return _abort(settings, engine, row, op, jid, plan, started, content, exc, who, files, root_id)
 
     new_status = "applied" if op == "apply" else "undone"
     with engine.begin() as conn:
-        conn.execute(J.update().where(J.c.id == jid).values(state="done", finished_at=proposals._now()))
+        marked = conn.execute(
+            J.update().where(J.c.id == jid, J.c.state == "open").values(state="done", finished_at=proposals._now())
+        )
+        if marked.rowcount != 1:  # settled by a reconcile meanwhile: its outcome stands, not ours
+            raise ProposalError(
+                f"proposal {proposal_id}: journal {jid} was settled by another process during the {op}; "
+                "see `geode proposals show`"
+            )
         conn.execute(
             P.update()
             .where(P.c.id == proposal_id)
@@ -334,55 +289,59 @@ def _execute(settings, engine, proposal_id: int, who: str, op: str, hold) -> dic
         record(conn, proposal_id, action, new_status, who, {"journal": jid})
     atomic_put.after_step("journal_mark", "")
     if op == "undo":
-        _remove_made_folders(engine, root, proposal_id)
+        remove_made_folders(engine, root, proposal_id)
     return result(proposal_id, action, True, new_status, new_status, files)
 
 
-def _missing_folders(root: str, rel: str) -> list[str]:
-    """The folders above ``rel`` that are not there yet, outermost first."""
-    parts = rel.split("/")[:-1]
-    out: list[str] = []
-    for i in range(1, len(parts) + 1):
-        folder = "/".join(parts[:i])
-        if out or not os.path.lexists(os.path.join(root, folder)):
-            out.append(folder)
-    return out
+def before_file(i: int, n: int) -> None:
+    """Called before the ``i``-th of ``n`` files is put: the seam the fault tests use to act at a
+    known point of an apply (move the store away, swap a folder for a symlink, kill it, let
+    another home look at it). From the environment, for tests that drive a real ``geode``
+    process: ``GEODE_TEST_APPLY_PAUSE`` (seconds to sleep before each file, so a race has a
+    window to hit) and ``GEODE_TEST_APPLY_GATE`` (a path: before the middle file, create
+    ``<path>.reached`` and wait up to 120 s for ``<path>`` to exist). Both unset: nothing."""
+    pause = os.environ.get("GEODE_TEST_APPLY_PAUSE")
+    if pause:
+        time.sleep(float(pause))
+    gate = os.environ.get("GEODE_TEST_APPLY_GATE")
+    if gate and i == n // 2:
+        with open(gate + ".reached", "w", encoding="utf-8") as fh:
+            fh.write(f"{os.getpid()}\n")
+        deadline = time.monotonic() + 120
+        while not os.path.exists(gate) and time.monotonic() < deadline:
+            time.sleep(0.005)
 
 
-def _remove_made_folders(engine, root: str, proposal_id: int) -> None:
-    """After an undo: remove, deepest first, the folders the proposal's last apply made, each
-    only when it is empty again (``rmdir`` refuses otherwise) and reached without following a
-    symlink. Best effort: a folder someone filled or removed meanwhile is left as it is."""
-    _P, _C, _A, J = queue_tables.TABLES
-    with engine.connect() as conn:
-        plan = conn.execute(
-            J.select()
-            .with_only_columns(J.c.plan)
-            .where(J.c.proposal_id == proposal_id, J.c.op == "apply", J.c.state == "done")
-            .order_by(J.c.id.desc())
-            .limit(1)
-        ).scalar()
-    made = sorted({f for e in json.loads(plan or "[]") for f in e.get("made", [])}, key=lambda f: -f.count("/"))
-    for folder in made:
-        try:
-            parent_fd, name = safepath.open_parent(root, folder)  # no symlink followed on the way
-        except (OSError, safepath.UnsafePath):
-            continue
-        try:
-            os.rmdir(name, dir_fd=parent_fd)  # a symlink there is ENOTDIR: left as it is
-            os.fsync(parent_fd)
-        except OSError:
-            pass  # not empty, or gone: left as it is
-        finally:
-            os.close(parent_fd)
+class _NotBack(StoreError):
+    """Raised inside ``_abort`` when a file it replaced is not back (or cannot be seen)."""
 
 
-def _abort(settings, engine, row, op, jid, plan, started, content, exc, who, files) -> dict:
-    """Put back, in reverse order, the files already replaced; record why."""
+def _root_id(root: str) -> tuple[int, int] | None:
+    """The store root's identity (device, inode), None when it cannot be reached now."""
+    try:
+        st = os.stat(root)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def _abort(settings, engine, row, op, jid, plan, started, content, exc, who, files, root_id=None) -> dict:
+    """Put back, in reverse order, the files already replaced; record why.
+
+    The journal is closed as rolled back only when every file this operation replaced is
+    provably back: the store root is the folder the operation started on, and no file is still
+    in its new state or behind a symlink. Otherwise (the store moved away, a folder swapped for
+    a symlink, a disk that fails again) the entry stays open, going back, the proposal stays
+    claimed, and ``reconcile`` finishes the rollback once the store is reachable again."""
     P, _C, _A, J = queue_tables.TABLES
     action = "approve" if op == "apply" else "undo"
     prior = row["status"]
-    if isinstance(exc, FileConflict):
+    root = settings.domains[row["domain"]]
+    gone = root_id is not None and _root_id(root) != root_id
+    if gone:
+        outcome, status = "error", prior
+        message = f"I/O error: the store folder {root} went away during the {op} ({exc})"
+    elif isinstance(exc, FileConflict):
         outcome, status = ("conflict", "conflict") if op == "apply" else ("refused", prior)
         message = f"changed since proposed: {exc}" if op == "apply" else f"changed after the apply: {exc}"
     elif isinstance(exc, safepath.UnsafePath):
@@ -391,15 +350,23 @@ def _abort(settings, engine, row, op, jid, plan, started, content, exc, who, fil
     else:
         outcome, status = "error", prior
         message = f"I/O error, nothing changed: {exc}"
-    root = settings.domains[row["domain"]]
     try:
         with engine.begin() as conn:
             conn.execute(J.update().where(J.c.id == jid).values(direction="back"))
         done = []
         for e in reversed(started):
-            if file_state(root, e["path"], e["from_sha"], e["to_sha"]) == "to":
+            state = file_state(root, e["path"], e["from_sha"], e["to_sha"])
+            if state == "to":
                 put(root, e["path"], content[e["seq"]][0], e["from_mode"], e["to_sha"], e["tmp"])
                 done.append(e)
+        # every file is back, seen again in the folder the operation started on
+        if root_id is not None and _root_id(root) != root_id:
+            raise _NotBack(f"the store folder {root} is not the one the {op} started on")
+        not_back = [
+            e["path"] for e in started if file_state(root, e["path"], e["from_sha"], e["to_sha"]) in ("to", "unsafe")
+        ]
+        if not_back:
+            raise _NotBack(f"not back: {', '.join(not_back)}")
         for e in plan:
             remove_tmp(root, e["path"], e["tmp"])
         with engine.begin() as conn:
@@ -417,23 +384,28 @@ def _abort(settings, engine, row, op, jid, plan, started, content, exc, who, fil
                 who,
                 {"journal": jid, "error": str(exc), "rolled_back": [e["path"] for e in done]},
             )
-    except (FileConflict, safepath.UnsafePath, OSError, SQLAlchemyError) as exc2:
-        # the journal stays open (direction back): the next start finishes it
+        if op == "apply":
+            remove_folders(root, plan)
+    except (FileConflict, safepath.UnsafePath, _NotBack, OSError, SQLAlchemyError) as exc2:
+        # the journal stays open (direction back): reconcile finishes it
+        cause = message.replace("I/O error, nothing changed: ", "I/O error: ")
         message = (
-            f"{message}; putting the files back also failed ({exc2}); the next `geode proposals` command rolls it back"
+            f"{cause}; not rolled back yet ({exc2}); the journal stays open and "
+            "`geode proposals reconcile` puts the files back once the store is reachable"
         )
         try:
             with engine.begin() as conn:
+                conn.execute(P.update().where(P.c.id == row["id"]).values(message=message, updated_at=proposals._now()))
                 record(
                     conn, row["id"], action, "error", who, {"journal": jid, "error": str(exc), "rollback": str(exc2)}
                 )
         except SQLAlchemyError as exc3:  # the result carries the message; the log says why the row is missing
-            _log_unrecorded(row["id"], action, exc3)
+            log_unrecorded(row["id"], action, exc3)
         return result(row["id"], action, False, prior, message, files)
     return result(row["id"], action, False, status, message, files)
 
 
-# -- reconcile -------------------------------------------------------------------------------
+# -- the entry points ------------------------------------------------------------------------
 def approve(settings, engine, proposal_id: int, who: str) -> dict:
     """Apply a proposal (atomically, after re-checking every file's sha256). The result:
     ``{id, action: "approve", ok, status, message, files: [{path, op}]}``; a conflict sets the
@@ -468,119 +440,3 @@ def approve_many(
     if not dry_run:
         return [approve(settings, engine, p["id"], who) for p in targets]
     return [queue_review.preview(settings, engine, p["id"]) for p in targets]
-
-
-def reconcile(settings, engine, who: str = "reconcile") -> list[dict]:
-    """Settle every journal entry left open by a crash; call it at start-up. One report each:
-    ``{id, journal, op, outcome: finished | rolled_back | error, status, message,
-    files: [{path, found: before | after | other | unsafe}]}`` (``found``: the file's state
-    when reconcile looked, relative to the proposal)."""
-    queue_tables.ensure_tables(engine)
-    _P, _C, _A, J = queue_tables.TABLES
-    reports = []
-    with queue_lock(settings.home):
-        with engine.connect() as conn:
-            journals = conn.execute(J.select().where(J.c.state == "open").order_by(J.c.id)).mappings().all()
-        for j in journals:
-            with ExitStack() as stack:
-                reports.append(_reconcile_one(settings, engine, dict(j), who, stack.enter_context))
-        for root in settings.domains.values():
-            _sweep_store_lock(root)
-    return reports
-
-
-def _sweep_store_lock(root: str) -> None:
-    """Remove a store lock file left by a holder that was killed (nobody holds it: one try,
-    never a wait), so a crash leaves nothing in the store once the next command has run."""
-    path = os.path.join(os.path.abspath(root), STORE_LOCK)
-    if path in _locks or not os.path.lexists(path):
-        return
-    lock = _StoreLock(path, mode=0o664)
-    try:
-        if lock.acquire(0):
-            mine = os.fstat(lock.fd) if lock.fd is not None else None
-            there = os.lstat(path)
-            if mine is not None and (there.st_dev, there.st_ino) == (mine.st_dev, mine.st_ino):
-                lock.release()  # removes it
-            else:
-                FileLock.release(lock)
-    except OSError:
-        FileLock.release(lock)  # a store that cannot be written: the apply says so, not this
-
-
-def _reconcile_one(settings, engine, j: dict, who: str, hold) -> dict:
-    P, _C, _A, J = queue_tables.TABLES
-    op, jid = j["op"], j["id"]
-    plan = json.loads(j["plan"])
-    with engine.connect() as conn:
-        row, changes = proposals.load(conn, j["proposal_id"])
-    names = {"from": "before", "to": "after"} if op == "apply" else {"from": "after", "to": "before"}
-    report = {
-        "id": j["proposal_id"],
-        "journal": jid,
-        "op": op,
-        "outcome": "error",
-        "status": row["status"],
-        "message": "",
-        "files": [],
-    }
-    root = settings.domains.get(row["domain"])
-    if root is None:
-        report["message"] = f"domain {row['domain']!r} is not configured here; left for a later start"
-        return report
-    try:
-        hold(store_lock(root))
-    except OSError as exc:
-        report["message"] = f"cannot take the store lock ({exc}); left for a later start"
-        return report
-    content = _content(changes, op)
-    try:
-        states = []
-        for e in plan:
-            remove_tmp(root, e["path"], e["tmp"])
-            states.append(file_state(root, e["path"], e["from_sha"], e["to_sha"]))
-        report["files"] = [{"path": e["path"], "found": names.get(s, s)} for e, s in zip(plan, states, strict=False)]
-        others = [e["path"] for e, s in zip(plan, states, strict=False) if s not in ("from", "to")]
-        if j["direction"] == "forward" and not others:
-            for e, s in zip(plan, states, strict=False):
-                if s == "from":
-                    put(root, e["path"], content[e["seq"]][1], e["to_mode"], e["from_sha"], e["tmp"])
-            outcome = "finished"
-            status = "applied" if op == "apply" else "undone"
-            message = f"{op} interrupted; finished by reconcile"
-        else:
-            for e, s in reversed(list(zip(plan, states, strict=False))):
-                if s == "to":
-                    put(root, e["path"], content[e["seq"]][0], e["from_mode"], e["to_sha"], e["tmp"])
-            outcome = "rolled_back"
-            if op == "apply":
-                status = "conflict" if others else j["prior_status"]
-            else:
-                status = j["prior_status"]
-            message = f"{op} interrupted; rolled back by reconcile" + (
-                f"; changed by someone else meanwhile: {', '.join(others)}" if others else ""
-            )
-        for e in plan:
-            remove_tmp(root, e["path"], e["tmp"])
-    except (FileConflict, safepath.UnsafePath, OSError) as exc:
-        report["message"] = f"could not settle it now ({exc}); left for a later start"
-        try:
-            with engine.begin() as conn:
-                record(conn, row["id"], "reconcile", "error", who, {"journal": jid, "error": str(exc)})
-        except SQLAlchemyError as exc3:  # the report carries the message; the log says why the row is missing
-            _log_unrecorded(row["id"], "reconcile", exc3)
-        return report
-    with engine.begin() as conn:
-        conn.execute(
-            J.update()
-            .where(J.c.id == jid)
-            .values(state="done" if outcome == "finished" else "rolled_back", finished_at=proposals._now())
-        )
-        conn.execute(
-            P.update()
-            .where(P.c.id == row["id"])
-            .values(status=status, journal_id=None, message=message, updated_at=proposals._now())
-        )
-        record(conn, row["id"], "reconcile", outcome, who, {"journal": jid, "op": op, "files": report["files"]})
-    report.update(outcome=outcome, status=status, message=message)
-    return report

@@ -225,3 +225,30 @@ def ping(celery_app: Celery | None = None, timeout: float = 2.0) -> tuple[bool, 
     # the URL is a KeyError/ImportError/ValueError from kombu's URL parsing
     except (OperationalError, OSError, KeyError, ImportError, ValueError) as exc:
         return False, f"broker {capp.conf.broker_url} does not answer: {exc}"
+
+
+def workers(celery_app: Celery | None = None, timeout: float = 1.0) -> tuple[bool, str]:
+    """Whether a live worker consumes the configured queue (the doctor asks, after ``ping``).
+
+    Why: a broker that answers is not a queue that is served. With no worker alive every
+    queued upkeep run waits forever, and doctor used to say "all parts can do their job" (issue
+    15, point 6). The workers are asked through Celery's remote control (``active_queues``,
+    a broadcast that each live worker answers within ``timeout``); a worker that consumes other
+    queues only cannot run these tasks, so it does not count."""
+    capp = celery_app or app
+    if capp.conf.task_always_eager:
+        return True, "no broker configured: tasks run in-process"
+    from kombu.exceptions import OperationalError
+
+    queue = capp.conf.task_default_queue
+    try:
+        replies = capp.control.inspect(timeout=timeout).active_queues() or {}
+    except (OperationalError, OSError, KeyError, ImportError, ValueError) as exc:
+        return False, f"cannot ask the workers through {capp.conf.broker_url}: {exc}"
+    live = sorted(w for w, queues in replies.items() if any(q.get("name") == queue for q in queues or []))
+    if live:
+        return True, f"{len(live)} worker(s) consume queue {queue!r}: {', '.join(live)}"
+    return False, (
+        f"no worker consumes queue {queue!r} (none answered within {timeout:g} s): queued upkeep runs "
+        "would wait forever; start one with `geode worker`"
+    )

@@ -20,7 +20,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from geode.delivery.store import StoreLoad, iter_note_paths, load_store
+from geode.delivery.store import StoreLoad, iter_note_paths, load_store, unentered
 
 #: statuses of a finished run
 OK, FAILED, NOTHING_TO_LEARN = "ok", "failed", "nothing-to-learn"
@@ -163,7 +163,11 @@ class Context:
             load = self.load(domain)
             bad = unreadable_findings(load)
             report.findings.extend(bad)
-            report.examined["unreadable"] = report.examined.get("unreadable", 0) + len(bad)
+            folders = {p.path for p in unentered(load)}  # findings too, but not note files
+            files = [f for f in bad if f.path not in folders]
+            report.examined["unreadable"] = report.examined.get("unreadable", 0) + len(files)
+            if folders:
+                report.examined["unentered"] = report.examined.get("unentered", 0) + len(folders)
             if load.notes:
                 yield domain, load
 
@@ -193,6 +197,9 @@ class Census:
     notes: int = 0  # note files the store holds
     folders: int = 0
     missing: list[str] = field(default_factory=list)  # domains whose root is absent or unreadable
+    #: folders the census could not see into (unreadable, or symlinked out of the store): the
+    #: notes in them are counted nowhere, so the run cannot be green
+    unentered: list[str] = field(default_factory=list)
 
 
 def census(settings) -> Census:
@@ -208,10 +215,12 @@ def census(settings) -> Census:
             c.missing.append(f"{domain} ({root})")
             continue
         dirs = set()
-        for rel in iter_note_paths(root):
+        load = StoreLoad(root=root, domain=domain)
+        for rel in iter_note_paths(root, load):
             c.notes += 1
             dirs.add(rel.rsplit("/", 1)[0] if "/" in rel else "")
         c.folders += len(dirs)
+        c.unentered.extend(f"{domain}:{p.path} ({p.message})" for p in unentered(load))
     return c
 
 
@@ -224,6 +233,12 @@ def apply_rule(report: Report, counted: Census) -> Report:
     reasons = []
     if counted.missing:
         reasons.append("cannot read the store folder of " + ", ".join(counted.missing))
+    if counted.unentered:
+        reasons.append(
+            f"cannot see into {len(counted.unentered)} folder(s), whose notes nobody examined: "
+            + "; ".join(counted.unentered[:10])
+            + (f" and {len(counted.unentered) - 10} more" if len(counted.unentered) > 10 else "")
+        )
     if counted.notes == 0:
         reasons.append("the store holds no note files (.md, .mdc, .markdown): there is nothing to examine")
     if examined == 0:

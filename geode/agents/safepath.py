@@ -37,6 +37,13 @@ class UnsafePath(StoreError, ValueError):
         self.reason = reason
 
 
+class StoreUnavailable(StoreError, OSError):
+    """The store's root folder cannot be opened (moved away, unmounted, replaced): not the same
+    as a file or folder inside it being absent, which ``read`` answers with None. Why its own
+    class: an abort that took a missing root for "every file absent" closed an apply as rolled
+    back with nothing rolled back (issue 15, point 3)."""
+
+
 def split(rel) -> tuple[str, ...]:
     """The components of a safe relative path, or ``UnsafePath``."""
     if not isinstance(rel, str):
@@ -73,7 +80,10 @@ def split(rel) -> tuple[str, ...]:
 def _root_fd(root: str) -> int:
     """The root may itself be reached through symlinks (settings store it resolved); an error
     opening it is an I/O error (``OSError``), not a refused path."""
-    return os.open(os.path.realpath(root), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        return os.open(os.path.realpath(root), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise StoreUnavailable(f"the store folder {root} cannot be opened: {exc.strerror or exc}") from exc
 
 
 def open_parent(root: str, rel: str, create: bool = False) -> tuple[int, str]:

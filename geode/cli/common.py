@@ -86,7 +86,23 @@ _DRIVERS = frozenset({"psycopg", "psycopg2", "psycopg2cffi", "pg8000", "asyncpg"
 _MACHINE_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT})
 
 
-def machine_failure(exc: BaseException) -> GeodeError | None:
+def records_location(args) -> str | None:
+    """Where this invocation's records database is, for a message: the SQLite file, or the URL
+    with its password hidden; None when the settings themselves cannot be read."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        settings = load_settings(store=getattr(args, "store", None), home=getattr(args, "home", None))
+        url = make_url(settings.db_url)
+    except (GeodeError, ArgumentError, ValueError):
+        return None
+    if url.get_backend_name() == "sqlite":
+        return url.database or ":memory:"
+    return url.render_as_string(hide_password=True)
+
+
+def machine_failure(exc: BaseException, records: str | None = None) -> GeodeError | None:
     """The failures of the machine a command runs on rather than of geode, as a message: a
     database driver that is not installed, a records database that cannot be opened (corrupt,
     read-only, unreachable), a file or folder this user may not write (a read-only GEODE_HOME).
@@ -101,8 +117,9 @@ def machine_failure(exc: BaseException) -> GeodeError | None:
     if isinstance(exc, NoSuchModuleError):
         return RecordsError(f"the records URL names a database SQLAlchemy does not know ({exc})")
     if isinstance(exc, OperationalError) or type(exc) is DatabaseError:  # not ProgrammingError: a bug
+        where = f" {records}" if records else ""  # which file: a person has several homes
         return RecordsError(
-            f"the records database cannot be used ({getattr(exc, 'orig', None) or exc})",
+            f"the records database{where} cannot be used ({getattr(exc, 'orig', None) or exc})",
             hint="check that the database file is geode's and not damaged, that it runs and that this user may write there",
         )
     if isinstance(exc, OSError) and exc.errno in _MACHINE_ERRNOS:

@@ -218,3 +218,12 @@ def vectors_check(settings, skip_model: bool = False, now: float | None = None) 
     if missing:
         return True, examined, f"{have}; {missing} wait for the next `geode reindex` or background build"
     return True, examined, f"all {total} notes have a vector"
+
+
+def workers_check(capp) -> tuple[bool, dict, str]:
+    """A live worker serves the configured queue (``geode.agents.celery_app.workers``); asked
+    only once the broker answered. Green with no broker (tasks run in-process)."""
+    from geode.agents.celery_app import workers
+
+    ok, message = workers(capp)
+    return ok, {}, message

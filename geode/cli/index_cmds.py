@@ -92,7 +92,7 @@ def recall_status(settings) -> dict:
     from geode.recall import vectors
     from geode.recall.embed import get_embedder, model_spec
     from geode.recall.index_tables import notes_t
-    from geode.recall.recall_index import RecallIndex
+    from geode.recall.recall_index import RecallIndex, skipped_by_reindex
 
     idx = RecallIndex(settings)
     emb = get_embedder(settings)
@@ -106,6 +106,7 @@ def recall_status(settings) -> dict:
             ).all()
         }
     new, changed, seen = [], [], set()
+    skipped: list[str] = []  # files reindex always skips: said, never "out of sync"
     newest_file = 0
     for domain, root in settings.domain_roots():
         if not os.path.isdir(root):
@@ -119,7 +120,11 @@ def recall_status(settings) -> dict:
             k = (domain, rel)
             seen.add(k)
             if k not in known:
-                new.append(f"{domain}:{rel}")
+                why = skipped_by_reindex(settings, root, rel, domain)  # reindex's own skip rule
+                if why is None:
+                    new.append(f"{domain}:{rel}")
+                else:
+                    skipped.append(f"{domain}:{rel}:{why.line} ({why.code})")
             elif known[k] != (st.st_mtime_ns, st.st_size):
                 changed.append(f"{domain}:{rel}")
     removed = [f"{d}:{p}" for (d, p) in known if d in settings.domains and (d, p) not in seen]
@@ -137,6 +142,8 @@ def recall_status(settings) -> dict:
         "vectors_in_chroma": vcount,
         "vectors_expected": counts["embedded"],
         "other_models": {m: n for m, n in counts["by_model"].items() if m != emb.model_id},
+        "files_skipped": len(skipped),
+        "skipped_examples": skipped[:10],
     }
     in_sync = not (new or changed or removed or counts["pending"]) and (vcount == counts["embedded"] or vs.remote)
     return {
@@ -185,6 +192,10 @@ def cmd_status(args) -> int:
     o = st["out_of_sync"]
     if st["in_sync"]:
         print("in sync    the index matches the files and every note has its vector")
+    if o["files_skipped"]:
+        print(f"skipped    {o['files_skipped']} files reindex skips (not readable as notes; `geode lint` says why):")
+        for e in o["skipped_examples"]:
+            print(f"  {e}")
     else:
         print(
             f"out of sync: {o['files_not_indexed']} new, {o['files_changed']} changed, {o['indexed_files_gone']} gone "

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from geode.cli.background import describe, start_vector_build
-from geode.cli.common import EXIT_OK, EXIT_PROBLEMS, engine_of, machine_failure, settings_of
+from geode.cli.common import EXIT_OK, EXIT_PROBLEMS, engine_of, machine_failure, records_location, settings_of
 from geode.cli.delivery_cmds import cmd_deliver, cmd_lint, cmd_reindex, cmd_stats, cmd_study
 from geode.cli.setup_cmds import build_text_recall, cmd_hook, cmd_hooks, cmd_init, ensure_store, holds_files
 from geode.delivery.errors import GeodeError
@@ -241,7 +241,7 @@ def _dispatch(argv: list[str] | None) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # the machine's failures (a corrupt or read-only database...) in one line
-        said = machine_failure(exc)
+        said = machine_failure(exc, records_location(args))
         if said is None:
             raise
         print(f"geode: {said}", file=sys.stderr)

@@ -42,7 +42,9 @@ def _who(args) -> str:
         return f"uid {os.getuid()}" if hasattr(os, "getuid") else "unknown"
 
 
-def _open(args):
+def _open(args, live: bool = False):
+    """Settings, engine and the reconcile reports; ``live``: keep the reports of applies another
+    process (another home sharing the records) is running now, which only ``reconcile`` shows."""
     from geode.agents import apply as A
     from geode.agents import queue_tables
     from geode.cli.common import engine_of
@@ -52,6 +54,8 @@ def _open(args):
     engine = engine_of(settings)  # a database that cannot be used is a message, not a traceback
     queue_tables.ensure_tables(engine)
     reconciled = A.reconcile(settings, engine, _who(args) if hasattr(args, "who") else "reconcile")
+    if not live:
+        reconciled = [r for r in reconciled if r["outcome"] != "in_progress"]
     if reconciled and not args.json:
         for r in reconciled:
             files = ", ".join(f"{f['path']}={f['found']}" for f in r["files"])
@@ -211,7 +215,7 @@ def cmd_undo(args) -> int:
 def cmd_reconcile(args) -> int:
     from geode.cli.common import print_json as _print_json
 
-    _settings, _engine, reconciled = _open(args)
+    _settings, _engine, reconciled = _open(args, live=True)
     if args.json:
         _print_json({"reconciled": reconciled})
     elif not reconciled:

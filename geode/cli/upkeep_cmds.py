@@ -363,9 +363,10 @@ def doctor_checks(settings, skip_model: bool = False, project=None, home_dir=Non
     else:
         add(
             "store",
-            True,
-            {"notes": counted.notes, "folders": counted.folders},
-            f"{counted.notes} note files in {roots}",
+            not counted.unentered,  # a folder the walk cannot see into hides notes from every part
+            {"notes": counted.notes, "folders": counted.folders, "unentered": len(counted.unentered)},
+            f"{counted.notes} note files in {roots}"
+            + (f"; cannot see into {', '.join(counted.unentered)}" if counted.unentered else ""),
         )
 
     engine = None
@@ -496,8 +497,11 @@ def doctor_checks(settings, skip_model: bool = False, project=None, home_dir=Non
     try:
         from geode.agents.celery_app import make_app, ping
 
-        ok, msg = ping(make_app(settings=settings))
+        capp = make_app(settings=settings)
+        ok, msg = ping(capp)
         add("broker", ok, {}, msg)
+        if ok:
+            add("workers", *doctor_parts.workers_check(capp))
     except GeodeError as exc:  # CeleryConfigError, raised when the app is configured at import
         add("broker", False, {}, f"the Celery configuration is unusable: {exc}")
 

@@ -235,8 +235,11 @@ class Index:
         try:
             st = os.stat(full)
             entries = list(os.scandir(full))
-        except OSError:
+        except OSError as exc:
             self._drop_dir(domain, rel_dir)
+            if not isinstance(exc, FileNotFoundError):  # there, but not to be entered: counted
+                counts["problems"] = counts.get("problems", 0) + 1
+                counts["unentered"] = counts.get("unentered", 0) + 1
             return descend
         c.execute("INSERT OR REPLACE INTO dirs VALUES(?,?,?,?)", (domain, rel_dir, st.st_mtime_ns, full))
         known = {

@@ -46,11 +46,13 @@ def read_note_file(
         return Problem(rel, 0, "skip-too-deep", "error", "structure nested too deeply to read; skipped", domain)
 
 
-def walk(root: str | os.PathLike[str]):
-    """``os.walk(root, followlinks=False)``, top-down (prune ``dirnames`` in place), as a loop
-    over a stack: Python 3.11's ``os.walk`` recurses once per level, so a store nested about
-    1,000 folders deep raised ``RecursionError`` in every command that walks it. Unreadable
-    folders are skipped, as ``os.walk`` skips them."""
+def walk(root: str | os.PathLike[str], onerror=None):
+    """``os.walk(root, followlinks=False, onerror=onerror)``, top-down (prune ``dirnames`` in
+    place), as a loop over a stack: Python 3.11's ``os.walk`` recurses once per level, so a store
+    nested about 1,000 folders deep raised ``RecursionError`` in every command that walks it.
+    A folder that cannot be listed is skipped and, as with ``os.walk``, handed to
+    ``onerror(path, exc)``: a walk that cannot see must be able to say so (issue 15, point 4:
+    a ``chmod 000`` folder of 30 notes went unnoticed by upkeep, doctor and lint)."""
     stack = [os.fspath(root)]
     while stack:
         top = stack.pop()
@@ -64,7 +66,9 @@ def walk(root: str | os.PathLike[str]):
                     except OSError:
                         is_dir = False
                     (dirs if is_dir else files).append(e.name)
-        except OSError:
+        except OSError as exc:
+            if onerror is not None:
+                onerror(top, exc)
             continue
         yield top, dirs, files
         for d in reversed(dirs):
@@ -73,10 +77,41 @@ def walk(root: str | os.PathLike[str]):
                 stack.append(full)
 
 
+#: the problem code of a folder the walk could not list
+UNENTERED = "skip-unreadable-dir"
+
+
+def unentered(load: StoreLoad) -> list[Problem]:
+    """The folders a walk could not see into: unreadable ones, and symlinked ones that point
+    outside the store (not followed, so their notes are never seen)."""
+    return [p for p in load.problems if p.code == UNENTERED or (p.code == "skip-symlink-dir" and p.severity == "error")]
+
+
+def has_notes(root: str | os.PathLike[str]) -> bool:
+    """Whether ``root`` holds any note file, by the store's walk (a loop: no depth limit, no
+    symlinked folder followed); what ``any(Path(root).rglob("*.md"))`` asked, recursively."""
+    return next(iter_note_paths(root), None) is not None
+
+
 def iter_note_paths(root: str | os.PathLike[str], load: StoreLoad | None = None):
     """Relative POSIX paths of note files, in a stable order; symlinked folders are not followed."""
     root_real = os.path.realpath(root)
-    for dirpath, dirnames, filenames in walk(root):
+
+    def cannot_enter(path: str, exc: OSError) -> None:
+        if load is not None:
+            rel = os.path.relpath(path, root).replace(os.sep, "/")
+            load.problems.append(
+                Problem(
+                    rel if rel != "." else str(root),
+                    0,
+                    UNENTERED,
+                    "error",
+                    f"folder cannot be entered ({exc.strerror or exc}): the notes in it are not seen",
+                    load.domain,
+                )
+            )
+
+    for dirpath, dirnames, filenames in walk(root, cannot_enter):
         keep = []
         for d in sorted(dirnames):
             if d in SKIP_DIRS:
@@ -92,8 +127,9 @@ def iter_note_paths(root: str | os.PathLike[str], load: StoreLoad | None = None)
                             rel,
                             0,
                             "skip-symlink-dir",
-                            "warning" if not inside else "info",
-                            f"symlinked folder ({'inside' if inside else 'outside'} the store, to {target}) is not followed",
+                            "error" if not inside else "info",
+                            f"symlinked folder ({'inside' if inside else 'outside'} the store, to {target}) is not followed"
+                            + ("" if inside else ": the notes in it are not seen"),
                             load.domain,
                         )
                     )

@@ -40,6 +40,7 @@ import time
 from sqlalchemy import delete, insert, select, text, update
 
 from geode.delivery.crystal import RETIRED_STATUSES
+from geode.delivery.problems import Problem
 from geode.delivery.store import iter_note_paths, read_note_file
 from geode.recall.folders import folder_mtimes
 from geode.recall.index_tables import (
@@ -83,6 +84,15 @@ def parse_address(addr: str, settings) -> tuple[str, str]:
 
 
 # -- the index ------------------------------------------------------------------------------
+def skipped_by_reindex(settings, root: str, rel: str, domain: str) -> Problem | None:
+    """Why ``refresh`` keeps no row for this file (a ``Problem``: unreadable, binary, too large,
+    bad frontmatter), or None when it indexes it. One rule for both: ``geode status`` asks it
+    of the files it finds no row for, so a file reindex always skips is reported as skipped,
+    never as "out of sync" forever (issue 15, point 6)."""
+    result = read_note_file(root, rel, settings.max_file_bytes, domain)
+    return result if isinstance(result, Problem) else None
+
+
 class RecallIndex:
     """The SQL side of recall for one ``Settings``: refresh from the files, read back."""
 
@@ -259,7 +269,7 @@ class RecallIndex:
                 continue
             counts["read"] += 1
             result = read_note_file(root, rel, self.settings.max_file_bytes, domain)
-            if isinstance(result, Problem):
+            if isinstance(result, Problem):  # the skip rule (``skipped_by_reindex``, which status asks too)
                 counts["problems"].append(result)
                 if old is not None:  # it was a note and is not any more
                     with self.writer.begin() as conn:

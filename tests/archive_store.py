@@ -1,0 +1,67 @@
+"""A store whose one archive proposal touches 22 files, as in issue 15's repro: ``team/old.md``
+archived (the new ``archive/team/old.md`` first, ``team/old.md`` removed last) with 20 link
+rewrites in ``team/n01.md`` .. ``team/n20.md`` between them. Long enough that a fault can hit
+the middle of the apply; used by the shared-database race and the store-fault tests."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from geode.agents import changes as CH
+from geode.agents import proposals as Q
+from tests.stores import write
+
+LINKERS = 20
+FILES = LINKERS + 2
+
+
+def make(root: Path) -> None:
+    write(root, "team/old.md", "---\nname: old\ndescription: the old way\n---\n# Old\n\nthe old way.\n")
+    for i in range(1, LINKERS + 1):
+        write(
+            root,
+            f"team/n{i:02d}.md",
+            f"---\nname: n{i}\ndescription: note {i}\n---\n# Note {i}\n\nSee [the old way](old.md).\n"
+            + f"filler {i}\n" * 200,
+        )
+
+
+def file_archive(settings, engine, domain: str) -> int:
+    """File the 22-file archive proposal in ``domain``; its id."""
+    root = Path(settings.domains[domain])
+    rewrites = {
+        f"team/n{i:02d}.md": (root / f"team/n{i:02d}.md")
+        .read_bytes()
+        .replace(b"](old.md)", b"](../archive/team/old.md)")
+        for i in range(1, LINKERS + 1)
+    }
+    changes = CH.archive_changes(settings, domain, "team/old.md", rewrites=rewrites)
+    assert len(changes) == FILES
+    pid = Q.file_proposal(
+        settings,
+        engine,
+        Q.ProposalDraft(
+            agent="cleaner",
+            kind="archive",
+            domain=domain,
+            title="archive team/old.md",
+            rationale="superseded",
+            evidence=[{"finding": 1}],
+            changes=changes,
+            run_id="run-1",
+            key=hashlib.sha256(str(root).encode()).hexdigest(),
+        ),
+    )
+    assert pid is not None
+    return pid
+
+
+def states(root: Path, proposal: dict) -> list[str]:
+    """Each file of ``proposal`` as found now: ``before``, ``after`` or ``other``."""
+    out = []
+    for c in proposal["changes"]:
+        p = root / c["path"]
+        sha = hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else None
+        out.append("before" if sha == c["before_sha"] else "after" if sha == c["after_sha"] else "other")
+    return out
