@@ -411,7 +411,7 @@ def test_the_grammar_reaches_every_outcome():
 
 # -- the corpus of real frontmatters ------------------------------------------------------------------
 def _corpus() -> list[Path]:
-    return sorted(p for p in FIXTURES.iterdir() if p.suffix in (".md", ".mdc"))
+    return sorted(p for p in FIXTURES.iterdir() if p.suffix in (".md", ".mdc") and p.name != "README.md")
 
 
 def _frontmatter_of(path: Path) -> str:
@@ -446,3 +446,15 @@ def test_corpus_pyyaml_accepts_geode_rejects_zero_and_every_reading_is_equal():
     # what the hook skips: only the notes that use what the subset declines on purpose
     assert all("anchor" in d or "alias" in d or "tag" in d for d in declined), declined
     assert len(declined) <= 3, declined
+
+
+def test_corpus_of_what_strict_yaml_rejects_is_read_with_a_warning():
+    """Real frontmatters PyYAML rejects (Cursor's ``globs: *.mdc``, crystal-memory's ``match: |
+    tail``, an unquoted colon): geode reads them, and says so with a warning on the line."""
+    files = sorted((FIXTURES / "lenient").iterdir())
+    assert len(files) >= 4, files
+    for path in files:
+        text = _frontmatter_of(path)
+        assert reference(text)[0] == "err", f"{path.name}: PyYAML reads it"
+        parsed = parse_frontmatter(text)
+        assert {code for _l, code, _m in parsed.warnings} & LENIENT, f"{path.name}: read without a warning"

@@ -308,7 +308,7 @@ def _skip_ws(s: str, j: int) -> int:
             j += 1
         elif ch == "\t":
             raise _Decline("a tab inside a flow collection")
-        elif ch == "#" and (j == 0 or s[j - 1] in " \n"):
+        elif ch == "#":  # between tokens a '#' opens a comment, as in PyYAML's scanner
             nl = s.find("\n", j)
             if nl < 0:
                 return n
@@ -829,7 +829,7 @@ def _closes(s: str) -> bool:
             except (_Incomplete, _Decline, ValueError):
                 return False
             continue
-        if ch == "#" and (j == 0 or s[j - 1] in " \n"):
+        if ch == "#" and (j == 0 or s[j - 1] in " \n,[]{}:'\""):
             nl = s.find("\n", j)
             j = n if nl < 0 else nl
             continue
