@@ -226,6 +226,12 @@ def _scan_quoted(s: str, j: int) -> tuple[str, int]:
     """The quoted scalar opening at ``s[j]``, folded over line breaks as YAML folds it;
     ``(value, index after the closing quote)``. ``_Incomplete`` when ``s`` ends first."""
     q = s[j]
+    # the common case: closed on the same line, no escapes
+    end = s.find(q, j + 1)
+    if end > 0 and s[end + 1 : end + 2] != q:
+        body = s[j + 1 : end]
+        if "\n" not in body and (q == "'" or "\\" not in body):
+            return body, end + 1
     out: list[str] = []
     j += 1
     n = len(s)
@@ -483,10 +489,8 @@ class _Parser:
     # -- structure -------------------------------------------------------
     def parse(self) -> ParsedFrontmatter:
         for n, line in enumerate(self.lines):
-            if "\t" in line and not line.strip(" \t"):
-                raise self.decline("a line of only spaces and tabs", n)
-            if line[:1] == "%" or _is_marker(line, 0):
-                raise self.decline("a directive or document marker", n)
+            if ("\t" in line and not line.strip(" \t")) or line[:1] == "%" or _is_marker(line, 0):
+                raise self.decline("a directive, a document marker or a line of only spaces and tabs", n)
         self.skip_blank()
         if self.i >= len(self.lines):
             return self.out
@@ -817,7 +821,8 @@ class _Parser:
 
 
 def _closes(s: str) -> bool:
-    """Whether the flow collection opening ``s`` is ever closed (quotes and comments aside)."""
+    """Whether the flow collection opening ``s`` is ever closed (quotes and comments aside);
+    False only when it surely is not (the text ends first)."""
     depth = 0
     j = 0
     n = len(s)
@@ -826,8 +831,10 @@ def _closes(s: str) -> bool:
         if ch in "'\"":
             try:
                 j = _scan_quoted(s, j)[1]
-            except (_Incomplete, _Decline, ValueError):
+            except _Incomplete:
                 return False
+            except (_Decline, ValueError):
+                return True  # cannot tell: decline, the full parser decides
             continue
         if ch == "#" and (j == 0 or s[j - 1] in " \n,[]{}:'\""):
             nl = s.find("\n", j)
