@@ -154,11 +154,7 @@ def _number(t: str):
                     return sign * float(s.replace("_", ""))
             else:
                 parts = whole.split(":")
-                if (
-                    _only(parts[0], _DIG_)
-                    and all(_sexa(p) for p in parts[1:])
-                    and (frac == "" or _only(frac, _DIG_))
-                ):
+                if _only(parts[0], _DIG_) and all(_sexa(p) for p in parts[1:]) and (frac == "" or _only(frac, _DIG_)):
                     return sign * _base60(s.replace("_", "").split(":"), float)
         if s in (".inf", ".Inf", ".INF"):
             return sign * float("inf")

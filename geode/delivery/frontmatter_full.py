@@ -26,7 +26,7 @@ class GeodeLoader(yaml.SafeLoader):
         for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
     }
 
-    def construct_mapping(self, node, deep=False):
+    def construct_mapping(self, node: Node, deep: bool = False) -> dict:
         if not isinstance(node, MappingNode):
             raise ConstructorError(None, None, f"expected a mapping node, but found {node.id}", node.start_mark)
         self.flatten_mapping(node)
