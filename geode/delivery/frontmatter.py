@@ -876,6 +876,22 @@ def parse_frontmatter(text: str, first_line: int = 2) -> ParsedFrontmatter:
     except NotInSubset as exc:
         if not FULL_PARSER:
             raise
-        from geode.delivery.frontmatter_full import parse_full  # noqa: PLC0415 - off the hook only
+        from geode.delivery.frontmatter_full import NotYaml, parse_full  # noqa: PLC0415 - off the hook only
 
-        return parse_full(text, first_line, exc)
+        try:
+            data, lines = parse_full(text, first_line, exc.line)
+        except NotYaml as bad:
+            raise FrontmatterError(bad.line, bad.message) from None
+        out = ParsedFrontmatter(data)
+        out.lines = lines
+        reason = exc.message.removeprefix("not in the hook's YAML subset: ")
+        out.warnings.append(
+            (
+                exc.line,
+                "outside-hook-subset",
+                f"read by the full YAML parser ({reason}); the hook's standard-library reader skips this "
+                "note, so it is never delivered. Write it without anchors, aliases, tags or explicit keys "
+                "to have it delivered.",
+            )
+        )
+        return out

@@ -1,7 +1,7 @@
 """The full YAML reading of a note's frontmatter (PyYAML), for what the hook's subset declines.
 
-Apart from ``geode.delivery.frontmatter`` because the hook may import only the standard
-library: this module is imported only off the hook (``frontmatter.FULL_PARSER``), when the
+Apart from ``geode.delivery.frontmatter`` (which it does not import: no cycle) because the hook
+may import only the standard library: this module is imported only off the hook (``frontmatter.FULL_PARSER``), when the
 subset declines a note (an anchor, a tag, an explicit key ...). It reads with PyYAML's pure
 ``SafeLoader`` under the mapping the subset keeps (see ``geode.delivery.frontmatter``):
 timestamps stay text, mapping keys are their text, an empty document is ``{}``. Key lines come
@@ -14,7 +14,16 @@ import yaml
 from yaml.constructor import ConstructorError
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from geode.delivery.frontmatter import FrontmatterError, NotInSubset, ParsedFrontmatter
+from geode.delivery.errors import StoreError
+
+
+class NotYaml(StoreError, ValueError):
+    """The full parser cannot read the frontmatter either; ``line`` is 1-based in the file."""
+
+    def __init__(self, line: int, message: str):
+        super().__init__(f"line {line}: {message}")
+        self.line = line
+        self.message = message
 
 
 class GeodeLoader(yaml.SafeLoader):
@@ -65,28 +74,19 @@ def _key_lines(node: Node | None, prefix: str, first_line: int, out: dict[str, i
             _key_lines(item, f"{prefix[:-1]}[{n}].", first_line, out)
 
 
-def parse_full(text: str, first_line: int, declined: NotInSubset) -> ParsedFrontmatter:
-    """The full parser's reading, with an ``outside-hook-subset`` warning on the line the subset
-    declined; ``FrontmatterError`` with the file line when it is not YAML either."""
+def parse_full(text: str, first_line: int, fallback_line: int) -> tuple[dict, dict[str, int]]:
+    """``(data, key path -> file line)`` as the full parser reads ``text``; ``NotYaml`` with the
+    file line (``fallback_line`` when PyYAML gives none) when it is not YAML either."""
     try:
         data, node = load(text)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
-        line = first_line + mark.line if mark is not None else declined.line
-        raise FrontmatterError(line, str(exc.problem or exc.context or "not YAML")) from None
+        line = first_line + mark.line if mark is not None else fallback_line
+        raise NotYaml(line, str(exc.problem or exc.context or "not YAML")) from None
     except (yaml.YAMLError, ValueError) as exc:
-        raise FrontmatterError(declined.line, f"not YAML: {exc}") from None
+        raise NotYaml(fallback_line, f"not YAML: {exc}") from None
     if not isinstance(data, dict):
-        raise FrontmatterError(first_line, "frontmatter must be a mapping of keys")
-    out = ParsedFrontmatter(data)
-    _key_lines(node, "", first_line, out.lines)
-    out.warnings.append(
-        (
-            declined.line,
-            "outside-hook-subset",
-            f"read by the full YAML parser ({declined.message.removeprefix('not in the hook' + chr(39) + 's YAML subset: ')}); "
-            "the hook's standard-library reader skips this note, so it is never delivered. "
-            "Write it without anchors, aliases, tags or explicit keys to have it delivered.",
-        )
-    )
-    return out
+        raise NotYaml(first_line, "frontmatter must be a mapping of keys")
+    lines: dict[str, int] = {}
+    _key_lines(node, "", first_line, lines)
+    return data, lines
