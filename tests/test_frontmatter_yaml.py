@@ -458,3 +458,26 @@ def test_corpus_of_what_strict_yaml_rejects_is_read_with_a_warning():
         assert reference(text)[0] == "err", f"{path.name}: PyYAML reads it"
         parsed = parse_frontmatter(text)
         assert {code for _l, code, _m in parsed.warnings} & LENIENT, f"{path.name}: read without a warning"
+
+
+def test_a_declined_note_is_read_off_the_hook_said_by_lint_and_skipped_by_the_hook(tmp_path, monkeypatch):
+    from geode.delivery.config import load_settings
+    from geode.delivery.crystal import NoteError, parse_crystal_text
+    from geode.delivery.lint import lint_note
+    from geode.delivery.note import parse_note
+
+    text = "---\nname: shared\ncover: &img /assets/cover.png\nog_image: *img\ntags: [a, b]\n---\nBody.\n"
+    note = parse_note(text, "posts/shared.md")
+    assert note.frontmatter == {
+        "name": "shared",
+        "cover": "/assets/cover.png",
+        "og_image": "/assets/cover.png",
+        "tags": ["a", "b"],
+    }
+    settings = load_settings(store=tmp_path, home=tmp_path / "home", env={})
+    said = [(p.line, p.severity) for p in lint_note(note, settings, "main") if p.code == "outside-hook-subset"]
+    assert said == [(3, "warning")]
+    monkeypatch.setattr(fm_mod, "FULL_PARSER", False)  # what hookmain sets
+    with pytest.raises(NoteError) as info:
+        parse_crystal_text(text, "posts/shared.md")
+    assert info.value.line == 3 and "subset" in str(info.value)
