@@ -444,9 +444,12 @@ def _bad_char(text: str) -> str | None:
 
 
 class _Parser:
-    def __init__(self, lines: list[str], first_line: int):
+    def __init__(self, lines: list[str], first_line: int, lenient: bool = False):
         self.lines = lines
         self.first = first_line  # file line number of lines[0]
+        #: read ``&x``, ``!x`` and ``*x`` as text with a warning instead of declining: only for a
+        #: document the full parser rejects anyway (the crystal-memory reading of old)
+        self.lenient = lenient
         self.i = 0
         self.out = ParsedFrontmatter({})
 
@@ -615,18 +618,17 @@ class _Parser:
             return self.quoted(rest, key_line)
         if head in "[{":
             return self.flow(rest, key_line)
-        if head == "*":
-            if rest[1:2].isalnum() or rest[1:2] in ("-", "_"):
-                raise self.decline("an alias (*name)", key_line)
+        if head in "*&!":
+            what = "an alias" if head == "*" else "an anchor" if head == "&" else "a tag"
+            if not self.lenient and (head != "*" or rest[1:2].isalnum() or rest[1:2] in ("-", "_")):
+                raise self.decline(f"{what} ({head}...)", key_line)
             self.warn(
                 "unquoted-special",
-                f"value of {path!r} starts with {head!r}, which YAML reads as an alias; read as text. "
+                f"value of {path!r} starts with {head!r}, which YAML reads as {what}; read as text. "
                 f'Quote it: {path.rsplit(".", 1)[-1]}: "{rest}"',
                 key_line,
             )
             return self.plain(rest, indent, path, key_line, convert=False)
-        if head in "&!":
-            raise self.decline(f"an {'anchor' if head == '&' else 'tag'} ({head}...)", key_line)
         if head in "@`":
             self.warn("reserved-indicator", f"value of {path!r} starts with reserved {head!r}; read as text", key_line)
             return self.plain(rest, indent, path, key_line, convert=False)
@@ -881,7 +883,12 @@ def parse_frontmatter(text: str, first_line: int = 2) -> ParsedFrontmatter:
         try:
             data, lines = parse_full(text, first_line, exc.line)
         except NotYaml as bad:
-            raise FrontmatterError(bad.line, bad.message) from None
+            # not YAML either (a Cursor glob, a crystal's `match: | tail` beside an `&x`): the
+            # lenient reading, every construct strict YAML reads otherwise said by a warning
+            try:
+                return _Parser(_lines_of(text, first_line), first_line, lenient=True).parse()
+            except FrontmatterError:
+                raise FrontmatterError(bad.line, bad.message) from None
         out = ParsedFrontmatter(data)
         out.lines = lines
         reason = exc.message.removeprefix("not in the hook's YAML subset: ")
