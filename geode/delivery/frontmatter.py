@@ -320,7 +320,7 @@ def _skip_ws(s: str, j: int) -> int:
     return j
 
 
-def _flow_plain(s: str, j: int, key: bool) -> tuple[str, int]:
+def _flow_plain(s: str, j: int) -> tuple[str, int]:
     """A plain scalar inside a flow collection: its text and the index where it stops."""
     ch = s[j]
     if ch in "#&*!|>%@`?:" or (ch == "-" and s[j + 1 : j + 2] in ("", " ", "\n")):
@@ -393,7 +393,7 @@ def _flow_node(s: str, j: int):
             if s[j] in "'\"":
                 key, j = _scan_quoted(s, j)
             else:
-                key, j = _flow_plain(s, j, True)
+                key, j = _flow_plain(s, j)
                 if key == "" or key == "<<":
                     raise _Decline("an empty or merge key in a flow mapping")
             k = _skip_ws(s, j)
@@ -419,7 +419,7 @@ def _flow_node(s: str, j: int):
                 raise ValueError(f"expected ',' or '}}' in a flow mapping near {s[j : j + 20]!r}")
     if ch in "'\"":
         return _scan_quoted(s, j)
-    text, k = _flow_plain(s, j, False)
+    text, k = _flow_plain(s, j)
     return _resolve(text), k
 
 
