@@ -398,6 +398,10 @@ def documents(draw):
 @given(documents())
 @example("a: b\n  c: d\n")
 @example("a: [1, 2\nb: 3\n")
+@example("name: ['',a\n',]\n")  # a quote inside a plain scalar is text: the list does close
+@example("name: ['': a',]\n")
+@example('name: {\n  "k:1":#c, name: [,\n  }\n')  # '#' right after ':' opens a comment
+@example('name: ["\\ud800",]\n')
 def test_subset_agrees_with_pyyaml(text):
     check(text)
 

@@ -820,21 +820,27 @@ class _Parser:
 
 def _closes(s: str) -> bool:
     """Whether the flow collection opening ``s`` is ever closed (quotes and comments aside);
-    False only when it surely is not (the text ends first)."""
+    False only when it surely is not (the text ends first). A quote opens a quoted scalar only
+    where a token starts (after ``[{,:`` and spaces); inside a plain scalar it is text."""
     depth = 0
     j = 0
     n = len(s)
+    prev = ""  # the last character that is not a space or a line break
     while j < n:
         ch = s[j]
-        if ch in "'\"":
+        if ch in " \n":
+            j += 1
+            continue
+        if ch in "'\"" and (prev == "" or prev in "[{,:"):
             try:
                 j = _scan_quoted(s, j)[1]
             except _Incomplete:
                 return False
             except (_Decline, ValueError):
                 return True  # cannot tell: decline, the full parser decides
+            prev = ch
             continue
-        if ch == "#" and (j == 0 or s[j - 1] in " \n,[]{}:'\""):
+        if ch == "#" and (j == 0 or s[j - 1] in " \n" or prev in "[]{},:'\""):
             nl = s.find("\n", j)
             j = n if nl < 0 else nl
             continue
@@ -844,6 +850,7 @@ def _closes(s: str) -> bool:
             depth -= 1
             if depth == 0:
                 return True
+        prev = ch
         j += 1
     return False
 
