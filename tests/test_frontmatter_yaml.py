@@ -378,6 +378,7 @@ def mapping(draw, indent: int, depth: int) -> list[str]:
 
 
 _NOISE = [" ", "  ", "\t", ":", ": ", "#", " #", "-", "- ", "'", '"', "[", "]", "{", "}", ",", "\n", "|", "*", "&"]
+_NOISE += ["\r\n", "\r", "\x85", "\u2028", "\x07", "\ufeff", "\n...\n", "\n---\n", "%", "? ", "<<: ", "\\", "\n  "]
 
 
 @st.composite
@@ -402,6 +403,7 @@ def documents(draw):
 @example("name: ['': a',]\n")
 @example('name: {\n  "k:1":#c, name: [,\n  }\n')  # '#' right after ':' opens a comment
 @example('name: ["\\ud800",]\n')
+@example('name: "\\ \n  "\n')  # an escaped space before the line break is kept
 def test_subset_agrees_with_pyyaml(text):
     check(text)
 

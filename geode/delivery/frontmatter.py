@@ -553,8 +553,8 @@ class _Parser:
             line = self.lines[self.i]
             if ind > indent:
                 raise self.err(f"unexpected indentation: {line.strip()[:40]!r}")
-            content = line[ind:].rstrip(" ")
-            if content.startswith("- ") or content == "-":
+            content = line[ind:]  # trailing spaces kept: they may be inside a quoted scalar
+            if content.startswith("- ") or content.rstrip(" ") == "-":
                 return result  # a list at this level belongs to the parent key
             key_line = self.i
             kv = self.key_of(content, self.i)
@@ -580,8 +580,8 @@ class _Parser:
             if self.i >= len(self.lines):
                 return None
             nind = self.indent_at(self.i)
-            content = self.lines[self.i][nind:].rstrip(" ")
-            if content.startswith("- ") or content == "-":
+            content = self.lines[self.i][nind:]
+            if content.startswith("- ") or content.rstrip(" ") == "-":
                 if nind > indent or (after_key and nind == indent):
                     return self.block_list(nind, path)
                 return None
@@ -595,8 +595,9 @@ class _Parser:
 
     def inline(self, rest: str, indent: int, path: str, key_line: int):
         """A value that starts on line ``key_line`` with ``rest``."""
-        rest = rest.rstrip(" ")
         head = rest[0]
+        if head not in "'\"":  # (trailing spaces may belong to a quoted scalar: `"\ `)
+            rest = rest.rstrip(" ")
         if head in "|>":
             indicator = rest.split(" #", 1)[0].rstrip(" ")
             body = indicator[1:]
@@ -695,8 +696,8 @@ class _Parser:
             if self.i >= len(self.lines):
                 return items
             ind = self.indent_at(self.i)
-            content = self.lines[self.i][ind:].rstrip(" ")
-            if ind != indent or not (content.startswith("- ") or content == "-"):
+            content = self.lines[self.i][ind:]
+            if ind != indent or not (content.startswith("- ") or content.rstrip(" ") == "-"):
                 if ind > indent:
                     raise self.err(f"unexpected indentation in list: {content[:40]!r}")
                 return items
