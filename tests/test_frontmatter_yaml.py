@@ -12,6 +12,9 @@ The property (hypothesis, from a grammar of valid and near-valid frontmatters):
 - the subset rejects it outright (not a decline) => PyYAML rejects it too;
 - the subset declines it => ``parse_frontmatter`` off the hook gives PyYAML's value.
 A value read differently is a failing test. Then a corpus of real frontmatters.
+
+The suite runs 700 examples; while the reader was built, runs of 2,500-5,000 examples each (about
+20,000 in all) found the cases kept below as ``@example``, each fixed in the reader.
 """
 
 from __future__ import annotations
