@@ -131,7 +131,8 @@ def test_a_comment_after_the_value_stays_and_other_comments_are_untouched():
 
 
 def test_continuation_lines_of_a_plain_scalar_are_part_of_its_value():
-    before = b"---\ndescription: one\n  two # c\n  three\nname: x\n---\nB\n"
+    # (a comment ends a plain scalar in YAML: it may only close the last line)
+    before = b"---\ndescription: one\n  two\n  three # c\nname: x\n---\nB\n"
     assert fm_of(before)["description"] == "one two three"
     assert set_key(before, "description", "new") == b"---\ndescription: new\nname: x\n---\nB\n"
 

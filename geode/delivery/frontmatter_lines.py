@@ -18,7 +18,8 @@ def key_split(line: str) -> tuple[str, str]:
     ind = indent_of(line)
     content = line[ind:]
     if content[:1] in ("'", '"'):
-        colon = content.find(content[0], 1) + 1
+        end = _quoted_end(content)  # escapes and '' inside the key, spaces before its colon
+        colon = content.find(":", end) if end > 0 else content.find(content[0], 1) + 1
     else:
         idx = content.find(": ")
         colon = idx if idx >= 0 else len(content.rstrip()) - 1

@@ -129,8 +129,13 @@ def _double(s: str) -> str:
             out.append("\\t")
         elif ch == "\0":
             out.append("\\0")
+        elif "\ud800" <= ch <= "\udfff":
+            raise Unwritable(f"the value holds a lone surrogate {ch!r}, which no UTF-8 file can hold")
         elif ord(ch) < 32 or ord(ch) == 127:
             raise Unwritable(f"the value holds control character {ch!r}, which this format cannot write")
+        elif 0x80 <= ord(ch) <= 0x9F or ch in "\u2028\u2029\ufeff\ufffe\uffff":
+            # characters YAML may not hold literally (or reads as line breaks): escaped
+            out.append(f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}")
         else:
             out.append(ch)
     return '"' + "".join(out) + '"'
