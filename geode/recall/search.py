@@ -57,13 +57,14 @@ from sqlalchemy import ColumnClause, func, literal_column, or_, select, text
 
 from geode.delivery.prompt_recall import fts5_query, query_terms
 from geode.recall.filters import FilterError, filter_conditions
-from geode.recall.hits import fold, snippet_and_line, supersedes_chain
+from geode.recall.hits import fold, passage_snippet, snippet_and_line, supersedes_chain
 from geode.recall.index_tables import FTS_WEIGHTS, notes_t
 from geode.recall.recall_index import RecallIndex, address, is_retired
 
 LEX_SHARE = 0.5
 RRF_K = 60
-EXACT_SEMANTIC_MAX = 5000  # with filters, up to this many candidates are compared exactly
+EXACT_SEMANTIC_MAX = 5000
+PASSAGES_PER_NOTE = 4  # passages asked of Chroma per note wanted (a long note holds several)  # with filters, up to this many candidates are compared exactly
 
 
 # -- the two sides --------------------------------------------------------------------------
@@ -138,6 +139,7 @@ class Semantic:
         from geode.recall.vectors import VectorStore, VectorsUnavailable
 
         self.embedder = embedder or get_embedder(settings)
+        self.share = float(settings.recall.get("passage_share", 0.0))
         self.error = ""  # why the vectors cannot answer now (Chroma unreachable); "" when they can
         try:
             self.vs = VectorStore(settings, self.embedder.model_id, self.embedder.dim, write=False)
@@ -160,8 +162,15 @@ class Semantic:
         return ok
 
     def scores(self, idx: RecallIndex, query: str, conds: list, n: int, filtered: bool) -> dict[int, float]:
-        """note id -> cosine similarity for the nearest ``n`` notes in scope."""
-        from geode.recall.vectors import vector_id
+        """note id -> semantic score for the best ``n`` notes in scope (see ``scored_passages``)."""
+        return self.scored_passages(idx, query, conds, n, filtered)[0]
+
+    def scored_passages(
+        self, idx: RecallIndex, query: str, conds: list, n: int, filtered: bool
+    ) -> tuple[dict[int, float], dict[int, dict]]:
+        """(note id -> semantic score for the best ``n`` notes in scope, from their passages by
+        ``note_score``; note id -> its best passage's metadata, for the hit's snippet and line)."""
+        from geode.recall.vectors import note_of
 
         qv = self.embedder.embed_query(query)
         c = notes_t.c
@@ -170,25 +179,53 @@ class Semantic:
                 count = conn.execute(select(func.count()).select_from(notes_t).where(*conds)).scalar_one()
                 if count <= EXACT_SEMANTIC_MAX:
                     rows = conn.execute(select(c.id, c.domain, c.path).where(*conds)).all()
-                    by_vid = {vector_id(d, p): i for i, d, p in rows}
-                    sims = self.vs.similarities(qv, list(by_vid))
-                    best = sorted(sims.items(), key=lambda kv: -kv[1])[:n]
-                    return {by_vid[v]: s for v, s in best}
-            got = self.vs.query(qv, n * (8 if filtered else 1))
+                    nid_of = {(d, p): i for i, d, p in rows}
+                    got = self.vs.passage_similarities(qv, sorted({p for _i, _d, p in rows}))
+                    return self._by_note(got, nid_of, n)
+            got = self.vs.query(qv, n * PASSAGES_PER_NOTE * (8 if filtered else 1), metas=True)
             if not got:
-                return {}
-            sim_of = {v: s for v, s in got}
-            by_dom: dict[str, list[str]] = {}
-            for v, _s in got:
-                d, p = v.split(":", 1)
-                by_dom.setdefault(d, []).append(p)
-            out: dict[int, float] = {}
-            for d, ps in by_dom.items():  # (domain, path) is the unique index: one lookup per vector
-                for start in range(0, len(ps), 400):
-                    q = select(c.id, c.path).where(c.domain == d, c.path.in_(ps[start : start + 400]), *conds)
+                return {}, {}
+            keys: dict[str, set[str]] = {}
+            for vid, _s, _m in got:
+                d, p, _n = note_of(vid)
+                keys.setdefault(d, set()).add(p)
+            nid_of = {}
+            for d, ps in keys.items():  # (domain, path) is the unique index: one lookup per vector
+                pl = sorted(ps)
+                for start in range(0, len(pl), 400):
+                    q = select(c.id, c.path).where(c.domain == d, c.path.in_(pl[start : start + 400]), *conds)
                     for i, p in conn.execute(q).all():
-                        out[int(i)] = sim_of[vector_id(d, p)]
-        return dict(sorted(out.items(), key=lambda kv: -kv[1])[:n])
+                        nid_of[(d, p)] = int(i)
+        return self._by_note(got, nid_of, n)
+
+    def _by_note(self, got: list, nid_of: dict, n: int) -> tuple[dict[int, float], dict[int, dict]]:
+        """Passages (id, cosine, metadata) grouped by note: ``note_score`` of each note's
+        cosines, and each note's best passage's metadata."""
+        from geode.recall.vectors import note_of
+
+        best: dict[int, dict] = {}
+        per: dict[int, list[float]] = {}
+        for vid, sim, meta in got:
+            d, p, k = note_of(vid)
+            nid = nid_of.get((d, p))
+            if nid is None:
+                continue
+            per.setdefault(nid, []).append(sim)
+            if nid not in best or sim > best[nid]["cos"]:
+                best[nid] = {**(meta or {}), "cos": sim, "passage": k}
+        out = {nid: note_score(sims, self.share) for nid, sims in per.items()}
+        top = dict(sorted(out.items(), key=lambda kv: -kv[1])[:n])
+        return top, {i: best[i] for i in top}
+
+
+def note_score(sims: list[float], share: float = 0.0) -> float:
+    """A note's semantic score from its passages' cosines: the best passage, plus ``share`` of
+    the second best's margin over the best minus 0.05 (a second passage nearly as close adds at
+    most ``share`` x 0.05; one far below adds nothing). ``share`` 0 (the default): best passage."""
+    top = sorted(sims, reverse=True)
+    if len(top) < 2 or share <= 0:
+        return top[0]
+    return top[0] + share * max(0.0, top[1] - (top[0] - 0.05))
 
 
 def fuse(
@@ -290,6 +327,7 @@ def search(
     notice = ""
     used = "text"
     pending = 0
+    best_passage: dict[int, dict] = {}
     if not q:
         scored = _listing(idx, conds, limit, sw, rw)
         used = "filter"
@@ -304,7 +342,7 @@ def search(
             model = s.embedder.model_id
             try:
                 if s.available:
-                    sem = s.scores(idx, q, conds, n, filtered)
+                    sem, best_passage = s.scored_passages(idx, q, conds, n, filtered)
                     used = "hybrid" if mode == "hybrid" else "semantic"
             except VectorsUnavailable as exc:  # Chroma went away after it was opened
                 s.error = str(exc)
@@ -340,7 +378,12 @@ def search(
     obs = idx.observations([r["id"] for _s, r, _a, _b in scored])
     results = []
     for score, row, a, b in scored:
-        snip, line = snippet_and_line(row, obs.get(row["id"], []), terms)
+        snip, line = "", None
+        bp = best_passage.get(row["id"])
+        if bp is not None and (b or 0) >= (a or 0):  # found by meaning first: its best passage
+            snip, line = passage_snippet(row, bp, terms)
+        if not snip:
+            snip, line = snippet_and_line(row, obs.get(row["id"], []), terms)
         hit = {
             "address": address(row["domain"], row["permalink"]),
             "domain": row["domain"],
