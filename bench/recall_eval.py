@@ -108,6 +108,27 @@ def shared_words(question: str, note_text: str) -> list[str]:
     ]
 
 
+def candidates(settings, q: str, n: int = 50) -> dict:
+    """The raw sides of one question, for tuning the blend offline (``bench/recall_fusion.py``):
+    ``text``: [path, bm25 score, idf-weighted coverage]; ``semantic``: [path, note cosine]."""
+    from geode.delivery.prompt_recall import query_terms
+    from geode.recall.filters import filter_conditions
+    from geode.recall.recall_index import RecallIndex
+    from geode.recall.search import _coverage, lexical, semantic_for, term_idf
+
+    idx = RecallIndex(settings)
+    conds, _d = filter_conditions(settings, None, None, None, None, None, None, None)
+    terms = query_terms(q, limit=24)
+    lex = lexical(idx, terms, conds, n)
+    sem = semantic_for(settings).scores(idx, q, conds, n, False)
+    rows = idx.notes_by_ids(set(lex) | set(sem))
+    idf = term_idf(idx, terms, conds)
+    return {
+        "text": [[rows[i]["path"], s, _coverage(terms, rows[i], idf)] for i, s in lex.items()],
+        "semantic": [[rows[i]["path"], s] for i, s in sem.items()],
+    }
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--set", default="short", choices=sorted(SETS), help="which evaluation set (default: short)")
@@ -122,7 +143,9 @@ def main(argv=None) -> int:
     p.add_argument("--home", metavar="DIR", help="build (or reuse) the index here instead of a temporary folder")
     p.add_argument("--json", metavar="OUT", help="write per-question ranks and the summary here")
     p.add_argument("--dump", metavar="OUT", help="write each question's text and semantic candidates (for tuning)")
-    p.add_argument("--modes", default="text,semantic,hybrid", help="modes to run (also: hybrid-rrf)")
+    p.add_argument("--modes", default="text,semantic,hybrid", help="modes to run (also: hybrid-nohop)")
+    p.add_argument("--blend", default=None, help="hybrid blend (default: [recall] blend)")
+    p.add_argument("--hop-weight", type=float, default=None, help="neighbour stage weight (default: [recall] hop_weight)")
     a = p.parse_args(argv)
     if a.model:
         os.environ["GEODE_EMBED_MODEL"] = a.model
@@ -146,11 +169,16 @@ def main(argv=None) -> int:
     ctx = (
         contextlib.nullcontext(os.path.abspath(a.home)) if a.home else tempfile.TemporaryDirectory(prefix="geode-eval-")
     )
+    hy: dict = {}
+    if a.blend:
+        hy["blend"] = a.blend
+    if a.hop_weight is not None:
+        hy["hop_weight"] = a.hop_weight
     all_modes = {
         "text": dict(mode="text"),
         "semantic": dict(mode="semantic"),
-        "hybrid": dict(mode="hybrid"),
-        "hybrid-rrf": dict(mode="hybrid", blend="rrf"),
+        "hybrid": dict(mode="hybrid", **hy),
+        "hybrid-nohop": dict(mode="hybrid", **{**hy, "hop_weight": 0.0}),
     }
     modes = [(m, all_modes[m]) for m in a.modes.split(",")]
     with ctx as home:
@@ -187,11 +215,7 @@ def main(argv=None) -> int:
                 row[m + "_lines"] = [h.get("line") for h in res["results"][:3]]
             per_q.append(row)
             if a.dump:
-                cand = {}
-                for m in ("text", "semantic"):
-                    res = search(settings, q, limit=50, refresh=False, chain=False, mode=m)
-                    cand[m] = [(h["path"], h["lexical"], h["semantic"], h["score"]) for h in res["results"]]
-                dump.append({"kind": kind, "evidence": want, "question": q, **cand})
+                dump.append({"kind": kind, "evidence": want, "question": q, **candidates(settings, q)})
         model = er.get("model")
 
     kinds = ["all"] + sorted({k for k, _t, _q in questions})

@@ -178,3 +178,31 @@ def test_hybrid_on_an_index_without_vectors_equals_text_exactly(env):
         assert hy["mode"] == "text"
         assert hy["results"] == text["results"], q
         assert "c.md" not in [h["path"] for h in hy["results"]]  # no signal: not listed
+
+
+def test_the_neighbour_stage_brings_in_the_linked_note_an_answer_spans(env, model):
+    settings, root = env
+    write(root, "m/sync-0513.md", "---\ntype: meeting\n---\nPlease welcome Leonie, our new intern, who started this May.\n")
+    write(
+        root,
+        "m/sync-0727.md",
+        "---\ntype: meeting\n---\nFollow-up of [[sync-0513]].\n\nLeonie built the on-call dashboard for Harbor.\n",
+    )
+    for i in range(10):
+        write(root, f"m/other-{i}.md", "---\ntype: meeting\n---\n" + FILLER[i] + "\n")
+    s = settings()
+    RecallIndex(s).refresh()
+    embed_pending(s, embedder=model)
+    q = "who is the intern who arrived in May"
+    plain = search(s, q, mode="hybrid", hop_weight=0.0, refresh=False, limit=3)
+    hop = search(s, q, mode="hybrid", hop_weight=0.5, refresh=False, limit=3)
+    def rank(res):
+        got = [h["path"] for h in res["results"]]
+        return got.index("m/sync-0727.md") + 1 if "m/sync-0727.md" in got else 99
+
+    assert plain["results"][0]["path"] == hop["results"][0]["path"] == "m/sync-0513.md"
+    assert rank(hop) == 2 and rank(plain) > 2  # brought in by its link to the top hit
+    # the stage only lends: the anchor keeps its score and its place
+    assert hop["results"][0]["score"] == plain["results"][0]["score"]
+    text = search(s, q, mode="text", hop_weight=0.5, refresh=False)
+    assert text["results"] == search(s, q, mode="text", hop_weight=0.0, refresh=False)["results"]
