@@ -247,6 +247,15 @@ def background(sims: list[float]) -> float:
     return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
+def _ranks(values: dict[int, float]) -> dict[int, int]:
+    """1 + how many score higher: equal scores share a rank (two copies of a note tie)."""
+    ordered = sorted(values.values(), reverse=True)
+    first: dict[float, int] = {}
+    for r, v in enumerate(ordered, 1):
+        first.setdefault(v, r)
+    return {i: first[v] for i, v in values.items()}
+
+
 def fuse(
     lex: dict[int, float],
     sem: dict[int, float],
@@ -287,8 +296,7 @@ def fuse(
     if not lex:
         return {i: (b, 0.0, b) for i, b in b_of.items()}
     if blend == "rrf":
-        lr = {i: r for r, i in enumerate(sorted(a_of, key=lambda i: (-a_of[i], i)), 1)}
-        sr = {i: r for r, i in enumerate(sorted(b_of, key=lambda i: (-b_of[i], i)), 1)}
+        lr, sr = _ranks(a_of), _ranks(b_of)
         for i in set(lr) | set(sr):
             x = (1.0 - w) / (k + lr[i]) if i in lr else 0.0
             y = w / (k + sr[i]) if i in sr else 0.0
