@@ -103,11 +103,11 @@ SCHEMA: dict = {
         "budget_ms": (INT, 300, "GEODE_RECALL_BUDGET_MS"),  # the hook's prompt-time recall, all of it
         "tag_aliases": (MAP(MAP(STR)), {}, None),  # [recall.tag_aliases.<domain>] alias = "tag"
         # the hybrid blend and the neighbour stage (docs/RECALL.md says how they were chosen)
-        "blend": (STR, "rrf", None),  # rrf, margin or minmax
+        "blend": (STR, "margin", None),  # margin, adaptive, rrf or minmax
         "rrf_k": (FLOAT, 60.0, None),
         "semantic_weight": (FLOAT, 0.5, None),
         "passage_share": (FLOAT, 0.0, None),  # a note's semantic score: best passage + share of the next
-        "hop_weight": (FLOAT, 0.0, None),  # 0: no neighbour stage
+        "hop_weight": (FLOAT, 0.5, None),  # 0: no neighbour stage
         "hop_anchors": (INT, 3, None),
     },
     "cleaner": {

@@ -260,7 +260,7 @@ def fuse(
     lex: dict[int, float],
     sem: dict[int, float],
     coverage: dict[int, float],
-    blend: str = "rrf",
+    blend: str = "margin",
     k: float = 60.0,
     semantic_weight: float = 0.5,
 ) -> dict[int, tuple]:
@@ -308,11 +308,15 @@ def fuse(
             mm = (sem[i] - lo) / (hi - lo) if i in sem and hi > lo else (1.0 if i in sem else 0.0)
             out[i] = ((1.0 - w) * a_of.get(i, 0.0) + w * mm, a_of.get(i, 0.0), b_of.get(i, 0.0))
         return out
+    if blend == "adaptive":  # the semantic weight grows as full text's best coverage shrinks
+        best_cov = max((coverage.get(i, 1.0) for i in a_of), default=0.0)
+        w = 1.0 - (1.0 - w) * best_cov
+        blend = "margin"
     if blend == "margin":
         for i in set(a_of) | set(b_of):
             out[i] = ((1.0 - w) * a_of.get(i, 0.0) + w * b_of.get(i, 0.0), a_of.get(i, 0.0), b_of.get(i, 0.0))
         return out
-    raise FilterError(f"blend {blend!r}: expected rrf, minmax or margin")
+    raise FilterError(f"blend {blend!r}: expected margin, adaptive, rrf or minmax")
 
 
 def prior(row: dict, salience_weight: float, retired_weight: float) -> float:
@@ -550,27 +554,22 @@ def neighbours(idx: RecallIndex, settings, anchor: dict, max_tag_df: int = RARE_
 
 
 def neighbour_stage(idx: RecallIndex, settings, scored: list, anchors: int, weight: float) -> list:
-    """Bring in the strongest neighbours of the top ``anchors`` hits: each neighbour gains
-    ``weight x anchor's score x edge strength`` (summed over anchors), whether or not it was
-    found itself, and the list is ranked again. ``weight`` < 1, so a neighbour never passes the
-    hit that brought it in on that hit's account alone."""
+    """Lift the strongest neighbours of the top ``anchors`` hits: a hit that is a neighbour of
+    an anchor gains ``score x weight x edge strength x anchor's score / top score`` (summed over
+    anchors). Multiplicative on purpose: only a note the two sides found (some signal of its own)
+    is lifted, so a linked note that has nothing to do with the question never enters the list,
+    and a second note of a two-note answer moves up toward the first."""
     if weight <= 0 or anchors <= 0 or not scored:
         return scored
-    bonus: dict[int, float] = {}
+    top = scored[0][0]
+    if top <= 0:
+        return scored
+    lift: dict[int, float] = {}
     for score, row, _a, _b in scored[:anchors]:
         for nid, w in neighbours(idx, settings, row).items():
-            bonus[nid] = bonus.get(nid, 0.0) + weight * score * w
-    if not bonus:
+            lift[nid] = lift.get(nid, 0.0) + weight * w * score / top
+    if not lift:
         return scored
-    have = {row["id"]: i for i, (_s, row, _a, _b) in enumerate(scored)}
-    out = list(scored)
-    for nid, extra in bonus.items():
-        if nid in have:
-            s, row, a, b = out[have[nid]]
-            out[have[nid]] = (s + extra, row, a, b)
-    new = [i for i in bonus if i not in have]
-    if new:
-        rows = idx.notes_by_ids(set(new))
-        out.extend((bonus[i], rows[i], 0.0, 0.0) for i in new if i in rows)
+    out = [(s * (1.0 + lift.get(row["id"], 0.0)), row, a, b) for s, row, a, b in scored]
     out.sort(key=lambda t: (-t[0], t[1]["path"]))
     return out
