@@ -38,7 +38,11 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SET = os.path.join(HERE, "recall_eval")
-SETS = {"short": SET, "longmem": os.path.join(HERE, "recall_sets", "longmem"), "crossling": os.path.join(HERE, "recall_sets", "crossling")}
+SETS = {
+    "short": SET,
+    "longmem": os.path.join(HERE, "recall_sets", "longmem"),
+    "crossling": os.path.join(HERE, "recall_sets", "crossling"),
+}
 sys.path.insert(0, os.environ.get("GEODE_EVAL_SRC") or os.path.dirname(HERE))
 
 
@@ -145,7 +149,9 @@ def main(argv=None) -> int:
     p.add_argument("--dump", metavar="OUT", help="write each question's text and semantic candidates (for tuning)")
     p.add_argument("--modes", default="text,semantic,hybrid", help="modes to run (also: hybrid-nohop)")
     p.add_argument("--blend", default=None, help="hybrid blend (default: [recall] blend)")
-    p.add_argument("--hop-weight", type=float, default=None, help="neighbour stage weight (default: [recall] hop_weight)")
+    p.add_argument(
+        "--hop-weight", type=float, default=None, help="neighbour stage weight (default: [recall] hop_weight)"
+    )
     a = p.parse_args(argv)
     if a.model:
         os.environ["GEODE_EMBED_MODEL"] = a.model

@@ -105,7 +105,9 @@ def main(paths: list[str]) -> int:
         for name, qs in sets.items():
             row[name] = metric([ranks_of(blend(q, method, **kw), q["evidence"]) for q in qs])
         table.append((method, kw, row))
-    base = {name: {m: max(table[0][2][name][m], table[1][2][name][m]) for m in ("all@5", "any@5", "mrr")} for name in sets}
+    base = {
+        name: {m: max(table[0][2][name][m], table[1][2][name][m]) for m in ("all@5", "any@5", "mrr")} for name in sets
+    }
     print("blend".ljust(28) + "".join(f"{n[:12]:>26}" for n in sets) + "   never worse")
     print(" " * 28 + "".join(f"{'all@5 any@5   mrr':>26}" for _n in sets))
     for method, kw, row in table:

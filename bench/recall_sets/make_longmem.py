@@ -30,28 +30,135 @@ import random
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 PEOPLE = ["Priya", "Jonas", "Mei", "Tomas", "Aisha", "Lukas", "Sofia", "Daniel", "Ingrid", "Rafael", "Nora", "Kenji"]
-NEWCOMERS = ["Leonie", "Farid", "Camille", "Oskar", "Yara", "Matteo", "Elif", "Bruno", "Hana", "Ruben", "Greta", "Anouk"]
-SYSTEMS = ["Atlas", "the billing portal", "Harbor", "the mobile app", "Lighthouse", "the data warehouse", "Kestrel", "the partner API"]
-VENDORS = ["Quillbank", "Norvane", "Bluecrest", "Tessaro", "Valtrix", "Omnisky", "Drayfield", "Carrow Systems", "Pellin", "Zantor"]
-CUSTOMERS = ["Fennick Retail", "Obermann Logistik", "Maison Lebrun", "Kirsch & Co", "Aldera Foods", "Stavros Shipping", "Helio Clinics", "Brindle Media"]
+NEWCOMERS = [
+    "Leonie",
+    "Farid",
+    "Camille",
+    "Oskar",
+    "Yara",
+    "Matteo",
+    "Elif",
+    "Bruno",
+    "Hana",
+    "Ruben",
+    "Greta",
+    "Anouk",
+]
+SYSTEMS = [
+    "Atlas",
+    "the billing portal",
+    "Harbor",
+    "the mobile app",
+    "Lighthouse",
+    "the data warehouse",
+    "Kestrel",
+    "the partner API",
+]
+VENDORS = [
+    "Quillbank",
+    "Norvane",
+    "Bluecrest",
+    "Tessaro",
+    "Valtrix",
+    "Omnisky",
+    "Drayfield",
+    "Carrow Systems",
+    "Pellin",
+    "Zantor",
+]
+CUSTOMERS = [
+    "Fennick Retail",
+    "Obermann Logistik",
+    "Maison Lebrun",
+    "Kirsch & Co",
+    "Aldera Foods",
+    "Stavros Shipping",
+    "Helio Clinics",
+    "Brindle Media",
+]
 CITIES = ["Lisbon", "Tallinn", "Valencia", "Porto", "Leipzig", "Ghent", "Bologna", "Krakow", "Lyon", "Bergen"]
 MONTHS = ["March", "April", "May", "June", "July", "August", "September", "October"]
 FOODS = ["peanuts", "shellfish", "gluten", "sesame", "dairy", "mushrooms", "eggs", "celery"]
-TOOLS = [("PagerDuty", "Opsgenie"), ("Opsgenie", "Grafana OnCall"), ("VictorOps", "PagerDuty"), ("Pushover", "incident.io")]
+TOOLS = [
+    ("PagerDuty", "Opsgenie"),
+    ("Opsgenie", "Grafana OnCall"),
+    ("VictorOps", "PagerDuty"),
+    ("Pushover", "incident.io"),
+]
 ROLES = ["data engineer", "designer", "support lead", "security engineer", "product manager", "QA engineer"]
 CAUSES = [
-    ("an expired TLS certificate on the load balancer", "ein abgelaufenes TLS-Zertifikat am Load Balancer", "un certificat TLS expiré sur le répartiteur de charge"),
-    ("a full disk on the primary database", "eine volle Festplatte auf der primären Datenbank", "un disque plein sur la base de données principale"),
-    ("a DNS record deleted by mistake", "ein versehentlich gelöschter DNS-Eintrag", "un enregistrement DNS supprimé par erreur"),
-    ("a memory leak in the image resizer", "ein Speicherleck im Bildskalierer", "une fuite de mémoire dans le redimensionneur d'images"),
-    ("a cloud provider network partition", "eine Netzwerkpartition beim Cloud-Anbieter", "une partition réseau chez le fournisseur cloud"),
+    (
+        "an expired TLS certificate on the load balancer",
+        "ein abgelaufenes TLS-Zertifikat am Load Balancer",
+        "un certificat TLS expiré sur le répartiteur de charge",
+    ),
+    (
+        "a full disk on the primary database",
+        "eine volle Festplatte auf der primären Datenbank",
+        "un disque plein sur la base de données principale",
+    ),
+    (
+        "a DNS record deleted by mistake",
+        "ein versehentlich gelöschter DNS-Eintrag",
+        "un enregistrement DNS supprimé par erreur",
+    ),
+    (
+        "a memory leak in the image resizer",
+        "ein Speicherleck im Bildskalierer",
+        "une fuite de mémoire dans le redimensionneur d'images",
+    ),
+    (
+        "a cloud provider network partition",
+        "eine Netzwerkpartition beim Cloud-Anbieter",
+        "une partition réseau chez le fournisseur cloud",
+    ),
 ]
 MONTHS_DE = dict(zip(MONTHS, ["März", "April", "Mai", "Juni", "Juli", "August", "September", "Oktober"], strict=True))
 MONTHS_FR = dict(zip(MONTHS, ["mars", "avril", "mai", "juin", "juillet", "août", "septembre", "octobre"], strict=True))
-FOODS_DE = dict(zip(FOODS, ["Erdnüsse", "Meeresfrüchte", "Gluten", "Sesam", "Milchprodukte", "Pilze", "Eier", "Sellerie"], strict=True))
-FOODS_FR = dict(zip(FOODS, ["les cacahuètes", "les fruits de mer", "le gluten", "le sésame", "les produits laitiers", "les champignons", "les œufs", "le céleri"], strict=True))
-ROLES_DE = dict(zip(ROLES, ["Data Engineer", "Designerin", "Support-Leitung", "Security Engineer", "Produktmanagerin", "QA-Ingenieurin"], strict=True))
-ROLES_FR = dict(zip(ROLES, ["ingénieure données", "designer", "responsable support", "ingénieure sécurité", "cheffe de produit", "ingénieure QA"], strict=True))
+FOODS_DE = dict(
+    zip(
+        FOODS,
+        ["Erdnüsse", "Meeresfrüchte", "Gluten", "Sesam", "Milchprodukte", "Pilze", "Eier", "Sellerie"],
+        strict=True,
+    )
+)
+FOODS_FR = dict(
+    zip(
+        FOODS,
+        [
+            "les cacahuètes",
+            "les fruits de mer",
+            "le gluten",
+            "le sésame",
+            "les produits laitiers",
+            "les champignons",
+            "les œufs",
+            "le céleri",
+        ],
+        strict=True,
+    )
+)
+ROLES_DE = dict(
+    zip(
+        ROLES,
+        ["Data Engineer", "Designerin", "Support-Leitung", "Security Engineer", "Produktmanagerin", "QA-Ingenieurin"],
+        strict=True,
+    )
+)
+ROLES_FR = dict(
+    zip(
+        ROLES,
+        [
+            "ingénieure données",
+            "designer",
+            "responsable support",
+            "ingénieure sécurité",
+            "cheffe de produit",
+            "ingénieure QA",
+        ],
+        strict=True,
+    )
+)
 
 # -- single facts: (sentence en, de, fr, question) --------------------------------------------------
 SINGLE = {
@@ -132,28 +239,68 @@ SINGLE = {
 # -- pairs: (first half en/de/fr, second half en/de/fr, question) ------------------------------------
 PAIRS = {
     "intern": (
-        ("Please welcome {Q}, our new intern, who started this {M}.", "Bitte begrüßt {Q}, unsere neue Praktikantin, die diesen {Mde} angefangen hat.", "Souhaitez la bienvenue à {Q}, notre nouvelle stagiaire, arrivée ce {Mfr}."),
-        ("{Q} built the on-call dashboard for {S} on her own, it is already in use.", "{Q} hat das Bereitschafts-Dashboard für {S} allein gebaut, es ist schon im Einsatz.", "{Q} a construit toute seule le tableau de bord d'astreinte pour {S}, il est déjà utilisé."),
+        (
+            "Please welcome {Q}, our new intern, who started this {M}.",
+            "Bitte begrüßt {Q}, unsere neue Praktikantin, die diesen {Mde} angefangen hat.",
+            "Souhaitez la bienvenue à {Q}, notre nouvelle stagiaire, arrivée ce {Mfr}.",
+        ),
+        (
+            "{Q} built the on-call dashboard for {S} on her own, it is already in use.",
+            "{Q} hat das Bereitschafts-Dashboard für {S} allein gebaut, es ist schon im Einsatz.",
+            "{Q} a construit toute seule le tableau de bord d'astreinte pour {S}, il est déjà utilisé.",
+        ),
         "What did the intern who arrived in {M} create?",
     ),
     "leave": (
-        ("I will be on parental leave from the middle of {M} for four months.", "Ich bin ab Mitte {Mde} für vier Monate in Elternzeit.", "Je serai en congé parental à partir de la mi-{Mfr} pendant quatre mois."),
-        ("While {P} is away on leave, {P2} takes over the {S} on-call rotation.", "Während {P} in Elternzeit ist, übernimmt {P2} die Rufbereitschaft für {S}.", "Pendant le congé de {P}, {P2} reprend l'astreinte de {S}."),
+        (
+            "I will be on parental leave from the middle of {M} for four months.",
+            "Ich bin ab Mitte {Mde} für vier Monate in Elternzeit.",
+            "Je serai en congé parental à partir de la mi-{Mfr} pendant quatre mois.",
+        ),
+        (
+            "While {P} is away on leave, {P2} takes over the {S} on-call rotation.",
+            "Während {P} in Elternzeit ist, übernimmt {P2} die Rufbereitschaft für {S}.",
+            "Pendant le congé de {P}, {P2} reprend l'astreinte de {S}.",
+        ),
         "Who covers {S} duty during {P}'s absence, and from when is {P} away?",
     ),
     "quote": (
-        ("My proposal for the {S} migration is {V}; they already handle our backups.", "Mein Vorschlag für die Migration von {S} ist {V}; die machen schon unsere Backups.", "Ma proposition pour la migration de {S}, c'est {V} ; ils gèrent déjà nos sauvegardes."),
-        ("{V} sent their offer: {N} hundred euros a month with a one-year minimum term.", "{V} hat das Angebot geschickt: {N} hundert Euro im Monat bei einem Jahr Mindestlaufzeit.", "{V} a envoyé son offre : {N} cents euros par mois avec un engagement d'un an minimum."),
+        (
+            "My proposal for the {S} migration is {V}; they already handle our backups.",
+            "Mein Vorschlag für die Migration von {S} ist {V}; die machen schon unsere Backups.",
+            "Ma proposition pour la migration de {S}, c'est {V} ; ils gèrent déjà nos sauvegardes.",
+        ),
+        (
+            "{V} sent their offer: {N} hundred euros a month with a one-year minimum term.",
+            "{V} hat das Angebot geschickt: {N} hundert Euro im Monat bei einem Jahr Mindestlaufzeit.",
+            "{V} a envoyé son offre : {N} cents euros par mois avec un engagement d'un an minimum.",
+        ),
         "What monthly price did the company {P} recommended for moving {S} ask for?",
     ),
     "customer": (
-        ("{K} is now our largest customer, worth {N} thousand euros a year.", "{K} ist jetzt unser größter Kunde, {N} Tausend Euro im Jahr wert.", "{K} est désormais notre plus gros client, {N} mille euros par an."),
-        ("{K} asked for single sign-on through their Azure tenant before the end of {M}.", "{K} will Single Sign-on über ihren Azure-Tenant bis Ende {Mde}.", "{K} demande l'authentification unique via leur tenant Azure avant fin {Mfr}."),
+        (
+            "{K} is now our largest customer, worth {N} thousand euros a year.",
+            "{K} ist jetzt unser größter Kunde, {N} Tausend Euro im Jahr wert.",
+            "{K} est désormais notre plus gros client, {N} mille euros par an.",
+        ),
+        (
+            "{K} asked for single sign-on through their Azure tenant before the end of {M}.",
+            "{K} will Single Sign-on über ihren Azure-Tenant bis Ende {Mde}.",
+            "{K} demande l'authentification unique via leur tenant Azure avant fin {Mfr}.",
+        ),
         "What does our biggest client require by the end of {M}, and how much revenue do they bring?",
     ),
     "incident": (
-        ("{S} was down for two hours; the cause was {R}.", "{S} war zwei Stunden ausgefallen; die Ursache war {Rde}.", "{S} a été indisponible deux heures ; la cause était {Rfr}."),
-        ("The permanent fix for the {S} incident is deployed, and {P2} wrote the runbook for it.", "Die dauerhafte Lösung für den Vorfall bei {S} ist ausgerollt, und {P2} hat das Runbook dazu geschrieben.", "Le correctif définitif de l'incident de {S} est déployé, et {P2} a rédigé le runbook."),
+        (
+            "{S} was down for two hours; the cause was {R}.",
+            "{S} war zwei Stunden ausgefallen; die Ursache war {Rde}.",
+            "{S} a été indisponible deux heures ; la cause était {Rfr}.",
+        ),
+        (
+            "The permanent fix for the {S} incident is deployed, and {P2} wrote the runbook for it.",
+            "Die dauerhafte Lösung für den Vorfall bei {S} ist ausgerollt, und {P2} hat das Runbook dazu geschrieben.",
+            "Le correctif définitif de l'incident de {S} est déployé, et {P2} a rédigé le runbook.",
+        ),
         "Who documented the procedure for the {S} failure, and what had caused that failure?",
     ),
 }
@@ -260,14 +407,44 @@ HEAD = {
     "fr": ("Réunion d'équipe hebdomadaire", "Participants", "Discussion", "Décisions", "Actions", "Suite de"),
 }
 DECISIONS = {
-    "en": ["Keep the release train on Tuesdays.", "Freeze schema changes during the audit.", "Review the alert thresholds next month.", "Move the retro to Thursdays."],
-    "de": ["Der Release-Zug bleibt am Dienstag.", "Keine Schemaänderungen während des Audits.", "Die Alarmschwellen nächsten Monat überprüfen.", "Die Retro auf Donnerstag verlegen."],
-    "fr": ["Le train de release reste le mardi.", "Gel des changements de schéma pendant l'audit.", "Revoir les seuils d'alerte le mois prochain.", "Déplacer la rétro au jeudi."],
+    "en": [
+        "Keep the release train on Tuesdays.",
+        "Freeze schema changes during the audit.",
+        "Review the alert thresholds next month.",
+        "Move the retro to Thursdays.",
+    ],
+    "de": [
+        "Der Release-Zug bleibt am Dienstag.",
+        "Keine Schemaänderungen während des Audits.",
+        "Die Alarmschwellen nächsten Monat überprüfen.",
+        "Die Retro auf Donnerstag verlegen.",
+    ],
+    "fr": [
+        "Le train de release reste le mardi.",
+        "Gel des changements de schéma pendant l'audit.",
+        "Revoir les seuils d'alerte le mois prochain.",
+        "Déplacer la rétro au jeudi.",
+    ],
 }
 ACTIONS = {
-    "en": ["{P} to update the runbook.", "{P} to book the workshop room.", "{P} to check the backup report.", "{P} to draft the release notes."],
-    "de": ["{P} aktualisiert das Runbook.", "{P} bucht den Workshop-Raum.", "{P} prüft den Backup-Bericht.", "{P} schreibt die Release Notes."],
-    "fr": ["{P} met à jour le runbook.", "{P} réserve la salle d'atelier.", "{P} vérifie le rapport de sauvegarde.", "{P} rédige les notes de version."],
+    "en": [
+        "{P} to update the runbook.",
+        "{P} to book the workshop room.",
+        "{P} to check the backup report.",
+        "{P} to draft the release notes.",
+    ],
+    "de": [
+        "{P} aktualisiert das Runbook.",
+        "{P} bucht den Workshop-Raum.",
+        "{P} prüft den Backup-Bericht.",
+        "{P} schreibt die Release Notes.",
+    ],
+    "fr": [
+        "{P} met à jour le runbook.",
+        "{P} réserve la salle d'atelier.",
+        "{P} vérifie le rapport de sauvegarde.",
+        "{P} rédige les notes de version.",
+    ],
 }
 
 
@@ -279,10 +456,27 @@ def _slots(rng: random.Random) -> dict:
     t1, t2 = rng.choice(TOOLS)
     p, p2 = rng.sample(PEOPLE, 2)
     return {
-        "P": p, "P2": p2, "S": rng.choice(SYSTEMS), "V": rng.choice(VENDORS), "K": rng.choice(CUSTOMERS),
-        "C": rng.choice(CITIES), "M": m, "Mde": MONTHS_DE[m], "Mfr": MONTHS_FR[m], "N": rng.choice(range(12, 95)),
-        "F": f, "F_de": FOODS_DE[f], "F_fr": FOODS_FR[f], "role": role, "role_de": ROLES_DE[role],
-        "role_fr": ROLES_FR[role], "R": r[0], "Rde": r[1], "Rfr": r[2], "T1": t1, "T2": t2,
+        "P": p,
+        "P2": p2,
+        "S": rng.choice(SYSTEMS),
+        "V": rng.choice(VENDORS),
+        "K": rng.choice(CUSTOMERS),
+        "C": rng.choice(CITIES),
+        "M": m,
+        "Mde": MONTHS_DE[m],
+        "Mfr": MONTHS_FR[m],
+        "N": rng.choice(range(12, 95)),
+        "F": f,
+        "F_de": FOODS_DE[f],
+        "F_fr": FOODS_FR[f],
+        "role": role,
+        "role_de": ROLES_DE[role],
+        "role_fr": ROLES_FR[role],
+        "R": r[0],
+        "Rde": r[1],
+        "Rfr": r[2],
+        "T1": t1,
+        "T2": t2,
         "Q": rng.choice(NEWCOMERS),
     }
 
@@ -325,7 +519,9 @@ def build(name: str, langs: list[str], n_notes: int, single_per_kind: int, pairs
             i, j = sorted(rng.sample(range(n_notes), 2))
             la = {"en": 0, "de": 1, "fr": 2}
             notes[i]["planted"].append((s["P"], a[la[notes[i]["lang"]]].format(**s), len(questions)))
-            notes[j]["planted"].append((s["P2"] if kind != "leave" else s["P2"], b[la[notes[j]["lang"]]].format(**s), len(questions)))
+            notes[j]["planted"].append(
+                (s["P2"] if kind != "leave" else s["P2"], b[la[notes[j]["lang"]]].format(**s), len(questions))
+            )
             ent = _tag(_entity(kind, s))
             notes[i]["tags"].add(ent)
             notes[j]["tags"].add(ent)
@@ -334,7 +530,7 @@ def build(name: str, langs: list[str], n_notes: int, single_per_kind: int, pairs
             questions.append(["multi", [i, j], q.format(**s)])
     evidence_lines: dict[int, list[str]] = {}
     out_notes = {}
-    for i, nt in enumerate(notes):
+    for nt in notes:
         lang = nt["lang"]
         title, att, disc, dec, act, follow = HEAD[lang]
         people = rng.sample(PEOPLE, 5)
@@ -383,8 +579,10 @@ def build(name: str, langs: list[str], n_notes: int, single_per_kind: int, pairs
             fh.write(f"{kind}\t{paths}\t{q}\t{' '.join(evidence_lines.get(qi, []))}\n")
     short = [p for p, t in out_notes.items() if len(t) < 3000]
     assert not short, f"{name}: notes under 3,000 characters: {short}"
-    print(f"{name}: {len(out_notes)} notes ({min(map(len, out_notes.values()))}-{max(map(len, out_notes.values()))} characters), "
-          f"{len(questions)} questions ({sum(1 for q in questions if q[0] == 'multi')} need two notes)")
+    print(
+        f"{name}: {len(out_notes)} notes ({min(map(len, out_notes.values()))}-{max(map(len, out_notes.values()))} characters), "
+        f"{len(questions)} questions ({sum(1 for q in questions if q[0] == 'multi')} need two notes)"
+    )
 
 
 if __name__ == "__main__":

@@ -540,7 +540,9 @@ def neighbours(idx: RecallIndex, settings, anchor: dict, max_tag_df: int = RARE_
     with idx.reader.connect() as conn:
         mine = conn.execute(select(tags_t.c.tag).where(tags_t.c.note_id == anchor["id"])).scalars().all()
         if mine:
-            holders = conn.execute(select(tags_t.c.tag, tags_t.c.note_id).where(tags_t.c.tag.in_(sorted(set(mine))))).all()
+            holders = conn.execute(
+                select(tags_t.c.tag, tags_t.c.note_id).where(tags_t.c.tag.in_(sorted(set(mine))))
+            ).all()
             by_tag: dict[str, list[int]] = {}
             for t, nid in holders:
                 by_tag.setdefault(t, []).append(int(nid))
