@@ -256,6 +256,13 @@ class VectorStore:
                 return out
             offset += 5000
 
+    def note_count(self) -> int:
+        """How many notes have vectors (a note is several passages: ``count`` counts passages)."""
+        try:
+            return len({note_of(i)[:2] for i in self.all_ids()})
+        except client_errors() as exc:
+            raise unavailable(self.settings, self.folder, exc) from exc
+
     def query(self, vec, n: int, metas: bool = False) -> list:
         """Nearest ``n`` vectors as (id, cosine similarity), best first; with ``metas``,
         (id, cosine similarity, metadata)."""
