@@ -147,7 +147,7 @@ def main(argv=None) -> int:
     p.add_argument("--home", metavar="DIR", help="build (or reuse) the index here instead of a temporary folder")
     p.add_argument("--json", metavar="OUT", help="write per-question ranks and the summary here")
     p.add_argument("--dump", metavar="OUT", help="write each question's text and semantic candidates (for tuning)")
-    p.add_argument("--modes", default="text,semantic,hybrid", help="modes to run (also: hybrid-nohop)")
+    p.add_argument("--modes", default="text,semantic,hybrid", help="modes to run (also: hybrid-nohop, hybrid-feedback)")
     p.add_argument("--blend", default=None, help="hybrid blend (default: [recall] blend)")
     p.add_argument(
         "--hop-weight", type=float, default=None, help="neighbour stage weight (default: [recall] hop_weight)"
@@ -185,6 +185,7 @@ def main(argv=None) -> int:
         "semantic": dict(mode="semantic"),
         "hybrid": dict(mode="hybrid", **hy),
         "hybrid-nohop": dict(mode="hybrid", **{**hy, "hop_weight": 0.0}),
+        "hybrid-feedback": dict(mode="hybrid", **{**hy, "feedback_weight": 1.0}),
     }
     modes = [(m, all_modes[m]) for m in a.modes.split(",")]
     with ctx as home:

@@ -109,6 +109,7 @@ SCHEMA: dict = {
         "passage_share": (FLOAT, 0.0, None),  # a note's semantic score: best passage + share of the next
         "hop_weight": (FLOAT, 0.5, None),  # 0: no neighbour stage
         "hop_anchors": (INT, 3, None),
+        "feedback_weight": (FLOAT, 0.0, None),  # 0: no second query from the top hit's line
     },
     "cleaner": {
         "cap": (INT, 50, None),  # notes per folder

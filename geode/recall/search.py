@@ -357,6 +357,7 @@ def search(
     mode: str = "hybrid",
     blend: str | None = None,
     hop_weight: float | None = None,
+    feedback_weight: float | None = None,
     salience_weight: float | None = None,
     retired_weight: float | None = None,
     refresh: bool = True,
@@ -440,6 +441,9 @@ def search(
         hw = float(rc["hop_weight"] if hop_weight is None else hop_weight)
         if used == "hybrid":  # both sides answered: text and semantic modes stay one side each
             scored = neighbour_stage(idx, settings, scored, int(rc["hop_anchors"]), hw)
+            fw = float(rc["feedback_weight"] if feedback_weight is None else feedback_weight)
+            if fw > 0 and scored:
+                scored = feedback_stage(idx, s, q, terms, conds, n, filtered, scored, best_passage, fw)
         total = len(scored)
         scored = scored[:limit]
     if not q:
@@ -575,3 +579,39 @@ def neighbour_stage(idx: RecallIndex, settings, scored: list, anchors: int, weig
     out = [(s * (1.0 + lift.get(row["id"], 0.0)), row, a, b) for s, row, a, b in scored]
     out.sort(key=lambda t: (-t[0], t[1]["path"]))
     return out
+
+
+def feedback_stage(
+    idx: RecallIndex,
+    sem_side,
+    q: str,
+    terms: list[str],
+    conds: list,
+    n: int,
+    filtered: bool,
+    scored: list,
+    best_passage: dict,
+    weight: float,
+) -> list:
+    """A second semantic query for answers that span notes: the question plus the line of the
+    top hit that answers it (its best passage's line holding most query words) is embedded and
+    searched again, and every other hit gains ``weight x`` its margin in that second search
+    (relative to the best): "the intern who started in May" finds "Leonie ... started this May",
+    and the question with that line finds "Leonie built the dashboard". Multiplicative, as the
+    neighbour stage: only notes found by the first search move."""
+    top_row = scored[0][1]
+    bp = best_passage.get(top_row["id"])
+    if bp is None:
+        return scored
+    line, _n = passage_snippet(top_row, bp, terms, width=400)
+    if not line:
+        return scored
+    sem2, _bp2 = sem_side.scored_passages(idx, f"{q}\n{line}", conds, n, filtered)
+    bg = background(list(sem2.values()))
+    margin = {i: c - bg for i, c in sem2.items() if c > bg and i != top_row["id"]}
+    best = max(margin.values(), default=0.0)
+    if best <= 0:
+        return scored
+    rest = [(sc * (1.0 + weight * margin.get(r["id"], 0.0) / best), r, a, b) for sc, r, a, b in scored[1:]]
+    rest.sort(key=lambda t: (-t[0], t[1]["path"]))
+    return [scored[0]] + rest  # the hit the second query came from stays first
