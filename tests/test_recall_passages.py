@@ -217,3 +217,22 @@ def test_the_neighbour_stage_brings_in_the_linked_note_an_answer_spans(env, mode
     assert {h["path"] for h in hop["results"]} <= {h["path"] for h in plain["results"]} | set(by_path)
     text = search(s, q, mode="text", hop_weight=0.5, refresh=False)
     assert text["results"] == search(s, q, mode="text", hop_weight=0.0, refresh=False)["results"]
+
+
+def test_scores_are_honest_and_notes_with_no_signal_are_not_listed(env, model):
+    """Issue 14: the best hit no longer shows 1.0 whatever it is, and an unrelated note is cut."""
+    settings, root = env
+    write(root, "retry.md", "---\ntype: fact\n---\nThe retry queue drops failed bank transfers after 24 hours.\n")
+    for i, line in enumerate(FILLER):
+        write(root, f"misc-{i}.md", "---\ntype: fact\n---\n" + line + "\n")
+    write(root, "cake.md", "---\ntype: fact\n---\nA sponge cake needs four eggs and a hot oven.\n")
+    s = settings()
+    RecallIndex(s).refresh()
+    embed_pending(s, embedder=model)
+    res = search(s, "after how long are failed payments dropped", mode="semantic", refresh=False, limit=20)
+    hits = res["results"]
+    assert hits[0]["path"] == "retry.md"
+    assert 0 < hits[0]["semantic"] < 1.0 and hits[0]["cosine"] > hits[-1]["cosine"]
+    assert len(hits) < 12  # at or below the query's background cosine: not listed
+    assert "cake.md" not in [h["path"] for h in hits]
+    assert all(h["semantic"] > 0 for h in hits)
