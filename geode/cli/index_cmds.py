@@ -129,7 +129,7 @@ def recall_status(settings) -> dict:
                 changed.append(f"{domain}:{rel}")
     removed = [f"{d}:{p}" for (d, p) in known if d in settings.domains and (d, p) not in seen]
     vs = vectors.VectorStore(settings, emb.model_id, emb.dim)
-    vcount = vs.count()
+    vcount = vs.note_count()  # notes with vectors (each note is one or more passages)
     now = time.time()
     age = round(now - float(refreshed), 1) if refreshed else None
     behind = round(max(0.0, newest_file / 1e9 - float(refreshed)), 1) if refreshed and newest_file else None
@@ -199,7 +199,7 @@ def cmd_status(args) -> int:
     else:
         print(
             f"out of sync: {o['files_not_indexed']} new, {o['files_changed']} changed, {o['indexed_files_gone']} gone "
-            f"files; {o['notes_pending_vectors']} notes wait for a vector; Chroma holds {o['vectors_in_chroma']} "
+            f"files; {o['notes_pending_vectors']} notes wait for a vector; Chroma holds vectors of {o['vectors_in_chroma']} notes "
             f"of {o['vectors_expected']} expected"
         )
         for e in o["examples"]:

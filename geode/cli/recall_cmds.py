@@ -120,9 +120,13 @@ def _print_hits(res: dict, show_all: bool = False) -> None:
             print(f"       supersedes {', '.join(h['supersedes'])}")
     extra = f"; {res['notice']}" if res.get("notice") else ""
     weak = f"; {len(hidden)} under {SCORE_FLOOR} hidden (--all)" if hidden else ""
+    how = (
+        "score: full-text relevance, 1 = the best match"
+        if res["mode"] == "text"
+        else "score: half full-text relevance (1 = the best match), half closeness in meaning above an unrelated note's"
+    )
     print(
-        f"({len(res['results']) - len(hidden)} of {res['total']}, mode {res['mode']}{weak}{extra}; "
-        "score: relevance to the best match, 1 = the best)",
+        f"({len(res['results']) - len(hidden)} of {res['total']}, mode {res['mode']}{weak}{extra}; {how})",
         file=sys.stderr,
     )
 

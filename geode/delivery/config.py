@@ -110,6 +110,14 @@ SCHEMA: dict = {
         # a `geode search` that finds no `geode serve` starts one, which exits after this many
         # seconds without a request; 0: never start one on demand
         "serve_idle_s": (INT, 1800, "GEODE_SERVE_IDLE_S"),
+        # the hybrid blend and the neighbour stage (docs/RECALL.md says how they were chosen)
+        "blend": (STR, "margin", None),  # margin, adaptive, rrf or minmax
+        "rrf_k": (FLOAT, 60.0, None),
+        "semantic_weight": (FLOAT, 0.5, None),
+        "passage_share": (FLOAT, 0.0, None),  # a note's semantic score: best passage + share of the next
+        "hop_weight": (FLOAT, 0.5, None),  # 0: no neighbour stage
+        "hop_anchors": (INT, 3, None),
+        "feedback_weight": (FLOAT, 0.0, None),  # 0: no second query from the top hit's line
     },
     "cleaner": {
         "cap": (INT, 50, None),  # notes per folder

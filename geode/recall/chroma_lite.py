@@ -69,11 +69,16 @@ class LiteCollection:
 
     def query(self, query_embeddings, n_results: int = 10, include=("distances",)) -> dict:
         r = self._b.query(self.id, None, query_embeddings, n_results, None, None, list(include), TENANT, DATABASE)
-        return {"ids": r.ids, "distances": r.distances}
+        return {"ids": r.ids, "distances": r.distances, "metadatas": r.metadatas}
 
-    def get(self, ids=None, include=(), limit=None, offset=None) -> dict:
-        r = self._b.get(self.id, ids, None, limit, offset or 0, None, list(include), TENANT, DATABASE)
-        return {"ids": r.ids, "embeddings": r.embeddings}
+    def get(self, ids=None, where=None, include=(), limit=None, offset=None) -> dict:
+        """``where`` as ``chromadb`` takes it (a dict); the engine reads it as JSON, as chromadb's
+        own Rust client passes it."""
+        import json
+
+        w = json.dumps(where) if where else None
+        r = self._b.get(self.id, ids, w, limit, offset or 0, None, list(include), TENANT, DATABASE)
+        return {"ids": r.ids, "embeddings": r.embeddings, "metadatas": r.metadatas}
 
 
 class LiteClient:

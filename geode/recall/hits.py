@@ -111,3 +111,30 @@ def supersedes_chain(idx: RecallIndex, row: dict, max_steps: int = 10) -> tuple[
             break
         cur = nxt
     return older, newer
+
+
+def passage_snippet(row: dict, passage: dict, terms: list[str], width: int = 200) -> tuple[str, int | None]:
+    """The snippet and file line of a note's best passage (as the semantic side found it).
+
+    ``passage`` holds the passage's ``line_start``/``line_end`` (file lines). Within its lines the
+    one holding most query words is shown (a question in other words: the passage's first line of
+    prose, past a heading); None when the passage's lines are not in the indexed body (a vector
+    from before passages, or a note changed since it was embedded)."""
+    ls, le = passage.get("line_start"), passage.get("line_end")
+    if not isinstance(ls, int) or not isinstance(le, int):
+        return "", None
+    base = int(row.get("body_line") or 1)
+    lines = row["body"].split("\n")
+    lo, hi = ls - base, le - base
+    if lo < 0 or hi >= len(lines) or hi < lo:
+        return "", None
+    fterms = [fold(t) for t in terms]
+    best_i, best_n = -1, 0
+    for i in range(lo, hi + 1):
+        n = sum(1 for t in fterms if t in fold(lines[i]))
+        if n > best_n:
+            best_i, best_n = i, n
+    if best_i < 0:
+        prose = [i for i in range(lo, hi + 1) if lines[i].strip() and not lines[i].lstrip().startswith("#")]
+        best_i = prose[0] if prose else lo
+    return _window(lines[best_i], fterms, width), base + best_i

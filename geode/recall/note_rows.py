@@ -47,6 +47,17 @@ def passage_text(title: str, description: str, tags: list[str], body: str) -> st
     return f"{head}\n{body}" if head else body
 
 
+#: bumped when the passage cut changes, so every note is embedded again under the new cut
+PASSAGE_SCHEME = "passages-v1"
+
+
+def embed_hash(title: str, description: str, tags: list[str], body: str, body_line: int) -> str:
+    """The hash that decides whether a note is embedded again: everything its passages are cut
+    from (``geode.recall.passages``), their line numbers included, and the cut's version."""
+    key = "\x00".join([PASSAGE_SCHEME, title, description, " ".join(tags), str(body_line), body])
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
 def _flatten(key: str, value, out: list) -> None:
     if isinstance(value, dict):
         for k, v in value.items():
@@ -110,7 +121,7 @@ def note_rows(note, domain: str, root: str, mtime_ns: int, size: int) -> dict:
         "recorded": recorded,
         "valid_from": _iso(window.valid_from),
         "valid_to": _iso(window.valid_to),
-        "embed_text_hash": hashlib.sha256(passage_text(title, desc, tags, body).encode("utf-8")).hexdigest(),
+        "embed_text_hash": embed_hash(title, desc, tags, body, note.body_line),
         "indexed_at": time.time(),
     }
     fm_rows: list = []

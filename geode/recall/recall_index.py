@@ -359,7 +359,9 @@ class RecallIndex:
     def pending(self, model_id: str, limit: int | None = None, domains=None) -> list:
         """Notes whose vector is missing or stale for ``model_id`` (id, domain, path, texts)."""
         c = notes_t.c
-        q = select(c.id, c.domain, c.path, c.title, c.description, c.tags, c.body, c.embed_text_hash).where(
+        q = select(
+            c.id, c.domain, c.path, c.title, c.description, c.tags, c.body, c.body_line, c.embed_text_hash
+        ).where(
             (c.embed_model.is_(None))
             | (c.embed_model != model_id)
             | (c.embed_hash.is_(None))

@@ -1,26 +1,27 @@
-"""Hybrid search: a lexical and a semantic query, ranked by one stated blend, then two priors.
+"""Hybrid search: a lexical and a semantic query, fused by one stated blend, then two priors,
+then the neighbours of the top hits.
 
-The blend (``blend="score"``, the default):
+The two sides:
 
-    relevance = 0.5 * lexical + 0.5 * semantic
+- ``lexical`` = (bm25 / best bm25 among the lexical hits) x coverage (squared when the semantic
+  side also answered), where coverage is the idf-weighted share of the query's words that the
+  note contains (idf = ln(1 + N / (1 + df)) over the notes in scope; a word no note holds counts
+  fully against). A note holding one incidental word of a question keeps little lexical weight;
+  a note holding all the question's rare words (an error code, a header name) keeps all of it.
+  SQLite: FTS5 ``bm25`` with column weights title 8, tags 5, description 3, body 1; PostgreSQL:
+  ``ts_rank_cd`` over a weighted ``tsvector``. Query words: stop words (English, German, French,
+  Spanish) removed, a light stemming (plural s, -ing, -ed), each word a prefix query, OR-ed.
+- ``semantic``: every note is embedded as passages (``geode.recall.passages``); Chroma returns the
+  nearest passages and a note's cosine is its best passage's (``note_score``; ``[recall]
+  passage_share`` adds a bounded share of the second best). The hit shows that passage's snippet
+  and line. Its component is the cosine's margin over the query's background (the median cosine
+  of the semantic candidates, ``background``): ``(cos - bg) / (1 - bg)``, 0 at or below it.
 
-- ``lexical`` = (bm25 / best bm25 among the lexical hits) x coverage^2, where coverage is the
-  idf-weighted share of the query's words that the note contains (idf = ln(1 + N / (1 + df)) over
-  the notes in scope; a word no note holds counts fully against). Coverage is squared when the
-  semantic side also answered: a note holding one incidental word of a question (``customer``
-  in a question about deleting a customer's data) keeps little lexical weight, so it cannot push
-  down the note that answers in another language or in other words; a note holding all the
-  question's rare words (an error code, a header name) keeps all of it. With full text alone the
-  coverage counts once. SQLite: FTS5 ``bm25`` with column weights title 8, tags 5, description 3,
-  body 1; PostgreSQL: ``ts_rank_cd`` over a weighted ``tsvector``. Query words: stop words
-  (English, German, French, Spanish) removed, a light stemming (plural s, -ing, -ed), each word a
-  prefix query, OR-ed.
-- ``semantic`` = the cosine similarity, min-max scaled over the semantic candidates of this query
-  ((cos - lowest) / (highest - lowest)), because e5 cosines sit in a narrow band (0.74-0.84) and
-  would otherwise never outweigh a lexical score.
-- A note found by one side only gets 0 from the other; with one side only (text mode, or no
-  vectors yet) relevance is that side alone. ``blend="rrf"`` (reciprocal-rank fusion,
-  1/(60 + rank) summed over both lists) is kept for comparison; ``bench/recall_eval.py`` prints both.
+A note with no signal (no query word, and a cosine at or below the background) is not listed.
+The blend (``fuse``; ``[recall] blend``, ``rrf_k``, ``semantic_weight``) is chosen from the
+evaluation sets by ``bench/recall_fusion.py`` (docs/RECALL.md gives the numbers). With one side
+only (text mode, or no vectors yet) relevance is that side alone, so hybrid search on an index
+without vectors is exactly text search.
 
 The priors, applied to the relevance (never to select):
 
@@ -32,6 +33,11 @@ A salient note gains at most 15%, a retired one (deprecated, superseded, archive
 60%: an equally relevant stable note ranks above it, a much more relevant retired note still
 ranks first, and no note is ever dropped by either.
 
+The neighbour stage (``neighbour_stage``; ``[recall] hop_weight``, ``hop_anchors``): for an
+answer that spans notes, each of the top ``hop_anchors`` hits lends ``hop_weight x its score x
+edge strength`` to its neighbours (links and backlinks as ``build_context`` weighs them; notes
+sharing a rare tag, i.e. an entity), found or not, and the list is ranked again.
+
 Modes: ``hybrid`` (both sides; falls back to ``text`` when no vector exists for the model, and
 says how many notes in scope are not embedded yet: those are found by text alone until their
 vector lands), ``text`` (lexical only), ``semantic`` (for evaluation).
@@ -42,9 +48,11 @@ filters select (by the priors, then newest first). What each hit carries beside 
 snippet, the line, the supersedes chain) is computed by ``geode.recall.hits``.
 
 Each hit: ``address`` (``geode://domain/permalink``), ``domain``, ``path`` (relative to the store),
-``title``, ``score``, ``snippet`` (a window around the match), ``line`` (the file line of the
-observation the hit is in, or null), ``status``, ``type``, ``lexical``/``semantic`` (the two
-components), ``supersedes``/``superseded_by`` (addresses, the chain followed both ways).
+``title``, ``score``, ``snippet`` (a window around the match, or the best passage's line when the
+note was found by meaning), ``line`` (the file line of the snippet: the observation or passage
+line, or null), ``status``, ``type``, ``lexical``/``semantic`` (the two components above),
+``cosine`` (the best passage's cosine, as the model gave it; null when not a semantic candidate),
+``supersedes``/``superseded_by`` (addresses, the chain followed both ways).
 """
 
 from __future__ import annotations
@@ -58,13 +66,14 @@ from sqlalchemy.exc import CompileError, DBAPIError
 
 from geode.delivery.prompt_recall import fts5_query, query_terms
 from geode.recall.filters import FilterError, filter_conditions
-from geode.recall.hits import fold, snippet_and_line, supersedes_chain
+from geode.recall.hits import fold, passage_snippet, snippet_and_line, supersedes_chain
 from geode.recall.index_tables import FTS_WEIGHTS, links_t, notes_t
 from geode.recall.recall_index import RecallIndex, address, is_retired
 
-LEX_SHARE = 0.5
-RRF_K = 60
+BACKGROUND_MIN = 8  # semantic candidates needed to tell a query's background cosine
 EXACT_SEMANTIC_MAX = 5000  # with filters, up to this many candidates are compared exactly
+RARE_TAG_DF = 5  # a tag held by at most this many notes names an entity (the neighbour stage)
+PASSAGES_PER_NOTE = 4  # passages asked of Chroma per note wanted (a long note holds several)
 
 
 #: seconds a document frequency (and a count of notes in scope) is reused on PostgreSQL; on SQLite
@@ -233,6 +242,7 @@ class Semantic:
             self.model_id, self.dim = self.embedder.model_id, self.embedder.dim
         else:
             self.model_id, self.dim = known
+        self.share = float(settings.recall.get("passage_share", 0.0))
         self.error = ""  # why the vectors cannot answer now (Chroma unreachable); "" when they can
         try:
             self.vs = VectorStore(settings, self.model_id, self.dim, write=False)
@@ -264,8 +274,15 @@ class Semantic:
         return ok
 
     def scores(self, idx: RecallIndex, query: str, conds: list, n: int, filtered: bool) -> dict[int, float]:
-        """note id -> cosine similarity for the nearest ``n`` notes in scope."""
-        from geode.recall.vectors import vector_id
+        """note id -> semantic score for the best ``n`` notes in scope (see ``scored_passages``)."""
+        return self.scored_passages(idx, query, conds, n, filtered)[0]
+
+    def scored_passages(
+        self, idx: RecallIndex, query: str, conds: list, n: int, filtered: bool
+    ) -> tuple[dict[int, float], dict[int, dict]]:
+        """(note id -> semantic score for the best ``n`` notes in scope, from their passages by
+        ``note_score``; note id -> its best passage's metadata, for the hit's snippet and line)."""
+        from geode.recall.vectors import note_of
 
         qv = self.embedder.embed_query(query)
         c = notes_t.c
@@ -274,59 +291,136 @@ class Semantic:
                 count = conn.execute(select(func.count()).select_from(notes_t).where(*conds)).scalar_one()
                 if count <= EXACT_SEMANTIC_MAX:
                     rows = conn.execute(select(c.id, c.domain, c.path).where(*conds)).all()
-                    by_vid = {vector_id(d, p): i for i, d, p in rows}
-                    sims = self.vs.similarities(qv, list(by_vid))
-                    best = sorted(sims.items(), key=lambda kv: -kv[1])[:n]
-                    return {by_vid[v]: s for v, s in best}
-            got = self.vs.query(qv, n * (8 if filtered else 1))
+                    nid_of = {(d, p): i for i, d, p in rows}
+                    got = self.vs.passage_similarities(qv, sorted({p for _i, _d, p in rows}))
+                    return self._by_note(got, nid_of, n)
+            got = self.vs.query(qv, n * PASSAGES_PER_NOTE * (8 if filtered else 1), metas=True)
             if not got:
-                return {}
-            sim_of = {v: s for v, s in got}
-            by_dom: dict[str, list[str]] = {}
-            for v, _s in got:
-                d, p = v.split(":", 1)
-                by_dom.setdefault(d, []).append(p)
-            out: dict[int, float] = {}
-            for d, ps in by_dom.items():  # (domain, path) is the unique index: one lookup per vector
-                for start in range(0, len(ps), 400):
-                    q = select(c.id, c.path).where(c.domain == d, c.path.in_(ps[start : start + 400]), *conds)
+                return {}, {}
+            keys: dict[str, set[str]] = {}
+            for vid, _s, _m in got:
+                d, p, _n = note_of(vid)
+                keys.setdefault(d, set()).add(p)
+            nid_of = {}
+            for d, ps in keys.items():  # (domain, path) is the unique index: one lookup per vector
+                pl = sorted(ps)
+                for start in range(0, len(pl), 400):
+                    q = select(c.id, c.path).where(c.domain == d, c.path.in_(pl[start : start + 400]), *conds)
                     for i, p in conn.execute(q).all():
-                        out[int(i)] = sim_of[vector_id(d, p)]
-        return dict(sorted(out.items(), key=lambda kv: -kv[1])[:n])
+                        nid_of[(d, p)] = int(i)
+        return self._by_note(got, nid_of, n)
+
+    def _by_note(self, got: list, nid_of: dict, n: int) -> tuple[dict[int, float], dict[int, dict]]:
+        """Passages (id, cosine, metadata) grouped by note: ``note_score`` of each note's
+        cosines, and each note's best passage's metadata."""
+        from geode.recall.vectors import note_of
+
+        best: dict[int, dict] = {}
+        per: dict[int, list[float]] = {}
+        for vid, sim, meta in got:
+            d, p, k = note_of(vid)
+            nid = nid_of.get((d, p))
+            if nid is None:
+                continue
+            per.setdefault(nid, []).append(sim)
+            if nid not in best or sim > best[nid]["cos"]:
+                best[nid] = {**(meta or {}), "cos": sim, "passage": k}
+        out = {nid: note_score(sims, self.share) for nid, sims in per.items()}
+        top = dict(sorted(out.items(), key=lambda kv: -kv[1])[:n])
+        return top, {i: best[i] for i in top}
+
+
+def note_score(sims: list[float], share: float = 0.0) -> float:
+    """A note's semantic score from its passages' cosines: the best passage, plus ``share`` of
+    the second best's margin over the best minus 0.05 (a second passage nearly as close adds at
+    most ``share`` x 0.05; one far below adds nothing). ``share`` 0 (the default): best passage."""
+    top = sorted(sims, reverse=True)
+    if len(top) < 2 or share <= 0:
+        return top[0]
+    return top[0] + share * max(0.0, top[1] - (top[0] - 0.05))
+
+
+def background(sims: list[float]) -> float:
+    """The cosine an unrelated note has for this query: the median of the semantic candidates
+    (the nearest ``max(50, 5 x limit)`` notes, most of which do not answer) when there are at least
+    ``BACKGROUND_MIN`` of them; with fewer there is no telling, and none is taken for noise."""
+    if len(sims) < BACKGROUND_MIN:
+        return min(sims, default=0.0) - 1e-6
+    ordered = sorted(sims)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def _ranks(values: dict[int, float]) -> dict[int, int]:
+    """1 + how many score higher: equal scores share a rank (two copies of a note tie)."""
+    ordered = sorted(values.values(), reverse=True)
+    first: dict[float, int] = {}
+    for r, v in enumerate(ordered, 1):
+        first.setdefault(v, r)
+    return {i: first[v] for i, v in values.items()}
 
 
 def fuse(
-    lex: dict[int, float], sem: dict[int, float], coverage: dict[int, float], blend: str = "score"
+    lex: dict[int, float],
+    sem: dict[int, float],
+    coverage: dict[int, float],
+    blend: str = "margin",
+    k: float = 60.0,
+    semantic_weight: float = 0.5,
 ) -> dict[int, tuple]:
-    """note id -> (relevance, lexical component, semantic component)."""
+    """note id -> (relevance, lexical component, semantic component); a note with no signal
+    (no query word and a cosine at or below the query's ``background``) is left out.
+
+    The components: lexical ``a`` = bm25 / best bm25 x coverage (squared when both sides answer),
+    semantic ``b`` = (cosine - background) / (1 - background), 0 at or below the background.
+    With one side only, relevance is that side's component. With both, by ``blend``:
+
+    - ``rrf``: ``(1 - w) / (k + lexical rank) + w / (k + semantic rank)`` over the notes with
+      signal on that side, divided by its largest possible value ``1 / (k + 1)``: 1.0 is the first
+      note on both sides;
+    - ``minmax`` (``score``, the blend before passages): ``(1 - w) x a + w x`` the cosine min-max
+      scaled over the candidates;
+    - ``margin``: ``(1 - w) x a + w x b``.
+    """
     out: dict[int, tuple] = {}
-    if blend == "rrf":
-        lr = {i: r for r, i in enumerate(sorted(lex, key=lambda i: -lex[i]), 1)}
-        sr = {i: r for r, i in enumerate(sorted(sem, key=lambda i: -sem[i]), 1)}
-        for i in set(lex) | set(sem):
-            a = 1.0 / (RRF_K + lr[i]) if i in lr else 0.0
-            b = 1.0 / (RRF_K + sr[i]) if i in sr else 0.0
-            out[i] = (a + b, a, b)
-        return out
+    bg = background(list(sem.values()))
     top = max(lex.values(), default=0.0)
-    lo, hi = min(sem.values(), default=0.0), max(sem.values(), default=0.0)
-    for i in set(lex) | set(sem):
+    a_of: dict[int, float] = {}
+    for i, v in lex.items():
         cv = coverage.get(i, 1.0)
-        a = (lex[i] / top) * cv if i in lex and top > 0 else 0.0
+        a = (v / top) * cv if top > 0 else 0.0
         if sem:
             a *= cv  # with both sides: coverage squared, so a few incidental words weigh little
-        if i in sem:
-            b = (sem[i] - lo) / (hi - lo) if hi > lo else 1.0
-        else:
-            b = 0.0
-        if not sem:
-            rel = a
-        elif not lex:
-            rel = b
-        else:
-            rel = LEX_SHARE * a + (1.0 - LEX_SHARE) * b
-        out[i] = (rel, a, b)
-    return out
+        if a > 0:
+            a_of[i] = a
+    b_of = {i: (c - bg) / (1.0 - bg) for i, c in sem.items() if c > bg and bg < 1.0}
+    w = min(1.0, max(0.0, semantic_weight))
+    if not sem:
+        return {i: (a, a, 0.0) for i, a in a_of.items()}
+    if not lex:
+        return {i: (b, 0.0, b) for i, b in b_of.items()}
+    if blend == "rrf":
+        lr, sr = _ranks(a_of), _ranks(b_of)
+        for i in set(lr) | set(sr):
+            x = (1.0 - w) / (k + lr[i]) if i in lr else 0.0
+            y = w / (k + sr[i]) if i in sr else 0.0
+            out[i] = ((x + y) * (k + 1.0), a_of.get(i, 0.0), b_of.get(i, 0.0))
+        return out
+    if blend in ("minmax", "score"):
+        lo, hi = min(sem.values()), max(sem.values())
+        for i in set(a_of) | set(sem):
+            mm = (sem[i] - lo) / (hi - lo) if i in sem and hi > lo else (1.0 if i in sem else 0.0)
+            out[i] = ((1.0 - w) * a_of.get(i, 0.0) + w * mm, a_of.get(i, 0.0), b_of.get(i, 0.0))
+        return out
+    if blend == "adaptive":  # the semantic weight grows as full text's best coverage shrinks
+        best_cov = max((coverage.get(i, 1.0) for i in a_of), default=0.0)
+        w = 1.0 - (1.0 - w) * best_cov
+        blend = "margin"
+    if blend == "margin":
+        for i in set(a_of) | set(b_of):
+            out[i] = ((1.0 - w) * a_of.get(i, 0.0) + w * b_of.get(i, 0.0), a_of.get(i, 0.0), b_of.get(i, 0.0))
+        return out
+    raise FilterError(f"blend {blend!r}: expected margin, adaptive, rrf or minmax")
 
 
 def prior(row: dict, salience_weight: float, retired_weight: float) -> float:
@@ -378,7 +472,9 @@ def search(
     after=None,
     as_of=None,
     mode: str = "hybrid",
-    blend: str = "score",
+    blend: str | None = None,
+    hop_weight: float | None = None,
+    feedback_weight: float | None = None,
     salience_weight: float | None = None,
     retired_weight: float | None = None,
     refresh: bool = True,
@@ -409,6 +505,8 @@ def search(
     notice = ""
     used = "text"
     pending = 0
+    best_passage: dict[int, dict] = {}
+    cos_of: dict[int, float] = {}
     if not q:
         scored = _listing(idx, conds, limit, sw, rw)
         used = "filter"
@@ -423,7 +521,7 @@ def search(
             model = s.model_id
             try:
                 if s.available:
-                    sem = s.scores(idx, q, conds, n, filtered)
+                    sem, best_passage = s.scored_passages(idx, q, conds, n, filtered)
                     used = "hybrid" if mode == "hybrid" else "semantic"
             except VectorsUnavailable as exc:  # Chroma went away after it was opened
                 s.error = str(exc)
@@ -441,16 +539,30 @@ def search(
                 from geode.recall.vectors import spawn_background_embedder
 
                 spawn_background_embedder(settings)
+        cos_of = {i: best_passage[i]["cos"] for i in best_passage}
         rows = idx.notes_by_ids(set(lex) | set(sem))
         idf = term_idf(idx, terms, conds) if lex else {}
         cov = {i: _coverage(terms, rows[i], idf) for i in lex if i in rows}
-        fused = fuse(lex, sem, cov, blend)
+        fused = fuse(
+            lex,
+            sem,
+            cov,
+            blend or rc["blend"],
+            k=float(rc["rrf_k"]),
+            semantic_weight=float(rc["semantic_weight"]),
+        )
         scored = []
         for i, (rel, a, b) in fused.items():
-            if i not in rows:
+            if i not in rows or rel <= 0:
                 continue
             scored.append((rel * prior(rows[i], sw, rw), rows[i], a, b))
         scored.sort(key=lambda t: (-t[0], t[1]["path"]))
+        hw = float(rc["hop_weight"] if hop_weight is None else hop_weight)
+        if used == "hybrid":  # both sides answered: text and semantic modes stay one side each
+            scored = neighbour_stage(idx, settings, scored, int(rc["hop_anchors"]), hw)
+            fw = float(rc["feedback_weight"] if feedback_weight is None else feedback_weight)
+            if fw > 0 and scored:
+                scored = feedback_stage(idx, s, q, terms, conds, n, filtered, scored, best_passage, fw)
         total = len(scored)
         scored = scored[:limit]
     if not q:
@@ -460,7 +572,12 @@ def search(
     chained: set[int] | None = None
     results = []
     for score, row, a, b in scored:
-        snip, line = snippet_and_line(row, obs.get(row["id"], []), terms)
+        snip, line = "", None
+        bp = best_passage.get(row["id"])
+        if bp is not None and (b or 0) >= (a or 0):  # found by meaning first: its best passage
+            snip, line = passage_snippet(row, bp, terms)
+        if not snip:
+            snip, line = snippet_and_line(row, obs.get(row["id"], []), terms)
         hit = {
             "address": address(row["domain"], row["permalink"]),
             "domain": row["domain"],
@@ -473,6 +590,7 @@ def search(
             "type": row["type"] or None,
             "lexical": round(float(a), 4) if a is not None else None,
             "semantic": round(float(b), 4) if b is not None else None,
+            "cosine": round(float(cos_of[row["id"]]), 4) if row["id"] in cos_of else None,
         }
         if chain:
             if chained is None:
@@ -555,3 +673,96 @@ def _listing(idx: RecallIndex, conds: list, limit: int, sw: float, rw: float):
     scored = [(prior(r, sw, rw), r, None, None) for r in rows]
     scored.sort(key=lambda t: (-t[0], -t[1]["mtime_ns"], t[1]["path"]))
     return scored[:limit], total
+
+
+# -- the second stage: neighbours of the top hits ------------------------------------------------
+def neighbours(idx: RecallIndex, settings, anchor: dict, max_tag_df: int = RARE_TAG_DF) -> dict[int, float]:
+    """note id -> edge strength (0..1) of ``anchor``'s neighbours: its links and backlinks as
+    ``build_context`` weighs them (typed 1.0, prose 0.5, depth 1), and notes sharing a rare tag
+    with it (an entity: a tag held by at most ``max_tag_df`` notes; each such tag adds
+    1 / (holders - 1), so a tag shared by two notes ties them as a typed link does)."""
+    from geode.recall.context import build_context, find_note
+    from geode.recall.index_tables import tags_t
+
+    out: dict[int, float] = {}
+    ctx = build_context(
+        settings, address(anchor["domain"], anchor["permalink"]), depth=1, max_related=20, index=idx, refresh=False
+    )
+    for r in ctx["related"]:
+        hit = find_note(idx, r["domain"], r["path"])
+        if hit is not None:
+            out[hit["id"]] = out.get(hit["id"], 0.0) + float(r["score"])
+    with idx.reader.connect() as conn:
+        mine = conn.execute(select(tags_t.c.tag).where(tags_t.c.note_id == anchor["id"])).scalars().all()
+        if mine:
+            holders = conn.execute(
+                select(tags_t.c.tag, tags_t.c.note_id).where(tags_t.c.tag.in_(sorted(set(mine))))
+            ).all()
+            by_tag: dict[str, list[int]] = {}
+            for t, nid in holders:
+                by_tag.setdefault(t, []).append(int(nid))
+            for ids in by_tag.values():
+                if 2 <= len(ids) <= max_tag_df:
+                    for nid in ids:
+                        if nid != anchor["id"]:
+                            out[nid] = out.get(nid, 0.0) + 1.0 / (len(ids) - 1)
+    out.pop(anchor["id"], None)
+    return {i: min(1.0, w) for i, w in out.items()}
+
+
+def neighbour_stage(idx: RecallIndex, settings, scored: list, anchors: int, weight: float) -> list:
+    """Lift the strongest neighbours of the top ``anchors`` hits: a hit that is a neighbour of
+    an anchor gains ``score x weight x edge strength x anchor's score / top score`` (summed over
+    anchors). Multiplicative on purpose: only a note the two sides found (some signal of its own)
+    is lifted, so a linked note that has nothing to do with the question never enters the list,
+    and a second note of a two-note answer moves up toward the first."""
+    if weight <= 0 or anchors <= 0 or not scored:
+        return scored
+    top = scored[0][0]
+    if top <= 0:
+        return scored
+    lift: dict[int, float] = {}
+    for score, row, _a, _b in scored[:anchors]:
+        for nid, w in neighbours(idx, settings, row).items():
+            lift[nid] = lift.get(nid, 0.0) + weight * w * score / top
+    if not lift:
+        return scored
+    out = [(s * (1.0 + lift.get(row["id"], 0.0)), row, a, b) for s, row, a, b in scored]
+    out.sort(key=lambda t: (-t[0], t[1]["path"]))
+    return out
+
+
+def feedback_stage(
+    idx: RecallIndex,
+    sem_side,
+    q: str,
+    terms: list[str],
+    conds: list,
+    n: int,
+    filtered: bool,
+    scored: list,
+    best_passage: dict,
+    weight: float,
+) -> list:
+    """A second semantic query for answers that span notes: the question plus the line of the
+    top hit that answers it (its best passage's line holding most query words) is embedded and
+    searched again, and every other hit gains ``weight x`` its margin in that second search
+    (relative to the best): "the intern who started in May" finds "Leonie ... started this May",
+    and the question with that line finds "Leonie built the dashboard". Multiplicative, as the
+    neighbour stage: only notes found by the first search move."""
+    top_row = scored[0][1]
+    bp = best_passage.get(top_row["id"])
+    if bp is None:
+        return scored
+    line, _n = passage_snippet(top_row, bp, terms, width=400)
+    if not line:
+        return scored
+    sem2, _bp2 = sem_side.scored_passages(idx, f"{q}\n{line}", conds, n, filtered)
+    bg = background(list(sem2.values()))
+    margin = {i: c - bg for i, c in sem2.items() if c > bg and i != top_row["id"]}
+    best = max(margin.values(), default=0.0)
+    if best <= 0:
+        return scored
+    rest = [(sc * (1.0 + weight * margin.get(r["id"], 0.0) / best), r, a, b) for sc, r, a, b in scored[1:]]
+    rest.sort(key=lambda t: (-t[0], t[1]["path"]))
+    return [scored[0]] + rest  # the hit the second query came from stays first

@@ -5,8 +5,12 @@ named by the pointer file ``GEODE_HOME/index/chroma.current``), or a Chroma serv
 ``[recall] chroma_url = "http://host:8000"`` is set (``GEODE_CHROMA_URL`` overrides).
 
 One collection per embedding model (``geode-<model>-<dim>``, ``hnsw:space = cosine``), so vectors
-of two models never mix; each vector's metadata records ``model``, ``dim``, ``domain``, ``path``
-and the hash of the text it was made from. Vector ids are ``domain:path``.
+of two models never mix. A note is embedded as passages (``geode.recall.passages``): one vector
+per passage, id ``domain:path#n``, metadata ``model``, ``dim``, ``domain``, ``path``, ``passage``
+(n), ``line_start``/``line_end`` (file lines) and ``text_hash`` (sha256 of the passage's embedded
+text). Re-embedding a changed note embeds only the passages whose hash is new: the others keep
+their vectors (looked up by hash among the note's stored passages), passages past the new count
+and a pre-passage ``domain:path`` vector are deleted.
 
 One writer: a process writes only while it holds ``GEODE_HOME/index/chroma.lock`` (``flock``,
 released when the process dies); readers open the client and only query. ``--wipe`` builds into
@@ -71,7 +75,22 @@ def collection_name(model_id: str, dim: int) -> str:
 
 
 def vector_id(domain: str, path: str) -> str:
+    """A note's id in Chroma before passages (one vector per note); still read, never written."""
     return f"{domain}:{path}"
+
+
+def passage_id(domain: str, path: str, n: int) -> str:
+    """Passage ``n`` of a note: ``domain:path#n``."""
+    return f"{domain}:{path}#{int(n)}"
+
+
+def note_of(vid: str) -> tuple[str, str, int]:
+    """(domain, path, passage number) of a vector id (a note-level id of old: passage 0)."""
+    d, rest = vid.split(":", 1)
+    path, sep, n = rest.rpartition("#")
+    if sep and n.isdigit():
+        return d, path, int(n)
+    return d, rest, 0
 
 
 def chroma_url(settings) -> str | None:
@@ -274,14 +293,31 @@ class VectorStore:
                 return out
             offset += 5000
 
-    def query(self, vec, n: int) -> list[tuple[str, float]]:
-        """Nearest ``n`` vectors as (id, cosine similarity), best first."""
+    def note_count(self) -> int:
+        """How many notes have vectors (a note is several passages: ``count`` counts passages)."""
+        try:
+            return len({note_of(i)[:2] for i in self.all_ids()})
+        except client_errors() as exc:
+            raise unavailable(self.settings, self.folder, exc) from exc
+
+    def query(self, vec, n: int, metas: bool = False) -> list:
+        """Nearest ``n`` vectors as (id, cosine similarity), best first; with ``metas``,
+        (id, cosine similarity, metadata)."""
         if self.col is None or n <= 0:
             return []
         try:  # no count() first: Chroma answers min(n, count) itself, and counting costs a round trip
-            r = self.col.query(query_embeddings=[[float(x) for x in vec]], n_results=n, include=["distances"])
+            r = self.col.query(
+                query_embeddings=[[float(x) for x in vec]],
+                n_results=n,
+                include=["distances", "metadatas"] if metas else ["distances"],
+            )
         except client_errors() as exc:
             raise unavailable(self.settings, self.folder, exc) from exc
+        if metas:
+            return [
+                (i, 1.0 - float(d), m or {})
+                for i, d, m in zip(r["ids"][0], r["distances"][0], r["metadatas"][0], strict=False)
+            ]
         return [(i, 1.0 - float(d)) for i, d in zip(r["ids"][0], r["distances"][0], strict=False)]
 
     def similarities(self, vec, ids: list[str]) -> dict[str, float]:
@@ -304,15 +340,109 @@ class VectorStore:
             out.update({i: float(s) for i, s in zip(got["ids"], sims, strict=False)})
         return out
 
+    def passage_similarities(self, vec, paths: list[str]) -> list[tuple[str, float, dict]]:
+        """Exact cosine similarity of ``vec`` with every stored passage of the notes at ``paths``
+        (any domain: the caller keeps those it asked for), as (id, similarity, metadata)."""
+        import numpy as np
+
+        if self.col is None or not paths:
+            return []
+        out: list[tuple[str, float, dict]] = []
+        q = np.asarray(vec, dtype=np.float32)
+        for start in range(0, len(paths), 500):
+            try:
+                got = self.col.get(
+                    where={"path": {"$in": paths[start : start + 500]}}, include=["embeddings", "metadatas"]
+                )
+            except client_errors() as exc:
+                raise unavailable(self.settings, self.folder, exc) from exc
+            if not len(got["ids"]):
+                continue
+            m = np.asarray(got["embeddings"], dtype=np.float32)
+            sims = m @ q / np.maximum(np.linalg.norm(m, axis=1), 1e-12)
+            out.extend((i, float(s), md or {}) for i, s, md in zip(got["ids"], sims, got["metadatas"], strict=False))
+        return out
+
 
 # -- embedding the pending notes -------------------------------------------------------------------
+def _stored_passages(vs: VectorStore, notes: list[tuple[str, str]]) -> dict[tuple[str, str], dict]:
+    """(domain, path) -> {"ids": [...], "by_hash": {text_hash: embedding}} of what is stored."""
+    out: dict[tuple[str, str], dict] = {k: {"ids": [], "by_hash": {}} for k in notes}
+    if vs.col is None or not notes:
+        return out
+    paths = sorted({p for _d, p in notes})
+    for start in range(0, len(paths), 200):
+        try:
+            got = vs.col.get(where={"path": {"$in": paths[start : start + 200]}}, include=["embeddings", "metadatas"])
+        except client_errors() as exc:
+            raise unavailable(vs.settings, vs.folder, exc) from exc
+        for i, vid in enumerate(got["ids"]):
+            d, p, _n = note_of(vid)
+            slot = out.get((d, p))
+            if slot is None:
+                continue
+            slot["ids"].append(vid)
+            h = (got["metadatas"][i] or {}).get("text_hash")
+            if h:
+                slot["by_hash"][h] = got["embeddings"][i]
+    return out
+
+
+def embed_rows(vs: VectorStore, emb, rows: list, reuse: bool = True) -> tuple[list[tuple[int, str]], int]:
+    """Embed the passages of ``rows`` (index rows) into ``vs``; returns ((note id, embed hash)
+    marks, passages embedded). With ``reuse``, a passage whose hash is stored for its note keeps
+    that vector and is not embedded again."""
+    from geode.recall.passages import passages_of
+
+    cuts = {(r.domain, r.path): passages_of(r) for r in rows}
+    stored = _stored_passages(vs, list(cuts)) if reuse else {}
+    vec_of: dict[str, object] = {}  # passage hash -> vector (None: to embed)
+    for key, ps in cuts.items():
+        have = stored.get(key, {}).get("by_hash", {})
+        for p in ps:
+            if vec_of.get(p.hash) is None:
+                vec_of[p.hash] = have.get(p.hash)
+    todo = [h for h, v in vec_of.items() if v is None]
+    text_of = {p.hash: p.embed_text for ps in cuts.values() for p in ps}
+    if todo:
+        vecs = emb.embed_passages([text_of[h] for h in todo])
+        for h, v in zip(todo, vecs, strict=True):
+            vec_of[h] = v
+    ids, vecs_out, metas = [], [], []
+    stale: list[str] = []
+    for (d, path), ps in cuts.items():
+        keep = set()
+        for p in ps:
+            vid = passage_id(d, path, p.n)
+            keep.add(vid)
+            ids.append(vid)
+            vecs_out.append(vec_of[p.hash])
+            metas.append(
+                {
+                    "domain": d,
+                    "path": path,
+                    "passage": p.n,
+                    "line_start": p.line_start,
+                    "line_end": p.line_end,
+                    "text_hash": p.hash,
+                }
+            )
+        stale.extend(v for v in stored.get((d, path), {}).get("ids", []) if v not in keep)
+    if ids:
+        vs.upsert(ids, vecs_out, metas)
+    vs.delete(stale)
+    return [(r.id, r.embed_text_hash) for r in rows], len(todo)
+
+
 def embed_pending(
     settings, limit: int | None = None, progress=None, embedder=None, wait_s: float = 0.0, batch: int = 32
 ) -> dict:
-    """Embed the notes whose vector is missing or stale, as the one writer. What the worker (and
-    ``geode reindex``) calls. Returns counts; ``{"locked": True}`` when another writer holds the lock."""
+    """Embed the notes whose vectors are missing or stale, as passages, under the writer lock.
+
+    ``geode serve`` calls this every few seconds; the detached ``python -m geode.recall.vectors``
+    and ``geode reindex`` call it too. Returns counts (``embedded``: notes, ``passages``: passages
+    actually embedded); ``{"locked": True}`` when another writer holds the lock."""
     from geode.recall.embed import get_embedder
-    from geode.recall.note_rows import passage_text_of
     from geode.recall.recall_index import RecallIndex
 
     lock = WriterLock(settings)
@@ -324,22 +454,20 @@ def embed_pending(
         rows = idx.pending(emb.model_id, limit)
         vs = VectorStore(settings, emb.model_id, emb.dim, write=True)
         done = 0
+        passages = 0
         t0 = time.perf_counter()
         for start in range(0, len(rows), batch):
             chunk = rows[start : start + batch]
-            vecs = emb.embed_passages([passage_text_of(r) for r in chunk])
-            vs.upsert(
-                [vector_id(r.domain, r.path) for r in chunk],
-                vecs,
-                [{"domain": r.domain, "path": r.path, "text_hash": r.embed_text_hash} for r in chunk],
-            )
-            idx.mark_embedded([(r.id, r.embed_text_hash) for r in chunk], emb.model_id)
+            marks, n = embed_rows(vs, emb, chunk, reuse=True)
+            idx.mark_embedded(marks, emb.model_id)
             done += len(chunk)
+            passages += n
             if progress is not None:
                 progress(done, len(rows))
         secs = time.perf_counter() - t0
         return {
             "embedded": done,
+            "passages": passages,
             "locked": False,
             "seconds": round(secs, 3),
             "model": emb.model_id,
@@ -365,8 +493,8 @@ def prune(settings, embedder=None) -> int:
         vs = VectorStore(settings, emb.model_id, emb.dim, write=True)
         idx = RecallIndex(settings)
         with idx.reader.connect() as conn:
-            live = {vector_id(d, p) for d, p in conn.execute(select(notes_t.c.domain, notes_t.c.path)).all()}
-        stale = [i for i in vs.all_ids() if i not in live]
+            live = set(conn.execute(select(notes_t.c.domain, notes_t.c.path)).all())
+        stale = [i for i in vs.all_ids() if note_of(i)[:2] not in live]
         for start in range(0, len(stale), 5000):
             vs.delete(stale[start : start + 5000])
         return len(stale)
@@ -380,7 +508,6 @@ def rebuild(settings, progress=None, embedder=None, wait_s: float = 600.0) -> di
     The live folder keeps answering until the switch; an interrupted rebuild leaves an orphan
     folder (removed by the next rebuild) and the previous index in use."""
     from geode.recall.embed import get_embedder
-    from geode.recall.note_rows import passage_text_of
     from geode.recall.recall_index import RecallIndex
 
     lock = WriterLock(settings)
@@ -412,13 +539,8 @@ def rebuild(settings, progress=None, embedder=None, wait_s: float = 600.0) -> di
         marks: list[tuple[int, str]] = []
         for start in range(0, len(rows), 32):
             chunk = rows[start : start + 32]
-            vecs = emb.embed_passages([passage_text_of(r) for r in chunk])
-            vs.upsert(
-                [vector_id(r.domain, r.path) for r in chunk],
-                vecs,
-                [{"domain": r.domain, "path": r.path, "text_hash": r.embed_text_hash} for r in chunk],
-            )
-            marks.extend((r.id, r.embed_text_hash) for r in chunk)
+            got, _n = embed_rows(vs, emb, chunk, reuse=False)
+            marks.extend(got)
             done += len(chunk)
             if progress is not None:
                 progress(done, len(rows))
