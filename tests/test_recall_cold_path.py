@@ -121,11 +121,22 @@ def test_the_lite_reader_answers_as_the_full_chroma_client(tmp_path, model):
             vs = VectorStore(settings, model.model_id, model.dim)
             kind = type(vs._client).__name__
             ids = [i for i, _s in vs.query(qv, 5)]
-            answers.append((kind, vs.count(), vs.query(qv, 5), vs.similarities(qv, ids), sorted(vs.all_ids())))
+            answers.append(
+                (
+                    kind,
+                    vs.count(),
+                    vs.query(qv, 5),
+                    vs.similarities(qv, ids),
+                    sorted(vs.all_ids()),
+                    vs.query(qv, 5, metas=True),  # the passages' note, number and line span
+                    vs.passage_similarities(qv, ["ops/disk.md"]),  # a where-filtered get
+                )
+            )
         full, lite_ = answers
         assert full[0] != "LiteClient" and lite_[0] == "LiteClient"
         assert full[1:] == lite_[1:] and full[1] == len(NOTES)
-        assert full[2][0][0] == f"{settings.default_domain}:ops/disk.md"
+        assert full[2][0][0] == f"{settings.default_domain}:ops/disk.md#0"  # a short note: one passage
+        assert full[5][0][2].get("path") == "ops/disk.md" and full[6]
         # a model with no vectors yet: "none yet", not an error, from both
         assert not VectorStore(settings, "other-model", 8).available
     finally:
@@ -152,7 +163,13 @@ def test_a_search_that_finds_no_serve_starts_one_and_the_next_search_is_served(t
         assert os.path.exists(sock), (Path(settings.home) / "serve.log").read_text()[-3000:]
         second = json.loads(geode(env, "search", "API token expires", "--json").stdout)
         assert second["via"] == "serve" and second["results"][0]["path"] == "ops/tokens.md"
-        assert [h["path"] for h in second["results"]] == [h["path"] for h in first["results"]]
+        # the same leading answer (the first search's ledger row may move a weak note's salience
+        # prior, and a note at the query's background cosine may fall either side of the cut)
+        brief = lambda r: [(h["path"], h["score"], h["semantic"]) for h in r["results"]]  # noqa: E731
+        assert [h["path"] for h in second["results"][:2]] == [h["path"] for h in first["results"][:2]], (
+            brief(first),
+            brief(second),
+        )
         # one serve per home: another start is refused while it runs
         from geode.cli.serve_cmds import serve_running, start_on_demand
 

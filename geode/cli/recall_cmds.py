@@ -328,7 +328,12 @@ def register(sub, common) -> None:
         default="hybrid",
         help="hybrid (default): words and meaning; text: words only; semantic: meaning only",
     )
-    s.add_argument("--blend", choices=["score", "rrf"], default="score", help=argparse_suppress())
+    s.add_argument(
+        "--blend",
+        choices=["margin", "adaptive", "rrf", "minmax", "score"],
+        default=None,
+        help="how hybrid fuses full text and meaning (default: [recall] blend, margin; docs/RECALL.md)",
+    )
     s.add_argument("--queries", metavar="FILE", help="one query per line; one JSON object per line with --json")
     s.add_argument("--no-refresh", action="store_true", help="do not look for changed files first")
     s.add_argument(
@@ -359,9 +364,3 @@ def register(sub, common) -> None:
 
     index_cmds.register(sub, common)
     serve_cmds.register(sub, common)
-
-
-def argparse_suppress():
-    import argparse
-
-    return argparse.SUPPRESS

@@ -54,9 +54,9 @@ def search_kwargs(params) -> dict:
     mode = params.get("mode") or "hybrid"
     if mode not in ("hybrid", "text", "semantic"):
         raise StoreError(f"mode {mode!r}: expected hybrid, text or semantic")
-    blend = params.get("blend") or "score"
-    if blend not in ("score", "rrf"):
-        raise StoreError(f"blend {blend!r}: expected score or rrf")
+    blend = params.get("blend") or None  # None: the configured [recall] blend
+    if blend is not None and blend not in ("margin", "adaptive", "rrf", "minmax", "score"):
+        raise StoreError(f"blend {blend!r}: expected margin, adaptive, rrf or minmax")
     return dict(
         domain=_list(params, "domain") or None,
         type=_list(params, "type") or None,
