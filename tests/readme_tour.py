@@ -205,13 +205,19 @@ def problems_of(run: TourRun) -> list[str]:
 
 
 def seed_a_broken_link(env: dict, cwd: Path) -> None:
-    """A note whose link names a folder the linked note is not in: the starter set has nothing
-    for the agents to fix, and the tour approves a proposal (the Librarian's relink). Written
-    before the tour's ``geode reindex``, as a person adds notes and then reindexes."""
+    """A note whose wikilink names another note by an alias that note declares: the starter set
+    has nothing for the agents to fix, and the tour approves a proposal (the Librarian's relink
+    to ``[[release-notes-2026|Release notes]]``; a declared alias is evidence, a similar name is
+    not). Written before the tour's ``geode reindex``, as a person adds notes and then reindexes."""
     store = Path(env["GEODE_HOME"]) / "store"
     (store / "deploy-checklist.md").write_text(
         "---\ntitle: Deploy checklist\ntype: reference\n---\n"
-        "Before a deploy, read [the pipe note](notes/exit-code-through-a-pipe.md): a green tail is not a green build.\n",
+        "Before a deploy, read [[Release notes]]: a green tail is not a green build.\n",
+        encoding="utf-8",
+    )
+    (store / "release-notes-2026.md").write_text(
+        "---\ntitle: Release notes 2026\ntype: reference\naliases: [Release notes]\n---\n"
+        "What shipped this year, and the [[deploy-checklist]] each release followed.\n",
         encoding="utf-8",
     )
 

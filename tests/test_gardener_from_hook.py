@@ -32,6 +32,23 @@ def test_blocked_hunts_become_a_stub_with_the_hunted_term(tmp_path):
 
     settings = g.settings()
     engine = init_db(settings)
+    # the ledger opened 40 days ago (the Gardener files nothing from a ledger younger than its
+    # window): one blocked lookup with no command, which no rule reads
+    import time
+
+    from geode.delivery import ledger
+
+    old = ledger.new_event(
+        "blocked",
+        ts=time.time() - 40 * 86400,
+        session="first-session",
+        domain="main",
+        action="grep",
+        channel="guard",
+        term="grep",
+        detail={"tool": "Bash", "what": "grep"},
+    )
+    assert ledger.append(settings, [old]) == "db"
     report = run_agent(settings, engine, "night-test", "gardener")
     assert report.status == "ok", report.message
     stubs = [p for p in report.proposals if p["kind"] == "new_note"]

@@ -105,12 +105,14 @@ def test_tables_work_on_postgresql(tmp_path):
         engine = create_engine(url, connect_args={"options": f"-csearch_path={schema}"})
         from tests.upkeep_helpers import fixture_env
 
-        settings = fixture_env("plain_notes", tmp_path)[0].settings  # the records on PostgreSQL, not its geode.db
+        # a store with one proposal to file (the records on PostgreSQL, not its geode.db)
+        settings = fixture_env("cursor_rules", tmp_path)[0].settings
         ensure_tables(engine)
         r1 = run_agent(settings, engine, "pg-1", "librarian")
         r2 = run_agent(settings, engine, "pg-1", "librarian")
         assert r1.status == "ok" and r2.attempts == 1
-        assert len(r1.findings) == len(expected("plain_notes")["findings"])
+        assert len(r1.findings) == len(expected("cursor_rules")["findings"])
+        assert expected("cursor_rules")["proposals"] == 1
         assert [p["id"] for p in r2.proposals] == [p["id"] for p in r1.proposals] and len(r1.proposals) == 1
     finally:
         with admin.begin() as c:
