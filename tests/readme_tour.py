@@ -84,6 +84,9 @@ def tour_lines(readme: str | None = None) -> list[TourLine]:
 def _env(geode_home: Path, user: Path) -> dict:
     e = {k: v for k, v in os.environ.items() if not k.startswith("GEODE_")}
     e.update(GEODE_HOME=str(geode_home), HOME=str(user), PYTHONPATH=str(ROOT), COLUMNS="120")
+    # a fresh user's settings, but the `geode serve` a search starts on demand exits soon after the
+    # tour instead of half an hour later (the default), so no server outlives the test
+    e["GEODE_SERVE_IDLE_S"] = "15"
     e.pop("XDG_CONFIG_HOME", None)
     return e
 

@@ -69,7 +69,12 @@ def geode_cli(*args: str, env: dict, cwd: Path | None = None) -> subprocess.Comp
 
 # -- precedence ---------------------------------------------------------------------------------
 #: (text in the environment, the value it means, a different value for the file), per kind
-SAMPLES = {INT: ("111", 111, 222), FLOAT: ("0.25", 0.25, 0.5), STR: ("from-env", "from-env", "from-file")}
+SAMPLES = {
+    INT: ("111", 111, 222),
+    FLOAT: ("0.25", 0.25, 0.5),
+    STR: ("from-env", "from-env", "from-file"),
+    BOOL: ("off", False, True),  # the default is True: the environment's False must win over it
+}
 ENV_SETTINGS = sorted(config.env_vars().items())
 
 

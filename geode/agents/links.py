@@ -311,19 +311,27 @@ class StoreLinks:
         if self.flavour.name == "skills":
             bases.append(skill_root(note.path, self.files))
         bases.append("")
-        for b in bases:
-            rel = posixpath.normpath(posixpath.join(b, t)) if b else posixpath.normpath(t)
-            if not rel.startswith("..") and (rel in self.files or rel in self.dirs):
-                return Resolution("ok", rel)
-        full = os.path.normpath(os.path.join(self.root, base, t))
-        if os.path.exists(full):
-            return Resolution("ok", t, reason="outside the store")
-        if self.project_root and os.path.exists(os.path.join(self.project_root, t)):
-            return Resolution("ok", t, reason="in the project")
+        rels = [posixpath.normpath(posixpath.join(b, t)) if b else posixpath.normpath(t) for b in bases]
+        found = self._existing(rels, base, t)
+        if found is not None:
+            return found
         if self.flavour.name == "cursor" and not self.project_root:
             return Resolution("unchecked", t, reason="no workspace root found to check it against")
         where = "the skill's root" if self.flavour.name == "skills" else "the workspace"
         return Resolution("broken-mention", t, reason=f"no such file relative to the note's folder or {where}")
+
+    def _existing(self, rels: list[str], base: str, t: str) -> Resolution | None:
+        """``ok`` when a path resolves: one of ``rels`` (root-relative candidates) inside the
+        store, else ``t`` beside the note's folder on disk (outside the store), else in the
+        project root; None when it names nothing that exists."""
+        for rel in rels:
+            if not rel.startswith("..") and (rel in self.files or rel in self.dirs):
+                return Resolution("ok", rel)
+        if os.path.exists(os.path.normpath(os.path.join(self.root, base, t))):
+            return Resolution("ok", t, reason="outside the store")
+        if self.project_root and os.path.exists(os.path.join(self.project_root, t)):
+            return Resolution("ok", t, reason="in the project")
+        return None
 
     def _rel(self, note: Note, target: str) -> str | None:
         """The target relative to the store root (None when it leaves the store)."""
@@ -429,15 +437,9 @@ class StoreLinks:
         if not t.startswith(("./", "../")):
             rels.append(posixpath.normpath(t))
         rels.insert(0, posixpath.normpath(posixpath.join(base, t)) if base else posixpath.normpath(t))
-        for rel in rels:
-            if not rel.startswith("..") and (rel in self.files or rel in self.dirs):
-                return Resolution("ok", rel)
-        # outside the store: the note's folder on disk, then the project root
-        full = os.path.normpath(os.path.join(self.root, base, t))
-        if os.path.exists(full):
-            return Resolution("ok", t, reason="outside the store")
-        if self.project_root and os.path.exists(os.path.join(self.project_root, t)):
-            return Resolution("ok", t, reason="in the project")
+        found = self._existing(rels, base, t)
+        if found is not None:
+            return found
         is_note = t.lower().endswith(NOTE_SUFFIXES)
         first = t.split("/", 1)[0]
         anchored = t.startswith(("./", "../")) or is_note or "/" not in t

@@ -19,7 +19,6 @@ started, how many notes waited) and ``GEODE_HOME/vectors-build.log`` (the embedd
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -29,16 +28,6 @@ from pathlib import Path
 STAMP_FILE = "vectors-build.json"
 #: The background embedder's stderr (a model that cannot load says so here).
 LOG_FILE = "vectors-build.log"
-
-# The launcher: starts the embedder in a new session with its output in the log, prints its pid,
-# and exits, so that the embedder is nobody's child but init's.
-_LAUNCHER = (
-    "import subprocess, sys\n"
-    "log = open(sys.argv[1], 'wb')  # this build's output only\n"
-    "p = subprocess.Popen(sys.argv[2:], stdin=subprocess.DEVNULL, stdout=log, stderr=log,\n"
-    "                     start_new_session=True, close_fds=True)\n"
-    "print(p.pid)\n"
-)
 
 
 def notes_without_vectors(settings, model_id: str | None = None) -> tuple[int, int]:
@@ -77,21 +66,14 @@ def start_vector_build(settings) -> dict:
         return {"state": "not-started", "why": f"{type(exc).__name__}: {exc}"}
     if missing == 0:
         return {"state": "done", "notes": total, "waiting": 0}
+    if not settings.recall.get("background_build", True):
+        return {"state": "not-started", "why": "[recall] background_build is off: `geode reindex` embeds them"}
     home = Path(settings.home)
     args = [sys.executable, "-m", "geode.recall.vectors", "--home", str(home)]
     if settings.one_off_store:
         args += ["--store", next(iter(settings.domains.values()))]
     try:
-        home.mkdir(parents=True, exist_ok=True)
-        r = subprocess.run(
-            [sys.executable, "-I", "-S", "-c", _LAUNCHER, str(home / LOG_FILE), *args],  # stdlib only: quick
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env={**os.environ, "PYTHONPATH": _pythonpath()},
-        )
-        pid = int(r.stdout.strip())
+        pid = vectors.launch_detached(args, str(home / LOG_FILE))  # a launcher's grandchild: no zombie
     except (OSError, ValueError, subprocess.SubprocessError) as exc:
         return {"state": "not-started", "why": f"{type(exc).__name__}: {exc}"}
     stamp = {"started_at": time.time(), "pid": pid, "notes": total, "waiting": missing}
@@ -100,13 +82,6 @@ def start_vector_build(settings) -> dict:
     except OSError:
         pass  # the build runs anyway; doctor then sees it only through the writer lock
     return {"state": "started", **stamp}
-
-
-def _pythonpath() -> str:
-    """The embedder imports this very geode (a source checkout run with PYTHONPATH, or the install)."""
-    here = str(Path(__file__).resolve().parent.parent.parent)
-    rest = os.environ.get("PYTHONPATH", "")
-    return here + (os.pathsep + rest if rest else "")
 
 
 def last_build(home: str) -> dict | None:

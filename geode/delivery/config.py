@@ -110,6 +110,9 @@ SCHEMA: dict = {
         # a `geode search` that finds no `geode serve` starts one, which exits after this many
         # seconds without a request; 0: never start one on demand
         "serve_idle_s": (INT, 1800, "GEODE_SERVE_IDLE_S"),
+        # init, run, reindex --no-wait and a search that finds notes without vectors start a
+        # detached embedder; false: they leave the vectors to `geode reindex` (or the workers)
+        "background_build": (BOOL, True, "GEODE_BACKGROUND_BUILD"),
         # the hybrid blend and the neighbour stage (docs/RECALL.md says how they were chosen)
         "blend": (STR, "margin", None),  # margin, adaptive, rrf or minmax
         "rrf_k": (FLOAT, 60.0, None),
@@ -433,7 +436,21 @@ def where(cfg_path: str, keypath: tuple) -> str:
 
 
 # -- resolving -------------------------------------------------------------------------------
-_ENV_KINDS = {INT: (int, "a whole number"), FLOAT: (float, "a number")}
+def _env_bool(text: str) -> bool:
+    """A switch from the environment: 1/true/yes/on or 0/false/no/off (any case); else ValueError."""
+    t = text.lower()
+    if t in ("1", "true", "yes", "on"):
+        return True
+    if t in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(text)
+
+
+_ENV_KINDS = {
+    INT: (int, "a whole number"),
+    FLOAT: (float, "a number"),
+    BOOL: (_env_bool, "a switch (1, true, yes, on or 0, false, no, off)"),
+}
 
 
 def _from_env(var: str, text: str, kind: str):

@@ -202,6 +202,14 @@ def _as_lists(vectors) -> list[list[float]]:
     return np.asarray(vectors, dtype=np.float32).astype(np.float64).tolist()
 
 
+def _cosines(embeddings, q):
+    """Cosine of each stored vector with the query vector ``q`` (float32; a zero vector: 0)."""
+    import numpy as np
+
+    m = np.asarray(embeddings, dtype=np.float32)
+    return m @ q / np.maximum(np.linalg.norm(m, axis=1), 1e-12)
+
+
 class VectorStore:
     """Vectors of one model. ``write=True`` only inside a held ``WriterLock``."""
 
@@ -335,8 +343,7 @@ class VectorStore:
                 raise unavailable(self.settings, self.folder, exc) from exc
             if not len(got["ids"]):
                 continue
-            m = np.asarray(got["embeddings"], dtype=np.float32)
-            sims = m @ q / np.maximum(np.linalg.norm(m, axis=1), 1e-12)
+            sims = _cosines(got["embeddings"], q)
             out.update({i: float(s) for i, s in zip(got["ids"], sims, strict=False)})
         return out
 
@@ -358,8 +365,7 @@ class VectorStore:
                 raise unavailable(self.settings, self.folder, exc) from exc
             if not len(got["ids"]):
                 continue
-            m = np.asarray(got["embeddings"], dtype=np.float32)
-            sims = m @ q / np.maximum(np.linalg.norm(m, axis=1), 1e-12)
+            sims = _cosines(got["embeddings"], q)
             out.extend((i, float(s), md or {}) for i, s, md in zip(got["ids"], sims, got["metadatas"], strict=False))
         return out
 
@@ -571,21 +577,48 @@ def spawn_background_embedder(settings) -> bool:
 
     if broker_of(settings) and send_embed_task(settings):
         return True
+    if not settings.recall.get("background_build", True):
+        return False  # [recall] background_build = false: `geode reindex` embeds them
     args = [sys.executable, "-m", "geode.recall.vectors", "--home", settings.home]
     if settings.one_off_store:
         args += ["--store", next(iter(settings.domains.values()))]
     try:
-        subprocess.Popen(
-            args,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-            close_fds=True,
-        )
-    except OSError:
+        launch_detached(args, os.path.join(settings.home, "vectors-build.log"))
+    except (OSError, ValueError, subprocess.SubprocessError):
         return False
     return True
+
+
+# The launcher: starts the command in a new session with its output in the log, prints its pid,
+# and exits, so that the command is nobody's child but init's: a long-lived caller (geode web,
+# geode mcp, geode serve) never collects a zombie, and waiting for the launcher takes milliseconds.
+_LAUNCHER = (
+    "import subprocess, sys\n"
+    "log = open(sys.argv[1], 'wb')  # this run's output only\n"
+    "p = subprocess.Popen(sys.argv[2:], stdin=subprocess.DEVNULL, stdout=log, stderr=log,\n"
+    "                     start_new_session=True, close_fds=True)\n"
+    "print(p.pid)\n"
+)
+
+
+def launch_detached(args: list[str], log_path: str) -> int:
+    """Start ``args`` detached (a launcher's grandchild: no wait, no zombie) with its output in
+    ``log_path``; the pid. The launcher runs ``-I -S`` (stdlib only, about 0.1 s); the command
+    imports this very geode (``PYTHONPATH`` names the checkout this module came from)."""
+    import subprocess
+
+    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    rest = os.environ.get("PYTHONPATH", "")
+    os.makedirs(os.path.dirname(log_path) or ".", exist_ok=True)
+    r = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", _LAUNCHER, log_path, *args],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": here + (os.pathsep + rest if rest else "")},
+    )
+    return int(r.stdout.strip())
 
 
 def _main(argv: list[str]) -> int:
