@@ -446,7 +446,7 @@ def _env_bool(text: str) -> bool:
     raise ValueError(text)
 
 
-_ENV_KINDS = {
+_ENV_KINDS: dict[str, tuple] = {  # kind -> (converter, what a wrong value is not)
     INT: (int, "a whole number"),
     FLOAT: (float, "a number"),
     BOOL: (_env_bool, "a switch (1, true, yes, on or 0, false, no, off)"),
