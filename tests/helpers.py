@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from geode.delivery.install import hook_command
-from tests.stores import write
+from tests.stores import NO_BACKGROUND_BUILD, write
 
 REPO = Path(__file__).resolve().parents[1]
 ESSENCE_OPEN = "<!-- crystal:essence -->"
@@ -109,7 +109,7 @@ class Geode:
 
     # -- settings and records ---------------------------------------------------------
     def env(self, withhold: str | None = "0", **extra: str) -> dict:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("GEODE_")}
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GEODE_")} | NO_BACKGROUND_BUILD
         env["GEODE_HOME"] = str(self.home)
         if withhold is not None:
             env["GEODE_WITHHOLD_RATE"] = withhold

@@ -154,3 +154,9 @@ class GeodeEnv:
         if self._engine is not None:
             self._engine.dispose()
             self._engine = None
+
+
+#: The environment a test's own `geode` process gets back after the GEODE_ variables were
+#: stripped (a fresh user): no detached vector build outlives the test (tests/conftest.py says why;
+#: the tests of the background build itself leave it on).
+NO_BACKGROUND_BUILD = {"GEODE_BACKGROUND_BUILD": "0"}

@@ -27,7 +27,7 @@ import pytest
 
 from geode.agents import proposals as Q
 from geode.delivery.config import load_settings
-from tests.stores import write
+from tests.stores import NO_BACKGROUND_BUILD, write
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTES = 40
@@ -35,7 +35,7 @@ RUNS = int(os.environ.get("GEODE_SOAK_RUNS") or 20)  # CI: 20 races; bench/soak_
 
 
 def _env(home: Path) -> dict[str, str]:
-    e = {k: v for k, v in os.environ.items() if not k.startswith("GEODE_")}
+    e = {k: v for k, v in os.environ.items() if not k.startswith("GEODE_")} | NO_BACKGROUND_BUILD
     e.update({"GEODE_HOME": str(home), "PYTHONPATH": str(ROOT), "USER": "tester"})
     return e
 

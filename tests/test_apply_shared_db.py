@@ -27,7 +27,7 @@ from geode.cli.main import main
 from geode.delivery.config import load_settings
 from tests import archive_store
 from tests.conftest import PG_ADMIN
-from tests.stores import snapshot
+from tests.stores import NO_BACKGROUND_BUILD, snapshot
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = int(os.environ.get("GEODE_SOAK_RUNS") or 20)  # CI: 20 races; bench/soak_two_homes.sh: more
@@ -53,7 +53,7 @@ def _settings(home: Path, store: Path, url: str):
 
 
 def _start_pa(base: Path, store: Path, url: str, pid: int, gate: Path) -> subprocess.Popen:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GEODE_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GEODE_")} | NO_BACKGROUND_BUILD
     env.update(
         {
             "GEODE_HOME": str(base / "PA"),

@@ -28,7 +28,7 @@ import pytest
 from geode.agents import apply as A
 from geode.agents import proposals as Q
 from tests import archive_store
-from tests.stores import plain_settings, snapshot
+from tests.stores import NO_BACKGROUND_BUILD, plain_settings, snapshot
 from tests.test_apply import open_journals, status_of
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -148,7 +148,7 @@ def test_the_literal_repro_with_a_real_process_and_mv(world, tmp_path):
     s, engine, store, pid = world
     before = snapshot(store)
     (tmp_path / "home" / "geode.toml").write_text(f'[domains]\nmain = "{store}"\n')
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GEODE_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GEODE_")} | NO_BACKGROUND_BUILD
     env.update({"GEODE_HOME": str(tmp_path / "home"), "PYTHONPATH": str(ROOT), "GEODE_TEST_APPLY_PAUSE": "0.05"})
 
     def geode(*args: str, **kw) -> subprocess.Popen:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from geode.agents import contract
 from geode.delivery import store as S
-from tests.stores import plain_settings, write
+from tests.stores import NO_BACKGROUND_BUILD, plain_settings, write
 
 ROOT = Path(__file__).resolve().parent.parent
 NOBODY = 65534
@@ -29,7 +29,7 @@ def _note(root: Path, rel: str, i: int) -> None:
 
 
 def _geode(home: Path, *args: str, user: int | None) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GEODE_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GEODE_")} | NO_BACKGROUND_BUILD
     env.update({"GEODE_HOME": str(home), "PYTHONPATH": str(ROOT), "USER": "tester", "HOME": str(home)})
     prefix = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups"] if user is not None else []
     return subprocess.run(

@@ -10,12 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.stores import NO_BACKGROUND_BUILD
+
 ROOT = Path(__file__).resolve().parent.parent
 STARTER = sorted(p.name for p in (ROOT / "geode" / "delivery" / "starter").glob("*.md"))
 
 
 def geode(home: Path, *args: str, env: dict | None = None, check: bool = True) -> subprocess.CompletedProcess:
-    e = {k: v for k, v in os.environ.items() if not k.startswith("GEODE_")}
+    e = {k: v for k, v in os.environ.items() if not k.startswith("GEODE_")} | NO_BACKGROUND_BUILD
     e.update({"GEODE_HOME": str(home), "PYTHONPATH": str(ROOT)})
     e.update(env or {})
     r = subprocess.run([sys.executable, "-m", "geode", *args], capture_output=True, text=True, env=e, timeout=120)
@@ -157,7 +159,7 @@ def test_hooks_print_writes_nothing_and_install_runs_end_to_end(tmp_path):
         "tool_name": "Bash",
         "tool_input": {"command": "pytest -k slow | tail -3"},
     }
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GEODE_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GEODE_")} | NO_BACKGROUND_BUILD
     env["GEODE_WITHHOLD_RATE"] = "0"
     out = subprocess.run(
         ["/bin/sh", "-c", installed], input=json.dumps(event), capture_output=True, text=True, env=env, timeout=60

@@ -28,6 +28,7 @@ from geode.recall.embed import load_embedder
 from geode.recall.index_tables import dispose_engines
 from geode.recall.recall_index import RecallIndex
 from geode.recall.vectors import embed_pending
+from tests.stores import NO_BACKGROUND_BUILD
 
 ROOT = Path(__file__).resolve().parent.parent
 MCPMAIN = ROOT / "geode" / "mcp" / "main.py"
@@ -415,7 +416,7 @@ def test_http_transport_needs_the_token_and_an_allowed_host(indexed_home):
 
     port = _free_port()
     token = "t0ken-for-the-test"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GEODE_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GEODE_")} | NO_BACKGROUND_BUILD
     env.update({"GEODE_MCP_TOKEN": token, "PYTHONPATH": ""})
     proc = subprocess.Popen(
         [sys.executable, str(MCPMAIN), "--home", str(indexed_home), "--no-background", "--http", str(port)],

@@ -26,6 +26,7 @@ from sqlalchemy import inspect
 
 from geode.delivery import ledger, migrations, models
 from tests.conftest import PG_ADMIN
+from tests.stores import NO_BACKGROUND_BUILD
 from tests.stores import plain_settings as make_settings
 from tests.test_cli import geode
 
@@ -681,7 +682,7 @@ _RACER = textwrap.dedent("""
 def _race(settings, n: int = 4) -> list[str]:
     """``n`` processes, each with its engine made, start upgrading at the same moment."""
     go = Path(settings.home) / "go"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GEODE_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GEODE_")} | NO_BACKGROUND_BUILD
     env.update(GEODE_HOME=str(settings.home), PYTHONPATH=str(ROOT))
     if settings.database_url:
         env["GEODE_DATABASE_URL"] = str(settings.database_url)

@@ -28,7 +28,7 @@ from geode.agents.links import StoreLinks
 from geode.agents.proposals import FileChange, ProposalDraft
 from geode.agents.upkeep import run_agent, run_upkeep
 from geode.delivery.store import load_store
-from tests.stores import GeodeEnv
+from tests.stores import NO_BACKGROUND_BUILD, GeodeEnv
 from tests.upkeep_helpers import FIXTURES, fixture_env
 
 NOTE_SUFFIXES = (".md", ".mdc", ".markdown")
@@ -335,7 +335,7 @@ def test_the_evidence_fingerprint_changes_with_the_change_and_the_evidence():
 def _geode(*argv, home: Path, cwd: Path | None = None) -> subprocess.CompletedProcess:
     import os
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GEODE_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GEODE_")} | NO_BACKGROUND_BUILD
     env.update(GEODE_HOME=str(home), PYTHONPATH=str(Path(__file__).resolve().parent.parent))
     return subprocess.run(
         [sys.executable, "-m", "geode", *argv], capture_output=True, text=True, env=env, timeout=300, cwd=cwd

@@ -14,14 +14,14 @@ import pytest
 from geode.agents import changes as CH
 from geode.agents import proposals as Q
 from geode.delivery.config import load_settings
-from tests.stores import snapshot, write
+from tests.stores import NO_BACKGROUND_BUILD, snapshot, write
 from tests.test_apply import _crash_in_child, draft
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def geode(home: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    e = {k: v for k, v in os.environ.items() if not k.startswith("GEODE_")}
+    e = {k: v for k, v in os.environ.items() if not k.startswith("GEODE_")} | NO_BACKGROUND_BUILD
     e.update({"GEODE_HOME": str(home), "PYTHONPATH": str(ROOT), "USER": "tester"})
     e.update(env or {})
     return subprocess.run(

@@ -19,6 +19,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.stores import NO_BACKGROUND_BUILD
+
 REPO = Path(__file__).resolve().parents[1]
 NIGHT = "night-2026-03-14"
 EARLIER = "night-2026-03-13"
@@ -274,7 +276,7 @@ class Server:
     """``geode web --port 0 --no-open`` on a home; ``url`` (with the token), ``base``, ``token``."""
 
     def __init__(self, home: Path, *extra: str, env: dict | None = None, timeout: float = 60.0):
-        e = {k: v for k, v in os.environ.items() if not k.startswith("GEODE_")}
+        e = {k: v for k, v in os.environ.items() if not k.startswith("GEODE_")} | NO_BACKGROUND_BUILD
         e.update({"GEODE_HOME": str(home), "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"})
         e.update(env or {})
         self.proc = subprocess.Popen(
