@@ -413,10 +413,12 @@ def test_subset_agrees_with_pyyaml(text):
 
 
 def test_the_grammar_reaches_every_outcome():
-    """Not green over nothing: the generated documents are read, declined, rejected and warned."""
+    """Not green over nothing: the generated documents are read, declined, rejected and warned.
+    Derandomized (a fixed sequence of 400 documents): with random draws of 200 a lenient one was
+    sometimes missing, a flake that said nothing about the reader."""
     seen: dict[str, int] = {}
 
-    @settings(max_examples=200, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=400, deadline=None, database=None, derandomize=True, suppress_health_check=list(HealthCheck))
     @given(documents())
     def run(text):
         outcome = check(text)
