@@ -346,3 +346,15 @@ def test_the_queue_and_store_queries_on_postgresql(tmp_path):
         dispose_engines()
         with psycopg.connect(admin, autocommit=True, connect_timeout=5) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def test_the_page_reads_wikilinks_with_the_upkeep_reader():
+    """One wikilink rule (geode.delivery.mdread): an escaped pipe in a table cell separates the
+    alias as upkeep reads it, and an undefined reference stays text."""
+    from geode.web.render import NoteRenderer
+
+    html = NoteRenderer([{"target": "Sorting", "resolved": True, "address": "geode://main/sorting"}]).md.render(
+        "See [[Sorting\\|Sort]] and [x][nope].\n"
+    )
+    assert 'title="geode://main/sorting">Sort</a>' in html
+    assert "[x][nope]" in html and "Sorting\\" not in html

@@ -104,7 +104,10 @@ def _next_close(state: Any, start: int) -> int:
     return found
 
 
-def _wikilink_rule(state: Any, silent: bool) -> bool:
+def wikilink_rule(state: Any, silent: bool) -> bool:
+    """Inline rule: ``[[target#anchor|alias]]`` / ``![[embed]]`` -> a ``wikilink`` token (content:
+    what is inside the brackets; meta ``embed``). Bounded search for ``]]``: linear on any line.
+    The web page's renderer uses it too, so the page links what upkeep reads."""
     src, pos = state.src, state.pos
     if src.startswith("![[", pos):
         embed, start = True, pos + 3
@@ -192,8 +195,8 @@ def _make_link_rule(original: Any, image: bool) -> Any:
     return rule
 
 
-def _wikilink_plugin(md: Any) -> None:
-    md.inline.ruler.before("link", "wikilink", _wikilink_rule)
+def wikilink_plugin(md: Any) -> None:
+    md.inline.ruler.before("link", "wikilink", wikilink_rule)
     for name, image in (("link", False), ("image", True)):
         original = next(r.fn for r in md.inline.ruler.__rules__ if r.name == name)
         md.inline.ruler.at(name, _make_link_rule(original, image))
@@ -204,7 +207,7 @@ def _parser() -> Any:
     from markdown_it import MarkdownIt
     from mdit_py_plugins.footnote import footnote_plugin
 
-    md = MarkdownIt("commonmark", {"html": True}).enable("table").use(footnote_plugin).use(_wikilink_plugin)
+    md = MarkdownIt("commonmark", {"html": True}).enable("table").use(footnote_plugin).use(wikilink_plugin)
     return md
 
 

@@ -11,42 +11,19 @@ way ``geode read`` does, and this module only looks the target up in what it ret
 
 from __future__ import annotations
 
-import re
 from urllib.parse import quote, unquote
 
 from markdown_it import MarkdownIt
 
+from geode.delivery.mdread import split_wiki, wikilink_rule
+
 ESSENCE_OPEN = "<!-- crystal:essence -->"
 ESSENCE_CLOSE = "<!-- /crystal:essence -->"
-_WIKI = re.compile(r"!?\[\[([^\]\n]+)\]\]")
 _EXTERNAL = ("http://", "https://", "mailto:", "ftp://", "tel:")
 
 
 def note_href(address: str) -> str:
     return "/note?a=" + quote(address, safe="")
-
-
-def _split(raw: str) -> tuple[str, str, str]:
-    """``Target#anchor|alias`` -> (target, alias, anchor), as the note parser splits it."""
-    alias = ""
-    if "|" in raw:
-        raw, alias = raw.split("|", 1)
-    anchor = ""
-    if "#" in raw:
-        raw, anchor = raw.split("#", 1)
-    return raw.strip(), alias.strip(), anchor.strip()
-
-
-def _wikilink_rule(state, silent: bool) -> bool:
-    """Inline rule: ``[[target]]``, ``[[target|alias]]``, ``![[embed]]`` -> a ``wikilink`` token."""
-    m = _WIKI.match(state.src, state.pos)
-    if m is None:
-        return False
-    if not silent:
-        tok = state.push("wikilink", "a", 0)
-        tok.meta = {"raw": m.group(1), "embed": m.group(0).startswith("!")}
-    state.pos = m.end()
-    return True
 
 
 def _escape(s: str) -> str:
@@ -64,7 +41,8 @@ class NoteRenderer:
             if t and (t not in self.targets or lk.get("resolved")):
                 self.targets[t] = lk.get("address") if lk.get("resolved") else None
         self.md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
-        self.md.inline.ruler.before("link", "wikilink", _wikilink_rule)
+        # the one wikilink rule (geode.delivery.mdread), so the page links what upkeep reads
+        self.md.inline.ruler.before("link", "wikilink", wikilink_rule)
         # markdown-it binds a render rule to its renderer (the first argument); ours close over self
         self.md.add_render_rule("wikilink", lambda _r, *a: self._render_wikilink(*a))
         self.md.add_render_rule("link_open", lambda _r, *a: self._render_link_open(*a))
@@ -78,9 +56,9 @@ class NoteRenderer:
         return False, None
 
     def _render_wikilink(self, tokens, idx, options, env) -> str:
-        meta = tokens[idx].meta
-        target, alias, anchor = _split(meta["raw"])
-        label = alias or meta["raw"].split("|", 1)[0]
+        raw = tokens[idx].content
+        target, anchor, alias = split_wiki(raw)  # the escaped pipe of a table separates too
+        label = alias or raw.replace("\\|", "|").split("|", 1)[0]
         if not target:  # [[#anchor]]: a heading of this note
             return f'<a class="link resolved" href="#{_escape(quote(anchor))}">{_escape(label)}</a>'
         _known, addr = self._lookup(target)
