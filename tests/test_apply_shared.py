@@ -106,8 +106,22 @@ def pristine(tmp_path_factory) -> Path:
             env=_env(base / name),
             timeout=300,
         )
-        assert r.returncode == 0, r.stdout + r.stderr
+        _upkeep_ok_but_vectors(r)
     return base
+
+
+def _upkeep_ok_but_vectors(r: subprocess.CompletedProcess) -> None:
+    """The Corrector ran and filed one edit per note; the one thing doctor may fail on is the
+    vectors, which this module never builds: embedding 8 MB of notes in each home (its background
+    build is off, NO_BACKGROUND_BUILD) would cost minutes and has nothing to do with the race.
+    Any other failing doctor check, or an agent that did not finish, fails the set-up."""
+    report = json.loads(r.stdout)
+    failed = [c["name"] for c in (report.get("doctor") or {}).get("failed", [])]
+    assert failed in ([], ["vectors"]), r.stdout + r.stderr
+    assert r.returncode == (1 if failed else 0), r.stdout + r.stderr
+    runs = report["runs"]
+    assert [x["status"] for x in runs] == ["ok"], r.stdout[:2000]
+    assert len(runs[0]["proposals"]) == NOTES, r.stdout[:2000]
 
 
 def _proposals(home: Path, store: Path) -> dict[int, dict]:
