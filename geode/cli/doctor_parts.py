@@ -159,6 +159,36 @@ VECTORS_BEHIND_NOTES = 20
 VECTORS_GRACE_S = 120.0
 
 
+def _construct(reason: str) -> str:
+    """The construct the hook's reader declined, out of the reader's or the lint's sentence."""
+    for prefix in ("frontmatter: ", "not in the hook's YAML subset: ", "read by the full YAML parser ("):
+        reason = reason.removeprefix(prefix)
+    return reason.split("); the hook", 1)[0]
+
+
+def hook_reader_check(unreadable: list[tuple[str, str, int, str, bool]], crystals: int) -> tuple[bool, dict, str]:
+    """Every crystal's frontmatter is one the hook's standard-library reader takes. A crystal
+    only the full YAML parser reads is delivered from the index geode built, but the hook drops
+    it the moment it changes (until the next geode command refreshes the index): a binding that
+    works until someone edits it. Fails naming each such crystal and its construct.
+
+    ``unreadable``: ``Index.hook_unreadable()`` after a refresh off the hook (which reads every
+    note the hook declined, so what is left unknown could not be read at all)."""
+    bad = [(d, p, line, reason) for d, p, line, reason, is_crystal in unreadable if is_crystal]
+    examined = {"crystals": crystals, "outside_hook_subset": len(bad)}
+    if not bad:
+        return True, examined, f"the hook reads the frontmatter of all {crystals} crystals"
+    named = "; ".join(f"{d}:{p}:{line} ({_construct(reason)})" for d, p, line, reason in bad[:10])
+    more = f" and {len(bad) - 10} more" if len(bad) > 10 else ""
+    return (
+        False,
+        examined,
+        f"{len(bad)} of {crystals} crystals have frontmatter the hook's reader declines: {named}{more}. "
+        "The hook drops such a crystal whenever it changes; rewrite it without anchors, aliases, tags "
+        "or explicit keys (`geode lint` names the line)",
+    )
+
+
 def vectors_far_behind(total: int, missing: int) -> bool:
     """More than 10 % of the notes and more than 20 notes have no vector."""
     return missing > VECTORS_BEHIND_NOTES and missing > VECTORS_BEHIND_SHARE * total

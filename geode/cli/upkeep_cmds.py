@@ -451,6 +451,8 @@ def doctor_checks(settings, skip_model: bool = False, project=None, home_dir=Non
                 + (f" and {len(unreadable) - 10} more" if len(unreadable) > 10 else "")
             )
         add(f"agent:{name}", ok, dict(rep.examined), msg)
+    from geode.cli import doctor_parts
+
     if not have:
         add("agents", False, {}, "no maintenance agent is installed")
     elif missing:
@@ -469,6 +471,7 @@ def doctor_checks(settings, skip_model: bool = False, project=None, home_dir=Non
             idx.ensure()
             idx.refresh()
             counts = idx.counts()
+            unreadable = idx.hook_unreadable()
         finally:
             idx.close()
         ok = counts["files"] == counted.notes
@@ -480,10 +483,9 @@ def doctor_checks(settings, skip_model: bool = False, project=None, home_dir=Non
             if ok
             else f"binding index holds {counts['files']} note files, the store {counted.notes}: run `geode reindex`",
         )
+        add("hook-reader", *doctor_parts.hook_reader_check(unreadable, counts["crystals"]))
     except (sqlite3.Error, OSError) as exc:
         add("index", False, {}, f"the binding index cannot be read or built: {type(exc).__name__}: {exc}")
-
-    from geode.cli import doctor_parts
 
     add("recall", *doctor_parts.recall_check(settings, counted.notes))
     vec = doctor_parts.vectors_check(settings, skip_model)

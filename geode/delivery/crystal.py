@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 from geode.delivery.errors import StoreError
-from geode.delivery.frontmatter import FrontmatterError, parse_frontmatter
+from geode.delivery.frontmatter import FrontmatterError, NotInSubset, parse_frontmatter
 
 try:  # the builtin module is cheap; hashlib's OpenSSL binding costs the hook ~2 ms
     from _sha256 import sha256 as _sha256
@@ -34,6 +34,11 @@ SKIP_DIRS = frozenset({".git", ".hg", ".svn", ".obsidian", ".trash", ".geode", "
 def content_hash(text: str) -> str:
     """sha256 of a delivered essence (the ledger's ``content_hash``; the index keeps it too)."""
     return _sha256(text.encode("utf-8")).hexdigest()
+
+
+OUTSIDE_HOOK_SUBSET = "outside-hook-subset"
+"""The code of a note whose frontmatter the hook's standard-library reader declines (the full
+parser reads it off the hook; ``frontmatter.FULL_PARSER``)."""
 
 
 class NoteError(StoreError, ValueError):
@@ -162,6 +167,8 @@ def parse_crystal_text(text: str, path: str) -> CrystalText:
     if fm_text is not None:
         try:
             parsed = parse_frontmatter(fm_text, fm_first)
+        except NotInSubset as exc:  # only where the full parser is off: the hook
+            raise NoteError(path, exc.line, OUTSIDE_HOOK_SUBSET, f"frontmatter: {exc.message}") from None
         except FrontmatterError as exc:
             raise NoteError(path, exc.line, "bad-frontmatter", f"frontmatter: {exc.message}") from None
         except RecursionError:

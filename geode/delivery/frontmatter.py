@@ -26,7 +26,8 @@ indentation indicators, directives and document markers, characters YAML forbids
 corners where it cannot be sure (a flow key that is a collection, a plain scalar spread over
 lines inside a flow collection). Off the hook, ``parse_frontmatter`` then reads the note with
 the full parser and adds an ``outside-hook-subset`` warning; the hook (``FULL_PARSER`` off)
-skips the note, never reads it wrong.
+skips the note, never reads it wrong, and the binding index remembers it, so the next refresh
+off the hook reads it in full (``Index.hook_unreadable``, doctor's ``hook-reader`` check).
 
 Leniency, each recorded as a warning rather than an error (strict YAML rejects these):
 - crystal-memory stores write ``match: | tail, |tail, | head``. Strict YAML reads the
@@ -916,9 +917,10 @@ def parse_frontmatter(text: str, first_line: int = 2) -> ParsedFrontmatter:
             (
                 exc.line,
                 "outside-hook-subset",
-                f"read by the full YAML parser ({reason}); the hook's standard-library reader skips this "
-                "note, so it is never delivered. Write it without anchors, aliases, tags or explicit keys "
-                "to have it delivered.",
+                f"read by the full YAML parser ({reason}); the hook's standard-library reader declines "
+                "it: a crystal like this is delivered from the index geode builds, but dropped by the hook "
+                "whenever the note changes, until a geode command refreshes the index (doctor's hook-reader "
+                "check fails). Write it without anchors, aliases, tags or explicit keys.",
             )
         )
         return out

@@ -33,11 +33,12 @@ import os
 import time
 import zlib
 
-from geode.delivery import fastjson
+from geode.delivery import fastjson, frontmatter
 from geode.delivery import match as _match
 from geode.delivery.binding import parse_binding
 from geode.delivery.crystal import (
     NOTE_SUFFIXES,
+    OUTSIDE_HOOK_SUBSET,
     SKIP_DIRS,
     NoteError,
     content_hash,
@@ -48,7 +49,7 @@ from geode.delivery.crystal import (
 )
 from geode.delivery.sqlite import sqlite3
 
-INDEX_VERSION = "8"
+INDEX_VERSION = "9"
 KEY_LEN = 4
 SEP = "\x1f"
 DIRTY_TTL_S = 600
@@ -68,6 +69,8 @@ CREATE INDEX IF NOT EXISTS grams_crystal ON grams(crystal);
 CREATE TABLE IF NOT EXISTS gramfreq(gram TEXT PRIMARY KEY, n INTEGER);
 CREATE TABLE IF NOT EXISTS termfreq(term TEXT PRIMARY KEY, n INTEGER);
 CREATE TABLE IF NOT EXISTS dirty(domain TEXT, path TEXT, since REAL, PRIMARY KEY(domain, path));
+CREATE TABLE IF NOT EXISTS subset_out(domain TEXT, path TEXT, line INTEGER, reason TEXT, crystal INTEGER,
+    PRIMARY KEY(domain, path));
 CREATE TABLE IF NOT EXISTS sess(session TEXT, kind TEXT, item TEXT, ts REAL, n INTEGER DEFAULT 0,
     PRIMARY KEY(session, kind, item));
 """
@@ -295,18 +298,26 @@ class Index:
     def _drop_file(self, domain: str, rel: str) -> None:
         c = self.conn
         c.execute("DELETE FROM files WHERE domain=? AND path=?", (domain, rel))
+        c.execute("DELETE FROM subset_out WHERE domain=? AND path=?", (domain, rel))
         self._forget_crystal(domain, rel)
 
     def _load_file(self, domain, root, rel, rel_dir, mtime_ns, size, counts=None, parsed=None):
         """(Re)index one file; returns the parsed crystal text or None."""
         c = self.conn
         c.execute("INSERT OR REPLACE INTO files VALUES(?,?,?,?,?)", (domain, rel, rel_dir, mtime_ns, size))
+        c.execute("DELETE FROM subset_out WHERE domain=? AND path=?", (domain, rel))
         self._forget_crystal(domain, rel)
         self.changed.append(f"{domain}:{rel}")
         if parsed is None:
             try:
                 parsed = parse_crystal_text(read_text(root, rel, self.settings.max_file_bytes), rel)
-            except NoteError:
+            except NoteError as exc:
+                if exc.code == OUTSIDE_HOOK_SUBSET:
+                    # the hook's reader declined it: remembered, so that the next refresh off the
+                    # hook reads it with the full parser (it is not changed again to be noticed)
+                    c.execute(
+                        "INSERT OR REPLACE INTO subset_out VALUES(?,?,?,?,NULL)", (domain, rel, exc.line, exc.message)
+                    )
                 if counts is not None:
                     counts["problems"] = counts.get("problems", 0) + 1
                 return None
@@ -316,6 +327,9 @@ class Index:
         b = parse_binding(crystal, parsed.fm_lines, self.settings.known_agents)
         if not b.deliver:
             return parsed
+        outside = [(line, msg) for line, code, msg in parsed.fm_warnings if code == OUTSIDE_HOOK_SUBSET]
+        if outside:  # read here by the full parser; the hook drops it the next time it changes
+            c.execute("INSERT OR REPLACE INTO subset_out VALUES(?,?,?,?,1)", (domain, rel, *outside[0]))
         name = parsed.frontmatter.get("name") or rel.rsplit("/", 1)[-1].rsplit(".", 1)[0]
         try:
             sal = float(parsed.frontmatter.get("salience", 0.5))
@@ -454,6 +468,17 @@ class Index:
                 cur = None
             if cur != (mtime, size):
                 suspects.append((domain, rel, cur))
+        if frontmatter.FULL_PARSER:  # off the hook: what the hook's reader declined is read in full now
+            known = {(d, p) for d, p, _cur in suspects}
+            for domain, rel in c.execute("SELECT domain, path FROM subset_out WHERE crystal IS NULL").fetchall():
+                root = self.settings.domains.get(domain)
+                if root is None or (domain, rel) in known:
+                    continue
+                try:
+                    st = os.stat(os.path.join(root, rel))
+                    suspects.append((domain, rel, (st.st_mtime_ns, st.st_size)))
+                except OSError:
+                    suspects.append((domain, rel, None))
         expired = [(d, p) for d, p, since in dirty if now - since > DIRTY_TTL_S]
         if not stale_dirs and not suspects and not expired:
             return 0
@@ -725,6 +750,18 @@ class Index:
         if not essence or content_hash(essence) != row.essence_hash:
             return None
         return essence
+
+    def hook_unreadable(self) -> list[tuple[str, str, int, str, bool]]:
+        """``(domain, path, line, reason, is_crystal)`` of the notes whose frontmatter the hook's
+        standard-library reader declines: crystals read here by the full parser (delivered from
+        this index until they change, then dropped by the hook until the next refresh off the
+        hook) and notes the hook declined that no refresh off the hook has read yet."""
+        return [
+            (d, p, int(line or 0), reason, bool(crystal))
+            for d, p, line, reason, crystal in self.conn.execute(
+                "SELECT domain, path, line, reason, crystal FROM subset_out ORDER BY domain, path"
+            )
+        ]
 
     def counts(self) -> dict:
         c = self.conn
