@@ -573,3 +573,36 @@ def test_retired_notes_and_notes_no_longer_in_force_are_not_marked(geode_env):
     r = run_agent(settings, engine, "r", "corrector")
     assert [p["paths"] for p in r.proposals] == [["live.md"]]
     assert r.examined["stale_checked"] == 1
+
+
+def test_a_value_with_a_colon_is_quoted_so_strict_yaml_reads_the_same_text(geode_env):
+    """``description: Deploy checklist: what to verify`` is read as text by geode's reader
+    (``unquoted-colon``) and rejected by strict YAML: one line, quoted."""
+    import yaml
+
+    before = b"---\nname: deploy\ndescription: Deploy checklist: what to verify\n---\n# Deploy\n\nBody.\n"
+    settings, engine, root = geode_env.files({"deploy.md": before})
+    run_agent(settings, engine, "r", "librarian")
+    report = run_agent(settings, engine, "r", "corrector")
+    assert report.status == "ok", report.message
+    (p,) = report.proposals
+    want = b'---\nname: deploy\ndescription: "Deploy checklist: what to verify"\n---\n# Deploy\n\nBody.\n'
+    assert after_bytes(engine, p["id"]) == want
+    with pytest.raises(yaml.YAMLError):
+        yaml.safe_load(before.decode().split("---")[1])
+    assert yaml.safe_load(want.decode().split("---")[1])["description"] == "Deploy checklist: what to verify"
+    approve_and_undo_exactly(settings, engine, root, p["id"])
+
+
+def test_a_colon_in_a_value_continued_over_lines_is_left_to_a_person(geode_env):
+    """Quoting the first line of a plain value continued on the next would end the value
+    early; no mechanical one-line edit says the same, so the note is not touched."""
+    before = b"---\nname: deploy\ndescription: Deploy checklist\n  for the release: what to verify\n---\n# Deploy\n"
+    settings, engine, root = geode_env.files({"deploy.md": before})
+    run_agent(settings, engine, "r", "librarian")
+    report = run_agent(settings, engine, "r", "corrector")
+    assert report.status == "ok", report.message
+    assert report.proposals == []
+    assert report.examined["findings_acted_on"] == 1, report.examined
+    assert report.examined["not_mechanical"] == 1, report.examined
+    assert (root / "deploy.md").read_bytes() == before

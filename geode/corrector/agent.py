@@ -11,7 +11,9 @@ it proposes, one ``edit`` proposal per file:
   rewrites in the same run) the fix is not proposed twice; it is listed as skipped.
 - **frontmatter that strict YAML rejects** (``frontmatter-not-yaml``), where the repair is
   mechanical: the value is quoted (``globs: **/*.py`` -> ``globs: "**/*.py"``,
-  ``match: | tail, |tail`` -> ``match: "| tail, |tail"``). The delivery core reads both leniently
+  ``match: | tail, |tail`` -> ``match: "| tail, |tail"``, ``description: Deploy: steps`` ->
+  ``description: "Deploy: steps"``; a value continued over lines is left to a person, since
+  quoting its first line would end it there). The delivery core reads these leniently
   and no agent before it flags the ``match: |`` form, so the Corrector takes those from the
   parser's own warnings (``lenient-block-indicator``) and records them as its own findings.
 - **notes past their freshness duty** (``stale``): the note gets one new frontmatter line,

@@ -20,7 +20,7 @@ from geode.delivery.crystal import RETIRED_STATUSES
 from geode.delivery.dates import DateError, ValidityWindow, optional_date
 
 #: frontmatter read leniently that strict YAML rejects, repaired by quoting the value
-QUOTABLE = ("unquoted-special", "reserved-indicator", "lenient-block-indicator")
+QUOTABLE = ("unquoted-special", "reserved-indicator", "lenient-block-indicator", "unquoted-colon")
 AWAITING_REVIEW = "awaiting-review"
 REVIEW_KEY = "review_due"
 

@@ -27,7 +27,7 @@ from geode.delivery.lint import lint_note
 #: ``essence-over-budget`` fires (cut), so it is not one of them
 _FIRES_CUT = {"essence-over-budget"}
 #: frontmatter read leniently that strict YAML readers reject
-_NOT_YAML = {"unquoted-special", "reserved-indicator"}
+_NOT_YAML = {"unquoted-special", "reserved-indicator", "unquoted-colon"}
 #: frontmatter keys that attach a note without links (Cursor rules, skills, crystals)
 _ATTACHED_KEYS = ("crystal", "globs", "alwaysApply", "trigger")
 ENTRY_STEMS = {"skill", "agents", "claude", "changelog", "contributing", "license"}
