@@ -117,3 +117,29 @@ def test_an_alias_never_steers_a_path_rewrite(tmp_path):
 
     plus = [ln for ln in queue_review.diff(engine, prop["id"]).splitlines() if ln.startswith("+See")]
     assert plus == ["+See [old](../../old-name.md) and [[target|old-name]]. Up: [notes](../../README.md)"]
+
+
+def test_a_dendron_vault_without_its_workspace_file_is_still_read_as_dendron(tmp_path):
+    """Copied out of its workspace (no dendron.yml), the vault's ``dendron://`` links and note
+    references still resolve: detected from Dendron's own frontmatter and dotted names."""
+    exp = json.loads((FLAVOURS / "dendron" / "EXPECTED.json").read_text(encoding="utf-8"))
+    settings, engine, root = flavour_store("dendron", tmp_path)
+    (root / "dendron.yml").unlink()
+    report = run_agent(settings, engine, "r", "librarian")
+    assert report.status == "ok", report.message
+    assert ": dendron (no dendron.yml, but " in report.message, report.message
+    assert sorted([f.kind, f.path, f.line, f.target] for f in report.findings) == sorted(exp["findings"])
+    assert report.examined["resolved"] == exp["resolved"]
+
+
+def test_a_store_with_a_few_dotted_names_and_titles_stays_plain(tmp_path):
+    from geode.agents.flavour import detect
+    from geode.delivery.note import parse_note
+
+    texts = {
+        "v1.2-release.md": "---\ntitle: Release\n---\n# R\n",
+        "notes.md": "---\nid: 1\ntitle: Notes\n---\n# N\n",
+        "setup.md": "---\ntitle: Setup\n---\n# S\n",
+    }
+    notes = [parse_note(t, p) for p, t in texts.items()]
+    assert detect(str(tmp_path), notes, set(texts)).name == "plain"

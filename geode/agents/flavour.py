@@ -6,8 +6,10 @@ Detection looks only at files the tool itself writes or requires: ``.obsidian/``
 ``dendron.yml`` (Dendron, at the store or its workspace above), ``mkdocs.yml`` (mkdocs, at the
 store or up to two folders above: ``docs/`` under the project), ``book.toml`` or ``SUMMARY.md``
 (mdBook), ``.mdc`` rules (Cursor), ``SKILL.md`` (Claude skills), and notes whose frontmatter
-carries ``permalink`` with typed relations in the body (basic-memory). Anything else is plain
-markdown. ``[upkeep] flavour`` in the configuration overrides it.
+carries ``permalink`` with typed relations in the body (basic-memory). A vault copied out of its
+Dendron workspace (no ``dendron.yml``) is still Dendron when half its notes carry Dendron's ``id``
+and ``title`` and half have dotted names, the hierarchy the Cleaner's caps also read. Anything
+else is plain markdown. ``[upkeep] flavour`` in the configuration overrides it.
 """
 
 from __future__ import annotations
@@ -81,10 +83,29 @@ def detect(root: str, notes: list, files: set[str], configured: str | None = Non
     skills = sum(1 for f in files if f == "SKILL.md" or f.endswith("/SKILL.md"))
     if skills:
         return Flavour("skills", f"{skills} SKILL.md file(s)")
+    dendron = _dendron_notes(notes)
+    if dendron:
+        return Flavour("dendron", dendron)
     perma = sum(1 for x in notes if x.frontmatter.get("permalink"))
     if perma * 2 >= n and perma and any(x.reading.relation_lines for x in notes if x.frontmatter.get("permalink")):
         return Flavour("basic-memory", f"{perma} of {len(notes)} notes carry a permalink, with typed relations")
     return Flavour("plain", "no tool's own files found")
+
+
+def _dendron_notes(notes: list) -> str:
+    """Why a store without ``dendron.yml`` is a Dendron vault ("" when it is not): Dendron
+    writes ``id`` and ``title`` into every note's frontmatter and names notes by their dotted
+    hierarchy (``lang.python.async.md``); a vault copied out of its workspace keeps both. Half
+    the notes or more must carry both keys and half or more have a dotted name, so a store
+    that merely uses ``title`` or a few dotted file names stays plain."""
+    n = len(notes)
+    if not n:
+        return ""
+    fm = sum(1 for x in notes if "id" in x.frontmatter and "title" in x.frontmatter)
+    dotted = sum(1 for x in notes if "." in x.path.rsplit("/", 1)[-1].rsplit(".", 1)[0])
+    if fm * 2 >= n and dotted * 2 >= n and dotted:
+        return f"no dendron.yml, but {fm} of {n} notes carry Dendron's id and title and {dotted} have dotted names"
+    return ""
 
 
 def skill_root(path: str, files: set[str]) -> str:
