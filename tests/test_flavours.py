@@ -143,3 +143,19 @@ def test_a_store_with_a_few_dotted_names_and_titles_stays_plain(tmp_path):
     }
     notes = [parse_note(t, p) for p, t in texts.items()]
     assert detect(str(tmp_path), notes, set(texts)).name == "plain"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_corrector_invents_no_fix_on_any_flavour(name, tmp_path):
+    """Every broken link in the fixtures is broken for real (nothing was renamed or moved), so
+    the Corrector reads every finding the Librarian stored and proposes nothing: an edit here
+    would be a guessed target (the skills store once got 41 such rewrites)."""
+    exp = json.loads((FLAVOURS / name / "EXPECTED.json").read_text(encoding="utf-8"))
+    settings, engine, root = flavour_store(name, tmp_path)
+    lib = run_agent(settings, engine, "r", "librarian")
+    assert len(lib.findings) == len(exp["findings"]) > 0
+    rep = run_agent(settings, engine, "r", "corrector")
+    assert rep.status == "ok", rep.message
+    assert rep.examined["notes"] == exp["notes"]
+    assert rep.examined["findings_read"] == len(exp["findings"]), rep.examined
+    assert rep.proposals == [], [p["title"] for p in rep.proposals]
