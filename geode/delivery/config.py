@@ -116,10 +116,12 @@ SCHEMA: dict = {
         # the hybrid blend and the neighbour stage (docs/RECALL.md says how they were chosen)
         "blend": (STR, "margin", None),  # margin, adaptive, rrf or minmax
         "rrf_k": (FLOAT, 60.0, None),
-        "semantic_weight": (FLOAT, 0.5, None),
+        # semantic_weight, hop_weight and hop_anchors: chosen together over the three evaluation
+        # sets by `bench/recall_fusion.py --choose` (5-fold held-out figures in docs/RECALL.md)
+        "semantic_weight": (FLOAT, 0.6, None),
         "passage_share": (FLOAT, 0.0, None),  # a note's semantic score: best passage + share of the next
-        "hop_weight": (FLOAT, 0.5, None),  # 0: no neighbour stage
-        "hop_anchors": (INT, 3, None),
+        "hop_weight": (FLOAT, 0.6, None),  # 0: no neighbour stage
+        "hop_anchors": (INT, 1, None),
         "feedback_weight": (FLOAT, 0.0, None),  # 0: no second query from the top hit's line
     },
     "cleaner": {

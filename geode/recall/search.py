@@ -367,6 +367,7 @@ def fuse(
     blend: str = "margin",
     k: float = 60.0,
     semantic_weight: float = 0.5,
+    unembedded: set[int] | frozenset[int] = frozenset(),
 ) -> dict[int, tuple]:
     """note id -> (relevance, lexical component, semantic component); a note with no signal
     (no query word and a cosine at or below the query's ``background``) is left out.
@@ -381,6 +382,12 @@ def fuse(
     - ``minmax`` (``score``, the blend before passages): ``(1 - w) x a + w x`` the cosine min-max
       scaled over the candidates;
     - ``margin``: ``(1 - w) x a + w x b``.
+
+    A note in ``unembedded`` (its vector not written yet: new or changed since the last embedding)
+    cannot be found by meaning, so its missing semantic side is not held against it: its relevance
+    is its lexical component alone (as if the semantic side agreed). Without this, a semantic
+    weight above one half would rank a note just written, which matches every word of the query,
+    below any note the model finds somewhat close.
     """
     out: dict[int, tuple] = {}
     bg = background(list(sem.values()))
@@ -403,13 +410,15 @@ def fuse(
         lr, sr = _ranks(a_of), _ranks(b_of)
         for i in set(lr) | set(sr):
             x = (1.0 - w) / (k + lr[i]) if i in lr else 0.0
-            y = w / (k + sr[i]) if i in sr else 0.0
+            y = w / (k + sr[i]) if i in sr else w / (k + lr[i]) if i in unembedded else 0.0
             out[i] = ((x + y) * (k + 1.0), a_of.get(i, 0.0), b_of.get(i, 0.0))
         return out
     if blend in ("minmax", "score"):
         lo, hi = min(sem.values()), max(sem.values())
         for i in set(a_of) | set(sem):
             mm = (sem[i] - lo) / (hi - lo) if i in sem and hi > lo else (1.0 if i in sem else 0.0)
+            if i in unembedded and i not in sem:
+                mm = a_of.get(i, 0.0)
             out[i] = ((1.0 - w) * a_of.get(i, 0.0) + w * mm, a_of.get(i, 0.0), b_of.get(i, 0.0))
         return out
     if blend == "adaptive":  # the semantic weight grows as full text's best coverage shrinks
@@ -418,7 +427,8 @@ def fuse(
         blend = "margin"
     if blend == "margin":
         for i in set(a_of) | set(b_of):
-            out[i] = ((1.0 - w) * a_of.get(i, 0.0) + w * b_of.get(i, 0.0), a_of.get(i, 0.0), b_of.get(i, 0.0))
+            a, b = a_of.get(i, 0.0), b_of.get(i, 0.0)
+            out[i] = (a if i in unembedded and i not in b_of else (1.0 - w) * a + w * b, a, b)
         return out
     raise FilterError(f"blend {blend!r}: expected margin, adaptive, rrf or minmax")
 
@@ -506,6 +516,7 @@ def search(
     used = "text"
     pending = 0
     best_passage: dict[int, dict] = {}
+    model = ""
     cos_of: dict[int, float] = {}
     if not q:
         scored = _listing(idx, conds, limit, sw, rw)
@@ -543,6 +554,7 @@ def search(
         rows = idx.notes_by_ids(set(lex) | set(sem))
         idf = term_idf(idx, terms, conds) if lex else {}
         cov = {i: _coverage(terms, rows[i], idf) for i in lex if i in rows}
+        unembedded = {i for i in lex if i in rows and _waits_for_vector(rows[i], model)} if sem else set()
         fused = fuse(
             lex,
             sem,
@@ -550,6 +562,7 @@ def search(
             blend or rc["blend"],
             k=float(rc["rrf_k"]),
             semantic_weight=float(rc["semantic_weight"]),
+            unembedded=unembedded,
         )
         scored = []
         for i, (rel, a, b) in fused.items():
@@ -628,6 +641,15 @@ def _in_a_supersedes_link(idx: RecallIndex, rows: list[dict]) -> set[int]:
     sources = {int(n) for n, _t in links}
     targets = {t for _n, t in links}
     return {r["id"] for r in rows if r["id"] in sources or _chain_names(r) & targets}
+
+
+def _waits_for_vector(row: dict, model_id: str) -> bool:
+    """The note's vectors are missing or stale for ``model_id`` (the test ``_count_pending`` counts)."""
+    return (
+        row.get("embed_model") != model_id
+        or row.get("embed_hash") is None
+        or row.get("embed_hash") != row.get("embed_text_hash")
+    )
 
 
 def _pending_in_scope(idx: RecallIndex, conds: list, model_id: str) -> int:
