@@ -177,6 +177,7 @@ class Cleaner(Contradictions, NearDuplicates, FolderCaps, Agent):
         self.domain = domain
         self.notes = notes
         self.links = StoreLinks(load, find_project=False)
+        ctx.resolvers[domain] = self.links  # the no-harm gate reuses it where it is the same
         self._resolver(notes)
         used = {}
         for p, n in notes.items():
