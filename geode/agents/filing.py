@@ -231,9 +231,10 @@ class Baseline:
         # a second one over 100,000 notes cost the Cleaner 200 MB and a walk of the store
         self._links = links if links is not None and links.load is load and links.built_as_default() else None
         self._of: dict[str, _Links] = {}
-        self.stems: dict[str, set[str]] = {}
+        stems: dict[str, list[str]] = {}
         for n in load.notes:
-            self.stems.setdefault(_stem(n.path), set()).add(n.path)
+            stems.setdefault(_stem(n.path), []).append(n.path)
+        self.stems: dict[str, tuple[str, ...]] = {k: tuple(v) for k, v in stems.items()}  # tuples: less memory
 
     @property
     def links(self):
