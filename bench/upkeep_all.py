@@ -14,6 +14,9 @@ of 400 topics (a command in ``detail``), marked lookups, searches finding notes,
 
     .venv/bin/python bench/upkeep_all.py              # 10,000 and 100,000 notes; writes bench/UPKEEP_ALL.md
     .venv/bin/python bench/upkeep_all.py 2000 50000   # other sizes (notes, ledger rows), printed only
+    .venv/bin/python bench/upkeep_all.py 20000 1000000 --agents cleaner,gardener   # some agents only
+    .venv/bin/python bench/upkeep_all.py 100000 1000000 --code /tmp/base   # another tree's geode/
+                                                      # (a baseline: git archive REV geode | tar -x -C /tmp/base)
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+#: the tree whose ``geode`` package is measured (``--code``; the agents' processes inherit it)
+CODE = Path(os.environ.get("GEODE_BENCH_CODE") or REPO)
 PER_FOLDER = 500
 DAY = 86400.0
 LEDGER_ROWS = 1_000_000
@@ -148,7 +153,7 @@ def generate_ledger(db: str, root: str, domain: str, n_notes: int, rows: int, se
 
 
 def prepare(n: int, rows: int, workdir: str) -> dict:
-    sys.path.insert(0, str(REPO))
+    sys.path.insert(0, str(CODE))
     from geode.agents.contract import ensure_tables
     from geode.delivery.config import load_settings
     from geode.delivery.models import init_db
@@ -174,7 +179,7 @@ def prepare(n: int, rows: int, workdir: str) -> dict:
 
 
 def run_one(name: str, workdir: str) -> dict:
-    sys.path.insert(0, str(REPO))
+    sys.path.insert(0, str(CODE))
     from geode.agents import upkeep
     from geode.agents.upkeep import run_agent
     from geode.delivery.config import load_settings
@@ -186,8 +191,10 @@ def run_one(name: str, workdir: str) -> dict:
         return {"agent": name, "status": "missing", "reason": f"{upkeep.BUILTIN[name]} is not installed"}
     engine = init_db(settings, drain=False)
     t = time.perf_counter()
+    cpu = resource.getrusage(resource.RUSAGE_SELF)
     report = run_agent(settings, engine, f"bench-{name}", name)
     secs = time.perf_counter() - t
+    cpu2 = resource.getrusage(resource.RUSAGE_SELF)
     kinds: dict[str, int] = {}
     for p in report.proposals:
         kinds[p["kind"]] = kinds.get(p["kind"], 0) + 1
@@ -198,6 +205,8 @@ def run_one(name: str, workdir: str) -> dict:
         "agent": name,
         "status": report.status,
         "seconds": round(secs, 2),
+        "cpu_seconds": round(cpu2.ru_utime + cpu2.ru_stime - cpu.ru_utime - cpu.ru_stime, 2),  # user + sys
+        "load_average": [round(x, 2) for x in os.getloadavg()],  # at the end: the machine's other work
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "examined_notes": report.examined.get("notes", 0),
         "findings": fk,
@@ -213,8 +222,24 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["--agent"]:
         print(json.dumps(run_one(argv[1], argv[2])))
         return 0
-    sizes = [(int(argv[0]), int(argv[1]))] if len(argv) >= 2 else [(10_000, LEDGER_ROWS), (100_000, LEDGER_ROWS)]
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    agents = list(AGENTS)
+    code = CODE
+    args: list[str] = []
+    it = iter(argv)
+    for a in it:
+        if a == "--agents":
+            agents = [x for x in next(it).split(",") if x]
+            unknown = sorted(set(agents) - set(AGENTS))
+            if unknown:
+                print(f"unknown agent(s): {', '.join(unknown)}; known: {', '.join(AGENTS)}", file=sys.stderr)
+                return 2
+        elif a == "--code":
+            code = Path(next(it)).resolve()
+        else:
+            args.append(a)
+    partial = len(args) >= 2 or agents != list(AGENTS) or code != REPO
+    sizes = [(int(args[0]), int(args[1]))] if len(args) >= 2 else [(10_000, LEDGER_ROWS), (100_000, LEDGER_ROWS)]
+    env = dict(os.environ, PYTHONPATH=str(code), GEODE_BENCH_CODE=str(code))
     results = []
     for n, rows in sizes:
         with tempfile.TemporaryDirectory() as d:
@@ -231,7 +256,7 @@ def main(argv: list[str]) -> int:
             prep = json.loads(out.stdout.strip().splitlines()[-1])
             size = {"notes": n, "ledger_rows": rows, **prep, "agents": []}
             print(json.dumps({k: v for k, v in size.items() if k != "agents"}), flush=True)
-            for name in AGENTS:
+            for name in agents:
                 out = subprocess.run(
                     [sys.executable, __file__, "--agent", name, d], capture_output=True, text=True, cwd=REPO, env=env
                 )
@@ -242,7 +267,7 @@ def main(argv: list[str]) -> int:
                 size["agents"].append(r)
                 print(json.dumps(r), flush=True)
             results.append(size)
-    if len(argv) < 2:
+    if not partial:  # only the whole bench (both sizes, all agents, this tree) rewrites the table
         write_md(results)
     return 0
 

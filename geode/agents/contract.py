@@ -151,6 +151,10 @@ class Context:
         self.run_id = run_id
         self.prior_findings = list(prior_findings or [])
         self._loads: dict[str, StoreLoad] = {}
+        #: a link resolver (``geode.agents.links.StoreLinks``) an agent built for a domain's load,
+        #: offered to the no-harm gate (``geode.agents.filing``), which uses it only when it is
+        #: the one it would build itself
+        self.resolvers: dict[str, Any] = {}
 
     def domains(self) -> list[tuple[str, str]]:
         return self.settings.domain_roots()

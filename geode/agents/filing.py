@@ -224,14 +224,17 @@ class Baseline:
     resolver is built on first use, a note's links once each, and who links to a note by a
     pass that resolves only the references whose last word could name it."""
 
-    def __init__(self, load) -> None:
+    def __init__(self, load, links=None) -> None:
         self.load = load
         self.notes = {n.path: n for n in load.notes}
-        self._links = None
+        # the agent's own resolver, when it is the one this would build (``StoreLinks(load)``):
+        # a second one over 100,000 notes cost the Cleaner 200 MB and a walk of the store
+        self._links = links if links is not None and links.load is load and links.built_as_default() else None
         self._of: dict[str, _Links] = {}
-        self.stems: dict[str, set[str]] = {}
+        stems: dict[str, list[str]] = {}
         for n in load.notes:
-            self.stems.setdefault(_stem(n.path), set()).add(n.path)
+            stems.setdefault(_stem(n.path), []).append(n.path)
+        self.stems: dict[str, tuple[str, ...]] = {k: tuple(v) for k, v in stems.items()}  # tuples: less memory
 
     @property
     def links(self):
@@ -300,7 +303,6 @@ def harms(base: Baseline, drafts: list) -> dict[int, list[str]]:
 
 
 def _check(base: Baseline, drafts: dict) -> dict[int, list[str]]:
-    from geode.agents.links import StoreLinks
     from geode.delivery.errors import GeodeError
     from geode.delivery.note import parse_note
     from geode.delivery.store import StoreLoad
@@ -334,7 +336,7 @@ def _check(base: Baseline, drafts: dict) -> dict[int, list[str]]:
         return problems
     load = base.load
     copy = StoreLoad(load.root, load.domain, list(notes.values()), list(load.problems), load.files_seen, load.folders)
-    after = StoreLinks(copy)
+    after = base.links.with_notes(copy)  # what StoreLinks(copy) builds, from today's resolver
     # the walk read the disk as it is today: the copy's files are today's, moved
     after.files.difference_update(removed)
     after.files.update(created)
@@ -426,7 +428,7 @@ def screen(ctx, agent: str, report: Report) -> None:
             load = ctx.load(domain)
         except (KeyError, OSError):
             continue  # an unknown domain: filing refuses the draft with its own message
-        found = harms(Baseline(load), [keep[i].draft for i in idx])
+        found = harms(Baseline(load, ctx.resolvers.get(domain)), [keep[i].draft for i in idx])
         harmful.update({idx[j]: why for j, why in found.items()})
     for i, why in sorted(harmful.items()):
         d = keep[i].draft

@@ -258,7 +258,127 @@ def _block_id(content: str) -> str:
 
 
 def read_markdown(body: str, first_line: int = 1) -> Reading:
-    """Read ``body`` (a note's text after its frontmatter); line numbers start at ``first_line``."""
+    """Read ``body`` (a note's text after its frontmatter); line numbers start at ``first_line``.
+
+    A body written only in the plainest markdown (see ``read_plain``) is read without the parser,
+    to the same ``Reading``; any other goes through markdown-it-py (``read_parsed``)."""
+    plain = read_plain(body, first_line)
+    return plain if plain is not None else read_parsed(body, first_line)
+
+
+# -- the plain path: the same Reading without the parser, for the plainest bodies ---------------
+# Why: markdown-it-py costs about 0.5 ms a note; at 100,000 notes each agent that reads links
+# spent a minute in it, on notes that are mostly headings, sentences, wikilinks and relative
+# links. A body qualifies only when every line is one of: empty; an ATX heading ``# text``; a
+# whole-line HTML comment ``<!-- text -->``; or a paragraph line that starts with an ASCII
+# letter and holds only plain text, ``[[target]]``/``[[target|alias]]`` and
+# ``[text](relative/path.md#anchor)``. Plain text leaves out every character a CommonMark rule
+# (or a plugin here) acts on (``\ ` * _ [ ] < > ! & ~ | ^``), lines never start or end with a
+# space, and nothing but ASCII. In such a body no block rule but paragraph, heading and
+# html_block can fire (no list, quote, code, table, setext underline, footnote or reference
+# definition can start with a letter, ``#`` or ``<!--``), and no inline rule but text, newline,
+# the wikilink rule and the link rule. Anything else, or any doubt, takes the parser.
+# tests/test_mdread_plain.py compares the two readers on the flavour fixtures, the bench's
+# generated store and random bodies built from these pieces and their near misses.
+_T = "A-Za-z0-9 \"#$%'()+,\\-./:;=?@{}"  # plain text
+_TH = _T.replace("#", "")  # plain text in a heading
+_PIECE = re.compile(
+    rf"\[\[([{_T}]+(?:\|[{_T}]+)?)\]\]"  # 1: a wikilink's inside
+    rf"|\[([{_T}]+)\]\(([A-Za-z0-9._/#-]+)\)"  # 2, 3: a link's text and destination
+    rf"|[{_T}]+"  # text
+)
+_HEADING = re.compile(rf"(#{{1,6}}) ([{_TH.replace(' ', '')}](?:[{_TH}]*[{_TH.replace(' ', '')}])?)")
+_COMMENT = re.compile(rf"<!--[{_T}]*-->")
+
+
+def read_plain(body: str, first_line: int = 1) -> Reading | None:
+    """The ``Reading`` of ``body`` when it is written in the plainest markdown (the lines above),
+    exactly as ``read_parsed`` gives it; ``None`` for any other body."""
+    if not body.isascii():
+        return None
+    out = Reading()
+    para: list[str] = []
+    para_at = 0
+    for i, ln in enumerate(body.split("\n")):
+        if not ln:
+            if para and not _plain_paragraph(para, first_line + para_at, out):
+                return None
+            para = []
+            continue
+        c = ln[0]
+        if c == "#" or c == "<":
+            if para and not _plain_paragraph(para, first_line + para_at, out):
+                return None
+            para = []
+            if c == "<":
+                if _COMMENT.fullmatch(ln) is None:
+                    return None
+                out.html_ids.extend(_HTML_ID_RE.findall(ln + "\n"))
+                continue
+            m = _HEADING.fullmatch(ln)
+            if m is None:
+                return None
+            text = m.group(2)
+            shown, attr = _attr_id(text)
+            out.headings.append(Heading(first_line + i, len(m.group(1)), shown, attr))
+            bid = _block_id(text)
+            if bid:
+                out.block_ids.append(bid)
+            if "/" in text or ".md" in text.lower():
+                out.texts.append(Span(first_line + i, text))
+            continue
+        if not ("a" <= c <= "z" or "A" <= c <= "Z") or ln[-1] == " ":
+            return None
+        if not para:
+            para_at = i
+        para.append(ln)
+    if para and not _plain_paragraph(para, first_line + para_at, out):
+        return None
+    return out
+
+
+def _plain_paragraph(para: list[str], base: int, out: Reading) -> bool:
+    """One paragraph's lines into ``out``, as ``_inline`` reads the parser's tokens; False when
+    a line is not made of the plain pieces end to end."""
+    from urllib.parse import unquote
+
+    md = _parser()
+    links: list[MdLink] = []
+    texts: list[Span] = []
+    for k, ln in enumerate(para):
+        line = base + k
+        pos = 0
+        for m in _PIECE.finditer(ln):
+            if m.start() != pos:
+                return False
+            pos = m.end()
+            wiki, label, dest = m.group(1), m.group(2), m.group(3)
+            if wiki is not None:
+                target, anchor, alias = split_wiki(wiki)
+                if target or anchor:
+                    links.append(MdLink(line, "wiki", target, anchor, alias, "links_to", target))
+            elif label is not None:
+                href = md.normalizeLink(dest)
+                if not md.validateLink(href):
+                    return False
+                path, anchor = split_dest(unquote(href))
+                links.append(MdLink(line, "markdown", path, anchor, label, raw=dest))
+            else:
+                text = m.group(0)
+                if "/" in text or ".md" in text.lower():
+                    texts.append(Span(line, text))
+        if pos != len(ln):
+            return False
+    bid = _block_id("\n".join(para))
+    if bid:
+        out.block_ids.append(bid)
+    out.links.extend(links)
+    out.texts.extend(texts)
+    return True
+
+
+def read_parsed(body: str, first_line: int = 1) -> Reading:
+    """``read_markdown`` through the parser (markdown-it-py), for any body."""
     from urllib.parse import unquote
 
     md = _parser()
