@@ -76,7 +76,8 @@ def cmd_reindex(args) -> int:
     elif v.get("locked"):
         print("vectors:       another process holds the writer lock; it embeds what is pending")
     elif v.get("embedded"):
-        print(f"vectors:       {v['embedded']} embedded with {v.get('model')} ({v.get('seconds')} s)")
+        on = f" on {v['runtime']}" if v.get("runtime") else ""
+        print(f"vectors:       {v['embedded']} embedded with {v.get('model')}{on} ({v.get('seconds')} s)")
     else:
         print(f"vectors:       every note already had its vector ({v.get('model')})")
     return 0
