@@ -99,13 +99,17 @@ def _term_stats(idx: RecallIndex, conn) -> dict:
     notes}}``, emptied when the full-text index changed (SQLite), after ``TERM_STATS_TTL_S``
     (PostgreSQL), or by :func:`forget_term_stats`."""
     import time
+    import weakref
 
     st = idx.__dict__.get("_term_stats")
+    if st is not None and st["conn"]() is conn:  # checked already on this connection (one search)
+        return st
     now = time.monotonic()
     gen = _fts_generation(idx, conn)
     if st is None or st["gen"] != gen or (gen is None and now - st["at"] > TERM_STATS_TTL_S):
         st = {"gen": gen, "at": now, "df": {}, "n": {}}
         idx.__dict__["_term_stats"] = st
+    st["conn"] = weakref.ref(conn)
     return st
 
 
@@ -130,12 +134,14 @@ def doc_freq(idx: RecallIndex, conn, term: str) -> int:
     return int(st[term])
 
 
-def _notes_in_scope(idx: RecallIndex, conn, conds: list) -> int:
-    """How many notes ``conds`` select, cached per scope (the conditions' SQL and values)."""
-    try:
-        key = str(select(func.count()).where(*conds).compile(compile_kwargs={"literal_binds": True}))
-    except (CompileError, NotImplementedError, TypeError, ValueError):  # a value with no literal form: no cache
-        key = None
+def _notes_in_scope(idx: RecallIndex, conn, conds: list, key: str | None = None) -> int:
+    """How many notes ``conds`` select, cached per scope (``key``, else the conditions' SQL and
+    values: compiling them costs ~1 ms, which a search without filters need not pay)."""
+    if key is None:
+        try:
+            key = str(select(func.count()).where(*conds).compile(compile_kwargs={"literal_binds": True}))
+        except (CompileError, NotImplementedError, TypeError, ValueError):  # a value with no literal form: no cache
+            key = None
     st = _term_stats(idx, conn)["n"]
     if key is None or key not in st:
         n = int(conn.execute(select(func.count()).select_from(notes_t).where(*conds)).scalar_one())
@@ -306,12 +312,13 @@ def _coverage(terms: list[str], row: dict, idf: dict[str, float] | None = None) 
     return sum(w.get(t, 1.0) for t in terms if fold(t) in hay) / total if total > 0 else 0.0
 
 
-def term_idf(idx: RecallIndex, terms: list[str], conds: list) -> dict[str, float]:
-    """idf(t) = ln(1 + N / (1 + df(t))) over the notes in scope (df by the same prefix match)."""
+def term_idf(idx: RecallIndex, terms: list[str], conds: list, scope_key: str | None = None) -> dict[str, float]:
+    """idf(t) = ln(1 + N / (1 + df(t))) over the notes in scope (df by the same prefix match).
+    ``scope_key`` names the scope ``conds`` select, for the cached count (see ``_notes_in_scope``)."""
     if not terms:
         return {}
     with idx.reader.connect() as conn:
-        n = _notes_in_scope(idx, conn, conds)
+        n = _notes_in_scope(idx, conn, conds, scope_key)
         return {t: math.log(1.0 + n / (1.0 + doc_freq(idx, conn, t))) for t in terms}
 
 
@@ -632,7 +639,8 @@ def search(
                 spawn_background_embedder(settings)
         cos_of = {i: best_passage[i]["cos"] for i in best_passage}
         rows = idx.notes_by_ids(set(lex) | set(sem))
-        idf = term_idf(idx, terms, conds) if lex else {}
+        scope_key = None if filtered else "\x00domains " + " ".join(sorted(doms))
+        idf = term_idf(idx, terms, conds, scope_key) if lex else {}
         cov = {i: _coverage(terms, rows[i], idf) for i in lex if i in rows}
         fused = fuse(
             lex,
