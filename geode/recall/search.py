@@ -67,7 +67,7 @@ from sqlalchemy.exc import CompileError, DBAPIError
 from geode.delivery.prompt_recall import fts5_query, query_terms
 from geode.recall.filters import FilterError, filter_conditions
 from geode.recall.hits import fold, passage_snippet, snippet_and_line, supersedes_chain
-from geode.recall.index_tables import FTS_WEIGHTS, links_t, notes_t
+from geode.recall.index_tables import FTS_WEIGHTS, STALE_SQL, links_t, notes_t
 from geode.recall.recall_index import RecallIndex, address, is_retired
 
 BACKGROUND_MIN = 8  # semantic candidates needed to tell a query's background cosine
@@ -735,23 +735,20 @@ def _pending_in_scope(idx: RecallIndex, conds: list, model_id: str) -> int:
 
 
 def _count_pending(idx: RecallIndex, conds: list, model_id: str) -> int:
+    """Notes in scope with no vector or a stale one (other text: the partial index
+    ``ix_recall_note_stale``), plus the notes embedded from their current text by another
+    model (two ranges of ``ix_recall_note_embed``: below and above ``model_id``). The three sets
+    are disjoint and together are exactly "embed_model != model_id or embed_hash != embed_text_hash
+    or either is missing"; counting them reads the pending notes, not all of them."""
     c = notes_t.c
+    same_text = c.embed_hash == c.embed_text_hash
+    parts = [
+        select(func.count()).select_from(notes_t).where(*conds, text(f"({STALE_SQL})")),
+        select(func.count()).select_from(notes_t).where(*conds, c.embed_model < model_id, same_text),
+        select(func.count()).select_from(notes_t).where(*conds, c.embed_model > model_id, same_text),
+    ]
     with idx.reader.connect() as conn:
-        return int(
-            conn.execute(
-                select(func.count())
-                .select_from(notes_t)
-                .where(
-                    *conds,
-                    or_(
-                        c.embed_model.is_(None),
-                        c.embed_model != model_id,
-                        c.embed_hash.is_(None),
-                        c.embed_hash != c.embed_text_hash,
-                    ),
-                )
-            ).scalar_one()
-        )
+        return sum(int(conn.execute(q).scalar_one()) for q in parts)
 
 
 def _listing(idx: RecallIndex, conds: list, limit: int, sw: float, rw: float):
@@ -793,10 +790,18 @@ def neighbours(idx: RecallIndex, settings, anchor: dict, max_tag_df: int = RARE_
             out[hit["id"]] = out.get(hit["id"], 0.0) + float(r["score"])
     with idx.reader.connect() as conn:
         mine = conn.execute(select(tags_t.c.tag).where(tags_t.c.note_id == anchor["id"])).scalars().all()
-        if mine:
-            holders = conn.execute(
-                select(tags_t.c.tag, tags_t.c.note_id).where(tags_t.c.tag.in_(sorted(set(mine))))
-            ).all()
+        rare: list[str] = []
+        if mine:  # only the rare tags' holders are read (a common tag may have thousands)
+            rare = list(
+                conn.execute(
+                    select(tags_t.c.tag)
+                    .where(tags_t.c.tag.in_(sorted(set(mine))))
+                    .group_by(tags_t.c.tag)
+                    .having(func.count() <= max_tag_df)
+                ).scalars()
+            )
+        if rare:
+            holders = conn.execute(select(tags_t.c.tag, tags_t.c.note_id).where(tags_t.c.tag.in_(sorted(rare)))).all()
             by_tag: dict[str, list[int]] = {}
             for t, nid in holders:
                 by_tag.setdefault(t, []).append(int(nid))
