@@ -10,9 +10,12 @@ migrated: ``ensure_schema`` keeps ``create_all`` and a changed layout is rebuilt
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Column, Float, Index, Integer, MetaData, String, Table, Text, create_engine
+from sqlalchemy import BigInteger, Column, Float, Index, Integer, MetaData, String, Table, Text, create_engine, text
 
 FTS_WEIGHTS = (8.0, 5.0, 3.0, 1.0)  # title, tags, description, body
+#: a note with no vector, or one made from other text (by any model): the partial index's
+#: condition, written the same way in the queries that use it (SQLite matches it as written)
+STALE_SQL = "embed_hash IS NULL OR embed_model IS NULL OR embed_hash != embed_text_hash"
 
 metadata = MetaData()
 
@@ -49,6 +52,17 @@ notes_t = Table(
     Index("ix_recall_note_mtime", "mtime_ns"),
     # covers the pending count (search says how many notes wait for a vector) without the table
     Index("ix_recall_note_embed", "domain", "embed_model", "embed_hash", "embed_text_hash"),
+    # the notes whose vector is missing or stale whatever the model (usually none): the pending
+    # count reads them and two ranges of the index above, not every note (35 ms at 100,000)
+    Index(
+        "ix_recall_note_stale",
+        "domain",
+        "embed_model",
+        "embed_hash",
+        "embed_text_hash",
+        sqlite_where=text(STALE_SQL),
+        postgresql_where=text(STALE_SQL),
+    ),
 )
 
 fm_t = Table(

@@ -37,7 +37,7 @@ import json
 import os
 import time
 
-from sqlalchemy import delete, insert, select, text, update
+from sqlalchemy import delete, func, insert, select, text, update
 
 from geode.delivery.crystal import RETIRED_STATUSES
 from geode.delivery.problems import Problem
@@ -227,17 +227,21 @@ class RecallIndex:
         paths = []
         load = StoreLoad(root=root, domain=domain)
         dir_mtimes: dict[str, int] = {}
+        # each folder's mtime is taken before its files are listed: a file written in between
+        # moves the mtime past the recorded one, so the next quick_refresh lists it again
         if only_dirs is None:
             if os.path.isdir(root):
-                paths = list(iter_note_paths(root, load))
                 dir_mtimes = folder_mtimes(root)
+                paths = list(iter_note_paths(root, load))
         else:
             for d in only_dirs:
                 full_d = os.path.join(root, d) if d else root
                 try:
+                    mt = os.stat(full_d).st_mtime_ns
                     names = sorted(os.listdir(full_d))
                 except OSError:
                     continue
+                dir_mtimes[d] = mt
                 for name in names:
                     rel = f"{d}/{name}" if d else name
                     if (
@@ -246,10 +250,6 @@ class RecallIndex:
                         and os.path.isfile(os.path.join(root, rel))
                     ):
                         paths.append(rel)
-                try:
-                    dir_mtimes[d] = os.stat(full_d).st_mtime_ns
-                except OSError:
-                    pass
         counts["problems"].extend(p for p in load.problems)
         pending: list[tuple[int | None, dict]] = []
         total = len(paths)
@@ -319,40 +319,58 @@ class RecallIndex:
                     insert(dirs_t), [{"domain": domain, "dir": d, "mtime_ns": m} for d, m in dir_mtimes.items()]
                 )
 
+    def _known_dirs(self) -> dict[str, list[tuple[str, str, int]]]:
+        """``{domain: [(folder, its full path, recorded mtime)]}`` from ``recall_dir``, kept in
+        memory while the table's (count, sum of mtimes modulo a prime) stays the same: one aggregate read per
+        search instead of 1,100 rows at 100,000 notes. Any writer (this process or another, a
+        refresh or a wipe) changes the aggregate; a stale entry could only make a folder look
+        changed (it is then listed again, and nothing is lost)."""
+        with self.reader.connect() as conn:
+            agg = tuple(conn.execute(select(func.count(), func.sum(dirs_t.c.mtime_ns % 2147483647))).one())
+            cached = self.__dict__.get("_dirs_cache")
+            if cached is not None and cached[0] == agg:
+                return cached[1]
+            rows = conn.execute(select(dirs_t.c.domain, dirs_t.c.dir, dirs_t.c.mtime_ns)).all()
+        roots = dict(self.settings.domain_roots())
+        known: dict[str, list[tuple[str, str, int]]] = {}
+        for r in rows:
+            root = roots.get(r.domain)
+            if root is not None:
+                known.setdefault(r.domain, []).append((r.dir, os.path.join(root, r.dir) if r.dir else root, r.mtime_ns))
+        self.__dict__["_dirs_cache"] = (agg, known)
+        return known
+
     def quick_refresh(self) -> dict:
         """Re-read the files of folders whose mtime changed (one ``stat`` per folder)."""
         counts = {"files": 0, "read": 0, "changed": 0, "added": 0, "removed": 0, "unchanged": 0, "problems": []}
-        with self.reader.connect() as conn:
-            rows = conn.execute(select(dirs_t.c.domain, dirs_t.c.dir, dirs_t.c.mtime_ns)).all()
-        known: dict[str, dict[str, int]] = {}
-        for r in rows:
-            known.setdefault(r.domain, {})[r.dir] = r.mtime_ns
+        known = self._known_dirs()
+        stat = os.stat
         for domain, root in self.settings.domain_roots():
-            kd = known.get(domain)
-            if not kd:  # never indexed (or indexed before folders were recorded): index it all
+            entries = known.get(domain)
+            if not entries:  # never indexed (or indexed before folders were recorded): index it all
                 self._refresh_domain(domain, root, False, counts, None)
                 continue
             # one stat per known folder; a new subfolder changes its parent's mtime, so only
             # the folders that moved are listed again (listing all of them cost 80 ms at 100,000)
             changed, vanished = set(), set()
-            for d, m in kd.items():
+            for d, full, m in entries:
                 try:
-                    mt = os.stat(os.path.join(root, d) if d else root).st_mtime_ns
+                    if stat(full).st_mtime_ns != m:
+                        changed.add(d)
                 except OSError:
                     vanished.add(d)
-                    continue
-                if mt != m:
-                    changed.add(d)
+            if not changed and not vanished:
+                continue
+            kd = {d: m for d, _f, m in entries}
             for d in list(changed):
                 base = os.path.join(root, d) if d else root
                 for sub, _m in folder_mtimes(base, recurse_known=kd, prefix=d).items():
                     if sub not in kd:
                         changed.add(sub)
-            if changed or vanished:
-                self._refresh_domain(domain, root, False, counts, None, only_dirs=changed | vanished)
-                if vanished:
-                    with self.writer.begin() as conn:
-                        conn.execute(delete(dirs_t).where(dirs_t.c.domain == domain, dirs_t.c.dir.in_(list(vanished))))
+            self._refresh_domain(domain, root, False, counts, None, only_dirs=changed | vanished)
+            if vanished:
+                with self.writer.begin() as conn:
+                    conn.execute(delete(dirs_t).where(dirs_t.c.domain == domain, dirs_t.c.dir.in_(list(vanished))))
         return counts
 
     # -- embedding state --------------------------------------------------------------

@@ -1,0 +1,134 @@
+"""The full-text side's best n by bm25 without scoring every note of a common word (issue 10,
+speed): ``search.top_bm25`` must answer exactly as the one full FTS5 query does."""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+
+import pytest
+
+import geode.recall.search as search_mod
+from geode.delivery.config import load_settings
+from geode.delivery.prompt_recall import fts5_query
+from geode.recall.index_tables import dispose_engines
+from geode.recall.search import _bm25_rows, doc_freq, fts_row_count, index_for, lexical, top_bm25
+from tests.stores import write
+
+# query words from very common (in ~60% of the notes: bm25's idf floor) to rare (a few notes);
+# "cache" also prefixes "cached" and "caches", as query words are prefix phrases
+QUERY_WORDS = {
+    "deploy": 0.6,
+    "cache": 0.35,
+    "cached": 0.1,
+    "caches": 0.05,
+    "branch": 0.3,
+    "token": 0.2,
+    "runner": 0.12,
+    "docker": 0.08,
+    "image": 0.05,
+    "migration": 0.03,
+    "retry": 0.02,
+    "backoff": 0.012,
+    "zeppelin": 0.006,
+    "quasar": 0.003,
+    "mismatch": 0.0015,
+}
+FILLER = [f"w{i}" for i in range(400)]
+
+
+def _note(rng: random.Random) -> str:
+    def words(k: int) -> list[str]:
+        out = [rng.choice(FILLER[: rng.randint(20, 400)]) for _ in range(k)]
+        for w, p in QUERY_WORDS.items():
+            if rng.random() < p * k / 120:  # a word's share of notes grows with the text's length
+                for _ in range(1 + int(rng.random() < 0.3) + int(rng.random() < 0.1)):
+                    out.insert(rng.randrange(len(out) + 1), w)
+        return out
+
+    title = " ".join(words(3))
+    tags = ", ".join(words(2))
+    desc = " ".join(words(rng.randint(0, 12)))
+    body = " ".join(words(rng.randint(20, 240)))
+    return f"---\ntitle: {title}\ntags: [{tags}]\ndescription: {desc}\n---\n{body}\n"
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("topk")
+    rng = random.Random(20261130)
+    root = tmp / "notes"
+    for i in range(2500):
+        write(root, f"f{i // 100:02d}/n{i:05d}.md", _note(rng))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GEODE_")}
+    settings = load_settings(store=str(root), home=str(tmp / "home"), env=env)
+    idx = index_for(settings)
+    idx.refresh()
+    yield settings, idx
+    dispose_engines()
+
+
+def _same_best(got: list, want: list) -> None:
+    """The same scores, bit for bit, position by position, and the same notes; notes tied at the
+    n-th score may be any of the tied ones (SQLite orders equal scores as it likes)."""
+    assert [s for _i, s in got] == [s for _i, s in want]
+    last = want[-1][1]
+    assert {i for i, s in got if s > last} == {i for i, s in want if s > last}
+    full = dict(want)
+    assert all(full[i] == s for i, s in got if i in full)
+
+
+def _queries(n: int, seed: int) -> list[list[str]]:
+    rng = random.Random(seed)
+    words = list(QUERY_WORDS)
+    return [rng.sample(words, rng.randint(2, 6)) for _ in range(n)]
+
+
+@pytest.mark.parametrize("n", [50, 10])
+def test_top_bm25_answers_as_the_full_query(store, n):
+    _settings, idx = store
+    taken = []  # the queries the split answered (the full query's expression never holds AND)
+    real = search_mod._bm25_rows
+
+    def spy(conn, expr, k):
+        taken.append(" AND " in expr)
+        return real(conn, expr, k)
+
+    with idx.reader.connect() as conn:
+        assert fts_row_count(idx, conn) == 2500
+        split = 0
+        for terms in _queries(150, seed=n):
+            dfs = {t: doc_freq(idx, conn, t) for t in terms}
+            order = sorted(terms, key=lambda t: dfs[t])
+            want = _bm25_rows(conn, fts5_query(order), n)  # the one full query, rarest word first
+            taken.clear()
+            search_mod._bm25_rows = spy
+            try:
+                got = top_bm25(idx, conn, terms, n)
+            finally:
+                search_mod._bm25_rows = real
+            assert len(got) == len(want) > 0
+            _same_best(got, want)
+            split += any(taken)
+            # and the query's own word order: the same notes, scores equal but for the rounding
+            # of the sum's order (FTS5 adds the phrases' terms in the expression's order)
+            as_asked = _bm25_rows(conn, fts5_query(terms), n)
+            last = as_asked[-1][1]
+            assert {i for i, s in got if s > last * (1 + 1e-12)} <= {i for i, _s in as_asked}
+            assert all(abs(dict(got)[i] - s) <= 1e-12 * abs(s) for i, s in as_asked if i in dict(got))
+        # most queries took the split (a rare word and common ones), so the test is not vacuous
+        assert split >= 60, split
+
+
+def test_lexical_without_filters_uses_the_exact_split(store):
+    settings, idx = store
+    terms = ["deploy", "branch", "zeppelin", "backoff"]  # "deploy" is in half the notes: dropped
+    got = lexical(idx, terms, [], 50, filtered=False)
+    with idx.reader.connect() as conn:
+        kept = [t for t in terms if doc_freq(idx, conn, t) * 2 < 2500]
+        assert kept == ["branch", "zeppelin", "backoff"]
+        want = _bm25_rows(conn, fts5_query(sorted(kept, key=lambda t: doc_freq(idx, conn, t))), 50)
+    _same_best(sorted(got.items(), key=lambda x: -x[1]), want)
+    res = search_mod.search(settings, "branch zeppelin backoff", mode="text", limit=10)
+    assert res["results"] and Path(res["results"][0]["path"]).suffix == ".md"
