@@ -11,7 +11,6 @@ memory bar: the Cleaner held three resolvers over 100,000 notes at once).
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ from geode.agents import filing
 from geode.agents.links import StoreLinks
 from geode.delivery.note import parse_note
 from geode.delivery.store import StoreLoad, load_store
+from tests.upkeep_helpers import upkeep_bench
 
 REPO = Path(__file__).resolve().parents[1]
 FLAVOURS = REPO / "tests" / "fixtures" / "flavours"
@@ -40,14 +40,6 @@ FIELDS = (
     "wiki_order",
     "wiki_order_votes",
 )
-
-
-def _bench():
-    spec = importlib.util.spec_from_file_location("bench_upkeep_all", REPO / "bench" / "upkeep_all.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _changed_copy(load: StoreLoad) -> StoreLoad:
@@ -86,7 +78,7 @@ def _same(a: StoreLinks, b: StoreLinks) -> None:
 
 
 def _stores(tmp_path: Path) -> list[Path]:
-    bench = _bench()
+    bench = upkeep_bench()
     gen = tmp_path / "generated"
     bench.generate_store(gen, 1100)
     return [gen, *sorted(p for p in FLAVOURS.iterdir() if p.is_dir())]
@@ -143,7 +135,7 @@ def test_reports_are_the_same_with_the_shortcuts_off(tmp_path, monkeypatch, agen
     from geode.delivery.config import load_settings
     from geode.delivery.models import init_db
 
-    bench = _bench()
+    bench = upkeep_bench()
     bench.prepare(1500, 30_000, str(tmp_path / "prep"))
     for name in ("a", "b"):
         shutil.copytree(tmp_path / "prep", tmp_path / name)

@@ -7,7 +7,6 @@ are compared whole as well."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import random
 from pathlib import Path
@@ -18,17 +17,10 @@ from geode.delivery import mdread
 from geode.delivery.errors import GeodeError
 from geode.delivery.mdread import read_markdown, read_parsed, read_plain
 from geode.delivery.note import parse_note
+from tests.upkeep_helpers import upkeep_bench
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
-
-
-def _bench():
-    spec = importlib.util.spec_from_file_location("bench_upkeep_all", REPO / "bench" / "upkeep_all.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _notes(root: Path):
@@ -68,7 +60,7 @@ def test_flavour_fixtures_read_the_same():
 
 
 def test_the_bench_store_reads_the_same_and_takes_the_plain_path(tmp_path):
-    bench = _bench()
+    bench = upkeep_bench()
     bench.generate_store(tmp_path, 1200)  # crystals, broken links, cross-folder links, wrap-around
     seen, took = _compare((str(p), n.body, n.body_line) for p, n in _notes(tmp_path))
     assert seen == 1200
@@ -194,7 +186,7 @@ def test_librarian_findings_are_the_same_either_way(tmp_path, monkeypatch):
     from geode.agents.upkeep import run_agent
     from tests.stores import GeodeEnv
 
-    bench = _bench()
+    bench = upkeep_bench()
     root = tmp_path / "store"
     bench.generate_store(root, 1000)
     (root / "area-000" / "odd.md").write_text(

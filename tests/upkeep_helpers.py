@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 import sys
@@ -67,3 +68,15 @@ def setup(name: str, tmp_path: Path, toml: str = ""):
     env, manifest = fixture_env(name, tmp_path, toml)
     settings, engine, root = env
     return settings, engine, root, manifest
+
+
+def upkeep_bench():
+    """``bench/upkeep_all.py`` as a module: the tests build its store to check that a shortcut
+    gives the same answers on the very notes the benchmark measures."""
+    spec = importlib.util.spec_from_file_location(
+        "bench_upkeep_all", FIXTURES.parent.parent / "bench" / "upkeep_all.py"
+    )
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
