@@ -73,6 +73,15 @@ def plain_settings(home: str | os.PathLike, root: str | os.PathLike | None = Non
     return Settings(home=str(home), domains=domains, default_domain="main", **kw)
 
 
+def fresh_settings(root: str | os.PathLike, home: str | os.PathLike):
+    """``load_settings`` for the store ``root`` and home ``home`` as a fresh user's first command
+    sees them: this process's environment without any GEODE_ variable."""
+    from geode.delivery.config import load_settings
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GEODE_")}
+    return load_settings(store=str(root), home=str(home), env=env)
+
+
 class GeodeEnv:
     """A store folder and a GEODE_HOME under ``base``: ``base/<root>`` and ``base/<home>``.
 

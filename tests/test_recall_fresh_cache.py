@@ -7,11 +7,10 @@ from __future__ import annotations
 import os
 import shutil
 
-from geode.delivery.config import load_settings
 from geode.recall.index_tables import dispose_engines
 from geode.recall.recall_index import RecallIndex
 from geode.recall.search import index_for, search
-from tests.stores import write
+from tests.stores import fresh_settings, write
 
 
 def _paths(settings, q: str) -> list[str]:
@@ -28,8 +27,7 @@ def test_every_change_is_seen_by_the_next_search_with_the_folder_cache(tmp_path)
     root = tmp_path / "notes"
     for i in range(30):
         write(root, f"a/b{i % 3}/n{i:02d}.md", f"---\ntitle: note {i}\n---\nfiller text number {i}\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GEODE_")}
-    settings = load_settings(store=str(root), home=str(tmp_path / "home"), env=env)
+    settings = fresh_settings(root, tmp_path / "home")
     try:
         idx = index_for(settings)
         idx.refresh()

@@ -3,13 +3,10 @@ read, and the edges are what they were: 1 / (holders - 1) per tag held by 2 to 5
 
 from __future__ import annotations
 
-import os
-
-from geode.delivery.config import load_settings
 from geode.recall.context import find_note
 from geode.recall.index_tables import dispose_engines
 from geode.recall.search import index_for, neighbours
-from tests.stores import write
+from tests.stores import fresh_settings, write
 
 
 def test_rare_tags_tie_their_holders_and_common_tags_do_not(tmp_path):
@@ -25,8 +22,7 @@ def test_rare_tags_tie_their_holders_and_common_tags_do_not(tmp_path):
         notes[f"c{i}.md"] = ["common"]
     for rel, tags in notes.items():
         write(root, rel, f"---\ntitle: {rel[:-3]}\ntags: [{', '.join(tags)}]\n---\nbody of {rel}\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GEODE_")}
-    settings = load_settings(store=str(root), home=str(tmp_path / "home"), env=env)
+    settings = fresh_settings(root, tmp_path / "home")
     try:
         idx = index_for(settings)
         idx.refresh()

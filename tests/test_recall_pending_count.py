@@ -4,15 +4,13 @@ exactly the plain definition's count, whatever mix of missing, stale and other m
 from __future__ import annotations
 
 import itertools
-import os
 
 from sqlalchemy import func, or_, select, text, update
 
-from geode.delivery.config import load_settings
 from geode.recall.filters import filter_conditions
 from geode.recall.index_tables import dispose_engines, notes_t
 from geode.recall.search import _count_pending, index_for
-from tests.stores import write
+from tests.stores import fresh_settings, write
 
 
 def _plain(idx, conds, model_id: str) -> int:
@@ -41,8 +39,7 @@ def test_the_pending_count_is_the_plain_definitions_count(tmp_path):
     for i in range(len(states) * 3):
         kind = "guide" if i % 2 else "note"
         write(root, f"f{i % 4}/n{i:02d}.md", f"---\ntitle: n{i}\ntype: {kind}\n---\nbody {i}\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GEODE_")}
-    settings = load_settings(store=str(root), home=str(tmp_path / "home"), env=env)
+    settings = fresh_settings(root, tmp_path / "home")
     try:
         idx = index_for(settings)
         idx.refresh()

@@ -56,17 +56,16 @@ def paths(res) -> list[str]:
 
 
 # -- language ---------------------------------------------------------------------------------
+RETRY_DE = note(
+    "Die Retry-Queue des Zahlungsdienstes verwirft jeden Job, der älter als 24 Stunden ist. "
+    "Zahlungen, die die Bank länger als einen Tag ablehnt, gehen deshalb verloren.",
+    title="Retry-Queue verwirft alte Jobs",
+)  # a German note that answers "why do payments go missing" by meaning alone
+
+
 def test_german_note_answers_an_english_question(store, model):
     settings, root = store
-    write(
-        root,
-        "ops/retry.md",
-        note(
-            "Die Retry-Queue des Zahlungsdienstes verwirft jeden Job, der älter als 24 Stunden ist. "
-            "Zahlungen, die die Bank länger als einen Tag ablehnt, gehen deshalb verloren.",
-            title="Retry-Queue verwirft alte Jobs",
-        ),
-    )
+    write(root, "ops/retry.md", RETRY_DE)
     write(
         root,
         "office/coffee.md",
@@ -377,15 +376,7 @@ def test_the_query_is_embedded_once_on_the_worker_while_the_text_side_runs(store
     from geode.recall.search import semantic_for
 
     settings, root = store
-    write(
-        root,
-        "ops/retry.md",
-        note(
-            "Die Retry-Queue des Zahlungsdienstes verwirft jeden Job, der älter als 24 Stunden ist. "
-            "Zahlungen, die die Bank länger als einen Tag ablehnt, gehen deshalb verloren.",
-            title="Retry-Queue verwirft alte Jobs",
-        ),
-    )
+    write(root, "ops/retry.md", RETRY_DE)
     write(root, "ci/cache.md", note("The CI cache key includes the lockfile hash.", title="CI cache key"))
     write(root, "office/coffee.md", note("The coffee machine needs descaling every month.", title="Coffee"))
     s = settings()

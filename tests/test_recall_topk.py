@@ -3,18 +3,16 @@ speed): ``search.top_bm25`` must answer exactly as the one full FTS5 query does.
 
 from __future__ import annotations
 
-import os
 import random
 from pathlib import Path
 
 import pytest
 
 import geode.recall.search as search_mod
-from geode.delivery.config import load_settings
 from geode.delivery.prompt_recall import fts5_query
 from geode.recall.index_tables import dispose_engines
 from geode.recall.search import _bm25_rows, doc_freq, fts_row_count, index_for, lexical, top_bm25
-from tests.stores import write
+from tests.stores import fresh_settings, write
 
 # query words from very common (in ~60% of the notes: bm25's idf floor) to rare (a few notes);
 # "cache" also prefixes "cached" and "caches", as query words are prefix phrases
@@ -61,8 +59,7 @@ def store(tmp_path_factory):
     root = tmp / "notes"
     for i in range(2500):
         write(root, f"f{i // 100:02d}/n{i:05d}.md", _note(rng))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GEODE_")}
-    settings = load_settings(store=str(root), home=str(tmp / "home"), env=env)
+    settings = fresh_settings(root, tmp / "home")
     idx = index_for(settings)
     idx.refresh()
     yield settings, idx
