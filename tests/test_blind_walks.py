@@ -91,9 +91,9 @@ def test_a_symlinked_folder_outside_the_store_fails_upkeep_doctor_and_lint(tmp_p
     _everything_fails(tmp_path, store, "far", None)
 
 
-def test_the_census_and_the_walk_name_what_they_cannot_enter(tmp_path, monkeypatch):
-    """In process: the walk's error handler is called for a folder that cannot be listed (the
-    listing made to fail, since root reads anything), and the census carries it."""
+def _team_unlistable(tmp_path, monkeypatch, os_module):
+    """A store ``S`` of two notes whose ``team/`` folder cannot be listed through ``os_module``
+    (the listing made to fail with EACCES, since root reads anything)."""
     store = tmp_path / "S"
     _note(store, "a.md", 1)
     _note(store, "team/b.md", 2)
@@ -104,7 +104,14 @@ def test_the_census_and_the_walk_name_what_they_cannot_enter(tmp_path, monkeypat
             raise PermissionError(13, "Permission denied", os.fspath(path))
         return real(path)
 
-    monkeypatch.setattr(S.os, "scandir", scandir)
+    monkeypatch.setattr(os_module, "scandir", scandir)
+    return store
+
+
+def test_the_census_and_the_walk_name_what_they_cannot_enter(tmp_path, monkeypatch):
+    """In process: the walk's error handler is called for a folder that cannot be listed (the
+    listing made to fail, since root reads anything), and the census carries it."""
+    store = _team_unlistable(tmp_path, monkeypatch, S.os)
     seen: list = []
     assert [d for d, _dirs, _files in S.walk(store, lambda p, e: seen.append((p, e.errno)))] == [str(store)]
     assert seen == [(str(store / "team"), 13)]
@@ -119,17 +126,7 @@ def test_the_hook_index_counts_a_folder_it_cannot_enter(tmp_path, monkeypatch):
     problems instead of dropping it silently."""
     from geode.delivery import index as I
 
-    store = tmp_path / "S"
-    _note(store, "a.md", 1)
-    _note(store, "team/b.md", 2)
-    real = os.scandir
-
-    def scandir(path):
-        if os.fspath(path).endswith("/team"):
-            raise PermissionError(13, "Permission denied", os.fspath(path))
-        return real(path)
-
-    monkeypatch.setattr(I.os, "scandir", scandir)
+    store = _team_unlistable(tmp_path, monkeypatch, I.os)
     idx = I.Index(plain_settings(tmp_path / "home", store))
     try:
         counts = idx.build()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -13,6 +12,7 @@ import uuid
 from pathlib import Path
 
 from tests.upkeep_helpers import make_store
+from tests.workers import start_worker, stop_group
 
 REPO = Path(__file__).resolve().parents[1]
 GEODE = str(Path(sys.executable).parent / "geode")
@@ -141,16 +141,7 @@ def test_doctor_passes_the_workers_check_with_a_live_worker(tmp_path):
     extra = _celery_env(tmp_path)
     env = dict(os.environ, GEODE_HOME=str(tmp_path / "home"), **extra)
     log = tmp_path / "worker.log"
-    worker = subprocess.Popen(
-        [str(Path(sys.executable).parent / "celery"), "-A", "geode.agents.celery_app", "worker"]
-        + ["-Q", extra["GEODE_QUEUE"], "--concurrency=1", "--loglevel=INFO", "-n", f"{extra['GEODE_QUEUE']}@%h"]
-        + ["--without-gossip", "--without-mingle", "--without-heartbeat"],
-        cwd=REPO,
-        env=env,
-        stdout=open(log, "w"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    worker = start_worker(extra["GEODE_QUEUE"], env, log)
     try:
         deadline = time.monotonic() + 60
         while "ready" not in log.read_text():
@@ -161,12 +152,7 @@ def test_doctor_passes_the_workers_check_with_a_live_worker(tmp_path):
         assert checks["workers"]["ok"], checks["workers"]
         assert extra["GEODE_QUEUE"] in checks["workers"]["message"] and "1 worker(s)" in checks["workers"]["message"]
     finally:
-        os.killpg(worker.pid, signal.SIGTERM)
-        try:
-            worker.wait(20)
-        except subprocess.TimeoutExpired:
-            os.killpg(worker.pid, signal.SIGKILL)
-            worker.wait(10)
+        stop_group(worker)
 
 
 def _init(home: Path) -> None:

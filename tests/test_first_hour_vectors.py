@@ -122,12 +122,18 @@ def test_init_in_process_leaves_no_zombie_child(tmp_path, monkeypatch, capsys):
     assert set(_zombie_children()) - before == set()
 
 
-def test_run_on_an_existing_store_starts_the_build_for_new_notes(tmp_path):
+def _initialised(tmp_path):
+    """``geode init`` as a new user, and its background build waited for: (home, user folder, settings)."""
     home, user = tmp_path / "g", tmp_path / "user"
     user.mkdir()
     assert _geode(home, user, "init").returncode == 0
     settings = load_settings(home=str(home))
     _wait_for_vectors(settings)
+    return home, user, settings
+
+
+def test_run_on_an_existing_store_starts_the_build_for_new_notes(tmp_path):
+    home, user, settings = _initialised(tmp_path)
     note = Path(settings.domains["main"]) / "new-note.md"
     note.write_text("---\ntitle: a new note\n---\nThe deploy script needs the VPN up first.\n")
     r = _geode(home, user, "run")
@@ -138,11 +144,7 @@ def test_run_on_an_existing_store_starts_the_build_for_new_notes(tmp_path):
 
 
 def test_reindex_no_wait_leaves_the_vectors_to_the_same_detached_build(tmp_path):
-    home, user = tmp_path / "g", tmp_path / "user"
-    user.mkdir()
-    assert _geode(home, user, "init").returncode == 0
-    settings = load_settings(home=str(home))
-    _wait_for_vectors(settings)
+    home, user, settings = _initialised(tmp_path)
     note = Path(settings.domains["main"]) / "pkill-broad-pattern.md"
     note.write_text(note.read_text() + "\nAlso: `pkill -f python` ends every Python process of the user.\n")
     r = _geode(home, user, "reindex", "--no-wait", "--json")

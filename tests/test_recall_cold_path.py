@@ -27,6 +27,7 @@ from geode.recall.recall_index import RecallIndex
 from geode.recall.search import index_for, lexical, match_terms, search
 from geode.recall.vectors import VectorStore, embed_pending
 from tests.stores import write
+from tests.workers import start_worker, stop_group
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -243,16 +244,7 @@ def test_pending_notes_are_embedded_by_a_real_celery_worker_when_a_broker_is_con
     assert len(idx.pending(model.model_id)) == len(NOTES)
     assert vectors.spawn_background_embedder(settings)  # sent to the queue: no detached process
     log = tmp_path / "worker.log"
-    worker = subprocess.Popen(
-        [str(BIN / "celery"), "-A", "geode.agents.celery_app", "worker", "-Q", queue, "--concurrency=1"]
-        + ["--pool=solo", "--loglevel=INFO", "-n", f"{queue}@%h", "--without-gossip", "--without-mingle"]
-        + ["--without-heartbeat"],
-        cwd=REPO,
-        env=env,
-        stdout=open(log, "w"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    worker = start_worker(queue, env, log, "--pool=solo")
     try:
         deadline = time.monotonic() + 240
         while idx.pending(model.model_id) and time.monotonic() < deadline:
@@ -264,11 +256,7 @@ def test_pending_notes_are_embedded_by_a_real_celery_worker_when_a_broker_is_con
         res = search(settings, "why do payments go missing when the worker restarts", embedder=model)
         assert res["mode"] == "hybrid" and res["results"][0]["path"] == "payments/retry-queue.md"
     finally:
-        os.killpg(worker.pid, signal.SIGTERM)
-        try:
-            worker.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(worker.pid, signal.SIGKILL)
+        stop_group(worker, grace=30)
         dispose_engines()
 
 
