@@ -572,8 +572,10 @@ _INDEX_CACHE: dict = {}
 
 def index_for(settings) -> RecallIndex:
     """A process-wide ``RecallIndex`` per database and domains: opening one checks the schema
-    inside a write transaction (about 6 ms, and the write lock), which a search need not pay
-    again. ``search(index=...)`` still takes the caller's own."""
+    (on SQLite a read of ``sqlite_master``; on PostgreSQL, or when something is missing, inside a
+    write transaction: about 6 ms, and the write lock), which a search need not pay again, and
+    the index keeps the folder list and word counts it read. ``search(index=...)`` still takes
+    the caller's own."""
     key = (settings.db_url, tuple(sorted(settings.domains.items())), settings.home)
     idx = _INDEX_CACHE.get(key)
     if idx is None:
