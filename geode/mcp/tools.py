@@ -203,8 +203,9 @@ class Recall(NoteWriter):
         from sqlalchemy import func, or_, select
         from sqlalchemy.exc import SQLAlchemyError
 
+        from geode.recall.index_tables import notes_t
         from geode.recall.recall_index import address as addr_of
-        from geode.recall.recall_index import notes_t, parse_address
+        from geode.recall.recall_index import parse_address
 
         settings = self.settings
         domain, perm = parse_address(address, settings)

@@ -246,7 +246,7 @@ class NoteWriter:
         from sqlalchemy import func, select
 
         from geode.agents import changes
-        from geode.recall.recall_index import notes_t
+        from geode.recall.index_tables import notes_t
 
         if changes.current(self.settings, domain, rel) is not None:
             return rel

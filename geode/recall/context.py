@@ -29,12 +29,10 @@ import os
 import posixpath
 import time
 
-from sqlalchemy import func, or_, select
-
 from geode.delivery.dates import DateError, parse_date
 from geode.delivery.errors import NotFoundError
-from geode.recall.index_tables import links_t, notes_t
 from geode.recall.recall_index import RecallIndex, address, parse_address
+from geode.recall.sqlread import NOTE_SELECT, in_list
 
 TYPED_WEIGHT = 1.0
 PROSE_WEIGHT = 0.5
@@ -48,25 +46,24 @@ class NotFound(NotFoundError, LookupError):
     """No note at that address."""
 
 
-def _row(conn, cond) -> dict | None:
-    r = conn.execute(select(notes_t).where(cond).order_by(notes_t.c.id).limit(1)).mappings().first()
-    return dict(r) if r is not None else None
+def _row(conn, cond: str, params: dict) -> dict | None:
+    rows = conn.rows(f"{NOTE_SELECT} WHERE {cond} ORDER BY recall_note.id LIMIT 1", params)
+    return rows[0] if rows else None
 
 
 def find_note(idx: RecallIndex, domain: str, perm: str) -> dict | None:
     """By permalink, then path, then name or title (case-insensitive), in ``domain``."""
-    c = notes_t.c
     low = perm.lower()
-    with idx.reader.connect() as conn:
-        for cond in (
-            c.permalink == perm,
-            c.path == perm,
-            c.path == perm + ".md",
-            func.lower(c.permalink) == low,
-            func.lower(c.name) == low,
-            func.lower(c.title) == low,
+    with idx.sql.connect() as conn:
+        for cond, v in (
+            ("recall_note.permalink = :v", perm),
+            ("recall_note.path = :v", perm),
+            ("recall_note.path = :v", perm + ".md"),
+            ("lower(recall_note.permalink) = :v", low),
+            ("lower(recall_note.name) = :v", low),
+            ("lower(recall_note.title) = :v", low),
         ):
-            r = _row(conn, (c.domain == domain) & cond)
+            r = _row(conn, f"recall_note.domain = :d AND {cond}", {"d": domain, "v": v})
             if r is not None:
                 return r
     return None
@@ -91,17 +88,17 @@ def _resolve(idx: RecallIndex, src: dict, target: str, kind: str) -> dict | None
     if t.startswith("geode://") or (":" in t and t.split(":", 1)[0] in doms):
         d, p = parse_address(t, idx.settings)
         return find_note(idx, d, p) if d in doms else None
-    c = notes_t.c
     if kind in ("markdown", "reference") or t.endswith((".md", ".mdc", ".markdown")):
         rel = (
             posixpath.normpath(posixpath.join(posixpath.dirname(src["path"]), t))
             if not t.startswith("/")
             else t.lstrip("/")
         )
-        with idx.reader.connect() as conn:
-            r = _row(conn, (c.domain == src["domain"]) & (c.path == rel))
+        same_path = "recall_note.domain = :d AND recall_note.path = :p"
+        with idx.sql.connect() as conn:
+            r = _row(conn, same_path, {"d": src["domain"], "p": rel})
             if r is None:
-                r = _row(conn, (c.domain == src["domain"]) & (c.path == t.lstrip("/")))
+                r = _row(conn, same_path, {"d": src["domain"], "p": t.lstrip("/")})
         if r is not None:
             return r
     base = t[:-3] if t.endswith(".md") else t
@@ -135,31 +132,32 @@ def backlinks(idx: RecallIndex, row: dict, cache: dict | None = None) -> list[tu
     """Notes linking to ``row``: (source row, relation, line, kind)."""
     names = _candidate_targets(row)
     fname = row["path"].rsplit("/", 1)[-1]
-    c = links_t.c
-    with idx.reader.connect() as conn:
-        rows = conn.execute(
-            select(c.note_id, c.relation, c.line, c.kind, c.target).where(
-                or_(func.lower(c.target).in_(sorted(names)), c.target.like(f"%/{fname}"), c.target.like(f"%{fname}"))
-            )
-        ).all()
+    p: dict = {"l1": f"%/{fname}", "l2": f"%{fname}"}
+    named = in_list("lower(recall_link.target)", sorted(names), p, "n")
+    with idx.sql.connect() as conn:
+        rows = conn.all(
+            "SELECT recall_link.note_id, recall_link.relation, recall_link.line, recall_link.kind, "
+            f"recall_link.target FROM recall_link WHERE {named} OR recall_link.target LIKE :l1 "
+            "OR recall_link.target LIKE :l2",
+            p,
+        )
     out = []
-    src_rows = idx.notes_by_ids({r.note_id for r in rows})
-    for r in rows:
-        src = src_rows.get(r.note_id)
+    src_rows = idx.notes_by_ids({r[0] for r in rows})
+    for note_id, relation, line, kind, target in rows:
+        src = src_rows.get(note_id)
         if src is None or src["domain"] not in idx.settings.domains:
             continue
-        hit = resolve_target(idx, src, r.target, r.kind, cache)
+        hit = resolve_target(idx, src, target, kind, cache)
         if hit is not None and hit["id"] == row["id"]:
-            out.append((src, r.relation, r.line, r.kind))
+            out.append((src, relation, line, kind))
     return out
 
 
 def outlinks(idx: RecallIndex, row: dict) -> list:
-    c = links_t.c
-    with idx.reader.connect() as conn:
-        return conn.execute(
-            select(c.line, c.kind, c.relation, c.target).where(c.note_id == row["id"]).order_by(c.line)
-        ).all()
+    with idx.sql.connect() as conn:
+        return conn.all(
+            "SELECT line, kind, relation, target FROM recall_link WHERE note_id = :i ORDER BY line", {"i": row["id"]}
+        )
 
 
 def _weight(relation: str) -> float:
@@ -173,12 +171,12 @@ def anchors_of(idx: RecallIndex, addr: str) -> list[dict]:
         raise NotFound(f"{addr}: unknown domain {domain!r}; known: {', '.join(settings.domains)}")
     if perm.endswith("*"):
         prefix = perm.rstrip("*").rstrip("/")
-        c = notes_t.c
-        with idx.reader.connect() as conn:
-            q = select(notes_t).where(c.domain == domain)
-            if prefix:
-                q = q.where(c.permalink.like(prefix.replace("%", r"\%").replace("_", r"\_") + "/%", escape="\\"))
-            rows = [dict(r) for r in conn.execute(q.order_by(c.permalink)).mappings().all()]
+        sql, p = f"{NOTE_SELECT} WHERE recall_note.domain = :d", {"d": domain}
+        if prefix:
+            sql += " AND recall_note.permalink LIKE :p ESCAPE '\\'"
+            p["p"] = prefix.replace("%", r"\%").replace("_", r"\_") + "/%"
+        with idx.sql.connect() as conn:
+            rows = conn.rows(sql + " ORDER BY recall_note.permalink", p)
         if not rows:
             raise NotFound(f"{addr}: no note under {prefix or 'the domain root'}")
         return rows
@@ -388,6 +386,10 @@ def recent_activity(
     idx = index or RecallIndex(settings)
     if refresh:
         idx.quick_refresh()
+    from sqlalchemy import func, select
+
+    from geode.recall.index_tables import notes_t
+
     since, label = parse_period(period, now)
     doms = [domain] if isinstance(domain, str) else list(domain or settings.domains)
     c = notes_t.c

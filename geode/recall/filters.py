@@ -18,11 +18,9 @@ grammar, read by the command line (``--where``) and the page as well as by searc
 
 from __future__ import annotations
 
-from sqlalchemy import ColumnElement, and_, exists, literal_column, not_, or_, select
-
 from geode.delivery.dates import DateError, iso
 from geode.delivery.errors import UsageError
-from geode.recall.index_tables import fm_t, notes_t, tags_t
+from geode.recall.sqlread import in_list
 
 MAX_CONTAINS_ANY = 100
 
@@ -57,44 +55,100 @@ def _lower(v) -> str:
     return str(v).lower()
 
 
-def _fm_exists(key: str, cond):
-    return exists(select(fm_t.c.note_id).where(fm_t.c.note_id == notes_t.c.id, fm_t.c.key == key, cond))
+class Where:
+    """The filters as SQL text on ``recall_note``: ``parts`` is one (condition, its params) per
+    filter, ``len()`` how many; ``sql``/``params`` the conditions AND-ed (``1 = 1`` when none).
+    Parameter names start with ``f`` and a number, so they never meet a query's own."""
+
+    def __init__(self, parts: list[tuple[str, dict]] | None = None) -> None:
+        self.parts = list(parts or [])
+        self._n = 0
+
+    def __len__(self) -> int:
+        return len(self.parts)
+
+    def name(self) -> str:
+        self._n += 1
+        return f"f{self._n}_"
+
+    def add(self, sql: str, params: dict) -> None:
+        self.parts.append((sql, params))
+
+    @property
+    def sql(self) -> str:
+        return " AND ".join(f"({s})" for s, _p in self.parts) if self.parts else "1 = 1"
+
+    @property
+    def params(self) -> dict:
+        out: dict = {}
+        for _s, p in self.parts:
+            out.update(p)
+        return out
+
+    def key(self) -> str:
+        """What tells two scopes apart (the cached count of notes in scope)."""
+        return self.sql + "\x00" + repr(sorted(self.params.items()))
 
 
-def _where_cond(key: str, spec):
+def as_where(conds) -> Where:
+    """``Where`` as it is; an empty list (no filter) as an empty ``Where``."""
+    if isinstance(conds, Where):
+        return conds
+    if not conds:
+        return Where()
+    raise TypeError("filters are a Where (filters.filter_where), not SQLAlchemy conditions")
+
+
+def _fm_exists(w: Where, key: str, cond: str, params: dict) -> str:
+    k = w.name()
+    params[k + "k"] = key
+    return (
+        "EXISTS (SELECT recall_fm.note_id FROM recall_fm WHERE recall_fm.note_id = recall_note.id "
+        f"AND recall_fm.key = :{k}k AND {cond})"
+    )
+
+
+def _where_cond(w: Where, key: str, spec, params: dict) -> str:
     if isinstance(spec, dict) and spec and all(str(k).startswith("$") for k in spec):
         conds = []
         for op, val in spec.items():
+            p = w.name()
             if op in ("$eq", "$contains"):
-                conds.append(_fm_exists(key, fm_t.c.val == _lower(val)))
+                params[p] = _lower(val)
+                conds.append(_fm_exists(w, key, f"recall_fm.val = :{p}", params))
             elif op == "$ne":
-                conds.append(not_(_fm_exists(key, fm_t.c.val == _lower(val))))
+                params[p] = _lower(val)
+                conds.append("NOT " + _fm_exists(w, key, f"recall_fm.val = :{p}", params))
             elif op in ("$in", "$contains_any"):
                 vals = _as_list(val)
                 if op == "$contains_any" and len(vals) > MAX_CONTAINS_ANY:
                     raise FilterError(f"{key}: $contains_any takes at most {MAX_CONTAINS_ANY} values, got {len(vals)}")
                 if not vals:
                     raise FilterError(f"{key}: {op} needs at least one value")
-                conds.append(_fm_exists(key, fm_t.c.val.in_([_lower(v) for v in vals])))
+                cond = in_list("recall_fm.val", [_lower(v) for v in vals], params, p)
+                conds.append(_fm_exists(w, key, cond, params))
             elif op == "$nin":
-                conds.append(not_(_fm_exists(key, fm_t.c.val.in_([_lower(v) for v in _as_list(val)]))))
+                cond = in_list("recall_fm.val", [_lower(v) for v in _as_list(val)], params, p)
+                conds.append("NOT " + _fm_exists(w, key, cond, params))
             elif op in ("$gt", "$gte", "$lt", "$lte"):
                 numeric = isinstance(val, (int, float)) and not isinstance(val, bool)
-                col = fm_t.c.num if numeric else fm_t.c.val
-                v = float(val) if numeric else _lower(val)
-                cmp = {"$gt": col > v, "$gte": col >= v, "$lt": col < v, "$lte": col <= v}[op]
-                conds.append(_fm_exists(key, and_(col.isnot(None), cmp)))
+                col = "recall_fm.num" if numeric else "recall_fm.val"
+                params[p] = float(val) if numeric else _lower(val)
+                sym = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}[op]
+                conds.append(_fm_exists(w, key, f"{col} IS NOT NULL AND {col} {sym} :{p}", params))
             elif op == "$exists":
-                e = _fm_exists(key, literal_column("1") == 1)
-                conds.append(e if val else not_(e))
+                e = _fm_exists(w, key, "1 = 1", params)
+                conds.append(e if val else "NOT " + e)
             else:
                 raise FilterError(f"{key}: unknown operator {op}")
-        return and_(*conds)
+        return " AND ".join(conds)
     if isinstance(spec, (list, tuple)):
-        return _where_cond(key, {"$in": list(spec)})
+        return _where_cond(w, key, {"$in": list(spec)}, params)
     if isinstance(spec, dict):
         raise FilterError(f"{key}: a filter is a value or a table of $-operators")
-    return _fm_exists(key, fm_t.c.val == _lower(spec))
+    p = w.name()
+    params[p] = _lower(spec)
+    return _fm_exists(w, key, f"recall_fm.val = :{p}", params)
 
 
 def _day(value, name: str) -> str:
@@ -104,36 +158,62 @@ def _day(value, name: str) -> str:
         raise FilterError(str(exc)) from None
 
 
-def filter_conditions(
+def filter_where(
     settings, domain=None, type=None, status=None, tags=None, where=None, after=None, as_of=None
-) -> tuple[list, list[str]]:
-    """SQL conditions on ``recall_note`` and the domains in scope."""
+) -> tuple[Where, list[str]]:
+    """The filters as SQL text on ``recall_note`` (a ``Where``) and the domains in scope."""
     doms = [d for d in _as_list(domain)] or list(settings.domains)
     unknown = [d for d in doms if d not in settings.domains]
     if unknown:
         raise FilterError(f"unknown domain {unknown[0]!r}; known: {', '.join(settings.domains)}")
-    c = notes_t.c
-    conds: list[ColumnElement[bool]] = [c.domain.in_(doms)]
+    w = Where()
+    p: dict = {}
+    w.add(in_list("recall_note.domain", doms, p, w.name()), p)
     if type:
-        conds.append(c.type.in_([_lower(t) for t in _as_list(type)]))
+        p = {}
+        w.add(in_list("recall_note.type", [_lower(t) for t in _as_list(type)], p, w.name()), p)
     if status:
-        conds.append(c.status.in_([_lower(s) for s in _as_list(status)]))
+        p = {}
+        w.add(in_list("recall_note.status", [_lower(s) for s in _as_list(status)], p, w.name()), p)
     if tags:
         aliases = tag_aliases(settings)
         for tag in _as_list(tags):
-            per_dom = [
-                and_(c.domain == d, tags_t.c.tag.in_(sorted(expand_tag(str(tag), aliases.get(d, {}))))) for d in doms
-            ]
-            conds.append(exists(select(tags_t.c.note_id).where(tags_t.c.note_id == c.id, or_(*per_dom))))
+            p = {}
+            per_dom = []
+            for d in doms:
+                n = w.name()
+                p[n + "d"] = d
+                tin = in_list("recall_tag.tag", sorted(expand_tag(str(tag), aliases.get(d, {}))), p, n + "t")
+                per_dom.append(f"(recall_note.domain = :{n}d AND {tin})")
+            w.add(
+                "EXISTS (SELECT recall_tag.note_id FROM recall_tag WHERE recall_tag.note_id = recall_note.id "
+                f"AND ({' OR '.join(per_dom)}))",
+                p,
+            )
     for key, spec in (where or {}).items():
-        conds.append(_where_cond(str(key), spec))
+        p = {}
+        w.add(_where_cond(w, str(key), spec, p), p)
     if after not in (None, ""):
-        conds.append(c.recorded >= _day(after, "after"))
+        n = w.name()
+        w.add(f"recall_note.recorded >= :{n}", {n: _day(after, "after")})
     if as_of not in (None, ""):
         # ValidityWindow.contains in SQL: valid_from <= day <= valid_to, both inclusive, NULL
         # unbounded. The columns hold YYYY-MM-DD (recall_index normalises them), so text
         # order is day order.
         d = _day(as_of, "as_of")
-        conds.append(or_(c.valid_from.is_(None), c.valid_from <= d))
-        conds.append(or_(c.valid_to.is_(None), c.valid_to >= d))
-    return conds, doms
+        n = w.name()
+        w.add(f"recall_note.valid_from IS NULL OR recall_note.valid_from <= :{n}", {n: d})
+        n = w.name()
+        w.add(f"recall_note.valid_to IS NULL OR recall_note.valid_to >= :{n}", {n: d})
+    return w, doms
+
+
+def filter_conditions(
+    settings, domain=None, type=None, status=None, tags=None, where=None, after=None, as_of=None
+) -> tuple[list, list[str]]:
+    """The same filters as SQLAlchemy conditions on ``recall_note`` (one per filter), for the
+    queries built with SQLAlchemy (the page's facets), and the domains in scope."""
+    from sqlalchemy import text
+
+    w, doms = filter_where(settings, domain, type, status, tags, where, after, as_of)
+    return [text(f"({s})").bindparams(**p) for s, p in w.parts], doms

@@ -8,10 +8,8 @@ coverage of the lexical side and the bench.
 
 from __future__ import annotations
 
-from sqlalchemy import select
-
-from geode.recall.index_tables import links_t, notes_t
 from geode.recall.recall_index import RecallIndex, address
+from geode.recall.sqlread import NOTE_SELECT, in_list
 
 
 def fold(s: str) -> str:
@@ -69,13 +67,9 @@ def supersedes_chain(idx: RecallIndex, row: dict, max_steps: int = 10) -> tuple[
     for _ in range(max_steps):
         nxt = []
         for r in cur:
-            with idx.reader.connect() as conn:
-                targets = (
-                    conn.execute(
-                        select(links_t.c.target).where(links_t.c.note_id == r["id"], links_t.c.relation == "supersedes")
-                    )
-                    .scalars()
-                    .all()
+            with idx.sql.connect() as conn:
+                targets = conn.column(
+                    "SELECT target FROM recall_link WHERE note_id = :i AND relation = 'supersedes'", {"i": r["id"]}
                 )
             for t in targets:
                 hit = resolve_target(idx, r, t)
@@ -91,18 +85,15 @@ def supersedes_chain(idx: RecallIndex, row: dict, max_steps: int = 10) -> tuple[
         nxt = []
         for r in cur:
             names = {r["name"], r["permalink"], r["title"], r["path"], r["path"].rsplit(".", 1)[0]}
-            with idx.reader.connect() as conn:
-                rows = (
-                    conn.execute(
-                        select(notes_t)
-                        .join(links_t, links_t.c.note_id == notes_t.c.id)
-                        .where(links_t.c.relation == "supersedes", links_t.c.target.in_(sorted(names)))
-                    )
-                    .mappings()
-                    .all()
+            p: dict = {}
+            named = in_list("recall_link.target", sorted(names), p, "n")
+            with idx.sql.connect() as conn:
+                rows = conn.rows(
+                    f"{NOTE_SELECT} JOIN recall_link ON recall_link.note_id = recall_note.id "
+                    f"WHERE recall_link.relation = 'supersedes' AND {named}",
+                    p,
                 )
             for h in rows:
-                h = dict(h)
                 if h["id"] not in seen:
                     seen.add(h["id"])
                     newer.append(address(h["domain"], h["permalink"]))

@@ -152,6 +152,9 @@ def engines(settings):
 
 
 def dispose_engines() -> None:
+    from geode.recall.sqlread import forget_readers
+
+    forget_readers()
     for w, r in _ENGINES.values():
         w.dispose()
         if r is not w:

@@ -28,7 +28,11 @@ in-place edit that keeps the folder's mtime is seen by the next ``refresh()`` (`
 ``geode serve``'s periodic pass).
 
 The tables and engines are in ``geode.recall.index_tables``; a note's rows are computed by
-``geode.recall.note_rows``.
+``geode.recall.note_rows``. Reading (search, context, the folder check) goes through
+``self.sql`` (``geode.recall.sqlread``: the standard library's ``sqlite3`` on SQLite), and
+SQLAlchemy is imported only by what writes: opening an SQLite index whose schema is complete
+(read from ``sqlite_master``) and a ``quick_refresh`` that finds no folder changed write nothing
+and import none of it (SQLAlchemy's import was ~0.3 s of a cold ``geode search``).
 """
 
 from __future__ import annotations
@@ -36,25 +40,13 @@ from __future__ import annotations
 import json
 import os
 import time
-
-from sqlalchemy import delete, func, insert, select, text, update
+from collections import namedtuple
 
 from geode.delivery.crystal import RETIRED_STATUSES
 from geode.delivery.problems import Problem
 from geode.delivery.store import iter_note_paths, read_note_file
+from geode.recall import sqlread
 from geode.recall.folders import folder_mtimes
-from geode.recall.index_tables import (
-    CHILD_TABLES,
-    dirs_t,
-    engines,
-    ensure_schema,
-    fm_t,
-    links_t,
-    meta_t,
-    notes_t,
-    obs_t,
-    tags_t,
-)
 from geode.recall.note_rows import note_rows
 
 BATCH = 200
@@ -96,15 +88,52 @@ def skipped_by_reindex(settings, root: str, rel: str, domain: str) -> Problem | 
 class RecallIndex:
     """The SQL side of recall for one ``Settings``: refresh from the files, read back."""
 
-    def __init__(self, settings):
+    def __init__(self, settings) -> None:
         self.settings = settings
-        self.writer, self.reader = engines(settings)
-        self.dialect = self.writer.dialect.name
-        ensure_schema(self.writer)
+        self.dialect = sqlread.dialect_of(settings.db_url)
+        self._engines = None
+        self._schema_ok = False
+        path = sqlread.sqlite_path(settings.db_url) if self.dialect == "sqlite" else None
+        self.sql: sqlread.SqliteReader | sqlread.SAReader
+        if path is not None:
+            self.sql = sqlread.sqlite_reader(path)
+            if not self.sql.schema_complete():
+                self._open_writer()  # creates what is missing (a new home, an older layout)
+        else:
+            self._open_writer()
+            self.sql = sqlread.SAReader(self.reader)
+
+    def _open_writer(self):
+        if self._engines is None:
+            from geode.recall.index_tables import engines
+
+            self._engines = engines(self.settings)
+        if not self._schema_ok:
+            from geode.recall.index_tables import ensure_schema
+
+            ensure_schema(self._engines[0])
+            self._schema_ok = True
+        return self._engines[0]
+
+    @property
+    def writer(self):
+        """The SQLAlchemy engine that writes (imported, and the schema checked, on first use)."""
+        return self._open_writer()
+
+    @property
+    def reader(self):
+        """A SQLAlchemy engine that reads (for queries built with SQLAlchemy, outside search)."""
+        self._open_writer()
+        assert self._engines is not None
+        return self._engines[1]
 
     # -- writing -----------------------------------------------------------------------
     def _write_batch(self, conn, items: list[tuple[int | None, dict]]) -> None:
         """Insert or update notes (``(id or None, rows)``), replacing their child rows."""
+        from sqlalchemy import insert, text, update
+
+        from geode.recall.index_tables import fm_t, links_t, notes_t, obs_t, tags_t
+
         ids = []
         for nid, data in items:
             row = data["row"]
@@ -152,6 +181,10 @@ class RecallIndex:
             )
 
     def _delete_children(self, conn, ids: list[int]) -> None:
+        from sqlalchemy import delete
+
+        from geode.recall.index_tables import CHILD_TABLES
+
         if not ids:
             return
         for table in CHILD_TABLES:
@@ -164,12 +197,20 @@ class RecallIndex:
                 )
 
     def _delete_notes(self, conn, ids: list[int]) -> None:
+        from sqlalchemy import delete
+
+        from geode.recall.index_tables import notes_t
+
         self._delete_children(conn, ids)
         if ids:
             conn.execute(delete(notes_t).where(notes_t.c.id.in_(ids)))
 
     def wipe(self) -> None:
         """Remove every row of the recall index (the vectors are another matter: ``vectors.py``)."""
+        from sqlalchemy import delete
+
+        from geode.recall.index_tables import CHILD_TABLES, dirs_t, notes_t
+
         with self.writer.begin() as conn:
             for table in (*CHILD_TABLES, dirs_t, notes_t):
                 conn.execute(delete(table))
@@ -193,13 +234,12 @@ class RecallIndex:
         return counts
 
     def _existing(self, domain: str, dirs: set[str] | list[str] | None = None) -> dict:
-        q = select(
-            notes_t.c.id, notes_t.c.path, notes_t.c.mtime_ns, notes_t.c.size, notes_t.c.content_hash, notes_t.c.root
-        ).where(notes_t.c.domain == domain)
-        with self.reader.connect() as conn:
-            rows = conn.execute(q).all()
+        with self.sql.connect() as conn:
+            rows = conn.all(
+                "SELECT id, path, mtime_ns, size, content_hash, root FROM recall_note WHERE domain = :d", {"d": domain}
+            )
         out = {}
-        for r in rows:
+        for r in map(_Existing._make, rows):
             if dirs is not None and _dir_of(r.path) not in dirs:
                 continue
             out[r.path] = r
@@ -302,6 +342,10 @@ class RecallIndex:
     def _flush(self, pending, touch) -> None:
         if not pending and not touch:
             return
+        from sqlalchemy import update
+
+        from geode.recall.index_tables import notes_t
+
         with self.writer.begin() as conn:
             if pending:
                 self._write_batch(conn, pending)
@@ -309,6 +353,10 @@ class RecallIndex:
                 conn.execute(update(notes_t).where(notes_t.c.id == nid).values(mtime_ns=mt, size=sz))
 
     def _store_dirs(self, domain: str, dir_mtimes: dict, replace_all: bool) -> None:
+        from sqlalchemy import delete, insert
+
+        from geode.recall.index_tables import dirs_t
+
         with self.writer.begin() as conn:
             if replace_all:
                 conn.execute(delete(dirs_t).where(dirs_t.c.domain == domain))
@@ -325,18 +373,18 @@ class RecallIndex:
         search instead of 1,100 rows at 100,000 notes. Any writer (this process or another, a
         refresh or a wipe) changes the aggregate; a stale entry could only make a folder look
         changed (it is then listed again, and nothing is lost)."""
-        with self.reader.connect() as conn:
-            agg = tuple(conn.execute(select(func.count(), func.sum(dirs_t.c.mtime_ns % 2147483647))).one())
+        with self.sql.connect() as conn:
+            agg = tuple(conn.all("SELECT count(*), sum(recall_dir.mtime_ns % 2147483647) FROM recall_dir")[0])
             cached = self.__dict__.get("_dirs_cache")
             if cached is not None and cached[0] == agg:
                 return cached[1]
-            rows = conn.execute(select(dirs_t.c.domain, dirs_t.c.dir, dirs_t.c.mtime_ns)).all()
+            rows = conn.all("SELECT domain, dir, mtime_ns FROM recall_dir")
         roots = dict(self.settings.domain_roots())
         known: dict[str, list[tuple[str, str, int]]] = {}
-        for r in rows:
-            root = roots.get(r.domain)
+        for dom, d, m in rows:
+            root = roots.get(dom)
             if root is not None:
-                known.setdefault(r.domain, []).append((r.dir, os.path.join(root, r.dir) if r.dir else root, r.mtime_ns))
+                known.setdefault(dom, []).append((d, os.path.join(root, d) if d else root, m))
         self.__dict__["_dirs_cache"] = (agg, known)
         return known
 
@@ -369,6 +417,10 @@ class RecallIndex:
                         changed.add(sub)
             self._refresh_domain(domain, root, False, counts, None, only_dirs=changed | vanished)
             if vanished:
+                from sqlalchemy import delete
+
+                from geode.recall.index_tables import dirs_t
+
                 with self.writer.begin() as conn:
                     conn.execute(delete(dirs_t).where(dirs_t.c.domain == domain, dirs_t.c.dir.in_(list(vanished))))
         return counts
@@ -376,6 +428,10 @@ class RecallIndex:
     # -- embedding state --------------------------------------------------------------
     def pending(self, model_id: str, limit: int | None = None, domains=None) -> list:
         """Notes whose vector is missing or stale for ``model_id`` (id, domain, path, texts)."""
+        from sqlalchemy import select
+
+        from geode.recall.index_tables import notes_t
+
         c = notes_t.c
         q = select(
             c.id, c.domain, c.path, c.title, c.description, c.tags, c.body, c.body_line, c.embed_text_hash
@@ -397,6 +453,10 @@ class RecallIndex:
         a note whose text changed meanwhile stays pending)."""
         if not done:
             return
+        from sqlalchemy import update
+
+        from geode.recall.index_tables import notes_t
+
         with self.writer.begin() as conn:
             for nid, h in done:
                 conn.execute(
@@ -406,10 +466,18 @@ class RecallIndex:
                 )
 
     def clear_embeddings(self) -> None:
+        from sqlalchemy import update
+
+        from geode.recall.index_tables import notes_t
+
         with self.writer.begin() as conn:
             conn.execute(update(notes_t).values(embed_model=None, embed_hash=None))
 
     def counts(self, model_id: str | None = None) -> dict:
+        from sqlalchemy import select, text
+
+        from geode.recall.index_tables import notes_t
+
         c = notes_t.c
         doms = list(self.settings.domains)
         with self.reader.connect() as conn:
@@ -437,22 +505,27 @@ class RecallIndex:
 
     # -- meta ---------------------------------------------------------------------------
     def _set_meta(self, k: str, v: str) -> None:
+        from sqlalchemy import delete, insert
+
+        from geode.recall.index_tables import meta_t
+
         with self.writer.begin() as conn:
             conn.execute(delete(meta_t).where(meta_t.c.k == k))
             conn.execute(insert(meta_t).values(k=k, v=v))
 
     def meta(self, k: str) -> str | None:
-        with self.reader.connect() as conn:
-            return conn.execute(select(meta_t.c.v).where(meta_t.c.k == k)).scalar()
+        with self.sql.connect() as conn:
+            return conn.scalar("SELECT v FROM recall_meta WHERE k = :k", {"k": k})
 
     # -- reading ------------------------------------------------------------------------
     def notes_by_ids(self, ids) -> dict:
         ids = list(ids)
         out = {}
-        with self.reader.connect() as conn:
+        with self.sql.connect() as conn:
             for start in range(0, len(ids), 500):
-                rows = conn.execute(select(notes_t).where(notes_t.c.id.in_(ids[start : start + 500]))).mappings().all()
-                out.update({r["id"]: dict(r) for r in rows})
+                p: dict = {}
+                cond = sqlread.in_list("recall_note.id", ids[start : start + 500], p, "i")
+                out.update({r["id"]: r for r in conn.rows(f"{sqlread.NOTE_SELECT} WHERE {cond}", p)})
         return out
 
     def observations(self, ids) -> dict:
@@ -460,11 +533,16 @@ class RecallIndex:
         out: dict[int, list] = {}
         if not ids:
             return out
-        with self.reader.connect() as conn:
-            rows = conn.execute(select(obs_t).where(obs_t.c.note_id.in_(ids)).order_by(obs_t.c.line)).all()
-        for r in rows:
-            out.setdefault(r.note_id, []).append((r.line, r.category, r.text))
+        p: dict = {}
+        cond = sqlread.in_list("note_id", ids, p, "i")
+        with self.sql.connect() as conn:
+            rows = conn.all(f"SELECT note_id, line, category, text FROM recall_obs WHERE {cond} ORDER BY line", p)
+        for nid, line, category, txt in rows:
+            out.setdefault(nid, []).append((line, category, txt))
         return out
+
+
+_Existing = namedtuple("_Existing", "id path mtime_ns size content_hash root")
 
 
 def is_retired(status: str) -> bool:

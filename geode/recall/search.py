@@ -60,16 +60,17 @@ from __future__ import annotations
 import json
 import math
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
-
-from sqlalchemy import ColumnClause, func, literal_column, or_, select, text
-from sqlalchemy.exc import CompileError, DBAPIError
 
 from geode.delivery.prompt_recall import fts5_query, query_terms
-from geode.recall.filters import FilterError, filter_conditions
+from geode.recall.filters import FilterError, as_where, filter_where
 from geode.recall.hits import fold, passage_snippet, snippet_and_line, supersedes_chain
-from geode.recall.index_tables import FTS_WEIGHTS, STALE_SQL, links_t, notes_t
 from geode.recall.recall_index import RecallIndex, address, is_retired
+from geode.recall.sqlread import NOTE_SELECT, db_errors, in_list
+
+#: as ``geode.recall.index_tables`` (a test checks they agree); here as text, so that a search
+#: on SQLite imports no SQLAlchemy (``geode.recall.sqlread``)
+FTS_WEIGHTS = (8.0, 5.0, 3.0, 1.0)  # title, tags, description, body
+STALE_SQL = "embed_hash IS NULL OR embed_model IS NULL OR embed_hash != embed_text_hash"
 
 BACKGROUND_MIN = 8  # semantic candidates needed to tell a query's background cosine
 EXACT_SEMANTIC_MAX = 5000  # with filters, up to this many candidates are compared exactly
@@ -90,8 +91,8 @@ def _fts_generation(idx: RecallIndex, conn):
     if idx.dialect != "sqlite":
         return None
     try:
-        return conn.execute(text("SELECT block FROM recall_fts_data WHERE id = 10")).scalar()
-    except DBAPIError:
+        return conn.scalar("SELECT block FROM recall_fts_data WHERE id = 10")
+    except db_errors():
         return None
 
 
@@ -123,32 +124,26 @@ def doc_freq(idx: RecallIndex, conn, term: str) -> int:
     st = _term_stats(idx, conn)["df"]
     if term not in st:
         if idx.dialect == "sqlite":
-            st[term] = conn.execute(
-                text("SELECT count(*) FROM recall_fts WHERE recall_fts MATCH :q"), {"q": fts5_query([term])}
-            ).scalar_one()
+            st[term] = conn.scalar(
+                "SELECT count(*) FROM recall_fts WHERE recall_fts MATCH :q", {"q": fts5_query([term])}
+            )
         else:
-            st[term] = conn.execute(
-                select(func.count())
-                .select_from(notes_t)
-                .where(literal_column("recall_note.tsv").op("@@")(func.to_tsquery("simple", f"{term}:*")))
-            ).scalar_one()
+            st[term] = conn.scalar(
+                "SELECT count(*) FROM recall_note WHERE recall_note.tsv @@ to_tsquery('simple', :q)",
+                {"q": f"{term}:*"},
+            )
     return int(st[term])
 
 
-def _notes_in_scope(idx: RecallIndex, conn, conds: list, key: str | None = None) -> int:
-    """How many notes ``conds`` select, cached per scope (``key``, else the conditions' SQL and
-    values: compiling them costs ~1 ms, which a search without filters need not pay)."""
+def _notes_in_scope(idx: RecallIndex, conn, conds, key: str | None = None) -> int:
+    """How many notes ``conds`` (a ``filters.Where``) select, cached per scope (``key``, else the
+    conditions' SQL and values)."""
+    w = as_where(conds)
     if key is None:
-        try:
-            key = str(select(func.count()).where(*conds).compile(compile_kwargs={"literal_binds": True}))
-        except (CompileError, NotImplementedError, TypeError, ValueError):  # a value with no literal form: no cache
-            key = None
+        key = w.key()
     st = _term_stats(idx, conn)["n"]
-    if key is None or key not in st:
-        n = int(conn.execute(select(func.count()).select_from(notes_t).where(*conds)).scalar_one())
-        if key is None:
-            return n
-        st[key] = n
+    if key not in st:
+        st[key] = int(conn.scalar(f"SELECT count(*) FROM recall_note WHERE {w.sql}", w.params))
     return int(st[key])
 
 
@@ -164,7 +159,7 @@ def match_terms(idx: RecallIndex, conn, terms: list[str]) -> list[str]:
     When every word is that common, all of them stay: there is nothing better to rank by."""
     n_all = _term_stats(idx, conn)["n"].get("\x00all")
     if n_all is None:
-        n_all = int(conn.execute(select(func.count()).select_from(notes_t)).scalar_one())
+        n_all = int(conn.scalar("SELECT count(*) FROM recall_note"))
         _term_stats(idx, conn)["n"]["\x00all"] = n_all
     rare = [t for t in terms if doc_freq(idx, conn, t) * 2 < n_all]
     return rare if any(doc_freq(idx, conn, t) > 0 for t in rare) else terms
@@ -189,7 +184,7 @@ def fts_row_count(idx: RecallIndex, conn) -> int:
     of its averages record (row 1 of ``recall_fts_data``), cached with the document frequencies."""
     st = _term_stats(idx, conn)["n"]
     if "\x00fts_rows" not in st:
-        block = conn.execute(text("SELECT block FROM recall_fts_data WHERE id = 1")).scalar()
+        block = conn.scalar("SELECT block FROM recall_fts_data WHERE id = 1")
         st["\x00fts_rows"] = _varint(bytes(block), 0)[0] if block else 0
     return int(st["\x00fts_rows"])
 
@@ -208,7 +203,7 @@ def _bm25_rows(conn, expr: str, n: int) -> list[tuple[int, float]]:
         f"SELECT rowid, bm25(recall_fts, {w[0]}, {w[1]}, {w[2]}, {w[3]}) AS s FROM recall_fts "
         "WHERE recall_fts MATCH :q ORDER BY s LIMIT :n"
     )
-    return [(int(i), -float(s)) for i, s in conn.execute(text(sql), {"q": expr, "n": n}).all()]
+    return [(int(i), -float(s)) for i, s in conn.all(sql, {"q": expr, "n": n})]
 
 
 def top_bm25(idx: RecallIndex, conn, terms: list[str], n: int) -> list[tuple[int, float]]:
@@ -279,13 +274,14 @@ def top_bm25(idx: RecallIndex, conn, terms: list[str], n: int) -> list[tuple[int
 
 
 # -- the two sides --------------------------------------------------------------------------
-def lexical(idx: RecallIndex, terms: list[str], conds: list, n: int, filtered: bool = True) -> dict[int, float]:
+def lexical(idx: RecallIndex, terms: list[str], conds, n: int, filtered: bool = True) -> dict[int, float]:
     """note id -> raw lexical score (higher is better), at most ``n``. ``filtered=False`` says
     ``conds`` select every note (no filter, every domain): the match then skips the join to the
     notes (40% of the query's time at 100,000 notes; ``search`` drops ids without a note)."""
     if not terms:
         return {}
-    with idx.reader.connect() as conn:
+    w = as_where(conds)
+    with idx.sql.connect() as conn:
         if idx.dialect == "sqlite":
             terms = match_terms(idx, conn, terms)
             if not filtered:
@@ -294,23 +290,22 @@ def lexical(idx: RecallIndex, terms: list[str], conds: list, n: int, filtered: b
             # is on ``rowid + 0`` on purpose: a bare rowid constraint (``rowid IN (...)``, or a
             # join the planner turns around) makes FTS5 re-run the MATCH once per candidate row,
             # which took 28 s at 10,000 notes.
-            w = FTS_WEIGHTS
-            bm: ColumnClause[Any] = literal_column(f"bm25(recall_fts, {w[0]}, {w[1]}, {w[2]}, {w[3]})")
-            q = (
-                select(literal_column("recall_fts.rowid").label("id"), bm.label("s"))
-                .select_from(text("recall_fts"))
-                .join(notes_t, notes_t.c.id == literal_column("recall_fts.rowid + 0"))
-                .where(text("recall_fts MATCH :q").bindparams(q=fts5_query(terms)))
-                .where(*conds)
-                .order_by(bm)
-                .limit(n)
+            fw = FTS_WEIGHTS
+            bm = f"bm25(recall_fts, {fw[0]}, {fw[1]}, {fw[2]}, {fw[3]})"
+            sql = (
+                f"SELECT recall_fts.rowid AS id, {bm} AS s FROM recall_fts "
+                "JOIN recall_note ON recall_note.id = recall_fts.rowid + 0 "
+                f"WHERE recall_fts MATCH :q AND {w.sql} ORDER BY {bm} LIMIT :n"
             )
-            return {int(i): -float(s) for i, s in conn.execute(q).all()}
-        tsq = func.to_tsquery("simple", " | ".join(f"{t}:*" for t in terms))
-        tsv: ColumnClause[Any] = literal_column("recall_note.tsv")
-        rank = func.ts_rank_cd(tsv, tsq)
-        q = select(notes_t.c.id, rank.label("s")).where(tsv.op("@@")(tsq), *conds).order_by(rank.desc()).limit(n)
-        return {int(i): float(s) for i, s in conn.execute(q).all()}
+            rows = conn.all(sql, {**w.params, "q": fts5_query(terms), "n": n})
+            return {int(i): -float(s) for i, s in rows}
+        rank = "ts_rank_cd(recall_note.tsv, to_tsquery('simple', :q))"
+        sql = (
+            f"SELECT recall_note.id, {rank} AS s FROM recall_note "
+            f"WHERE recall_note.tsv @@ to_tsquery('simple', :q) AND {w.sql} ORDER BY {rank} DESC LIMIT :n"
+        )
+        rows = conn.all(sql, {**w.params, "q": " | ".join(f"{t}:*" for t in terms), "n": n})
+        return {int(i): float(s) for i, s in rows}
 
 
 def _coverage(terms: list[str], row: dict, idf: dict[str, float] | None = None) -> float:
@@ -325,12 +320,12 @@ def _coverage(terms: list[str], row: dict, idf: dict[str, float] | None = None) 
     return sum(w.get(t, 1.0) for t in terms if fold(t) in hay) / total if total > 0 else 0.0
 
 
-def term_idf(idx: RecallIndex, terms: list[str], conds: list, scope_key: str | None = None) -> dict[str, float]:
+def term_idf(idx: RecallIndex, terms: list[str], conds, scope_key: str | None = None) -> dict[str, float]:
     """idf(t) = ln(1 + N / (1 + df(t))) over the notes in scope (df by the same prefix match).
     ``scope_key`` names the scope ``conds`` select, for the cached count (see ``_notes_in_scope``)."""
     if not terms:
         return {}
-    with idx.reader.connect() as conn:
+    with idx.sql.connect() as conn:
         n = _notes_in_scope(idx, conn, conds, scope_key)
         return {t: math.log(1.0 + n / (1.0 + doc_freq(idx, conn, t))) for t in terms}
 
@@ -384,7 +379,7 @@ class Semantic:
         self._seen = now if ok else None
         return ok
 
-    def scores(self, idx: RecallIndex, query: str, conds: list, n: int, filtered: bool) -> dict[int, float]:
+    def scores(self, idx: RecallIndex, query: str, conds, n: int, filtered: bool) -> dict[int, float]:
         """note id -> semantic score for the best ``n`` notes in scope (see ``scored_passages``)."""
         return self.scored_passages(idx, query, conds, n, filtered)[0]
 
@@ -399,7 +394,7 @@ class Semantic:
         return _QUERY_POOL.submit(self.embedder.embed_query, query)
 
     def scored_passages(
-        self, idx: RecallIndex, query: str, conds: list, n: int, filtered: bool, started=None
+        self, idx: RecallIndex, query: str, conds, n: int, filtered: bool, started=None
     ) -> tuple[dict[int, float], dict[int, dict]]:
         """(note id -> semantic score for the best ``n`` notes in scope, from their passages by
         ``note_score``; note id -> its best passage's metadata, for the hit's snippet and line).
@@ -407,12 +402,15 @@ class Semantic:
         from geode.recall.vectors import note_of
 
         qv = started.result() if started is not None else self.embedder.embed_query(query)
-        c = notes_t.c
-        with idx.reader.connect() as conn:
+        w = as_where(conds)
+        with idx.sql.connect() as conn:
             if filtered:
-                count = conn.execute(select(func.count()).select_from(notes_t).where(*conds)).scalar_one()
+                count = conn.scalar(f"SELECT count(*) FROM recall_note WHERE {w.sql}", w.params)
                 if count <= EXACT_SEMANTIC_MAX:
-                    rows = conn.execute(select(c.id, c.domain, c.path).where(*conds)).all()
+                    rows = conn.all(
+                        f"SELECT recall_note.id, recall_note.domain, recall_note.path FROM recall_note WHERE {w.sql}",
+                        w.params,
+                    )
                     nid_of = {(d, p): i for i, d, p in rows}
                     got = self.vs.passage_similarities(qv, sorted({p for _i, _d, p in rows}))
                     return self._by_note(got, nid_of, n)
@@ -427,8 +425,13 @@ class Semantic:
             for d, ps in keys.items():  # (domain, path) is the unique index: one lookup per vector
                 pl = sorted(ps)
                 for start in range(0, len(pl), 400):
-                    q = select(c.id, c.path).where(c.domain == d, c.path.in_(pl[start : start + 400]), *conds)
-                    for i, p in conn.execute(q).all():
+                    params = {**w.params, "d": d}
+                    paths = in_list("recall_note.path", pl[start : start + 400], params, "p")
+                    sql = (
+                        "SELECT recall_note.id, recall_note.path FROM recall_note "
+                        f"WHERE recall_note.domain = :d AND {paths} AND {w.sql}"
+                    )
+                    for i, p in conn.all(sql, params):
                         nid_of[(d, p)] = int(i)
         return self._by_note(got, nid_of, n)
 
@@ -569,8 +572,10 @@ _INDEX_CACHE: dict = {}
 
 def index_for(settings) -> RecallIndex:
     """A process-wide ``RecallIndex`` per database and domains: opening one checks the schema
-    inside a write transaction (about 6 ms, and the write lock), which a search need not pay
-    again. ``search(index=...)`` still takes the caller's own."""
+    (on SQLite a read of ``sqlite_master``; on PostgreSQL, or when something is missing, inside a
+    write transaction: about 6 ms, and the write lock), which a search need not pay again, and
+    the index keeps the folder list and word counts it read. ``search(index=...)`` still takes
+    the caller's own."""
     key = (settings.db_url, tuple(sorted(settings.domains.items())), settings.home)
     idx = _INDEX_CACHE.get(key)
     if idx is None:
@@ -639,7 +644,7 @@ def search(
         r = idx.quick_refresh()
         if r["added"] or r["changed"] or r["removed"]:
             forget_term_stats(idx)
-    conds, doms = filter_conditions(settings, domain, type, status, tags, where, after, as_of)
+    conds, doms = filter_where(settings, domain, type, status, tags, where, after, as_of)
     filtered = len(conds) > 1 or len(doms) < len(settings.domains)
     terms = query_terms(q, limit=24)
     notice = ""
@@ -763,12 +768,13 @@ def _in_a_supersedes_link(idx: RecallIndex, rows: list[dict]) -> set[int]:
         return set()
     names = set().union(*(_chain_names(r) for r in rows))
     ids = [r["id"] for r in rows]
-    with idx.reader.connect() as conn:
-        links = conn.execute(
-            select(links_t.c.note_id, links_t.c.target).where(
-                links_t.c.relation == "supersedes", or_(links_t.c.note_id.in_(ids), links_t.c.target.in_(sorted(names)))
-            )
-        ).all()
+    p: dict = {}
+    from_ = in_list("note_id", ids, p, "i")
+    to = in_list("target", sorted(names), p, "n")
+    with idx.sql.connect() as conn:
+        links = conn.all(
+            f"SELECT note_id, target FROM recall_link WHERE relation = 'supersedes' AND ({from_} OR {to})", p
+        )
     sources = {int(n) for n, _t in links}
     targets = {t for _n, t in links}
     return {r["id"] for r in rows if r["id"] in sources or _chain_names(r) & targets}
@@ -783,43 +789,38 @@ def _waits_for_vector(row: dict, model_id: str) -> bool:
     )
 
 
-def _pending_in_scope(idx: RecallIndex, conds: list, model_id: str) -> int:
+def _pending_in_scope(idx: RecallIndex, conds, model_id: str) -> int:
     """Notes in scope whose vector is missing or stale (exact: it changes as the embedder works)."""
     return _count_pending(idx, conds, model_id)
 
 
-def _count_pending(idx: RecallIndex, conds: list, model_id: str) -> int:
+def _count_pending(idx: RecallIndex, conds, model_id: str) -> int:
     """Notes in scope with no vector or a stale one (other text: the partial index
     ``ix_recall_note_stale``), plus the notes embedded from their current text by another
     model (two ranges of ``ix_recall_note_embed``: below and above ``model_id``). The three sets
     are disjoint and together are exactly "embed_model != model_id or embed_hash != embed_text_hash
     or either is missing"; counting them reads the pending notes, not all of them."""
-    c = notes_t.c
-    same_text = c.embed_hash == c.embed_text_hash
+    w = as_where(conds)
+    same_text = "recall_note.embed_hash = recall_note.embed_text_hash"
     parts = [
-        select(func.count()).select_from(notes_t).where(*conds, text(f"({STALE_SQL})")),
-        select(func.count()).select_from(notes_t).where(*conds, c.embed_model < model_id, same_text),
-        select(func.count()).select_from(notes_t).where(*conds, c.embed_model > model_id, same_text),
+        f"({STALE_SQL})",
+        f"recall_note.embed_model < :model AND {same_text}",
+        f"recall_note.embed_model > :model AND {same_text}",
     ]
-    with idx.reader.connect() as conn:
-        return sum(int(conn.execute(q).scalar_one()) for q in parts)
+    params = {**w.params, "model": model_id}
+    with idx.sql.connect() as conn:
+        return sum(int(conn.scalar(f"SELECT count(*) FROM recall_note WHERE {w.sql} AND {q}", params)) for q in parts)
 
 
-def _listing(idx: RecallIndex, conds: list, limit: int, sw: float, rw: float):
+def _listing(idx: RecallIndex, conds, limit: int, sw: float, rw: float):
     """No query text: everything the filters select, by the priors, then newest first."""
-    c = notes_t.c
-    with idx.reader.connect() as conn:
-        total = int(conn.execute(select(func.count()).select_from(notes_t).where(*conds)).scalar_one())
-        rows = (
-            [dict(r) for r in conn.execute(select(notes_t).where(*conds)).mappings().all()]
-            if total <= 20000
-            else [
-                dict(r)
-                for r in conn.execute(select(notes_t).where(*conds).order_by(c.mtime_ns.desc()).limit(20000))
-                .mappings()
-                .all()
-            ]
-        )
+    w = as_where(conds)
+    with idx.sql.connect() as conn:
+        total = int(conn.scalar(f"SELECT count(*) FROM recall_note WHERE {w.sql}", w.params))
+        sql = f"{NOTE_SELECT} WHERE {w.sql}"
+        if total > 20000:
+            sql += " ORDER BY recall_note.mtime_ns DESC LIMIT 20000"
+        rows = conn.rows(sql, w.params)
     scored = [(prior(r, sw, rw), r, None, None) for r in rows]
     scored.sort(key=lambda t: (-t[0], -t[1]["mtime_ns"], t[1]["path"]))
     return scored[:limit], total
@@ -832,7 +833,6 @@ def neighbours(idx: RecallIndex, settings, anchor: dict, max_tag_df: int = RARE_
     with it (an entity: a tag held by at most ``max_tag_df`` notes; each such tag adds
     1 / (holders - 1), so a tag shared by two notes ties them as a typed link does)."""
     from geode.recall.context import build_context, find_note
-    from geode.recall.index_tables import tags_t
 
     out: dict[int, float] = {}
     ctx = build_context(
@@ -842,20 +842,17 @@ def neighbours(idx: RecallIndex, settings, anchor: dict, max_tag_df: int = RARE_
         hit = find_note(idx, r["domain"], r["path"])
         if hit is not None:
             out[hit["id"]] = out.get(hit["id"], 0.0) + float(r["score"])
-    with idx.reader.connect() as conn:
-        mine = conn.execute(select(tags_t.c.tag).where(tags_t.c.note_id == anchor["id"])).scalars().all()
+    with idx.sql.connect() as conn:
+        mine = conn.column("SELECT tag FROM recall_tag WHERE note_id = :i", {"i": anchor["id"]})
         rare: list[str] = []
         if mine:  # only the rare tags' holders are read (a common tag may have thousands)
-            rare = list(
-                conn.execute(
-                    select(tags_t.c.tag)
-                    .where(tags_t.c.tag.in_(sorted(set(mine))))
-                    .group_by(tags_t.c.tag)
-                    .having(func.count() <= max_tag_df)
-                ).scalars()
-            )
+            p: dict = {"df": max_tag_df}
+            cond = in_list("tag", sorted(set(mine)), p, "t")
+            rare = conn.column(f"SELECT tag FROM recall_tag WHERE {cond} GROUP BY tag HAVING count(*) <= :df", p)
         if rare:
-            holders = conn.execute(select(tags_t.c.tag, tags_t.c.note_id).where(tags_t.c.tag.in_(sorted(rare)))).all()
+            p = {}
+            cond = in_list("tag", sorted(rare), p, "t")
+            holders = conn.all(f"SELECT tag, note_id FROM recall_tag WHERE {cond}", p)
             by_tag: dict[str, list[int]] = {}
             for t, nid in holders:
                 by_tag.setdefault(t, []).append(int(nid))
@@ -895,7 +892,7 @@ def feedback_stage(
     sem_side,
     q: str,
     terms: list[str],
-    conds: list,
+    conds,
     n: int,
     filtered: bool,
     scored: list,

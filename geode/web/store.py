@@ -17,7 +17,9 @@ from sqlalchemy import func, select
 from geode.delivery.errors import GeodeError
 from geode.recall import context as ctx
 from geode.recall import search as S
-from geode.recall.recall_index import RecallIndex, notes_t, parse_address, tags_t
+from geode.recall.filters import filter_conditions
+from geode.recall.index_tables import notes_t, tags_t
+from geode.recall.recall_index import RecallIndex, parse_address
 
 SEARCH_PER_PAGE = 20
 MAX_SEARCH = 500
@@ -118,7 +120,7 @@ class Store:
         """Counts by domain, type, status and tag over the notes the filters select (the query
         text ranks; the facets say what the filters hold)."""
         try:
-            conds, _doms = S.filter_conditions(
+            conds, _doms = filter_conditions(
                 self.settings,
                 kw.get("domain"),
                 kw.get("type"),
