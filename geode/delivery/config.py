@@ -121,7 +121,8 @@ SCHEMA: dict = {
         "blend": (STR, "margin", None),  # margin, adaptive, rrf or minmax
         "rrf_k": (FLOAT, 60.0, None),
         # semantic_weight, hop_weight and hop_anchors: chosen together over the three evaluation
-        # sets by `bench/recall_fusion.py --choose` (5-fold held-out figures in docs/RECALL.md)
+        # sets by `bench/recall_fusion.py --choose` (5-fold held-out figures in docs/RECALL.md); kept
+        # in Round 3, where re-choosing them did worse on two held-out test sets (bench/RECALL.md)
         "semantic_weight": (FLOAT, 0.6, None),
         "passage_share": (FLOAT, 0.0, None),  # a note's semantic score: best passage + share of the next
         "hop_weight": (FLOAT, 0.6, None),  # 0: no neighbour stage
