@@ -69,5 +69,17 @@ def test_the_pending_count_is_the_plain_definitions_count(tmp_path):
         where, _doms = filter_where(settings)
         assert _count_pending(idx, where, "mmm") == 0 == _plain(idx, conds, "mmm")
         assert _count_pending(idx, where, "other") == len(ids) == _plain(idx, conds, "other")
+        # filtered: nothing pending in the domain answers 0 from the indexes alone; pending notes
+        # that the filter leaves out (a guide re-embedding) are not counted for notes
+        gconds, _d = filter_conditions(settings, type="guide")
+        guide, _d = filter_where(settings, type="guide")
+        nconds, _d = filter_conditions(settings, type="note")
+        only_notes, _d = filter_where(settings, type="note")
+        assert _count_pending(idx, only_notes, "mmm") == 0 == _plain(idx, nconds, "mmm")
+        with idx.writer.begin() as conn:
+            conn.execute(text("UPDATE recall_note SET embed_hash = NULL WHERE type = 'guide'"))
+        guides = _plain(idx, gconds, "mmm")
+        assert guides == len(ids) // 2 and _count_pending(idx, guide, "mmm") == guides
+        assert _count_pending(idx, only_notes, "mmm") == 0 == _plain(idx, nconds, "mmm")
     finally:
         dispose_engines()

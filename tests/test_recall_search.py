@@ -435,3 +435,44 @@ def test_the_neighbour_stage_lifts_a_note_toward_its_anchor_never_past_it(monkey
     two = S.neighbour_stage(None, None, scored, 2, 4.0)
     assert order(two) == [1, 4, 2, 5, 3]
     assert two[0][0] > 1.0 and 0.8 < two[3][0] < two[2][0] == 0.9
+
+
+def test_a_broad_filter_asks_chroma_for_what_an_unfiltered_search_does_and_more_only_when_short(
+    store, model, monkeypatch
+):
+    """Past ``EXACT_SEMANTIC_MAX`` notes in scope the semantic side asks Chroma for the nearest
+    passages and keeps those of notes the filter selects: first as many as an unfiltered search
+    (a filter selecting every note answers as no filter does, with one query), eight times that
+    only when fewer than n notes pass."""
+    import geode.recall.search as S
+    from geode.recall.filters import filter_where
+
+    settings, root = store
+    for i in range(40):
+        kind = "guide" if i < 3 else "note"
+        write(root, f"kb/n{i:02d}.md", note(f"Retry {i}: payments are retried with backoff step {i}.", type=kind))
+    s = settings()
+    index_all(s, model)
+    monkeypatch.setattr(S, "EXACT_SEMANTIC_MAX", 0)
+    sem = S.semantic_for(s, model)
+    idx = S.index_for(s)
+    asked = []
+    real = sem.vs.query
+
+    def query(qv, k, metas=False):
+        asked.append(k)
+        return real(qv, k, metas=metas)
+
+    monkeypatch.setattr(sem.vs, "query", query)
+    q = "how are failed payments retried"
+    plain = sem.scored_passages(idx, q, filter_where(s)[0], 5, False)
+    every, _d = filter_where(s, type=["note", "guide"])
+    asked.clear()
+    assert sem.scored_passages(idx, q, every, 5, True) == plain and len(plain[0]) == 5
+    assert asked == [5 * S.PASSAGES_PER_NOTE]
+    guides, _d = filter_where(s, type="guide")
+    asked.clear()
+    got, _best = sem.scored_passages(idx, q, guides, 5, True)
+    assert asked == [5 * S.PASSAGES_PER_NOTE, 40 * S.PASSAGES_PER_NOTE]
+    rows = idx.notes_by_ids(set(got))
+    assert len(got) == 3 and {r["type"] for r in rows.values()} == {"guide"}

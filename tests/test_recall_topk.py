@@ -129,3 +129,74 @@ def test_lexical_without_filters_uses_the_exact_split(store):
     _same_best(sorted(got.items(), key=lambda x: -x[1]), want)
     res = search_mod.search(settings, "branch zeppelin backoff", mode="text", limit=10)
     assert res["results"] and Path(res["results"][0]["path"]).suffix == ".md"
+
+
+def _filtered_full(conn, terms: list[str], w, n: int) -> list[tuple[int, float]]:
+    """The one joined query: every note the match holds, filtered, scored, best n."""
+    fw = search_mod.FTS_WEIGHTS
+    bm = f"bm25(recall_fts, {fw[0]}, {fw[1]}, {fw[2]}, {fw[3]})"
+    sql = (
+        f"SELECT recall_fts.rowid, {bm} AS s FROM recall_fts JOIN recall_note ON recall_note.id = recall_fts.rowid + 0 "
+        f"WHERE recall_fts MATCH :q AND {w.sql} ORDER BY s LIMIT :n"
+    )
+    return [(int(i), -float(s)) for i, s in conn.all(sql, {**w.params, "q": fts5_query(terms), "n": n})]
+
+
+@pytest.mark.parametrize(
+    ("where", "way"),
+    [
+        ({"title": {"$exists": True}}, "top n"),  # every note
+        ({"tags": {"$in": FILLER[:150]}}, "over-fetch"),  # most notes
+        ({"tags": "w7"}, "joined"),  # a few percent of the notes
+        ({"tags": "no-such-tag"}, "joined"),  # none
+    ],
+)
+def test_a_filtered_text_side_answers_as_the_joined_query(store, where, way):
+    """With a filter the text side reads the exact top n (then 4n) and filters those ids, and
+    runs the match joined to the notes only when too few pass: the same best notes and scores
+    as the joined query, whichever way answered (and each way is taken by one of the filters)."""
+    from geode.recall.filters import filter_where
+
+    settings, idx = store
+    w, _doms = filter_where(settings, where=where)
+    tries: list[tuple[int, int, int]] = []  # (candidates asked, read, passed) per try
+    real_top, real_passing = search_mod.top_bm25, search_mod._passing
+
+    def passing(conn, top, w_):
+        out = real_passing(conn, top, w_)
+        tries.append((asked[-1], len(top), len(out)))
+        return out
+
+    asked: list[int] = []
+
+    def top(idx_, conn, terms, want):
+        asked.append(want)
+        return real_top(idx_, conn, terms, want)
+
+    search_mod.top_bm25, search_mod._passing = top, passing
+    taken = []
+    try:
+        with idx.sql.connect() as conn:
+            for terms in _queries(40, seed=7):
+                tries.clear()
+                got = lexical(idx, terms, w, 50, filtered=True)
+                kept = search_mod.match_terms(idx, conn, terms)
+                want = _filtered_full(conn, sorted(kept, key=lambda t: doc_freq(idx, conn, t)), w, 50)
+                if not want:
+                    assert got == {}
+                    continue
+                # the same notes and scores; FTS5 sums a row's phrases in the expression's order, so
+                # the ways (rarest word first, or the query's order) may differ in the last bit
+                assert len(got) == len(want)
+                last = want[-1][1]
+                assert {i for i, sc in want if sc > last * (1 + 1e-12)} <= set(got)
+                assert all(abs(got[i] - sc) <= 1e-12 * abs(sc) for i, sc in want if i in got)
+                wanted, read, passed = tries[-1]
+                answered = passed >= 50 or read < wanted  # the last try answered, else the join did
+                taken.append("joined" if not answered else "top n" if len(tries) == 1 else "over-fetch")
+    finally:
+        search_mod.top_bm25, search_mod._passing = real_top, real_passing
+    if where == {"tags": "no-such-tag"}:
+        assert not taken  # nothing passes: every query answered nothing, as the join does
+    else:
+        assert taken.count(way) >= len(taken) // 2 > 0, (way, taken)
