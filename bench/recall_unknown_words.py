@@ -30,7 +30,7 @@ def main(paths: list[str]) -> int:
 
     from geode.delivery.prompt_recall import query_terms
     from geode.recall import search as S
-    from geode.recall.filters import filter_conditions
+    from geode.recall.filters import filter_where
 
     for arg in paths:
         path, _, home = arg.partition("=")
@@ -38,7 +38,7 @@ def main(paths: list[str]) -> int:
         with open(path, encoding="utf-8") as fh:
             qs = json.load(fh)
         h = Hops(home)
-        conds, _d = filter_conditions(h.settings, None, None, None, None, None, None, None)
+        conds, _d = filter_where(h.settings, None, None, None, None, None, None, None)
         unknown_idf = math.log(1 + len(h.rows))  # idf of a word no note holds: ln(1 + N / 1)
         got: dict[str, list] = {"as now": [], "unknown words ignored": []}
         for q in qs:

@@ -6,6 +6,7 @@ per process (``geode.recall.embed`` caches it), so the suite stays quick on two 
 
 from __future__ import annotations
 
+import math
 import os
 
 import pytest
@@ -476,3 +477,41 @@ def test_a_broad_filter_asks_chroma_for_what_an_unfiltered_search_does_and_more_
     assert asked == [5 * S.PASSAGES_PER_NOTE, 40 * S.PASSAGES_PER_NOTE]
     rows = idx.notes_by_ids(set(got))
     assert len(got) == 3 and {r["type"] for r in rows.values()} == {"guide"}
+
+
+def test_a_word_no_note_holds_weighs_little_only_when_the_semantic_side_is_weak():
+    """An English question over German notes: most of its words are in no note. At full weight
+    (their idf, the largest) they crush the lexical side of the one note full text finds by its
+    month and system name, and semantic noise outranks it; when the semantic side stands barely
+    above its background, they weigh ``unknown_word_weight`` and that note comes first. When
+    the semantic side is confident, coverage is as before."""
+    from geode.recall.search import _coverage, fuse, semantic_confidence, unknown_weight, word_weight
+
+    notes = 30
+    assert word_weight(notes, 0) == pytest.approx(math.log(31.0))  # the largest idf
+    assert word_weight(notes, 0, 1.0) == 1.0
+    assert word_weight(notes, 4, 1.0) == word_weight(notes, 4) == pytest.approx(math.log(1.0 + 30 / 5))
+    terms = ["client", "threatens", "leave", "spreadsheet", "download", "april", "ledgerly"]
+    df = {"april": 3, "ledgerly": 2}  # the rest: no note holds them
+    german = {"title": "Kundentermin", "description": "", "tags": "[]", "body": "Ledgerly: Export im April kaputt"}
+    weak = {2: 0.805, **{i: 0.78 + 0.001 * i for i in range(10, 20)}}  # note 2 barely above the rest
+    strong = {2: 0.95, **{i: 0.70 for i in range(10, 20)}}
+    assert semantic_confidence(weak) < 0.075 <= semantic_confidence(strong)
+    assert semantic_confidence({}) == 0.0
+    assert unknown_weight(weak, 0.075, 1.0) == 1.0
+    assert unknown_weight(strong, 0.075, 1.0) is None
+    assert unknown_weight({}, 0.075, 1.0) is None and unknown_weight(weak, 0.0, 1.0) is None
+
+    def first(sem: dict[int, float]) -> int:
+        uw = unknown_weight(sem, 0.075, 1.0)
+        idf = {t: word_weight(notes, df.get(t, 0), uw) for t in terms}
+        fused = fuse({1: 7.5}, sem, {1: _coverage(terms, german, idf)}, "margin", semantic_weight=0.6)
+        return max(fused, key=lambda i: fused[i][0])
+
+    full = {t: word_weight(notes, df.get(t, 0)) for t in terms}
+    lowered = {t: word_weight(notes, df.get(t, 0), 1.0) for t in terms}
+    assert _coverage(terms, german, full) < 0.25 < 0.45 < _coverage(terms, german, lowered)
+    assert first(weak) == 1  # the note full text found, no longer crushed by the unknown words
+    at_full = fuse({1: 7.5}, weak, {1: _coverage(terms, german, full)}, "margin", semantic_weight=0.6)
+    assert at_full[2][0] > at_full[1][0]  # without the rule, semantic noise outranks it
+    assert first(strong) == 2  # a confident semantic side: coverage as before, its note first

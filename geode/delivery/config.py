@@ -122,11 +122,17 @@ SCHEMA: dict = {
         "rrf_k": (FLOAT, 60.0, None),
         # semantic_weight, hop_weight and hop_anchors: chosen together over the three evaluation
         # sets by `bench/recall_fusion.py --choose` (5-fold held-out figures in docs/RECALL.md); kept
-        # in Round 3, where re-choosing them did worse on two held-out test sets (bench/RECALL.md)
+        # in Round 3, where re-choosing them did worse on two held-out test sets; re-chosen in Round 4
+        # with unknown_below (bench/recall_blend3.py --unknown): hop_weight 0.6 -> 1.0 (bench/RECALL.md)
         "semantic_weight": (FLOAT, 0.6, None),
         "passage_share": (FLOAT, 0.0, None),  # a note's semantic score: best passage + share of the next
-        "hop_weight": (FLOAT, 0.6, None),  # 0: no neighbour stage
+        "hop_weight": (FLOAT, 1.0, None),  # 0: no neighbour stage
         "hop_anchors": (INT, 1, None),
+        # a query word no note in scope holds weighs unknown_word_weight in coverage (not its idf,
+        # the largest) when the semantic side's best note stands less than unknown_below above the
+        # query's background (search.unknown_weight); 0: never. Round 4 (bench/RECALL.md)
+        "unknown_below": (FLOAT, 0.075, None),
+        "unknown_word_weight": (FLOAT, 1.0, None),
         "feedback_weight": (FLOAT, 0.0, None),  # 0: no second query from the top hit's line
     },
     "cleaner": {

@@ -6,7 +6,7 @@ The two sides:
 - ``lexical`` = (bm25 / best bm25 among the lexical hits) x coverage (squared when the semantic
   side also answered), where coverage is the idf-weighted share of the query's words that the
   note contains (idf = ln(1 + N / (1 + df)) over the notes in scope; a word no note holds counts
-  fully against). A note holding one incidental word of a question keeps little lexical weight;
+  fully against, unless the semantic side is weak: ``unknown_weight``). A note holding one incidental word of a question keeps little lexical weight;
   a note holding all the question's rare words (an error code, a header name) keeps all of it.
   SQLite: FTS5 ``bm25`` with column weights title 8, tags 5, description 3, body 1; PostgreSQL:
   ``ts_rank_cd`` over a weighted ``tsvector``. Query words: stop words (English, German, French,
@@ -354,14 +354,49 @@ def _coverage(terms: list[str], row: dict, idf: dict[str, float] | None = None) 
     return sum(w.get(t, 1.0) for t in terms if fold(t) in hay) / total if total > 0 else 0.0
 
 
-def term_idf(idx: RecallIndex, terms: list[str], conds, scope_key: str | None = None) -> dict[str, float]:
+def term_idf(
+    idx: RecallIndex, terms: list[str], conds, scope_key: str | None = None, unknown_weight: float | None = None
+) -> dict[str, float]:
     """idf(t) = ln(1 + N / (1 + df(t))) over the notes in scope (df by the same prefix match).
-    ``scope_key`` names the scope ``conds`` select, for the cached count (see ``_notes_in_scope``)."""
+    ``scope_key`` names the scope ``conds`` select, for the cached count (see ``_notes_in_scope``).
+    ``unknown_weight``: the weight of a word no note in scope holds (df 0) instead of its idf, the
+    largest (see ``unknown_weight``)."""
     if not terms:
         return {}
     with idx.sql.connect() as conn:
         n = _notes_in_scope(idx, conn, conds, scope_key)
-        return {t: math.log(1.0 + n / (1.0 + doc_freq(idx, conn, t))) for t in terms}
+        return {t: word_weight(n, doc_freq(idx, conn, t), unknown_weight) for t in terms}
+
+
+def word_weight(notes: int, df: int, unknown_weight: float | None = None) -> float:
+    """A query word's weight in coverage: its idf ln(1 + N / (1 + df)), or ``unknown_weight`` (when
+    given) for a word no note in scope holds."""
+    if df == 0 and unknown_weight is not None:
+        return unknown_weight
+    return math.log(1.0 + notes / (1.0 + df))
+
+
+def semantic_confidence(sem: dict[int, float]) -> float:
+    """How far the semantic side's best note stands above the query's background: its component
+    ``(cos - bg) / (1 - bg)`` in ``fuse``; 0.0 when no note stands above it (or no semantic side)."""
+    bg = background(list(sem.values()))
+    if bg >= 1.0:
+        return 0.0
+    return max(((c - bg) / (1.0 - bg) for c in sem.values() if c > bg), default=0.0)
+
+
+def unknown_weight(sem: dict[int, float], below: float, weight: float) -> float | None:
+    """The weight coverage gives a query word that no note in scope holds: ``weight`` when the
+    semantic side answered but weakly (its best note less than ``below`` above the background,
+    ``semantic_confidence``), else None (the word's idf, the largest: it counts fully against
+    every note). Such a word tells nothing about which note answers; at full weight it crushes
+    the lexical side of an English question over German or French notes, whose other words no
+    note holds, exactly when the semantic side has nothing to offer either (issue 10, Round 4 in
+    bench/RECALL.md). When the semantic side is confident the idf is kept: lowering it there lets
+    a note holding one incidental word of a question rise with it."""
+    if not sem or below <= 0.0 or semantic_confidence(sem) >= below:
+        return None
+    return weight
 
 
 def _notes_of(conn, got: list, w) -> dict[tuple[str, str], int]:
@@ -749,7 +784,8 @@ def search(
         cos_of = {i: best_passage[i]["cos"] for i in best_passage}
         rows = idx.notes_by_ids(set(lex) | set(sem))
         scope_key = None if filtered else "\x00domains " + " ".join(sorted(doms))
-        idf = term_idf(idx, terms, conds, scope_key) if lex else {}
+        uw = unknown_weight(sem, float(rc["unknown_below"]), float(rc["unknown_word_weight"]))
+        idf = term_idf(idx, terms, conds, scope_key, uw) if lex else {}
         cov = {i: _coverage(terms, rows[i], idf) for i in lex if i in rows}
         unembedded = {i for i in lex if i in rows and _waits_for_vector(rows[i], model)} if sem else set()
         fused = fuse(
