@@ -509,3 +509,27 @@ def test_a_word_no_note_holds_weighs_little_only_when_the_semantic_side_is_weak(
     at_full = fuse({1: 7.5}, weak, {1: _coverage(terms, german, full)}, "margin", semantic_weight=0.6)
     assert at_full[2][0] > at_full[1][0]  # without the rule, semantic noise outranks it
     assert first(strong) == 2  # a confident semantic side: coverage as before, its note first
+
+
+def test_notes_of_a_domain_no_longer_configured_are_neither_found_nor_fatal(tmp_path, model):
+    """A home whose index still holds an earlier domain's notes (the store renamed, a domain
+    removed from geode.toml): an unfiltered search reads the whole full-text index, and its
+    hits of that domain once made the neighbour stage fail ("unknown domain"). They are left out."""
+    from geode.recall.index_tables import dispose_engines
+    from tests.stores import fresh_settings
+
+    old_root, new_root, home = tmp_path / "old" / "notes", tmp_path / "new" / "kb", tmp_path / "home"
+    write(old_root, "ops/retry.md", note("Payments are retried with exponential backoff.", title="Retry"))
+    write(new_root, "ops/backoff.md", note("The backoff of payment retries doubles each time.", title="Backoff"))
+    try:
+        old = fresh_settings(old_root, home)
+        index_all(old, model)
+        assert paths(search(old, "payments retried backoff", embedder=model)) == ["ops/retry.md"]
+        new = fresh_settings(new_root, home)
+        assert list(new.domains) == ["kb"] and list(old.domains) == ["notes"]
+        index_all(new, model)
+        for mode in ("hybrid", "text", "semantic"):
+            res = search(new, "payments retried backoff", mode=mode, embedder=model)
+            assert [(h["domain"], h["path"]) for h in res["results"]] == [("kb", "ops/backoff.md")], (mode, res)
+    finally:
+        dispose_engines()

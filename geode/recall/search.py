@@ -775,6 +775,9 @@ def search(
                 spawn_background_embedder(settings)
         cos_of = {i: best_passage[i]["cos"] for i in best_passage}
         rows = idx.notes_by_ids(set(lex) | set(sem))
+        if not filtered:  # the unfiltered text side reads the whole index: a domain no longer
+            in_scope = set(doms)  # configured (renamed, removed) may still hold notes there
+            rows = {i: r for i, r in rows.items() if r["domain"] in in_scope}
         scope_key = None if filtered else "\x00domains " + " ".join(sorted(doms))
         uw = unknown_weight(sem, float(rc["unknown_below"]), float(rc["unknown_word_weight"]))
         idf = term_idf(idx, terms, conds, scope_key, uw) if lex else {}
