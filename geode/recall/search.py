@@ -75,7 +75,7 @@ STALE_SQL = "embed_hash IS NULL OR embed_model IS NULL OR embed_hash != embed_te
 
 BACKGROUND_MIN = 8  # semantic candidates needed to tell a query's background cosine
 EXACT_SEMANTIC_MAX = 5000  # with filters, up to this many candidates are compared exactly
-FILTER_OVERFETCH = 4  # a filtered search first reads this many times the candidates it needs
+FILTER_OVERFETCH = 8  # a filtered text side reads at most this many times the candidates it needs
 RARE_TAG_DF = 5  # a tag held by at most this many notes names an entity (the neighbour stage)
 PASSAGES_PER_NOTE = 4  # passages asked of Chroma per note wanted (a long note holds several)
 
@@ -308,18 +308,21 @@ def lexical(idx: RecallIndex, terms: list[str], conds, n: int, filtered: bool = 
                 return dict(top_bm25(idx, conn, terms, n))
             # A filter keeps the ranking: the best n notes it selects are the first n of the whole
             # ranking that it selects. So the exact top n (``top_bm25``: as cheap as an unfiltered
-            # search) is read and the filter applied to those ids; when fewer than n pass but at
-            # least one in ``FILTER_OVERFETCH``, the top ``FILTER_OVERFETCH * n`` likewise. Only a
-            # narrower filter runs the match joined to the notes, scoring every row it holds.
+            # search) is read and the filter applied to those ids; when fewer than n pass, a second
+            # read sized by the share that passed (half as many again, at most
+            # ``FILTER_OVERFETCH`` times n). Only a narrower filter, or one that passed none, runs
+            # the match joined to the notes, scoring every row it holds.
             want = n
             while True:
                 top = top_bm25(idx, conn, terms, want)
                 passed = _passing(conn, top, w)
                 if len(passed) >= n or len(top) < want:  # enough, or every match was read
                     return dict(passed[:n])
-                if want > n or len(passed) * FILTER_OVERFETCH < len(top):
+                if want > n or not passed:
                     break
-                want = FILTER_OVERFETCH * n
+                want = math.ceil(1.5 * n * len(top) / len(passed))
+                if want > FILTER_OVERFETCH * n:
+                    break
             # The full-text match drives the query and each hit looks its note up by id. The join
             # is on ``rowid + 0`` on purpose: a bare rowid constraint (``rowid IN (...)``, or a
             # join the planner turns around) makes FTS5 re-run the MATCH once per candidate row,
