@@ -1,0 +1,86 @@
+"""Warm search with filters at 100,000 notes (issue 10, speed): latency by filter width.
+
+    PYTHONPATH=. .venv/bin/python bench/recall_filtered.py [--code DIR] [--queries 20] [--rounds 3]
+
+Uses the Zipf store and the index ``bench/recall_speed.py --store zipf --sizes 100000`` built
+(``bench/out/recall/zipf-n100000``, with its synthetic vectors; run that first). In one process,
+warm (the first query of each case is discarded): unfiltered hybrid ``--rounds`` times (the
+steady state), then hybrid and text with filters that select every note (``type``, ``after``,
+``where $ne``) and tags that select about 23%, 5.5% and 4.3% of the notes: median and p95 wall ms,
+and the three slowest queries of the unfiltered rounds. ``--code DIR`` measures another tree of
+geode (``git archive <commit> geode | tar -x -C DIR``) on the same index.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import sys
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CODE = REPO
+for _i, _a in enumerate(sys.argv):
+    if _a == "--code" and _i + 1 < len(sys.argv):
+        CODE = os.path.abspath(sys.argv[_i + 1])
+sys.path.insert(0, CODE)
+import geode.recall.search as S  # noqa: E402  (the tree measured, before bench's own imports)
+
+sys.path.append(REPO)
+from bench.recall_speed import OUT, QUERIES, generate_zipf_store  # noqa: E402
+
+TAGS = ("mife", "bodelo", "mifexa")  # the Zipf store's tags on ~23%, ~5.5% and ~4.3% of the notes
+
+
+def timed(settings, queries: list[str], **kw) -> list[tuple[float, str]]:
+    S.search(settings, queries[0], **kw)  # warm this case (its counts, its caches)
+    out = []
+    for q in queries:
+        t0 = time.perf_counter()
+        res = S.search(settings, q, **kw)
+        out.append(((time.perf_counter() - t0) * 1000, q))
+        assert res["results"], (kw, q)  # a case that finds nothing measures nothing
+    return sorted(out)
+
+
+def line(label: str, ts: list[tuple[float, str]]) -> str:
+    ms = [t for t, _q in ts]
+    p95 = ms[max(0, int(0.95 * len(ms)) - 1)]
+    return f"{label:<34} median {statistics.median(ms):7.1f}  p95 {p95:7.1f} ms  (n={len(ms)})"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--code", default=None, help="another tree of geode to measure")
+    p.add_argument("--queries", type=int, default=20)
+    p.add_argument("--rounds", type=int, default=3)
+    a = p.parse_args(argv)
+    from geode.delivery.config import load_settings
+
+    home = os.path.join(OUT, "zipf-n100000")
+    if not os.path.exists(os.path.join(home, "geode.db")):
+        sys.exit(f"{home}: no index; build it with bench/recall_speed.py --store zipf --sizes 100000")
+    manifest = generate_zipf_store(100000)
+    settings = load_settings(store=manifest["root"], home=home)
+    rng = random.Random(5)
+    qs = [rng.choice(QUERIES) for _ in range(a.queries)]
+    print(f"tree {CODE}, load {os.getloadavg()}")
+    for r in range(a.rounds):
+        ts = timed(settings, qs)
+        print(line(f"hybrid, no filter, round {r + 1}", ts), [(round(t), q) for t, q in ts[-3:]])
+    cases = [
+        ("type (every note)", {"type": "note"}),
+        ("after (every note)", {"after": "2020-01-01"}),
+        ("where status $ne (every note)", {"where": {"status": {"$ne": "retired"}}}),
+    ] + [(f"tag {t}", {"tags": [t]}) for t in TAGS]
+    for label, kw in cases:
+        for mode in ("hybrid", "text"):
+            print(line(f"{mode}, {label}", timed(settings, qs, mode=mode, **kw)))
+    print(f"load after {os.getloadavg()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
