@@ -7,16 +7,18 @@ no note holds.
 the largest weight (it counts fully against every note). For an English question over German and
 French logs most words are such words, so every note's coverage is small and coverage squared
 crushes the lexical side. Here each question (dumped by ``recall_eval.py --dump``, each set's
-index at HOME) is ranked by the defaults (margin 0.6, the neighbour stage at one anchor, 0.6)
-twice: with coverage as ``search`` computes it ("as now") and with those words given no weight
-("unknown words ignored"). Printed per set: all@3, all@5, any@3, any@5, MRR, two-note all@5 and
-the measures below the better single side.
+index at HOME) is ranked by Round 3's defaults (margin 0.6, the neighbour stage at one anchor,
+0.6) twice: with coverage as ``search`` computed it ("as now") and with those words weighed 1.0
+instead of their idf ("unknown words at 1.0": Round 3 called it "ignored", but ``_coverage``
+weighs a word missing from its weights 1.0, so they were down-weighted, not dropped; Round 4,
+``recall_blend3.py --unknown``, measures a true 0 as well). The coverages are
+``recall_blend3.prepare``'s ``now`` and ``ign``. Printed per set: all@3, all@5, any@3, any@5, MRR,
+two-note all@5 and the measures below the better single side.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
 import sys
 
@@ -25,12 +27,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
 def main(paths: list[str]) -> int:
+    from recall_blend3 import prepare
     from recall_fusion import MEASURES, Hops, metric, ranks_of
     from recall_fusion import blend as single
 
-    from geode.delivery.prompt_recall import query_terms
     from geode.recall import search as S
-    from geode.recall.filters import filter_where
 
     for arg in paths:
         path, _, home = arg.partition("=")
@@ -38,19 +39,11 @@ def main(paths: list[str]) -> int:
         with open(path, encoding="utf-8") as fh:
             qs = json.load(fh)
         h = Hops(home)
-        conds, _d = filter_where(h.settings, None, None, None, None, None, None, None)
-        unknown_idf = math.log(1 + len(h.rows))  # idf of a word no note holds: ln(1 + N / 1)
-        got: dict[str, list] = {"as now": [], "unknown words ignored": []}
-        for q in qs:
-            terms = query_terms(q["question"], limit=24)
-            idf = S.term_idf(h.idx, terms, conds)
-            known = {t: v for t, v in idf.items() if v < unknown_idf - 1e-9}
-            lex = {p: s for p, s, _c in q["text"]}
-            sem = {p: s for p, s in q["semantic"]}
-            for label, weights in (("as now", idf), ("unknown words ignored", known)):
-                cov = {p: S._coverage(terms, h.rows[p], weights) if weights else 0.0 for p in lex}
-                out = S.fuse(lex, sem, cov, "margin", semantic_weight=0.6)
-                got[label].append(ranks_of(h.stage({p: v[0] for p, v in out.items()}, 1, 0.6), q["evidence"]))
+        got: dict[str, list] = {"as now": [], "unknown words at 1.0": []}
+        for q, p in zip(qs, prepare(name, qs, h), strict=True):
+            for label, cov in (("as now", p["now"]), ("unknown words at 1.0", p["ign"])):
+                out = S.fuse(p["lex"], p["sem"], cov, "margin", semantic_weight=0.6)
+                got[label].append(ranks_of(h.stage({k: v[0] for k, v in out.items()}, 1, 0.6), q["evidence"]))
         t = metric([ranks_of(single(q, "text"), q["evidence"]) for q in qs])
         s = metric([ranks_of(single(q, "semantic"), q["evidence"]) for q in qs])
         for label, rs in got.items():

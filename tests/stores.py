@@ -47,6 +47,16 @@ def write(root: str | os.PathLike, rel: str, data: str | bytes, mode: int | None
     return p
 
 
+def note(body: str, **fm) -> str:
+    """A note with flow-style frontmatter (``key: value``, lists as ``[a, b]``) and ``body``."""
+    lines = []
+    for k, v in fm.items():
+        if isinstance(v, list):
+            v = "[" + ", ".join(str(x) for x in v) + "]"
+        lines.append(f"{k}: {v}")
+    return "---\n" + "\n".join(lines) + "\n---\n" + body + "\n"
+
+
 def snapshot(root: str | os.PathLike) -> dict[str, tuple[str, int]]:
     """Every regular file under ``root``: relative path -> (sha256, mode), to prove an undo
     restored the store byte for byte (symlinks and folders are not files)."""

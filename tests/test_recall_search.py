@@ -18,16 +18,7 @@ from geode.recall.index_tables import dispose_engines
 from geode.recall.recall_index import RecallIndex
 from geode.recall.search import search
 from geode.recall.vectors import WriterLock, current_folder, embed_pending, rebuild
-from tests.stores import GeodeEnv, write
-
-
-def note(body: str, **fm) -> str:
-    lines = []
-    for k, v in fm.items():
-        if isinstance(v, list):
-            v = "[" + ", ".join(str(x) for x in v) + "]"
-        lines.append(f"{k}: {v}")
-    return "---\n" + "\n".join(lines) + "\n---\n" + body + "\n"
+from tests.stores import GeodeEnv, note, write
 
 
 @pytest.fixture(scope="session")

@@ -20,17 +20,7 @@ from geode.recall.index_tables import FTS_WEIGHTS, STALE_SQL, dispose_engines, m
 from geode.recall.recall_index import RecallIndex
 from geode.recall.search import forget_term_stats, search
 from geode.recall.vectors import embed_pending
-from tests.stores import write
-
-
-def note(body: str, **fm) -> str:
-    lines = []
-    for k, v in fm.items():
-        if isinstance(v, list):
-            v = "[" + ", ".join(str(x) for x in v) + "]"
-        lines.append(f"{k}: {v}")
-    return "---\n" + "\n".join(lines) + "\n---\n" + body + "\n"
-
+from tests.stores import note, write
 
 OPS = {
     "payments/retry-2025.md": note(

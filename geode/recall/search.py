@@ -373,19 +373,24 @@ def term_idf(
 
 def word_weight(notes: int, df: int, unknown_weight: float | None = None) -> float:
     """A query word's weight in coverage: its idf ln(1 + N / (1 + df)), or ``unknown_weight`` (when
-    given) for a word no note in scope holds."""
+    given) for a word no note holds (``df`` is counted over the whole full-text index, as
+    ``doc_freq`` counts it, so under a filter "no note" means none anywhere)."""
     if df == 0 and unknown_weight is not None:
         return unknown_weight
     return math.log(1.0 + notes / (1.0 + df))
 
 
-def semantic_confidence(sem: dict[int, float]) -> float:
-    """How far the semantic side's best note stands above the query's background: its component
-    ``(cos - bg) / (1 - bg)`` in ``fuse``; 0.0 when no note stands above it (or no semantic side)."""
+def semantic_components(sem: dict[int, float]) -> dict[int, float]:
+    """Each note's semantic component in ``fuse``: ``(cos - bg) / (1 - bg)`` over the query's
+    ``background``, for the notes above it only."""
     bg = background(list(sem.values()))
-    if bg >= 1.0:
-        return 0.0
-    return max(((c - bg) / (1.0 - bg) for c in sem.values() if c > bg), default=0.0)
+    return {i: (c - bg) / (1.0 - bg) for i, c in sem.items() if c > bg and bg < 1.0}
+
+
+def semantic_confidence(sem: dict[int, float]) -> float:
+    """How far the semantic side's best note stands above the query's background (its component
+    in ``fuse``); 0.0 when no note stands above it (or no semantic side)."""
+    return max(semantic_components(sem).values(), default=0.0)
 
 
 def unknown_weight(sem: dict[int, float], below: float, weight: float) -> float | None:
@@ -606,7 +611,6 @@ def fuse(
     below any note the model finds somewhat close.
     """
     out: dict[int, tuple] = {}
-    bg = background(list(sem.values()))
     top = max(lex.values(), default=0.0)
     a_of: dict[int, float] = {}
     for i, v in lex.items():
@@ -616,7 +620,7 @@ def fuse(
             a *= cv  # with both sides: coverage squared, so a few incidental words weigh little
         if a > 0:
             a_of[i] = a
-    b_of = {i: (c - bg) / (1.0 - bg) for i, c in sem.items() if c > bg and bg < 1.0}
+    b_of = semantic_components(sem)
     w = min(1.0, max(0.0, semantic_weight))
     if not sem:
         return {i: (a, a, 0.0) for i, a in a_of.items()}
