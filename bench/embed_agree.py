@@ -18,7 +18,7 @@ import sys
 def main(argv: list[str]) -> int:
     os.environ["GEODE_BACKGROUND_BUILD"] = "0"
     os.environ["GEODE_SERVE_IDLE_S"] = "0"
-    from geode.delivery.config import load_settings
+    from geode.kernel.config import load_settings
     from geode.recall.embed import load_embedder
     from geode.recall.search import search
 

@@ -587,10 +587,10 @@ def summary(xs: list[float]) -> dict:
 
 
 def bench_size(n: int, args) -> dict:
-    from geode.delivery import install
-    from geode.delivery.config import load_settings
     from geode.delivery.index import Index, text_keys
-    from geode.delivery.models import init_db
+    from geode.install import hooks as install
+    from geode.kernel.config import load_settings
+    from geode.records.models import init_db
 
     m = generate_store(n, args.seed, args.vocab_per_crystal, args.common)
     _log(
@@ -784,8 +784,8 @@ def freshness(m: dict, hook_arm, env, cwd, expected, n, edits: int = 5) -> dict:
 
 def phases(home: str, runs: int) -> dict:
     """Medians of the hook's steps in this process, each on a fresh ``Index`` as a hook call has."""
-    from geode.delivery.config import load_settings
     from geode.delivery.index import Index
+    from geode.kernel.config import load_settings
 
     env = {"GEODE_HOME": home, "GEODE_WITHHOLD_RATE": "0"}
     s = load_settings(env=env)

@@ -36,9 +36,9 @@ def _yaml_single(s: str) -> str:
 
 def engine_fires(cases) -> list[bool]:
     """For each case, whether its term's crystal matched its text in the real engine."""
-    from geode.delivery.config import load_settings
     from geode.delivery.engine import Delivery
     from geode.delivery.index import Index
+    from geode.kernel.config import load_settings
 
     tmp = tempfile.mkdtemp(prefix="geode-match-eval-")
     try:

@@ -50,12 +50,12 @@ def prepare(n: int) -> tuple[str, str]:
     """(store root, GEODE_HOME) with the recall index built and a vector for every note."""
     from bench.hook_speed import generate_store
     from bench.recall_speed import synthetic_vectors
-    from geode.delivery import models
-    from geode.delivery.config import load_settings
+    from geode.kernel.config import load_settings
     from geode.recall.embed import get_embedder
     from geode.recall.index_tables import dispose_engines
     from geode.recall.recall_index import RecallIndex
     from geode.recall.vectors import VectorStore
+    from geode.records import models
 
     manifest = generate_store(n, 7, 1)
     home = os.path.join(REPO, "bench", "out", "recall", f"n{n}")
@@ -135,7 +135,7 @@ async def warm_calls(root: str, home: str, mode: str, queries: list[str]) -> dic
 
 
 def in_process(root: str, home: str, queries: list[str]) -> dict:
-    from geode.delivery.config import load_settings
+    from geode.kernel.config import load_settings
     from geode.recall.index_tables import dispose_engines
     from geode.recall.recall_index import RecallIndex
     from geode.recall.search import search

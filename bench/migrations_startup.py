@@ -17,14 +17,15 @@ import statistics
 import tempfile
 import time
 
-from geode.delivery import migrations, models
-from geode.delivery.config import Settings
+from geode.kernel.config import Settings
+from geode.records import migrations, models
 
 
 def record_tables():
     from sqlmodel import SQLModel
 
-    from geode.agents import contract, proposals  # noqa: F401  (registers the queue's tables)
+    from geode.agents import contract
+    from geode.queue import proposals  # noqa: F401  (registers the queue's tables)
     from geode.scheduler import nightly
 
     contract.tables()

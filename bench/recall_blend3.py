@@ -51,8 +51,8 @@ def indicators(rs: list[list[int | None]]):
 def bootstrap(paths: list[str], n_boot: int = 2000, seed: int = 10) -> int:
     import numpy as np
 
-    from geode.delivery.config import load_settings
     from geode.delivery.prompt_recall import query_terms
+    from geode.kernel.config import load_settings
     from geode.recall import search as S
     from geode.recall.filters import filter_where
 

@@ -160,7 +160,7 @@ def main(argv=None) -> int:
     if a.model:
         os.environ["GEODE_EMBED_MODEL"] = a.model
 
-    from geode.delivery.config import load_settings
+    from geode.kernel.config import load_settings
     from geode.recall.recall_index import RecallIndex
     from geode.recall.search import search
     from geode.recall.vectors import embed_pending

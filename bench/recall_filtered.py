@@ -57,7 +57,7 @@ def main(argv=None) -> int:
     p.add_argument("--queries", type=int, default=20)
     p.add_argument("--rounds", type=int, default=3)
     a = p.parse_args(argv)
-    from geode.delivery.config import load_settings
+    from geode.kernel.config import load_settings
 
     home = os.path.join(OUT, "zipf-n100000")
     if not os.path.exists(os.path.join(home, "geode.db")):

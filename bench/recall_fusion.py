@@ -61,7 +61,7 @@ class Hops:
     """The neighbour stage on a set's real index (``DUMP=HOME`` on the command line)."""
 
     def __init__(self, home: str):
-        from geode.delivery.config import load_settings
+        from geode.kernel.config import load_settings
         from geode.recall.recall_index import RecallIndex
 
         self.settings = load_settings(store=os.path.join(home, "store"), home=home)
@@ -289,7 +289,7 @@ def choose(paths: list[str], folds: int = 5, seed: int = 7) -> int:
                 + f"   below the better side on {below} measure(s)"
             )
     if tsets:
-        from geode.delivery.config import load_settings
+        from geode.kernel.config import load_settings
 
         rc = load_settings().recall
         default = (float(rc["semantic_weight"]), int(rc["hop_anchors"]), float(rc["hop_weight"]), False)

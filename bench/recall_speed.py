@@ -274,8 +274,8 @@ def embedding_throughput(settings, idx, sample: int) -> dict:
 
 def run_size(n: int, a) -> dict:
     from bench.hook_speed import generate_store
-    from geode.delivery.config import load_settings
     from geode.delivery.prompt_recall import socket_path, text_search
+    from geode.kernel.config import load_settings
     from geode.recall.embed import get_embedder
     from geode.recall.index_tables import dispose_engines
     from geode.recall.search import search

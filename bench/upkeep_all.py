@@ -155,8 +155,8 @@ def generate_ledger(db: str, root: str, domain: str, n_notes: int, rows: int, se
 def prepare(n: int, rows: int, workdir: str) -> dict:
     sys.path.insert(0, str(CODE))
     from geode.agents.contract import ensure_tables
-    from geode.delivery.config import load_settings
-    from geode.delivery.models import init_db
+    from geode.kernel.config import load_settings
+    from geode.records.models import init_db
 
     root = Path(workdir) / "store"
     t = time.perf_counter()
@@ -165,7 +165,7 @@ def prepare(n: int, rows: int, workdir: str) -> dict:
     settings = load_settings(store=root, home=Path(workdir) / "home", env={})
     engine = init_db(settings)
     ensure_tables(engine)
-    from geode.agents.queue_tables import ensure_tables as queue_tables
+    from geode.queue.tables import ensure_tables as queue_tables
 
     queue_tables(engine)
     engine.dispose()
@@ -182,8 +182,8 @@ def run_one(name: str, workdir: str) -> dict:
     sys.path.insert(0, str(CODE))
     from geode.agents import upkeep
     from geode.agents.upkeep import run_agent
-    from geode.delivery.config import load_settings
-    from geode.delivery.models import init_db
+    from geode.kernel.config import load_settings
+    from geode.records.models import init_db
 
     settings = load_settings(store=Path(workdir) / "store", home=Path(workdir) / "home", env={})
     have, _missing = upkeep.available(settings)

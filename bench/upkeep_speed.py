@@ -78,9 +78,9 @@ def one(n: int, workdir: str) -> dict:
 
     from geode.agents.contract import Context, census, ensure_tables
     from geode.agents.upkeep import run_agent
-    from geode.delivery.config import load_settings
-    from geode.delivery.models import init_db
+    from geode.kernel.config import load_settings
     from geode.librarian.agent import Librarian
+    from geode.records.models import init_db
 
     settings = load_settings(store=root, home=Path(workdir) / "home", env={})
     t = time.perf_counter()
@@ -174,7 +174,7 @@ The generated store: folders of {PER_FOLDER} notes with frontmatter, each note l
 and previous note by wikilink, to a note in another folder by a relative markdown link with an
 anchor, and naming a script path; 1 in 100 has a broken link, 1 in 500 names a note by its alias
 (one proposal each). Memory grows with the store because the whole store is loaded at once
-(`geode.delivery.store.load_store`); see docs/UPKEEP.md for what that means at a million notes.
+(`geode.kernel.store.load_store`); see docs/UPKEEP.md for what that means at a million notes.
 """
     (REPO / "bench" / "UPKEEP.md").write_text(text, encoding="utf-8")
 

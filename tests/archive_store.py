@@ -8,8 +8,8 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from geode.agents import changes as CH
-from geode.agents import proposals as Q
+from geode.queue import changes as CH
+from geode.queue import proposals as Q
 from tests.stores import write
 
 LINKERS = 20

@@ -3,7 +3,7 @@ into it, the real hook command run as a subprocess, and the ledger read back.
 
 Everything lives under pytest's ``tmp_path``; ``GEODE_HOME`` is always set, so ``~/.geode``
 is never touched. The hook is run exactly as an agent runs it: the command string from
-``geode.delivery.install.hook_command`` through ``/bin/sh -c``, the event JSON on stdin.
+``geode.install.hooks.hook_command`` through ``/bin/sh -c``, the event JSON on stdin.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from geode.delivery.install import hook_command
+from geode.install.hooks import hook_command
 from tests.stores import NO_BACKGROUND_BUILD, write
 
 REPO = Path(__file__).resolve().parents[1]
@@ -117,12 +117,12 @@ class Geode:
         return env
 
     def settings(self, withhold: str | None = "0"):
-        from geode.delivery.config import load_settings
+        from geode.kernel.config import load_settings
 
         return load_settings(env=self.env(withhold))
 
     def init_db(self, withhold: str | None = "0") -> None:
-        from geode.delivery.models import init_db
+        from geode.records.models import init_db
 
         init_db(self.settings(withhold)).dispose()
 

@@ -74,7 +74,7 @@ def plain_settings(home: str | os.PathLike, root: str | os.PathLike | None = Non
     """``Settings`` made directly: the domain ``main`` at ``root`` (the folder is created), or no
     domain when no root is given; ``kw`` are the settings a test pins (``database_url``,
     ``withhold_rate``, ...). No ``geode.toml`` and no environment variable is read."""
-    from geode.delivery.config import Settings
+    from geode.kernel.config import Settings
 
     domains = {}
     if root is not None:
@@ -86,7 +86,7 @@ def plain_settings(home: str | os.PathLike, root: str | os.PathLike | None = Non
 def fresh_settings(root: str | os.PathLike, home: str | os.PathLike):
     """``load_settings`` for the store ``root`` and home ``home`` as a fresh user's first command
     sees them: this process's environment without any GEODE_ variable."""
-    from geode.delivery.config import load_settings
+    from geode.kernel.config import load_settings
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("GEODE_")}
     return load_settings(store=str(root), home=str(home), env=env)
@@ -142,7 +142,7 @@ class GeodeEnv:
     # -- settings and records ---------------------------------------------------------------------
     def load_settings(self):
         """Settings resolved now, from the store folder, the home and its ``geode.toml``."""
-        from geode.delivery.config import load_settings
+        from geode.kernel.config import load_settings
 
         return load_settings(store=self.root, home=self.home, env=None if self.env is None else dict(self.env))
 
@@ -158,7 +158,7 @@ class GeodeEnv:
         ledger and the upkeep tables created, as ``geode upkeep`` leaves it."""
         if self._engine is None:
             from geode.agents.contract import ensure_tables
-            from geode.delivery.models import init_db
+            from geode.records.models import init_db
 
             self._engine = init_db(self.settings)
             ensure_tables(self._engine)

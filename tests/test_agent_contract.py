@@ -25,9 +25,10 @@ from pathlib import Path
 
 import pytest
 
-from geode.agents import apply, proposals, upkeep
+from geode.agents import upkeep
 from geode.agents.contract import NOTHING_TO_LEARN, OK, Context, census, load_findings
 from geode.agents.upkeep import load_agent, run_agent
+from geode.queue import apply, proposals
 from tests.stores import GeodeEnv, snapshot
 from tests.test_gardener import DAY, END, Ledger, age_files, crystal
 from tests.upkeep_helpers import FIXTURES, expected_of, fixture_env

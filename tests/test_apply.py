@@ -1,7 +1,7 @@
 """Applying proposals: crash points, I/O errors, concurrent edits, undo after a later edit
 (RELIABILITY rows 6, 7, 8, 11), on real files and a real SQLite queue.
 
-Crashes are real: a forked child applies with ``geode.agents.atomic_put.after_step`` replaced by one
+Crashes are real: a forked child applies with ``geode.queue.atomic_put.after_step`` replaced by one
 that calls ``os._exit`` after the chosen step; the parent then reconciles as the next start
 would. I/O errors are injected by replacing ``os.fsync``, ``os.replace``, ``os.write``,
 ``os.fchmod`` and ``os.open`` with versions that raise EIO or ENOSPC at the Nth call.
@@ -20,10 +20,11 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from geode.agents import apply as A
-from geode.agents import atomic_put, queue_tables
-from geode.agents import changes as CH
-from geode.agents import proposals as Q
+from geode.queue import apply as A
+from geode.queue import atomic_put
+from geode.queue import changes as CH
+from geode.queue import proposals as Q
+from geode.queue import tables as queue_tables
 from tests.stores import plain_settings, snapshot, write
 
 RUNS_PER_POINT = 20

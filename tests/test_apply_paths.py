@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from geode.agents import apply as A
-from geode.agents import atomic_put, journal_owner, safepath
-from geode.agents import changes as CH
-from geode.agents import proposals as Q
+from geode.queue import apply as A
+from geode.queue import atomic_put, journal_owner, safepath
+from geode.queue import changes as CH
+from geode.queue import proposals as Q
 from tests.stores import plain_settings, snapshot, write
 from tests.test_apply import draft
 

@@ -15,9 +15,9 @@ from hypothesis import HealthCheck, assume, example, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from geode.agents import apply as A
-from geode.agents import changes as CH
-from geode.agents import proposals as Q
+from geode.queue import apply as A
+from geode.queue import changes as CH
+from geode.queue import proposals as Q
 from tests.stores import plain_settings, snapshot, write
 from tests.test_apply import draft, leftovers, open_journals
 

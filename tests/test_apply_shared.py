@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from geode.agents import proposals as Q
-from geode.delivery.config import load_settings
+from geode.kernel.config import load_settings
+from geode.queue import proposals as Q
 from tests.stores import NO_BACKGROUND_BUILD, write
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,7 +50,7 @@ def _geode(home: Path, *args: str) -> list[str]:
 #: one apply takes)
 _AT_ONCE = """
 import os, sys, time
-import geode.agents.apply, geode.cli.proposals_cmds, sqlalchemy
+import geode.queue.apply, geode.cli.proposals_cmds, sqlalchemy
 from geode.cli.main import main
 ready, go = sys.argv[1], sys.argv[2]
 open(ready, "w").close()

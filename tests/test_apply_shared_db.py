@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from geode.agents import proposals as Q
 from geode.cli.main import main
-from geode.delivery.config import load_settings
+from geode.kernel.config import load_settings
+from geode.queue import proposals as Q
 from tests import archive_store
 from tests.conftest import PG_ADMIN
 from tests.stores import NO_BACKGROUND_BUILD, snapshot

@@ -9,7 +9,7 @@ entry stays open and ``reconcile`` finishes it once the store is reachable again
 the proposal applies and undoes as usual.
 
 The deterministic tests act at a known file through the apply loop's seam
-(``geode.agents.apply.before_file``); one test drives the literal repro with a real ``geode``
+(``geode.queue.apply.before_file``); one test drives the literal repro with a real ``geode``
 process and a real ``mv`` on a timer.
 """
 
@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from geode.agents import apply as A
-from geode.agents import proposals as Q
+from geode.queue import apply as A
+from geode.queue import proposals as Q
 from tests import archive_store
 from tests.stores import NO_BACKGROUND_BUILD, plain_settings, snapshot
 from tests.test_apply import open_journals, status_of

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from geode.agents import apply as A
-from geode.agents import changes as CH
-from geode.agents import proposals as Q
+from geode.queue import apply as A
+from geode.queue import changes as CH
+from geode.queue import proposals as Q
 from tests.stores import plain_settings, snapshot, write
 from tests.test_apply import draft
 
@@ -84,7 +84,7 @@ def test_a_rolled_back_apply_removes_the_folders_it_made(queue):
     before = snapshot(root)
     pid = _archive(s, engine, "team/deep/old.md")
     assert _crash_in_child(s, pid, "apply", "dir_fsync", 1) == 77
-    from geode.agents import queue_tables
+    from geode.queue import tables as queue_tables
 
     J = queue_tables.ProposalJournal.__table__
     with engine.begin() as conn:

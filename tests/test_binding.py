@@ -10,7 +10,7 @@ from __future__ import annotations
 from geode.delivery.binding import parse_binding, split_terms, who_matches
 from geode.delivery.engine import Delivery
 from geode.delivery.index import Index
-from geode.delivery.note import parse_note
+from geode.kernel.note import parse_note
 from tests.helpers import Geode, crystal_text
 
 LINES = {"crystal": 5, "crystal.deliver": 6, "crystal.on": 7, "crystal.match": 8, "crystal.who": 9}
@@ -191,8 +191,8 @@ def test_boot_and_inject_bindings_fire_without_terms():
 
 
 def test_crystal_without_essence_is_reported_by_lint():
-    from geode.delivery.config import load_settings
     from geode.delivery.lint import lint_note
+    from geode.kernel.config import load_settings
 
     note = parse_note(crystal_text(None, name="hollow", match='"| tail"'), "hollow.md")
     assert note.essence is None

@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 from geode.agents import contract
-from geode.delivery import store as S
+from geode.kernel import store as S
 from tests.stores import NO_BACKGROUND_BUILD, plain_settings, write
 
 ROOT = Path(__file__).resolve().parent.parent

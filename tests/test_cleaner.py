@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from geode.agents import apply, proposals
 from geode.agents.upkeep import run_agent
+from geode.queue import apply, proposals
 from tests.stores import GeodeEnv
 from tests.upkeep_helpers import ALL_STORES, expected_of, setup
 
@@ -107,7 +107,7 @@ def _thousand(tmp_path, ledger_days=40):
     is ``ledger_days`` before its newest (a blocked lookup: not a use)."""
     import datetime as dt
 
-    from geode.delivery.models import LedgerEvent
+    from geode.records.models import LedgerEvent
 
     env = GeodeEnv(tmp_path)
     day0 = dt.date(2024, 1, 1)

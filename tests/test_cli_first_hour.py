@@ -234,8 +234,8 @@ def test_codex_local_scope_is_its_user_file(home, tmp_path):
 
 
 def test_the_local_scope_in_the_library(tmp_path):
-    from geode.delivery import install as inst
-    from geode.delivery.install_mcp_entry import mcp_config_path
+    from geode.install import hooks as inst
+    from geode.install.mcp_entry import mcp_config_path
 
     p, u = tmp_path / "p", tmp_path / "u"
     assert inst.settings_path("claude", "local", project=p) == p / ".claude" / "settings.local.json"

@@ -9,8 +9,9 @@ import sqlite3
 import subprocess
 import sys
 
-from geode.delivery import control, ledger, models
-from geode.delivery.config import load_settings
+from geode.delivery import control, ledger
+from geode.kernel.config import load_settings
+from geode.records import models
 from tests.stores import plain_settings
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

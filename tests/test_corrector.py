@@ -16,13 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from geode.agents import apply, proposals, queue_review, queue_tables
-from geode.agents import changes as CH
 from geode.agents.contract import Finding, load_findings
 from geode.agents.recording import store_findings
 from geode.agents.upkeep import run_agent
 from geode.corrector.agent import MAX_LINES, Corrector
 from geode.corrector.edits import FileLines, changed_lines, check_edit, mask_link_targets, quote_value
+from geode.queue import apply, proposals
+from geode.queue import changes as CH
+from geode.queue import review as queue_review
+from geode.queue import tables as queue_tables
 from tests.upkeep_helpers import ALL_STORES, FIXTURES, expected_of, setup
 
 BOM = b"\xef\xbb\xbf"
@@ -212,7 +214,7 @@ def test_crystal_match_with_a_leading_pipe_is_quoted_and_fires_the_same(geode_en
     """The crystal-memory form: no agent before it flags it, so the Corrector takes it from the
     parser's warning and records its own finding."""
     from geode.delivery.binding import parse_binding
-    from geode.delivery.note import parse_note
+    from geode.kernel.note import parse_note
 
     before = (
         b"---\nname: tail\ncrystal:\n  deliver: act\n  on: bash\n  match: | tail, |tail, | head\n  who: all\n"
@@ -469,7 +471,7 @@ def test_a_store_full_of_essences_keeps_every_essence_word_for_word(geode_env):
     """24 crystals with unquoted globs, `match: |` terms, stale facts and links to a renamed note
     in their essences; three nights of upkeep with every proposal approved. The essences read
     word for word as before; only link targets changed."""
-    from geode.delivery.note import parse_note
+    from geode.kernel.note import parse_note
 
     n = 24
     files = _essence_store(n)

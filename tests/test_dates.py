@@ -1,4 +1,4 @@
-"""Dates agree between rooms: one strict reading (``geode.delivery.dates``), one meaning of a
+"""Dates agree between rooms: one strict reading (``geode.kernel.dates``), one meaning of a
 validity window (``valid_to`` is the last day a note holds, inclusive), judged the same way by
 search, the Cleaner and the Corrector on the boundary day; the lint names a date that is not
 YYYY-MM-DD with its file and line; a bad ``--as-of`` is a usage error naming the flag and value."""
@@ -16,8 +16,9 @@ import pytest
 from geode.agents.contract import Context
 from geode.cleaner.agent import Cleaner
 from geode.corrector.agent import Corrector
-from geode.delivery.config import load_settings
-from geode.delivery.dates import (
+from geode.delivery.lint import lint_note, lint_store
+from geode.kernel.config import load_settings
+from geode.kernel.dates import (
     DateError,
     ValidityWindow,
     argparse_date,
@@ -26,8 +27,7 @@ from geode.delivery.dates import (
     optional_date,
     parse_date,
 )
-from geode.delivery.lint import lint_note, lint_store
-from geode.delivery.note import parse_note
+from geode.kernel.note import parse_note
 from geode.recall.filters import FilterError
 from geode.recall.index_tables import dispose_engines
 from geode.recall.recall_index import RecallIndex

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from geode.delivery.store import iter_note_paths, walk
+from geode.kernel.store import iter_note_paths, walk
 from tests.helpers import Geode
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -66,7 +66,7 @@ def g(tmp_path) -> Geode:
 def test_has_notes_is_a_loop_that_finds_a_note_1100_folders_down(tmp_path):
     """``geode run`` and ``init`` ask whether a store holds any note (was ``any(rglob("*.md"))``,
     recursive): the store's walk answers, from the bottom of a 1,100-deep store too."""
-    from geode.delivery.store import has_notes
+    from geode.kernel.store import has_notes
 
     (tmp_path / "S").mkdir()
     assert has_notes(tmp_path / "S") is False

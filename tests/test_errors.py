@@ -1,6 +1,6 @@
 """One error hierarchy, no silent swallowing (issue 13, "the house").
 
-- Every exception class defined under ``geode/`` derives from ``geode.delivery.errors.GeodeError``:
+- Every exception class defined under ``geode/`` derives from ``geode.kernel.errors.GeodeError``:
   the classes are found by walking the package's source with ``ast`` (no hand list), then imported
   and checked for real.
 - A broad handler (``except Exception``, ``except BaseException``, a bare ``except:``) appears
@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pytest
 
-from geode.delivery.errors import (
+from geode.kernel.errors import (
     GeodeError,
     NotFoundError,
     RecordsError,
@@ -165,20 +165,20 @@ def test_every_exception_class_under_geode_derives_from_geode_error():
     # the walk found the classes it must have found (17 before this issue, plus the new ones)
     assert len(exceptions) >= 20, exceptions
     for name in (
-        "geode.delivery.config.ConfigError",
+        "geode.kernel.config.ConfigError",
         "geode.cli.common.CLIError",
-        "geode.agents.proposals.Conflict",
+        "geode.queue.proposals.Conflict",
         "geode.recall.vectors.VectorsUnavailable",
-        "geode.delivery.frontmatter._Incomplete",
+        "geode.kernel.frontmatter._Incomplete",
     ):
         assert name in exceptions
 
 
 def test_categories_keep_the_bases_callers_catch_and_carry_exit_codes():
-    from geode.agents.proposals import Conflict, ProposalError
-    from geode.agents.safepath import UnsafePath
     from geode.cli.common import CLIError
-    from geode.delivery.config import ConfigError
+    from geode.kernel.config import ConfigError
+    from geode.queue.proposals import Conflict, ProposalError
+    from geode.queue.safepath import UnsafePath
     from geode.recall.context import NotFound
     from geode.recall.filters import FilterError
     from geode.scheduler.nightly import EXIT_LOCKED, ScheduleError, SchedulerLocked
@@ -369,7 +369,7 @@ def test_search_with_chroma_on_a_closed_port_says_why_and_answers_by_text(home):
 def test_search_when_the_chroma_server_goes_away_is_not_no_vectors_yet(home, tmp_path, caplog, monkeypatch):
     """The swallow this issue names: a server that answered and then went away was taken for
     "no vectors for this model yet". A real Chroma server, then killed."""
-    from geode.delivery.config import load_settings
+    from geode.kernel.config import load_settings
     from geode.recall.embed import load_embedder
     from geode.recall.index_tables import dispose_engines
     from geode.recall.recall_index import RecallIndex

@@ -1,4 +1,4 @@
-"""``geode.delivery.fastjson`` must mean exactly what ``json`` means, for every JSON-able value.
+"""``geode.kernel.fastjson`` must mean exactly what ``json`` means, for every JSON-able value.
 
 The hook parses its stdin and writes its answer with it; a difference from ``json`` would be a
 malformed answer to the agent (Codex marks JSON-looking stdout that fails to parse as Failed).
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from geode.delivery import fastjson
+from geode.kernel import fastjson
 
 scalars = (
     st.none()

@@ -20,7 +20,7 @@ import pytest
 
 from geode.cli import background, doctor_parts
 from geode.cli.main import main
-from geode.delivery.config import load_settings
+from geode.kernel.config import load_settings
 from geode.recall import vectors
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -321,7 +321,7 @@ def test_a_fresh_store_has_no_migration_notes_and_an_old_one_keeps_them(tmp_path
 
 
 def test_terms_written_for_is_checked(tmp_path):
-    from geode.delivery.config import ConfigError
+    from geode.kernel.config import ConfigError
 
     (tmp_path / "geode.toml").write_text('[delivery]\nterms_written_for = "regex"\n')
     with pytest.raises(ConfigError, match="terms_written_for"):

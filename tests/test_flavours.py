@@ -37,7 +37,7 @@ def flavour_store(name: str, tmp_path: Path, toml: str = ""):
 
 
 def test_every_flavour_has_a_fixture():
-    from geode.agents.flavour import FLAVOURS as KNOWN
+    from geode.links.flavour import FLAVOURS as KNOWN
 
     have = {json.loads((FLAVOURS / n / "EXPECTED.json").read_text(encoding="utf-8"))["flavour"] for n in NAMES}
     assert have == set(KNOWN)
@@ -113,7 +113,7 @@ def test_an_alias_never_steers_a_path_rewrite(tmp_path):
     got = sorted((f.target, f.suggestion) for f in report.findings if f.path == "a/b/deep.md")
     assert got == [("../../old-name.md", ""), ("old-name", "target.md")]
     (prop,) = [p for p in report.proposals if p["paths"] == ["a/b/deep.md"]]
-    from geode.agents import queue_review
+    from geode.queue import review as queue_review
 
     plus = [ln for ln in queue_review.diff(engine, prop["id"]).splitlines() if ln.startswith("+See")]
     assert plus == ["+See [old](../../old-name.md) and [[target|old-name]]. Up: [notes](../../README.md)"]
@@ -133,8 +133,8 @@ def test_a_dendron_vault_without_its_workspace_file_is_still_read_as_dendron(tmp
 
 
 def test_a_store_with_a_few_dotted_names_and_titles_stays_plain(tmp_path):
-    from geode.agents.flavour import detect
-    from geode.delivery.note import parse_note
+    from geode.kernel.note import parse_note
+    from geode.links.flavour import detect
 
     texts = {
         "v1.2-release.md": "---\ntitle: Release\n---\n# R\n",

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from geode.delivery.crystal import NoteError, parse_crystal_text
-from geode.delivery.frontmatter import FrontmatterError, parse_frontmatter
+from geode.kernel.crystal import NoteError, parse_crystal_text
+from geode.kernel.frontmatter import FrontmatterError, parse_frontmatter
 
 FM = """\
 name: exit-code-through-a-pipe

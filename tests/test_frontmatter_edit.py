@@ -1,4 +1,4 @@
-"""The one frontmatter editor (``geode.delivery.frontmatter_edit``): a key's whole value replaced
+"""The one frontmatter editor (``geode.kernel.frontmatter_edit``): a key's whole value replaced
 (block scalars, block and flow lists over several lines, continuation lines), every other byte
 kept (comments, CRLF, BOM, the body), a frontmatter added where there is none, nested crystal
 keys, and a refusal naming the file and the key whenever the result would not read back as that
@@ -14,11 +14,11 @@ from hypothesis import HealthCheck, assume, example, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from geode.delivery.crystal import split_frontmatter
-from geode.delivery.frontmatter import FrontmatterError, parse_frontmatter
-from geode.delivery.frontmatter_edit import FrontmatterEditError, remove_key, set_key, value_form
-from geode.delivery.frontmatter_values import Quoted
-from geode.delivery.note import parse_note
+from geode.kernel.crystal import split_frontmatter
+from geode.kernel.frontmatter import FrontmatterError, parse_frontmatter
+from geode.kernel.frontmatter_edit import FrontmatterEditError, remove_key, set_key, value_form
+from geode.kernel.frontmatter_values import Quoted
+from geode.kernel.note import parse_note
 
 BOM = b"\xef\xbb\xbf"
 

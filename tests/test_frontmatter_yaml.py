@@ -1,7 +1,7 @@
 """Frontmatter means what YAML means: the hook's subset against PyYAML, differentially.
 
 The reference is PyYAML's ``safe_load`` (the pure-Python ``SafeLoader``) under geode's stated
-mapping, ``geode.delivery.frontmatter_full.GeodeLoader``: timestamps stay their text, mapping
+mapping, ``geode.kernel.frontmatter_full.GeodeLoader``: timestamps stay their text, mapping
 keys are their text (``on:`` is ``"on"``), an empty frontmatter is ``{}``. The mapping itself is
 tested against plain ``yaml.safe_load`` below, so the only differences are the stated ones.
 
@@ -28,9 +28,9 @@ import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from geode.delivery import frontmatter as fm_mod
-from geode.delivery.frontmatter import FrontmatterError, NotInSubset, parse_frontmatter, parse_subset
-from geode.delivery.frontmatter_full import load
+from geode.kernel import frontmatter as fm_mod
+from geode.kernel.frontmatter import FrontmatterError, NotInSubset, parse_frontmatter, parse_subset
+from geode.kernel.frontmatter_full import load
 
 FIXTURES = Path(__file__).parent / "fixtures" / "frontmatters"
 #: warnings that mean "read leniently, strict YAML differs"; duplicate-key is not one of them
@@ -435,7 +435,7 @@ def _corpus() -> list[Path]:
 
 
 def _frontmatter_of(path: Path) -> str:
-    from geode.delivery.crystal import split_frontmatter
+    from geode.kernel.crystal import split_frontmatter
 
     fm, _first, _body, _line = split_frontmatter(path.read_text(encoding="utf-8"), path.name)
     assert fm is not None, f"{path.name}: no frontmatter"
@@ -481,10 +481,10 @@ def test_corpus_of_what_strict_yaml_rejects_is_read_with_a_warning():
 
 
 def test_a_declined_note_is_read_off_the_hook_said_by_lint_and_skipped_by_the_hook(tmp_path, monkeypatch):
-    from geode.delivery.config import load_settings
-    from geode.delivery.crystal import NoteError, parse_crystal_text
     from geode.delivery.lint import lint_note
-    from geode.delivery.note import parse_note
+    from geode.kernel.config import load_settings
+    from geode.kernel.crystal import NoteError, parse_crystal_text
+    from geode.kernel.note import parse_note
 
     text = "---\nname: shared\ncover: &img /assets/cover.png\nog_image: *img\ntags: [a, b]\n---\nBody.\n"
     note = parse_note(text, "posts/shared.md")

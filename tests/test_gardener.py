@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from geode.agents import apply, proposals
 from geode.agents.contract import NOTHING_TO_LEARN, OK, Context
 from geode.agents.upkeep import run_agent
 from geode.delivery import ledger
 from geode.delivery.binding import parse_binding
-from geode.delivery.note import parse_note
 from geode.delivery.search_log import record_search, search_event
+from geode.kernel.note import parse_note
+from geode.queue import apply, proposals
 from tests.stores import GeodeEnv
 
 DAY = 86400.0
@@ -200,7 +200,7 @@ def test_blocked_lookups_become_stubs_with_the_hunted_terms(tmp_path):
 
 
 def _ledger_ids(engine):
-    from geode.delivery.models import LedgerEvent
+    from geode.records.models import LedgerEvent
 
     with engine.connect() as conn:
         return [dict(r) for r in conn.execute(LedgerEvent.__table__.select()).mappings()]

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from geode.agents import apply
 from geode.agents.upkeep import run_agent
+from geode.queue import apply
 from tests.test_gardener import DAY, END, Ledger, after_bytes, age_files, binding_of, filed, snapshot
 from tests.upkeep_helpers import ALL_STORES, expected_of, setup
 
@@ -17,7 +17,7 @@ def expected(name: str) -> dict:
 
 
 def first_unbound(root) -> str:
-    from geode.delivery.store import load_store
+    from geode.kernel.store import load_store
 
     load = load_store(root)
     return sorted(n.path for n in load.notes if "crystal" not in n.frontmatter)[0]
@@ -63,7 +63,7 @@ def test_gardener_on_each_fixture_counts_apply_undo_rerun(name, tmp_path):
     for p in filed(engine, "night-1"):
         [(path, _b, after)] = after_bytes(engine, p["id"])
         if p["kind"] == "status":
-            from geode.delivery.note import parse_note
+            from geode.kernel.note import parse_note
 
             got.append([p["kind"], path, parse_note(after.decode("utf-8"), path).status])
         else:

@@ -5,9 +5,10 @@ hunted. Guards the seam between ``delivery/hook.py`` (what a blocked row records
 
 from __future__ import annotations
 
-from geode.agents import proposals, queue_review
 from geode.agents.upkeep import run_agent
-from geode.delivery.models import init_db
+from geode.queue import proposals
+from geode.queue import review as queue_review
+from geode.records.models import init_db
 from tests.helpers import Geode, crystal_text
 
 

@@ -16,7 +16,7 @@ import random
 import re
 
 from geode.agents.upkeep import run_agent
-from geode.delivery.note import parse_note
+from geode.kernel.note import parse_note
 from tests.test_gardener import DAY, END, Ledger, after_bytes, crystal, filed, make_env
 
 WORDS = (

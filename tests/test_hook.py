@@ -13,8 +13,8 @@ import subprocess
 
 import pytest
 
-from geode.delivery.install import hook_command
 from geode.delivery.pack import header
+from geode.install.hooks import hook_command
 from tests.helpers import Geode
 
 PIPE = "A pipe into tail hides the exit code of the build: use set -o pipefail."

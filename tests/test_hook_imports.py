@@ -137,7 +137,7 @@ def test_delivering_pretooluse_with_the_control_arm_on(tmp_path):
 
 def test_settings_cache_is_hit_after_the_first_call(tmp_path):
     """``geode.toml`` is parsed once per change; later calls read the JSON copy keyed by its identity."""
-    from geode.delivery.config import read_config_file
+    from geode.kernel.config import read_config_file
 
     g = Geode(tmp_path, config="[delivery]\nbudget = 3000\n")
     assert read_config_file(str(g.home)) == {"delivery": {"budget": 3000}}
@@ -183,11 +183,11 @@ def test_every_table_of_geode_toml_is_checked_once_then_costs_the_hook_nothing(t
     g.config(FULL_TOML + "# edited\n")
     first = g.run_raw(json.dumps(_bash_event("warm-up")), withhold=None, flags="-X importtime")
     assert first.rc == 0 and first.errors == "", first
-    assert {"tomllib", "geode.delivery.config_check"} <= set(_imported(first.stderr))  # it was checked
+    assert {"tomllib", "geode.kernel.config_check"} <= set(_imported(first.stderr))  # it was checked
     _check(g, _bash_event(), withhold=None)
     res = g.run_raw(json.dumps(_bash_event("s3")), withhold=None, flags="-X importtime")
     mods = set(_imported(res.stderr))
-    assert "geode.delivery.hook" in mods and not mods & {"tomllib", "geode.delivery.config_check", "difflib"}
+    assert "geode.delivery.hook" in mods and not mods & {"tomllib", "geode.kernel.config_check", "difflib"}
 
 
 def test_delivering_pretooluse_before_the_ledger_exists(tmp_path):

@@ -1,4 +1,4 @@
-"""Tests for ``geode/delivery/install.py``: the installer must never hurt the user's config.
+"""Tests for ``geode/install/hooks.py``: the installer must never hurt the user's config.
 
 Every test uses a tmp project and a tmp home, and a stand-in ``hookmain.py`` written into a tmp
 folder, so the real ``~/.claude`` and ``~/.codex`` are never touched and the tests do not
@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from geode.delivery import install as inst
-from geode.delivery.install_files import InstallError
-from geode.delivery.install_probe import verify_command
+from geode.install import hooks as inst
+from geode.install.files import InstallError
+from geode.install.probe import verify_command
 
 STAND_IN = """\
 import json, os, sys

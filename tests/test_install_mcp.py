@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from geode.delivery import install_mcp as im
-from geode.delivery.install_files import InstallError
-from geode.delivery.install_mcp_entry import MCP_STARTUP_TIMEOUT_S, is_owned_mcp_entry, mcp_entry
-from geode.delivery.install_probe import verify_mcp_entry
+from geode.install import mcp as im
+from geode.install.files import InstallError
+from geode.install.mcp_entry import MCP_STARTUP_TIMEOUT_S, is_owned_mcp_entry, mcp_entry
+from geode.install.probe import verify_mcp_entry
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -16,7 +16,8 @@ import textwrap
 
 import pytest
 
-from geode.delivery import ledger, models
+from geode.delivery import ledger
+from geode.records import models
 from tests.stores import plain_settings
 
 

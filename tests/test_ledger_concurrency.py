@@ -16,7 +16,8 @@ import time
 
 import pytest
 
-from geode.delivery import ledger, models
+from geode.delivery import ledger
+from geode.records import models
 from tests.stores import plain_settings
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -12,9 +12,10 @@ import hashlib
 
 import pytest
 
-from geode.agents import apply, proposals, queue_review
-from geode.agents import changes as CH
 from geode.agents.upkeep import run_agent
+from geode.queue import apply, proposals
+from geode.queue import changes as CH
+from geode.queue import review as queue_review
 from tests.upkeep_helpers import ALL_STORES, BROKEN_KINDS, FOREIGN, expected, setup
 
 

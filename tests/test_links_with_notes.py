@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from geode.agents import filing
-from geode.agents.links import StoreLinks
-from geode.delivery.note import parse_note
-from geode.delivery.store import StoreLoad, load_store
+from geode.kernel.note import parse_note
+from geode.kernel.store import StoreLoad, load_store
+from geode.links.resolver import StoreLinks
 from tests.upkeep_helpers import upkeep_bench
 
 REPO = Path(__file__).resolve().parents[1]
@@ -132,8 +132,8 @@ def test_reports_are_the_same_with_the_shortcuts_off(tmp_path, monkeypatch, agen
     import shutil
 
     from geode.agents.upkeep import run_agent
-    from geode.delivery.config import load_settings
-    from geode.delivery.models import init_db
+    from geode.kernel.config import load_settings
+    from geode.records.models import init_db
 
     bench = upkeep_bench()
     bench.prepare(1500, 30_000, str(tmp_path / "prep"))

@@ -1,4 +1,4 @@
-"""The one file lock (``geode.delivery.locks.FileLock``) and the three locks built on it: the
+"""The one file lock (``geode.kernel.locks.FileLock``) and the three locks built on it: the
 Chroma writer lock, the scheduler's one-per-store lock and the approval queue's lock.
 
 Contention is real: a second Python process takes the lock and holds it until told (through
@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from geode.delivery.locks import FileLock
+from geode.kernel.locks import FileLock
 
 REPO = Path(__file__).resolve().parents[1]
 
 HOLDER = r"""
 import sys
-from geode.delivery.locks import FileLock
+from geode.kernel.locks import FileLock
 
 lock = FileLock(sys.argv[1], record_pid=True)
 assert lock.acquire(None)
@@ -154,8 +154,8 @@ def test_two_lock_objects_in_one_process_exclude_each_other_and_one_object_is_no
 def test_the_three_locks_of_geode_are_this_lock(tmp_path, holder):
     """A second process holding the very file each one locks refuses each one, and a release
     lets each one in."""
-    from geode.agents.apply import queue_lock
-    from geode.delivery.config import load_settings
+    from geode.kernel.config import load_settings
+    from geode.queue.apply import queue_lock
     from geode.recall.vectors import WriterLock
     from geode.scheduler.nightly import Lock, SchedulerLocked, lock_path
 

@@ -48,7 +48,7 @@ def test_a_term_whose_meaning_changed_gets_a_message_naming_what_it_no_longer_ma
 
 
 def test_a_term_that_fires_on_most_of_the_ledgers_actions_is_flagged(tmp_path):
-    from geode.delivery.models import init_db
+    from geode.records.models import init_db
 
     g = Geode(tmp_path)
     g.crystal("wide.md", "wide", name="wide", match='"deploy"')

@@ -23,7 +23,7 @@ import anyio
 import jsonschema
 import pytest
 
-from geode.delivery.config import load_settings
+from geode.kernel.config import load_settings
 from geode.recall.embed import load_embedder
 from geode.recall.index_tables import dispose_engines
 from geode.recall.recall_index import RecallIndex
@@ -128,7 +128,7 @@ def error(result) -> str:
 
 
 def ledger_rows(home: Path, kind: str) -> list[dict]:
-    from geode.delivery import models
+    from geode.records import models
 
     models.init_db(settings_of(home))  # drains the spool, if a row went there
     with sqlite3.connect(home / "geode.db") as conn:
@@ -330,7 +330,8 @@ def test_write_note_creates_a_note_search_finds_and_an_existing_note_gets_a_prop
     assert again["outcome"] == "already_proposed" and again["proposal_id"] == change["proposal_id"]
     assert f"proposal {change['proposal_id']}" in change["message"]
 
-    from geode.agents import proposals, queue_review
+    from geode.queue import proposals
+    from geode.queue import review as queue_review
 
     s = settings_of(home)
     engine = proposals.open_queue(s)
@@ -343,7 +344,7 @@ def test_write_note_creates_a_note_search_finds_and_an_existing_note_gets_a_prop
 
     bound = ok(r["bound"])
     assert bound["outcome"] == "written" and bound["lint"]["errors"] == 0
-    from geode.delivery.note import parse_note
+    from geode.kernel.note import parse_note
 
     n = parse_note((root / "ci" / "pipe-hides-exit-code.md").read_text(encoding="utf-8"), "ci/pipe-hides-exit-code.md")
     assert n.crystal == {"deliver": "act", "on": "bash", "match": "| tail, |tail"}
@@ -473,7 +474,7 @@ def test_http_transport_needs_the_token_and_an_allowed_host(indexed_home):
 
 # -- the domains' lines come from the settings ------------------------------------------------------
 def test_domains_about_is_read_with_the_settings_and_checked_like_them(tmp_path):
-    from geode.delivery.config import ConfigError
+    from geode.kernel.config import ConfigError
     from geode.mcp.routing import domain_lines
 
     home = make_home(tmp_path, NOTES)

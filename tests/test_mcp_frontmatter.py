@@ -1,6 +1,6 @@
 """``write_note`` composes a new note's frontmatter from what the agent gave, key by key, with
-geode's one frontmatter editor (``geode.delivery.frontmatter_edit.set_key``): whatever it writes
-must read back through the reader every room uses (``geode.delivery.note.parse_note``) as the
+geode's one frontmatter editor (``geode.kernel.frontmatter_edit.set_key``): whatever it writes
+must read back through the reader every room uses (``geode.kernel.note.parse_note``) as the
 values given, and a value the format cannot carry (a control character) must come back as a
 tool-input error, never as a note that reads differently."""
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from geode.delivery.note import parse_note
+from geode.kernel.note import parse_note
 from geode.mcp.inputs import ToolInputError
 from geode.mcp.write_note import _normal, frontmatter_text, slugify
 

@@ -1,4 +1,4 @@
-"""The one markdown reader (geode.delivery.mdread): one test per construct the stores use, each
+"""The one markdown reader (geode.kernel.mdread): one test per construct the stores use, each
 asserting what a CommonMark reader (and the store's tool) sees, with line numbers, and a
 linear-time check on the input that made the old line patterns backtrack."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 import gc
 import time
 
-from geode.agents.note_refs import note_anchors, slug, slug_pymd
-from geode.delivery.mdread import read_markdown
-from geode.delivery.note import parse_note
+from geode.kernel.mdread import read_markdown
+from geode.kernel.note import parse_note
+from geode.links.refs import note_anchors, slug, slug_pymd
 
 
 def links(text: str, kinds: tuple[str, ...] = ()) -> list[tuple]:
@@ -125,8 +125,8 @@ def test_anchor_slugs_per_tool():
 def _time(text: str) -> float:
     """The whole path an agent takes over one note: parse, links, headings, prose paths and
     mentions, anchors, and the Corrector's masking of link targets."""
-    from geode.agents.note_refs import prose_refs
     from geode.corrector.edits import mask_link_targets
+    from geode.links.refs import prose_refs
 
     best = float("inf")
     gc.collect()

@@ -1,4 +1,4 @@
-"""The plain path of the markdown reader (``geode.delivery.mdread.read_plain``) gives exactly the
+"""The plain path of the markdown reader (``geode.kernel.mdread.read_plain``) gives exactly the
 ``Reading`` the parser gives (``read_parsed``) on every body it accepts: the flavour fixtures,
 every fixture note, the bench's generated store, and random bodies built from the plain pieces
 and their near misses (which must fall through to the parser). Equal readings mean equal links,
@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from geode.delivery import mdread
-from geode.delivery.errors import GeodeError
-from geode.delivery.mdread import read_markdown, read_parsed, read_plain
-from geode.delivery.note import parse_note
+from geode.kernel import mdread
+from geode.kernel.errors import GeodeError
+from geode.kernel.mdread import read_markdown, read_parsed, read_plain
+from geode.kernel.note import parse_note
 from tests.upkeep_helpers import upkeep_bench
 
 REPO = Path(__file__).resolve().parents[1]

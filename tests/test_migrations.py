@@ -1,4 +1,4 @@
-"""The records database's migrations (``geode.delivery.migrations``), on SQLite and PostgreSQL.
+"""The records database's migrations (``geode.records.migrations``), on SQLite and PostgreSQL.
 
 Real databases only: SQLite files under ``tmp_path`` and fresh PostgreSQL databases at
 127.0.0.1:5432 (these tests fail, not skip, when PostgreSQL is down; see tests/test_ledger.py).
@@ -24,7 +24,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import inspect
 
-from geode.delivery import ledger, migrations, models
+from geode.delivery import ledger
+from geode.records import migrations, models
 from tests.conftest import PG_ADMIN
 from tests.stores import NO_BACKGROUND_BUILD
 from tests.stores import plain_settings as make_settings
@@ -89,7 +90,8 @@ def model_tables():
     """Every record table as the models define it (importing each room's module registers it)."""
     from sqlmodel import SQLModel
 
-    from geode.agents import contract, queue_tables  # noqa: F401  (registers the queue's tables)
+    from geode.agents import contract
+    from geode.queue import tables as queue_tables  # noqa: F401  (registers the queue's tables)
     from geode.scheduler import nightly
 
     contract.tables()
@@ -112,7 +114,7 @@ def fill(engine, settings) -> None:
     """Rows in every record table, with the values most likely to be bent by a careless copy:
     bytes that are not UTF-8, empty bytes and NULL, floats with all their digits, non-ASCII."""
     from geode.agents import contract
-    from geode.agents.queue_tables import A, C, J, P
+    from geode.queue.tables import A, C, J, P
     from geode.scheduler.nightly import night_table
 
     events = [
@@ -427,7 +429,8 @@ def test_init_db_brings_a_fresh_database_to_head_and_records_the_plan(new_settin
         assert version_rows(engine) == [migrations.HEAD]
         assert models.read_plan(engine) is not None
         # the rooms' ensure_tables are the same upgrade: nothing left for them to do
-        from geode.agents import contract, queue_tables
+        from geode.agents import contract
+        from geode.queue import tables as queue_tables
 
         contract.ensure_tables(engine)
         queue_tables.ensure_tables(engine)
@@ -669,8 +672,8 @@ def test_the_hook_spools_until_the_tables_exist_and_start_up_drains_it(tmp_path)
 # -- two processes at once ----------------------------------------------------------------------
 _RACER = textwrap.dedent("""
     import os, sys, time
-    from geode.delivery.config import load_settings
-    from geode.delivery import migrations, models
+    from geode.kernel.config import load_settings
+    from geode.records import migrations, models
     engine = models.engine_for(load_settings())
     open(sys.argv[1] + ".ready." + str(os.getpid()), "w").close()
     while not os.path.exists(sys.argv[1]):
@@ -738,7 +741,7 @@ def test_processes_adopting_a_release_database_at_once(new_settings):
 # -- the maintainers' commands ------------------------------------------------------------------
 def test_offline_sql_prints_the_baseline_for_review():
     r = subprocess.run(
-        [sys.executable, "-m", "geode.delivery.migrations", "sql", "--dialect", "postgresql"],
+        [sys.executable, "-m", "geode.records.migrations", "sql", "--dialect", "postgresql"],
         check=False,
         capture_output=True,
         text=True,

@@ -22,12 +22,13 @@ from pathlib import Path
 
 import pytest
 
-from geode.agents import apply, filing, proposals
+from geode.agents import filing
 from geode.agents.contract import Agent, Context, Finding, Proposed, Report
-from geode.agents.links import StoreLinks
-from geode.agents.proposals import FileChange, ProposalDraft
 from geode.agents.upkeep import run_agent, run_upkeep
-from geode.delivery.store import load_store
+from geode.kernel.store import load_store
+from geode.links.resolver import StoreLinks
+from geode.queue import apply, proposals
+from geode.queue.proposals import FileChange, ProposalDraft
 from tests.stores import NO_BACKGROUND_BUILD, GeodeEnv
 from tests.upkeep_helpers import FIXTURES, fixture_env
 
@@ -249,7 +250,7 @@ class Stamper(Agent):
     name = "stamp"
 
     def examine(self, ctx) -> Report:
-        from geode.agents.changes import set_frontmatter_status
+        from geode.queue.changes import set_frontmatter_status
 
         report = Report(agent=self.name)
         report.examined["notes"] = 0
@@ -281,7 +282,7 @@ def test_a_rejected_proposal_is_not_filed_again(tmp_path):
     first = _night(settings, engine, "n1")
     [p] = first.proposals
     assert proposals.get(engine, p["id"])["status"] == "pending"
-    from geode.agents.queue_review import reject
+    from geode.queue.review import reject
 
     assert reject(settings, engine, p["id"], "person")["ok"]
     second = _night(settings, engine, "n2")

@@ -12,9 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from geode.delivery.binding import parse_binding
-from geode.delivery.note import Link, Observation, parse_note
-from geode.delivery.problems import Problem
-from geode.delivery.store import load_store, read_note_file
+from geode.kernel.note import Link, Observation, parse_note
+from geode.kernel.problems import Problem
+from geode.kernel.store import load_store, read_note_file
 from tests.helpers import REPO, crystal_text
 
 NOTE = """\
@@ -201,7 +201,7 @@ def test_missing_store_is_a_problem_not_an_exception(tmp_path):
 
 _FIFO_SCRIPT = """
 import sys
-from geode.delivery.store import load_store
+from geode.kernel.store import load_store
 load = load_store(sys.argv[1])
 print(sorted(n.path for n in load.notes))
 print(sorted((p.path, p.code) for p in load.problems))

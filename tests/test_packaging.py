@@ -83,7 +83,7 @@ def test_install_puts_one_top_level_package_and_the_hook_runs_from_it(tmp_path):
         )
         assert r.returncode != 0 and "ModuleNotFoundError" in r.stderr, (name, r.stderr)
     probe_db = (
-        "from geode.delivery import migrations, models; from geode.delivery.config import load_settings; "
+        "from geode.delivery import migrations, models; from geode.kernel.config import load_settings; "
         "e = models.engine_for(load_settings()); "
         "print(migrations.__file__, migrations.upgrade_to_head(e), migrations.current_heads(e))"
     )

@@ -11,10 +11,12 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
-from geode.agents import apply as A
-from geode.agents import atomic_put, queue_review, queue_tables
-from geode.agents import changes as CH
-from geode.agents import proposals as Q
+from geode.queue import apply as A
+from geode.queue import atomic_put
+from geode.queue import changes as CH
+from geode.queue import proposals as Q
+from geode.queue import review as queue_review
+from geode.queue import tables as queue_tables
 from tests.stores import plain_settings, snapshot, write
 from tests.test_apply import draft, status_of
 
@@ -206,7 +208,7 @@ def test_bulk_approve_dry_run_changes_nothing(queue):
 def test_apply_undo_and_reconcile_on_this_database(queue):
     """The journal and its reconcile work the same on both databases: an apply cut short after
     the intent is committed is finished by the next start."""
-    from geode.agents import apply as A
+    from geode.queue import apply as A
 
     s, engine, root = queue
     write(root, "a.md", b"old\n", 0o600)

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from geode.agents import changes as CH
-from geode.agents import proposals as Q
-from geode.delivery.config import load_settings
+from geode.kernel.config import load_settings
+from geode.queue import changes as CH
+from geode.queue import proposals as Q
 from tests.stores import NO_BACKGROUND_BUILD, snapshot, write
 from tests.test_apply import _crash_in_child, draft
 

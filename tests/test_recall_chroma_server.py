@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from geode.delivery.config import load_settings
+from geode.kernel.config import load_settings
 from geode.recall.embed import load_embedder
 from geode.recall.index_tables import dispose_engines
 from geode.recall.recall_index import RecallIndex

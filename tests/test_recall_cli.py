@@ -11,8 +11,8 @@ import time
 import pytest
 
 from geode import cli
-from geode.delivery.install import hook_command
 from geode.delivery.prompt_recall import socket_path
+from geode.install.hooks import hook_command
 from geode.recall.embed import load_embedder
 from geode.recall.index_tables import dispose_engines
 
@@ -126,8 +126,8 @@ def test_prompt_hook_recalls_by_text_and_through_a_warm_server(env):
     assert "full-text search" in ctx and f"geode://{d}/ops/retry" in ctx
     import sqlite3
 
-    from geode.delivery.config import load_settings
-    from geode.delivery.models import init_db
+    from geode.kernel.config import load_settings
+    from geode.records.models import init_db
 
     init_db(load_settings(env=env[0])).dispose()  # creates the ledger and drains the hook's spool into it
     with sqlite3.connect(os.path.join(env[0]["GEODE_HOME"], "geode.db")) as db:  # the Gardener's input

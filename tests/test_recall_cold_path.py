@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from geode.delivery.config import load_settings
 from geode.delivery.prompt_recall import socket_path
+from geode.kernel.config import load_settings
 from geode.recall import vectors
 from geode.recall.embed import load_embedder
 from geode.recall.index_tables import dispose_engines

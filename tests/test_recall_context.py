@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from geode.delivery.config import load_settings
+from geode.kernel.config import load_settings
 from geode.recall.context import NotFound, build_context, read_note, recent_activity
 from geode.recall.index_tables import dispose_engines
 from geode.recall.recall_index import RecallIndex

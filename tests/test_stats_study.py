@@ -7,9 +7,10 @@ import json
 
 import pytest
 
-from geode.delivery import ledger, models
-from geode.delivery.stats import compute_stats, render_stats
-from geode.delivery.study import compute_study, render_study
+from geode.delivery import ledger
+from geode.evidence.stats import compute_stats, render_stats
+from geode.evidence.study import compute_study, render_study
+from geode.records import models
 from tests.stores import plain_settings
 
 D = 86400.0

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from geode.agents import proposals
 from geode.agents.contract import FINAL_STATUSES, get_report
+from geode.queue import proposals
 from tests.upkeep_helpers import expected, setup
 
 REPO = Path(__file__).resolve().parents[1]

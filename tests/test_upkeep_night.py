@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from geode.agents import apply
+from geode.queue import apply
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -140,9 +140,10 @@ CLEANER_TOML = '[cleaner.caps]\n"inbox" = 3\n'
 def build_night_store(tmp_path: Path, toml: str = CLEANER_TOML):
     """The store with its problems, its records (the applied rename) and its ledger (two blocked
     lookups). Returns ``(settings, engine, root)``."""
-    from geode.agents import apply, proposals, queue_tables
-    from geode.agents import changes as CH
     from geode.delivery import ledger
+    from geode.queue import apply, proposals
+    from geode.queue import changes as CH
+    from geode.queue import tables as queue_tables
     from tests.stores import GeodeEnv
 
     files = {
@@ -389,8 +390,9 @@ def _runs_in_order(engine, run_id: str) -> list[tuple[str, float, float]]:
 
 
 def test_one_night_end_to_end_then_the_next_finds_nothing_new(night):
-    from geode.agents import proposals, queue_review
     from geode.agents.upkeep import ORDER, available
+    from geode.queue import proposals
+    from geode.queue import review as queue_review
 
     installed, missing = available(night.settings)
     assert (installed, missing) == (list(ORDER), [])  # all four agents, in their order

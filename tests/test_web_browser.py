@@ -287,8 +287,8 @@ def test_health_page(browser, night, tmp_path):
 
 # -- speed: a queue of 5,000 proposals over a store of 10,000 notes ------------------------------
 def _big(tmp_path: Path) -> Path:
-    from geode.agents import proposals as Q
-    from geode.delivery.config import load_settings
+    from geode.kernel.config import load_settings
+    from geode.queue import proposals as Q
     from geode.recall.recall_index import RecallIndex
 
     home, root = tmp_path / "home", tmp_path / "store"

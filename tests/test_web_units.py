@@ -111,7 +111,7 @@ def test_a_note_renders_with_links_resolved_and_no_markup_of_its_own():
 # -- the queue ----------------------------------------------------------------------------------
 @pytest.fixture()
 def night(tmp_path):
-    from geode.agents import proposals as Q
+    from geode.queue import proposals as Q
 
     n = make_night(tmp_path)
     engine = Q.open_queue(n.settings)
@@ -177,7 +177,7 @@ def test_bulk_acts_only_on_what_the_preview_showed(night):
 
 
 def test_refresh_merges_a_change_on_other_lines_and_refuses_one_on_the_same(night):
-    from geode.agents import proposals as Q
+    from geode.queue import proposals as Q
     from geode.web.queue import QueueError
     from geode.web.queue_decide import decide, refresh
     from geode.web.queue_detail import check, detail
@@ -240,7 +240,7 @@ def test_refresh_merges_a_change_on_other_lines_and_refuses_one_on_the_same(nigh
 def test_who_decides_comes_from_the_configuration_else_the_os_user(tmp_path, monkeypatch):
     import getpass
 
-    from geode.delivery.config import load_settings
+    from geode.kernel.config import load_settings
     from geode.web.queue import who_of
 
     n = make_night(tmp_path)
@@ -308,7 +308,7 @@ def test_the_queue_and_store_queries_on_postgresql(tmp_path):
 
     import psycopg
 
-    from geode.agents import proposals as Q
+    from geode.queue import proposals as Q
     from geode.recall.index_tables import dispose_engines
     from geode.web.queue import QueueFilter, choices, history, page_of
     from geode.web.queue_decide import bulk_decide, bulk_preview
@@ -349,7 +349,7 @@ def test_the_queue_and_store_queries_on_postgresql(tmp_path):
 
 
 def test_the_page_reads_wikilinks_with_the_upkeep_reader():
-    """One wikilink rule (geode.delivery.mdread): an escaped pipe in a table cell separates the
+    """One wikilink rule (geode.kernel.mdread): an escaped pipe in a table cell separates the
     alias as upkeep reads it, and an undefined reference stays text."""
     from geode.web.render import NoteRenderer
 

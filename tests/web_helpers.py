@@ -84,12 +84,12 @@ def snapshot(root: Path) -> dict[str, bytes]:
 def make_night(tmp_path: Path, toml_extra: str = "") -> Night:
     """GEODE_HOME and a store under ``tmp_path``, with two nights of known proposals
     (``toml_extra``: more of geode.toml, e.g. a ``[database]`` table)."""
-    from geode.agents import changes as CH
     from geode.agents import contract, recording
-    from geode.agents import proposals as Q
     from geode.delivery import ledger
-    from geode.delivery.config import load_settings
-    from geode.delivery.models import insert_events
+    from geode.kernel.config import load_settings
+    from geode.queue import changes as CH
+    from geode.queue import proposals as Q
+    from geode.records.models import insert_events
 
     home, store = tmp_path / "home", tmp_path / "store"
     home.mkdir()
@@ -131,7 +131,7 @@ def make_night(tmp_path: Path, toml_extra: str = "") -> Night:
     insert_events(engine, events)
     from sqlalchemy import select
 
-    from geode.delivery.models import LedgerEvent
+    from geode.records.models import LedgerEvent
 
     t = LedgerEvent.__table__
     with engine.connect() as conn:

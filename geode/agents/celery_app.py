@@ -2,7 +2,7 @@
 
 Start a worker with ``geode worker`` (or ``celery -A geode.agents.celery_app worker``); the broker
 comes from ``GEODE_BROKER_URL`` or ``[upkeep] broker_url`` in ``geode.toml`` (``settings.upkeep``,
-resolved by ``geode.delivery.config.load_settings``; the module's ``app`` is configured from the
+resolved by ``geode.kernel.config.load_settings``; the module's ``app`` is configured from the
 environment when it is imported, and ``configure(settings)`` sets it for an entry point's settings). With no broker
 configured the tasks run in-process (``task_always_eager``): the embedded default needs no
 server.
@@ -28,7 +28,7 @@ import os
 from celery import Celery, chain
 
 from geode.agents.recording import MAX_ATTEMPTS
-from geode.delivery.config import ConfigError
+from geode.kernel.config import ConfigError
 
 #: the hard limit when none is set: at most this, and at most half the visibility timeout
 DEFAULT_TIME_LIMIT = 1800
@@ -92,7 +92,7 @@ def _conf(settings) -> dict:
 def make_app(home: str | None = None, env: dict | None = None, settings=None) -> Celery:
     """A Celery app for ``settings`` (or the settings of ``home`` and ``env``, read here)."""
     if settings is None:
-        from geode.delivery.config import load_settings
+        from geode.kernel.config import load_settings
 
         settings = load_settings(home=home, env=env)
     app = Celery("geode")
@@ -116,7 +116,7 @@ _ENGINES: dict[tuple[int, str], object] = {}
 def _engine(settings):
     """One records engine per process and database (never shared across a fork)."""
     from geode.agents.contract import ensure_tables
-    from geode.delivery.models import init_db
+    from geode.records.models import init_db
 
     key = (os.getpid(), settings.db_url)
     if key not in _ENGINES:
@@ -131,7 +131,7 @@ def run_task(
 ) -> dict:
     """The body every task shares: settings from ids, one agent, the stored report's summary."""
     from geode.agents.upkeep import run_agent
-    from geode.delivery.config import load_settings
+    from geode.kernel.config import load_settings
 
     settings = load_settings(store=store, home=home)
     engine = _engine(settings)
@@ -173,7 +173,7 @@ def embed_pending_task(self, home: str | None = None, store: str | None = None, 
     embeds them). While notes remain, it sends the next task (no countdown, no ETA), so one task
     stays inside the time limit. Sent by a search that finds notes without a vector
     (``geode.recall.embed_jobs``)."""
-    from geode.delivery.config import load_settings
+    from geode.kernel.config import load_settings
     from geode.recall.vectors import embed_pending
 
     settings = load_settings(store=store, home=home)

@@ -20,7 +20,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from geode.delivery.store import StoreLoad, iter_note_paths, load_store, unentered
+from geode.kernel.store import StoreLoad, iter_note_paths, load_store, unentered
 
 #: statuses of a finished run
 OK, FAILED, NOTHING_TO_LEARN = "ok", "failed", "nothing-to-learn"
@@ -74,7 +74,7 @@ class Skipped:
 
 @dataclass
 class Proposed:
-    """A proposal an agent wants filed. ``draft`` is an ``geode.agents.proposals.ProposalDraft``
+    """A proposal an agent wants filed. ``draft`` is an ``geode.queue.proposals.ProposalDraft``
     without its evidence; ``findings`` are the findings it rests on (their ids become the
     evidence once they are stored)."""
 
@@ -151,7 +151,7 @@ class Context:
         self.run_id = run_id
         self.prior_findings = list(prior_findings or [])
         self._loads: dict[str, StoreLoad] = {}
-        #: a link resolver (``geode.agents.links.StoreLinks``) an agent built for a domain's load,
+        #: a link resolver (``geode.links.resolver.StoreLinks``) an agent built for a domain's load,
         #: offered to the no-harm gate (``geode.agents.filing``), which uses it only when it is
         #: the one it would build itself
         self.resolvers: dict[str, Any] = {}
@@ -335,8 +335,8 @@ def tables():
 
 def ensure_tables(engine) -> None:
     """The run and finding tables at the current schema: the records migrations
-    (``geode.delivery.migrations``), upgraded to head if behind."""
-    from geode.delivery import migrations
+    (``geode.records.migrations``), upgraded to head if behind."""
+    from geode.records import migrations
 
     migrations.upgrade_to_head(engine)
 

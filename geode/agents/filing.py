@@ -18,7 +18,7 @@ Two checks, in this order:
    ``undone`` is not filed again; the report counts it under that status. When the file or the
    evidence changed, the fingerprint differs and the draft is filed.
 2. **No harm.** The remaining drafts are applied to a copy of the store in memory and the links
-   re-checked with the Librarian's resolver (``geode.agents.links.StoreLinks``, public API
+   re-checked with the Librarian's resolver (``geode.links.resolver.StoreLinks``, public API
    only): a draft is not filed when a link that resolves today would no longer resolve to the
    same note (moves followed), or when it writes a link in a form that does not resolve. It
    becomes a ``proposal-would-break-links`` finding for a person, counted under
@@ -83,7 +83,7 @@ def fingerprint(
 
 
 def draft_fingerprint(prop: Proposed) -> str:
-    from geode.agents.proposals import sha256
+    from geode.queue.proposals import sha256
 
     d = prop.draft
     return fingerprint(
@@ -102,7 +102,7 @@ def held_fingerprints(engine, run_id: str = "") -> dict[str, str]:
     from sqlalchemy import inspect, select
 
     from geode.agents.contract import tables
-    from geode.agents.queue_tables import C, P
+    from geode.queue.tables import C, P
 
     out: dict[str, str] = {}
     if engine is None or not inspect(engine).has_table("proposal"):
@@ -239,7 +239,7 @@ class Baseline:
     @property
     def links(self):
         if self._links is None:
-            from geode.agents.links import StoreLinks
+            from geode.links.resolver import StoreLinks
 
             self._links = StoreLinks(self.load)
         return self._links
@@ -272,8 +272,8 @@ class Baseline:
 def _harmless(base: Baseline, draft) -> bool:
     """A draft that only edits frontmatter values no link resolves by (status, salience, a
     binding, dates): it cannot change where any link lands; not re-checked."""
-    from geode.delivery.errors import GeodeError
-    from geode.delivery.note import parse_note
+    from geode.kernel.errors import GeodeError
+    from geode.kernel.note import parse_note
 
     for c in draft.changes:
         if c.before_sha is None or c.after is None or c.path not in base.notes:
@@ -303,9 +303,9 @@ def harms(base: Baseline, drafts: list) -> dict[int, list[str]]:
 
 
 def _check(base: Baseline, drafts: dict) -> dict[int, list[str]]:
-    from geode.delivery.errors import GeodeError
-    from geode.delivery.note import parse_note
-    from geode.delivery.store import StoreLoad
+    from geode.kernel.errors import GeodeError
+    from geode.kernel.note import parse_note
+    from geode.kernel.store import StoreLoad
 
     problems: dict[int, list[str]] = {}
     notes = dict(base.notes)

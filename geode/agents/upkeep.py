@@ -27,7 +27,7 @@ import uuid
 from geode.agents import filing
 from geode.agents.contract import FAILED, Agent, Context, Report, apply_rule, census, ensure_tables, load_findings
 from geode.agents.recording import MAX_ATTEMPTS, begin_attempt, finish_run, store_findings
-from geode.delivery.errors import GeodeError, NotFoundError
+from geode.kernel.errors import GeodeError, NotFoundError
 
 #: the agents in the order they run
 ORDER = ("librarian", "cleaner", "gardener", "corrector")
@@ -104,13 +104,13 @@ def new_run_id(prefix: str = "run") -> str:
 
 def file_one(settings, engine, draft):
     """File one proposal (a seam the crash tests wrap). Returns its id, or None when filed before."""
-    from geode.agents.proposals import file_proposal
+    from geode.queue.proposals import file_proposal
 
     return file_proposal(settings, engine, draft)
 
 
 def _proposal_id(engine, run_id: str, key: str) -> int | None:
-    from geode.agents.proposals import list_proposals
+    from geode.queue.proposals import list_proposals
 
     for p in list_proposals(engine, run_id=run_id):
         if p["key"] == key:
@@ -124,8 +124,8 @@ def run_agent(
     """Run one agent for ``run_id`` exactly once (a rerun returns the stored report)."""
     from sqlalchemy.exc import SQLAlchemyError
 
-    from geode.agents.proposals import ProposalError
-    from geode.agents.safepath import UnsafePath
+    from geode.queue.proposals import ProposalError
+    from geode.queue.safepath import UnsafePath
 
     ensure_tables(engine)
     state, value = begin_attempt(engine, run_id, name, trigger, max_attempts)

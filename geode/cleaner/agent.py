@@ -25,13 +25,13 @@ import datetime as _dt
 import hashlib
 
 from geode.agents.contract import Agent, Context, Finding, Proposed, Report, Skipped
-from geode.agents.note_names import loose
 from geode.cleaner.caps import FolderCaps
 from geode.cleaner.contradictions import Contradictions
 from geode.cleaner.duplicates import EMBED_MIN, TEXT_MIN, NearDuplicates
 from geode.cleaner.hierarchy import dendron_like_store, group_of
 from geode.cleaner.notes import date_of, folder_of, proposal_key
-from geode.delivery.config import default
+from geode.kernel.config import default
+from geode.links.names import loose
 
 #: ledger kinds that mean a note was used
 USE_KINDS = ("delivered", "read")
@@ -128,7 +128,7 @@ class Cleaner(Contradictions, NearDuplicates, FolderCaps, Agent):
         try:
             if not inspect(engine).has_table("ledger_event"):
                 return {}, "the ledger has no table yet: no note counts as used"
-            from geode.delivery.models import LedgerEvent, table_of
+            from geode.records.models import LedgerEvent, table_of
 
             t = table_of(LedgerEvent)
             q = (
@@ -150,7 +150,7 @@ class Cleaner(Contradictions, NearDuplicates, FolderCaps, Agent):
                         else:
                             out[key] = (prev[0] + int(n), max(prev[1], float(last or 0)), max(prev[2], int(last_id)))
             report.examined["ledger_rows"] += rows
-            from geode.delivery.stats import not_manual
+            from geode.evidence.stats import not_manual
 
             with engine.connect() as conn:
                 lo, hi = conn.execute(select(func.min(t.c.ts), func.max(t.c.ts)).where(not_manual())).one()
@@ -162,7 +162,7 @@ class Cleaner(Contradictions, NearDuplicates, FolderCaps, Agent):
 
     # -- one domain --------------------------------------------------------------------------
     def _domain(self, ctx: Context, domain: str, load, usage: dict, report: Report) -> None:
-        from geode.agents.links import StoreLinks
+        from geode.links.resolver import StoreLinks
 
         ex = report.examined
         notes = {n.path: n for n in load.notes}
@@ -225,7 +225,7 @@ class Cleaner(Contradictions, NearDuplicates, FolderCaps, Agent):
         return (date_of(n, "valid_from") or _dt.date.min, date_of(n, "last_verified") or _dt.date.min, n.path)
 
     def _bytes(self, path: str) -> bytes | None:
-        from geode.agents.changes import current
+        from geode.queue.changes import current
 
         cur = current(self.ctx.settings, self.domain, path)
         if cur is None:
@@ -247,8 +247,8 @@ class Cleaner(Contradictions, NearDuplicates, FolderCaps, Agent):
     def _status_proposal(
         self, report, path: str, status: str, key: str, title: str, why: str, findings: list[Finding]
     ) -> None:
-        from geode.agents.changes import set_frontmatter_status
-        from geode.agents.proposals import FileChange, ProposalDraft, ProposalError
+        from geode.queue.changes import set_frontmatter_status
+        from geode.queue.proposals import FileChange, ProposalDraft, ProposalError
 
         if not self._free(path):
             return

@@ -2,7 +2,7 @@
 
 Every folder is found by reading the store (the folders of the notes ``ctx.load`` returns),
 never from a list. A folder holds the notes directly in it. Its cap is ``[cleaner] cap``
-(default 50; every ``[cleaner]`` key and default is declared in ``geode.delivery.config.SCHEMA``)
+(default 50; every ``[cleaner]`` key and default is declared in ``geode.kernel.config.SCHEMA``)
 or ``[cleaner.caps] "path/to/folder" = N`` (``"."`` or ``""`` is the store's root folder). A
 folder holding more than its cap gets a ``folder-over-cap`` finding and one ``archive`` proposal
 per note, as many as bring it down to its cap, chosen from evidence in this order: retired
@@ -28,11 +28,11 @@ import dataclasses
 import datetime as _dt
 
 from geode.agents.contract import Finding, Proposed, Report, Skipped
-from geode.agents.note_names import is_signpost
 from geode.cleaner.hierarchy import shown as group_name
 from geode.cleaner.hierarchy import split_suggestion
 from geode.cleaner.notes import CleanerHost, date_of, proposal_key, supersedes_targets
-from geode.delivery.crystal import RETIRED_STATUSES
+from geode.kernel.crystal import RETIRED_STATUSES
+from geode.links.names import is_signpost
 
 #: link syntaxes whose target text names a path (they break when a note moves)
 PATH_SYNTAXES = ("markdown", "reference", "path")
@@ -179,9 +179,9 @@ class FolderCaps(CleanerHost):
         return out
 
     def _archive_proposal(self, report, path: str, incoming: dict[str, list], f: Finding) -> bool:
-        from geode.agents.changes import move_changes, set_frontmatter_status
-        from geode.agents.proposals import ProposalDraft, ProposalError
-        from geode.agents.relink import rewrite_line
+        from geode.links.relink import rewrite_line
+        from geode.queue.changes import move_changes, set_frontmatter_status
+        from geode.queue.proposals import ProposalDraft, ProposalError
 
         new_path = f"{self.archive_dir}/{path}"
         if not self._free(path, *incoming) or new_path in self.links.files:

@@ -1,7 +1,7 @@
 """The Cleaner's contradictions: two versions of one truth told by their frontmatter.
 
 - two ``status: stable`` notes on one subject (frontmatter ``subject``, else the title) whose
-  validity windows overlap (``geode.delivery.dates.ValidityWindow``: ``valid_from`` and
+  validity windows overlap (``geode.kernel.dates.ValidityWindow``: ``valid_from`` and
   ``valid_to`` both inclusive, ``valid_to`` the last day a note holds, an absent date unbounded;
   a window sharing one boundary day overlaps): the older (earlier ``valid_from``, then
   ``last_verified``) is proposed ``superseded``. A pair where either date is not YYYY-MM-DD is
@@ -22,11 +22,11 @@ from __future__ import annotations
 import hashlib
 
 from geode.agents.contract import Finding, Proposed, Report, Skipped
-from geode.agents.note_names import loose
 from geode.cleaner.notes import CleanerHost, proposal_key, supersedes_targets
-from geode.delivery.crystal import RETIRED_STATUSES
-from geode.delivery.dates import ValidityWindow
-from geode.delivery.frontmatter_edit import FrontmatterEditError, set_key
+from geode.kernel.crystal import RETIRED_STATUSES
+from geode.kernel.dates import ValidityWindow
+from geode.kernel.frontmatter_edit import FrontmatterEditError, set_key
+from geode.links.names import loose
 
 
 class Contradictions(CleanerHost):
@@ -148,8 +148,8 @@ class Contradictions(CleanerHost):
                     )
 
     def _loop_proposal(self, report, note, drop: list[str], set_status: bool, others: list[str], f: Finding) -> None:
-        from geode.agents.changes import set_frontmatter_status
-        from geode.agents.proposals import FileChange, ProposalDraft, ProposalError
+        from geode.queue.changes import set_frontmatter_status
+        from geode.queue.proposals import FileChange, ProposalDraft, ProposalError
 
         if not self._free(note.path, *others):
             return
@@ -256,7 +256,7 @@ def _drop_supersedes(data: bytes, drop: list[str], path: str = "") -> bytes | No
     frontmatter editor (a flow list stays a flow list, a block list a block list; a scalar that
     is dropped leaves ``[]``); None when no entry of it is one of ``drop``.
     ``FrontmatterEditError`` when the edit cannot be made safely."""
-    from geode.delivery.note import parse_note
+    from geode.kernel.note import parse_note
 
     try:
         note = parse_note(data.decode("utf-8"), path)

@@ -28,7 +28,7 @@ import json
 
 from geode.agents.contract import Finding, Proposed, Report, Skipped
 from geode.cleaner.notes import CleanerHost, folder_of, proposal_key
-from geode.delivery.crystal import ESSENCE_CLOSE, ESSENCE_OPEN, RETIRED_STATUSES
+from geode.kernel.crystal import ESSENCE_CLOSE, ESSENCE_OPEN, RETIRED_STATUSES
 
 TEXT_MIN = 0.50
 EMBED_MIN = 0.95
@@ -185,8 +185,8 @@ class NearDuplicates(CleanerHost):
             return {}
 
     def _merge_proposal(self, report, a: str, b: str, j: float, c: float, f: Finding) -> None:
-        from geode.agents.changes import set_frontmatter_status
-        from geode.agents.proposals import FileChange, ProposalDraft, ProposalError
+        from geode.queue.changes import set_frontmatter_status
+        from geode.queue.proposals import FileChange, ProposalDraft, ProposalError
 
         na, nb = self.notes[a], self.notes[b]
         folder = folder_of(a)

@@ -5,7 +5,7 @@ names (``ops.db.backup.md`` is the child ``backup`` of ``ops.db``). Counting the
 called a 1,000-note vault one folder "over its cap" and proposed archiving 962 of them. In such
 a store each dotted level is a group; elsewhere a group is a folder.
 
-``dendron_like_store`` says yes where the store flavour (``geode.agents.flavour``) is Dendron
+``dendron_like_store`` says yes where the store flavour (``geode.links.flavour``) is Dendron
 (``dendron.yml`` at the store or its workspace above it) and also where most note names are
 dotted: the flavour decides how links resolve and needs the tool's own file, but a folder of
 dotted names is a hierarchy for capping whether or not the workspace file sits beside it. The
@@ -18,8 +18,8 @@ import os
 import re
 from collections import Counter
 
-from geode.agents.flavour import found_above
 from geode.cleaner.notes import folder_of
+from geode.links.flavour import found_above
 
 #: share of note names that must be dotted (``a.b.md``) for a store without ``dendron.yml`` to
 #: be read as a dotted hierarchy

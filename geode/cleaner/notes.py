@@ -11,9 +11,9 @@ import datetime as _dt
 import hashlib
 
 from geode.agents.contract import Context, Finding, Report
-from geode.agents.links import StoreLinks
-from geode.delivery.dates import DateError, optional_date
-from geode.delivery.note import Note
+from geode.kernel.dates import DateError, optional_date
+from geode.kernel.note import Note
+from geode.links.resolver import StoreLinks
 from geode.recall.embed import Embedder
 
 
@@ -22,7 +22,7 @@ def folder_of(path: str) -> str:
 
 
 def date_of(note, key: str) -> _dt.date | None:
-    """The date of a frontmatter field (``geode.delivery.dates``); None when absent or unreadable
+    """The date of a frontmatter field (``geode.kernel.dates``); None when absent or unreadable
     (the lint reports that as date-not-iso): an unreadable date is never compared as text."""
     try:
         return optional_date(note.frontmatter.get(key), key)

@@ -11,8 +11,8 @@ import json
 import os
 import sys
 
-from geode.delivery.config import ConfigError, Settings, load_settings
-from geode.delivery.errors import GeodeError, RecordsError
+from geode.kernel.config import ConfigError, Settings, load_settings
+from geode.kernel.errors import GeodeError, RecordsError
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
 
@@ -67,7 +67,7 @@ def engine_of(settings: Settings):
     a traceback) when the database cannot be opened or written."""
     from sqlalchemy.exc import SQLAlchemyError
 
-    from geode.delivery import models
+    from geode.records import models
 
     try:
         return models.init_db(settings)

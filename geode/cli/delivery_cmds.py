@@ -13,8 +13,8 @@ import sys
 import time
 
 from geode.cli.common import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, CLIError, engine_of, print_json, settings_of
-from geode.delivery.config import Settings
-from geode.delivery.errors import GeodeError
+from geode.kernel.config import Settings
+from geode.kernel.errors import GeodeError
 
 
 # -- deliver -------------------------------------------------------------------------------
@@ -143,7 +143,7 @@ def cmd_lint(args) -> int:
 def registered_crystals(settings: Settings) -> tuple[list[str], list[str]]:
     """Crystal ids (``domain:path``) of bound notes, and those whose essence exceeds the budget."""
     from geode.delivery.pack import Item, render
-    from geode.delivery.store import load_store
+    from geode.kernel.store import load_store
 
     ids, oversize = [], []
     for domain, root in settings.domain_roots():
@@ -161,7 +161,7 @@ def registered_crystals(settings: Settings) -> tuple[list[str], list[str]]:
 
 
 def cmd_stats(args) -> int:
-    from geode.delivery.stats import compute_stats, render_stats
+    from geode.evidence.stats import compute_stats, render_stats
 
     settings = settings_of(args)
     engine = engine_of(settings)
@@ -175,7 +175,7 @@ def cmd_stats(args) -> int:
 
 
 def cmd_study(args) -> int:
-    from geode.delivery.study import compute_study, render_study
+    from geode.evidence.study import compute_study, render_study
 
     settings = settings_of(args)
     d = compute_study(settings, engine_of(settings))

@@ -58,7 +58,7 @@ def hook_files(project: str | os.PathLike[str] | None = None, home_dir: str | os
 
 def installed_commands(files) -> list[tuple[Path, str]]:
     """(file, command) of each geode hook command found; a file that cannot be read is skipped."""
-    from geode.delivery.install import is_owned_command
+    from geode.install.hooks import is_owned_command
 
     found: list[tuple[Path, str]] = []
     for f in files:

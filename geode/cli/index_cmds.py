@@ -89,7 +89,7 @@ def recall_status(settings) -> dict:
     from sqlalchemy import select
 
     from geode.delivery.prompt_recall import socket_path
-    from geode.delivery.store import iter_note_paths
+    from geode.kernel.store import iter_note_paths
     from geode.recall import vectors
     from geode.recall.embed import get_embedder, model_spec, runtime_choice
     from geode.recall.index_tables import notes_t

@@ -20,7 +20,7 @@ from geode.cli.background import describe, start_vector_build
 from geode.cli.common import EXIT_OK, EXIT_PROBLEMS, engine_of, machine_failure, records_location, settings_of
 from geode.cli.delivery_cmds import cmd_deliver, cmd_lint, cmd_reindex, cmd_stats, cmd_study
 from geode.cli.setup_cmds import build_text_recall, cmd_hook, cmd_hooks, cmd_init, ensure_store, holds_files
-from geode.delivery.errors import GeodeError
+from geode.kernel.errors import GeodeError
 
 
 # -- the main job ---------------------------------------------------------------------------

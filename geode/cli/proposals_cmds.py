@@ -45,10 +45,10 @@ def _who(args) -> str:
 def _open(args, live: bool = False):
     """Settings, engine and the reconcile reports; ``live``: keep the reports of applies another
     process (another home sharing the records) is running now, which only ``reconcile`` shows."""
-    from geode.agents import apply as A
-    from geode.agents import queue_tables
     from geode.cli.common import engine_of
     from geode.cli.common import settings_of as _settings
+    from geode.queue import apply as A
+    from geode.queue import tables as queue_tables
 
     settings = _settings(args)
     engine = engine_of(settings)  # a database that cannot be used is a message, not a traceback
@@ -64,8 +64,8 @@ def _open(args, live: bool = False):
 
 
 def cmd_list(args) -> int:
-    from geode.agents import proposals as Q
     from geode.cli.common import print_json as _print_json
+    from geode.queue import proposals as Q
 
     _settings, engine, reconciled = _open(args)
     rows = Q.list_proposals(engine, agent=args.agent, kind=args.kind, status=args.status, domain=args.domain)
@@ -85,10 +85,10 @@ def cmd_list(args) -> int:
 
 
 def cmd_show(args) -> int:
-    from geode.agents import proposals as Q
-    from geode.agents import queue_review
     from geode.cli.common import CLIError
     from geode.cli.common import print_json as _print_json
+    from geode.queue import proposals as Q
+    from geode.queue import review as queue_review
 
     _settings, engine, reconciled = _open(args)
     p = Q.get(engine, args.id)
@@ -116,7 +116,7 @@ def _each(ids: list[int], action: str, fn, dry_run: bool = False) -> list[dict]:
     """``fn(id)`` for every id, in order; an id that cannot be acted on (no such proposal, or
     one that changed meanwhile) is a result that says why (``ok`` false, ``status`` null), and
     the ids after it are still acted on: one missing id never hides what happened to the rest."""
-    from geode.agents import proposals as Q
+    from geode.queue import proposals as Q
 
     out = []
     for i in ids:
@@ -168,10 +168,10 @@ def _sentence(r: dict) -> str:
 
 
 def cmd_approve(args) -> int:
-    from geode.agents import apply as A
-    from geode.agents import proposals as Q
-    from geode.agents import queue_review
     from geode.cli.common import EXIT_USAGE, CLIError
+    from geode.queue import apply as A
+    from geode.queue import proposals as Q
+    from geode.queue import review as queue_review
 
     if args.ids and (args.agent or args.kind or args.domain):
         raise CLIError("give proposal ids, or --agent/--kind (with --domain), not both", EXIT_USAGE)
@@ -195,7 +195,7 @@ def cmd_approve(args) -> int:
 
 
 def cmd_reject(args) -> int:
-    from geode.agents import queue_review
+    from geode.queue import review as queue_review
 
     settings, engine, reconciled = _open(args)
     results = _each(
@@ -205,7 +205,7 @@ def cmd_reject(args) -> int:
 
 
 def cmd_undo(args) -> int:
-    from geode.agents import apply as A
+    from geode.queue import apply as A
 
     settings, engine, reconciled = _open(args)
     results = _each(args.ids, "undo", lambda i: A.undo(settings, engine, i, _who(args)))

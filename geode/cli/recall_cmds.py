@@ -14,7 +14,7 @@ import sys
 # light imports only (the standard library, the settings): the flags stay quick
 from geode.cli import index_cmds, serve_cmds
 from geode.cli.common import print_json, settings_of
-from geode.delivery.dates import argparse_date
+from geode.kernel.dates import argparse_date
 
 # -- search -----------------------------------------------------------------------------------
 _OPS = (">=", "<=", "!=", ">", "<", "~", "=")

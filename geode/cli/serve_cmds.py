@@ -32,7 +32,7 @@ SERVE_LOG = "serve.log"
 
 
 def _serve_lock(settings):
-    from geode.delivery.locks import FileLock
+    from geode.kernel.locks import FileLock
 
     return FileLock(os.path.join(settings.home, SERVE_LOCK), record_pid=True)
 
@@ -100,7 +100,7 @@ def serve(
         import socketserver
         import threading
 
-        from geode.delivery.errors import GeodeError
+        from geode.kernel.errors import GeodeError
         from geode.recall import vectors
         from geode.recall.recall_index import RecallIndex
         from geode.recall.search import forget_term_stats, index_for, search, semantic_for

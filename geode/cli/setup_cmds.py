@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from geode.cli.common import EXIT_OK, CLIError, engine_of, print_json, settings_of
-from geode.delivery.config import Settings, load_settings
+from geode.kernel.config import Settings, load_settings
 
 STARTER_DIR = Path(__file__).resolve().parent.parent / "delivery" / "starter"
 
@@ -148,7 +148,7 @@ def _point_at_this_install(note: Path, settings: Settings) -> None:
     can run (the hooks' interpreter and ``geode/cli/command.py``, ``GEODE_HOME=`` in front for a
     home that is not the default): the agent's shell often lacks the venv on PATH."""
     from geode.delivery.guard import agent_command
-    from geode.delivery.install import _default_home_dir
+    from geode.install.hooks import _default_home_dir
 
     home = None
     if Path(settings.home).expanduser().resolve() != _default_home_dir().resolve():
@@ -199,11 +199,11 @@ def cmd_init(args) -> int:
 
 # -- hooks -------------------------------------------------------------------------------
 def cmd_hooks(args) -> int:
-    from geode.delivery import install as inst
-    from geode.delivery import install_mcp as im
-    from geode.delivery.install_files import InstallError
-    from geode.delivery.install_mcp_entry import mcp_entry
-    from geode.delivery.install_probe import verify_mcp_entry
+    from geode.install import hooks as inst
+    from geode.install import mcp as im
+    from geode.install.files import InstallError
+    from geode.install.mcp_entry import mcp_entry
+    from geode.install.probe import verify_mcp_entry
 
     settings = settings_of(args)
     results = []

@@ -347,7 +347,7 @@ def doctor_checks(settings, skip_model: bool = False, project=None, home_dir=Non
     from sqlalchemy.exc import SQLAlchemyError
 
     from geode.agents import contract, upkeep
-    from geode.delivery.errors import GeodeError, RecordsError
+    from geode.kernel.errors import GeodeError, RecordsError
 
     checks: list[dict] = []
 

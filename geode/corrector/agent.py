@@ -22,7 +22,7 @@ it proposes, one ``edit`` proposal per file:
   statuses). No agent before it stores ``stale`` findings today, so when none is stored the
   Corrector takes them from the delivery lint (``geode.delivery.lint.lint_note``, code ``stale``),
   the same check ``geode lint`` runs, and records them as its own findings. Retired notes and
-  notes whose ``valid_to`` (the last day they hold, inclusive: ``geode.delivery.dates``) is
+  notes whose ``valid_to`` (the last day they hold, inclusive: ``geode.kernel.dates``) is
   before today (they record what held) have no duty. A note already
   marked is a finding for a person (``awaiting-review``), never a second proposal.
 
@@ -49,7 +49,7 @@ import os
 from geode.agents.contract import Agent, Context, Finding, Proposed, Report, Skipped
 from geode.corrector.edits import FileLines, changed_lines, check_edit, line_map, unified
 from geode.corrector.fixes import Fix, Fixes
-from geode.delivery.frontmatter_edit import FrontmatterEditError, set_key
+from geode.kernel.frontmatter_edit import FrontmatterEditError, set_key
 
 #: the stored finding kinds the Corrector acts on
 LINK_KINDS = ("broken-link", "signpost-stale")
@@ -103,7 +103,7 @@ class Corrector(Fixes, Agent):
             from sqlalchemy.exc import SQLAlchemyError
 
             try:
-                from geode.agents.relink import move_history
+                from geode.links.relink import move_history
 
                 moves = move_history(ctx.engine)
             except SQLAlchemyError as exc:  # the queue unreadable: say so, work from the suggestions stored
@@ -142,7 +142,7 @@ class Corrector(Fixes, Agent):
         # links and signpost entries
         link_findings = [f for f in prior if f.kind in LINK_KINDS]
         if link_findings:
-            from geode.agents.links import StoreLinks
+            from geode.links.resolver import StoreLinks
 
             links = StoreLinks(load, moves=moves)
             self._refs_cache = {}  # typed in CorrectorHost
@@ -196,7 +196,7 @@ class Corrector(Fixes, Agent):
             return {}
         from sqlalchemy import select
 
-        from geode.agents import queue_tables as q
+        from geode.queue import tables as q
 
         q.ensure_tables(ctx.engine)
         out: dict[str, list[dict]] = {}
@@ -351,7 +351,7 @@ class Corrector(Fixes, Agent):
                 )
             )
             return
-        from geode.agents.proposals import FileChange, ProposalDraft
+        from geode.queue.proposals import FileChange, ProposalDraft
 
         kinds = []
         for label, kind in (

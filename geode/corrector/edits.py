@@ -12,10 +12,10 @@ The two mechanical line edits:
   ``match: "| tail, |tail"``, ``- **/*.py`` (a list item) -> ``- "**/*.py"``; a trailing
   `` # comment`` stays outside the quotes. The value's meaning does not change, only how it is
   written (a key's value changed is the frontmatter editor's, below).
-- a line with one link target rewritten (``geode.agents.relink.rewrite_line`` does the finding).
+- a line with one link target rewritten (``geode.links.relink.rewrite_line`` does the finding).
 
 A frontmatter key set or added (``review_due`` after ``last_verified``) is not a line edit: the
-Corrector asks the one frontmatter editor, ``geode.delivery.frontmatter_edit.set_key``.
+Corrector asks the one frontmatter editor, ``geode.kernel.frontmatter_edit.set_key``.
 
 And the checks an edit must pass before it may become a proposal (``check_edit``): the file
 still parses as a note, its frontmatter means what it meant (plus the keys added), and its
@@ -144,10 +144,10 @@ def quote_value(line: str) -> str | None:
 def mask_link_targets(text: str) -> str:
     """``text`` with every link target replaced by a placeholder: wikilinks, markdown link
     destinations, reference definitions and paths (in prose and in code spans). What is left is
-    the wording. Where the targets are is the markdown reader's to say (``geode.delivery.mdread``),
+    the wording. Where the targets are is the markdown reader's to say (``geode.kernel.mdread``),
     so a link in a code block or an HTML comment is wording, as it is to every reader."""
-    from geode.agents.note_refs import path_tokens
-    from geode.delivery.mdread import read_markdown
+    from geode.kernel.mdread import read_markdown
+    from geode.links.refs import path_tokens
 
     r = read_markdown(text)
     by_line: dict[int, list[str]] = {}
@@ -194,8 +194,8 @@ def check_edit(before_text: str, after_text: str, path: str, added_keys: dict | 
     """Why ``after_text`` may not replace ``before_text`` (empty when it may): it must parse as a
     note, its frontmatter must hold the same values (plus ``added_keys``), and its essence must
     read the same once link targets are masked."""
-    from geode.delivery.crystal import NoteError
-    from geode.delivery.note import parse_note
+    from geode.kernel.crystal import NoteError
+    from geode.kernel.note import parse_note
 
     try:
         before = parse_note(before_text, path)

@@ -14,10 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from geode.agents.contract import Context, Finding, Report, Skipped
-from geode.agents.note_refs import Ref
 from geode.corrector.edits import quote_value
-from geode.delivery.crystal import RETIRED_STATUSES
-from geode.delivery.dates import DateError, ValidityWindow, optional_date
+from geode.kernel.crystal import RETIRED_STATUSES
+from geode.kernel.dates import DateError, ValidityWindow, optional_date
+from geode.links.refs import Ref
 
 #: frontmatter read leniently that strict YAML rejects, repaired by quoting the value
 QUOTABLE = ("unquoted-special", "reserved-indicator", "lenient-block-indicator", "unquoted-colon")
@@ -29,7 +29,7 @@ REVIEW_KEY = "review_due"
 class Fix:
     """One change: to one line (``apply(content) -> new content``, None: cannot), or to one
     frontmatter key (``set_key``: ``(key, value, after)`` for the one frontmatter editor,
-    ``geode.delivery.frontmatter_edit``; ``line`` is then the line it changes or follows)."""
+    ``geode.kernel.frontmatter_edit``; ``line`` is then the line it changes or follows)."""
 
     kind: str  # link | quote | review
     line: int
@@ -41,7 +41,7 @@ class Fix:
 
 
 def _date(value, field: str) -> _dt.date | None:
-    """``geode.delivery.dates``' reading; None when absent or not a date (the lint says so)."""
+    """``geode.kernel.dates``' reading; None when absent or not a date (the lint says so)."""
     try:
         return optional_date(value, field)
     except DateError:
@@ -92,7 +92,7 @@ class Fixes(CorrectorHost):
                 new_text = (
                     f"{ref.target}|{new_text}" if links.wiki_order == "alias|target" else f"{new_text}|{ref.target}"
                 )
-            from geode.agents.relink import rewrite_line
+            from geode.links.relink import rewrite_line
 
             def apply(content: str, ref=ref, new_text=new_text):
                 return rewrite_line(content, ref, new_text)

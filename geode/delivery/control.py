@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import time
 
-from geode.delivery.sqlite import sqlite3
+from geode.kernel.sqlite import sqlite3
 
 #: The session of a delivery asked for by hand (``geode deliver`` without ``--session``): such a
 #: call is never withheld, and ``geode stats`` and ``geode study`` leave its rows out, so a person

@@ -17,10 +17,10 @@ import time
 from geode.delivery import ledger
 from geode.delivery import match as _match
 from geode.delivery.binding import parse_binding, who_matches
-from geode.delivery.crystal import content_hash  # noqa: F401 - re-exported: the hook keys deny-once calls with it
 from geode.delivery.index import Index
 from geode.delivery.pack import Item, cut_boot, pack
-from geode.delivery.sqlite import sqlite3
+from geode.kernel.crystal import content_hash  # noqa: F401 - re-exported: the hook keys deny-once calls with it
+from geode.kernel.sqlite import sqlite3
 
 BOOT_TOTAL_CAP = 9000
 

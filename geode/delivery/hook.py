@@ -19,11 +19,12 @@ from __future__ import annotations
 import os
 import time
 
-from geode.delivery import fastjson, guard
-from geode.delivery.config import CLAUDE_CONTEXT_CAP, load_settings
+from geode.delivery import guard
 from geode.delivery.engine import Delivery, clip_action, content_hash
 from geode.delivery.index import Index
-from geode.delivery.sqlite import sqlite3
+from geode.kernel import fastjson
+from geode.kernel.config import CLAUDE_CONTEXT_CAP, load_settings
+from geode.kernel.sqlite import sqlite3
 
 EDIT_TOOLS = ("Edit", "MultiEdit", "NotebookEdit")
 WORK_ACTIONS = ("bash", "write", "edit")

@@ -47,8 +47,8 @@ def main(argv=None) -> int:
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         if root not in sys.path:
             sys.path.insert(0, root)
-        from geode.delivery import frontmatter
         from geode.delivery.hook import run
+        from geode.kernel import frontmatter
 
         frontmatter.FULL_PARSER = False  # standard library only: a note the subset declines is skipped
         code, out = run(agent, raw)

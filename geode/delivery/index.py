@@ -33,10 +33,10 @@ import os
 import time
 import zlib
 
-from geode.delivery import fastjson, frontmatter
 from geode.delivery import match as _match
 from geode.delivery.binding import parse_binding
-from geode.delivery.crystal import (
+from geode.kernel import fastjson, frontmatter
+from geode.kernel.crystal import (
     NOTE_SUFFIXES,
     OUTSIDE_HOOK_SUBSET,
     SKIP_DIRS,
@@ -47,7 +47,7 @@ from geode.delivery.crystal import (
     read_text,
     split_frontmatter,
 )
-from geode.delivery.sqlite import sqlite3
+from geode.kernel.sqlite import sqlite3
 
 INDEX_VERSION = "9"
 KEY_LEN = 4

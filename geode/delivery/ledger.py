@@ -35,7 +35,7 @@ from __future__ import annotations
 import os
 import time
 
-from geode.delivery.sqlite import sqlite3
+from geode.kernel.sqlite import sqlite3
 
 try:  # POSIX only; without it the appender/drainer race is narrowed by the rename, not closed
     import fcntl
@@ -209,7 +209,7 @@ def append(settings, events: list[dict]) -> str:
 def _encode_line(ev: dict) -> bytes:
     """One JSON line under MAX_LINE_BYTES; an oversized ``detail`` (then any long text
     field) is cut and marked, because a line that cannot be written atomically is worse."""
-    from geode.delivery import fastjson  # `json` imports re and enum: milliseconds the hook cannot spare
+    from geode.kernel import fastjson  # `json` imports re and enum: milliseconds the hook cannot spare
 
     def dump(obj: dict) -> bytes:
         clean = {k: (v if v is None or isinstance(v, (str, int, float, bool)) else str(v)) for k, v in obj.items()}
@@ -270,7 +270,7 @@ def _parse_line(raw: bytes) -> dict | None:
     """A spool line as an event dict, or None when it is torn or malformed."""
     if not raw.endswith(b"\n"):
         return None
-    from geode.delivery import fastjson
+    from geode.kernel import fastjson
 
     try:
         obj = fastjson.loads(raw.decode("utf-8"))

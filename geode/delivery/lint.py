@@ -14,11 +14,11 @@ import datetime as _dt
 
 from geode.delivery import match as _match
 from geode.delivery.binding import parse_binding
-from geode.delivery.dates import DateError, date_problems, optional_date
-from geode.delivery.note import Note
 from geode.delivery.pack import Item, render
-from geode.delivery.problems import Problem
-from geode.delivery.store import StoreLoad, load_store
+from geode.kernel.dates import DateError, date_problems, optional_date
+from geode.kernel.note import Note
+from geode.kernel.problems import Problem
+from geode.kernel.store import StoreLoad, load_store
 
 ESSENCE_GUIDE = 1500
 #: a term that selected crystals on more than this share of the ledger's actions is too broad
@@ -139,7 +139,7 @@ def lint_note(
         add(line, code, "warning", message)
 
     fm = note.frontmatter
-    # dates: one reading for every room (geode.delivery.dates); one that is not YYYY-MM-DD is
+    # dates: one reading for every room (geode.kernel.dates); one that is not YYYY-MM-DD is
     # read by none of them (a bad valid_from/valid_to is unbounded there), so it is said here
     for exc in date_problems(fm):
         add(note.line_of(exc.field), "date-not-iso", "warning", f"not an ISO date (YYYY-MM-DD): {exc}")

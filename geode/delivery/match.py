@@ -57,7 +57,7 @@ hand-written and proven against ``shlex`` by a differential test.
 
 from __future__ import annotations
 
-from geode.delivery.errors import GeodeError
+from geode.kernel.errors import GeodeError
 
 SUBSTRING_MARK = "substring:"
 BASH_KINDS = ("bash", "commit")

@@ -21,9 +21,9 @@ import os
 import time
 import zlib
 
-from geode.delivery import fastjson
-from geode.delivery.config import default
-from geode.delivery.sqlite import sqlite3
+from geode.kernel import fastjson
+from geode.kernel.config import default
+from geode.kernel.sqlite import sqlite3
 
 MAX_NOTES = 3
 FTS_WEIGHTS = (8.0, 5.0, 3.0, 1.0)  # title, tags, description, body (as recall_index)

@@ -15,7 +15,8 @@ Row: ``kind = "searched"``, ``session``, ``action = "search"``, ``channel = "rag
 
 from __future__ import annotations
 
-from geode.delivery import fastjson, ledger
+from geode.delivery import ledger
+from geode.kernel import fastjson
 
 KIND = "searched"
 MAX_QUERY_CHARS = 300

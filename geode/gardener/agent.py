@@ -32,13 +32,13 @@ import os
 from collections import Counter
 
 from geode.agents.contract import NOTHING_TO_LEARN, Agent, Context, Proposed, Report, Skipped
-from geode.delivery.config import SCHEMA
 from geode.gardener.bind import Bind
 from geode.gardener.keys import DAY, iso_stamp
 from geode.gardener.never_fired import NeverFired
 from geode.gardener.salience import Salience
 from geode.gardener.scan import scan
 from geode.gardener.stubs import Stubs
+from geode.kernel.config import SCHEMA
 
 #: proposal statuses that keep the Gardener from proposing the same thing again
 _HOLD = ("pending", "conflict", "failed", "rejected")
@@ -48,7 +48,7 @@ class Gardener(Stubs, NeverFired, Bind, Salience, Agent):
     name = "gardener"
 
     #: the settings of ``[gardener]``: keys, types, defaults and what each means are declared in
-    #: ``geode.delivery.config.SCHEMA``; ``_configure`` sets them as attributes for each run
+    #: ``geode.kernel.config.SCHEMA``; ``_configure`` sets them as attributes for each run
     SETTINGS = tuple(SCHEMA["gardener"])
 
     def __init__(self, **overrides):
@@ -169,7 +169,7 @@ class Gardener(Stubs, NeverFired, Bind, Salience, Agent):
         settings = ctx.settings
         if settings.uses_sqlite_ledger and not settings.database_url and not os.path.exists(str(settings.ledger_path)):
             return None  # no ledger file: never create one just to find it empty
-        from geode.delivery.models import engine_for
+        from geode.records.models import engine_for
 
         return engine_for(settings)
 
@@ -187,7 +187,7 @@ class Gardener(Stubs, NeverFired, Bind, Salience, Agent):
 
         if not inspect(engine).has_table("proposal"):
             return out
-        from geode.agents.queue_tables import C, P
+        from geode.queue.tables import C, P
 
         q = (
             select(P.c.key, P.c.status, P.c.evidence, P.c.domain, C.c.path)

@@ -18,18 +18,18 @@ from collections import Counter
 
 from geode.agents.contract import Context, Finding, Proposed, Report, Skipped
 from geode.delivery.binding import ACTIONS
-from geode.delivery.crystal import RETIRED_STATUSES
 from geode.gardener import edits
 from geode.gardener.keys import GardenerHost, proposal_key
 from geode.gardener.scan import MAX_EVIDENCE
 from geode.gardener.terms import clean_term
+from geode.kernel.crystal import RETIRED_STATUSES
 
 
 class Bind(GardenerHost):
     """``Gardener._bind``: a binding to the action that preceded the searches that found the note."""
 
     def _bind(self, ctx: Context, s, report: Report) -> None:
-        from geode.agents.proposals import FileChange, ProposalDraft, sha256
+        from geode.queue.proposals import FileChange, ProposalDraft, sha256
 
         ex = report.examined
         ex["searched_notes"] = len(s.searched)

@@ -1,6 +1,6 @@
 """The Gardener's frontmatter edits: a salience value, match terms appended, a binding added.
 
-Each is one call of the one frontmatter editor (``geode.delivery.frontmatter_edit``), which
+Each is one call of the one frontmatter editor (``geode.kernel.frontmatter_edit``), which
 replaces one key's whole value, keeps every other byte (BOM, line endings, the body, invalid
 UTF-8 in the body, other keys and their comments) and re-reads the result with the delivery
 core's own parser: it raises ``FrontmatterEditError`` (naming the file and the key) unless the
@@ -15,14 +15,14 @@ from __future__ import annotations
 import re
 
 from geode.delivery.binding import parse_binding
-from geode.delivery.crystal import NoteError
-from geode.delivery.frontmatter_edit import (
+from geode.kernel.crystal import NoteError
+from geode.kernel.frontmatter_edit import (
     FrontmatterEditError,
     set_key,
     value_form,
 )
-from geode.delivery.frontmatter_values import Quoted
-from geode.delivery.note import parse_note
+from geode.kernel.frontmatter_values import Quoted
+from geode.kernel.note import parse_note
 
 __all__ = ["FrontmatterEditError", "add_binding", "set_salience", "widen_match"]
 

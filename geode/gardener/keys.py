@@ -15,7 +15,7 @@ import datetime as _dt
 import hashlib
 
 from geode.agents.contract import Proposed, Report
-from geode.delivery.note import Note
+from geode.kernel.note import Note
 
 DAY = 86400.0
 
@@ -38,7 +38,7 @@ def proposal_key(rule: str, domain: str, path: str) -> str:
 class GardenerHost:
     """What the Gardener's rules (``Stubs``, ``NeverFired``, ``Bind``, ``Salience``) read off the
     agent they are mixed into: the ``[gardener]`` settings ``Gardener._configure`` sets for each
-    run (keys and defaults in ``geode.delivery.config.SCHEMA["gardener"]``), the notes read, and the
+    run (keys and defaults in ``geode.kernel.config.SCHEMA["gardener"]``), the notes read, and the
     two helpers every rule files through. Annotations only (nothing is set on the class) and stubs
     that ``Gardener``'s own methods shadow (it comes first in its MRO), so a rule is typed without
     importing ``Gardener``."""

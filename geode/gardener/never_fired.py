@@ -21,21 +21,21 @@ from collections import Counter
 
 from geode.agents.contract import Context, Finding, Proposed, Report, Skipped
 from geode.delivery.binding import parse_binding
-from geode.delivery.crystal import RETIRED_STATUSES
-from geode.delivery.dates import ValidityWindow
 from geode.gardener import edits
 from geode.gardener.keys import DAY, GardenerHost, day_stamp, proposal_key
 from geode.gardener.scan import MAX_EVIDENCE
 from geode.gardener.terms import clean_term, file_stem
+from geode.kernel.crystal import RETIRED_STATUSES
+from geode.kernel.dates import ValidityWindow
 
 
 class NeverFired(GardenerHost):
     """``Gardener._never_fired``: widen the match terms of a crystal that matched nothing in the window, or retire it."""
 
     def _never_fired(self, ctx: Context, s, report: Report) -> None:
-        from geode.agents.changes import status_change
-        from geode.agents.proposals import FileChange, ProposalDraft, ProposalError, sha256
-        from geode.agents.safepath import UnsafePath
+        from geode.queue.changes import status_change
+        from geode.queue.proposals import FileChange, ProposalDraft, ProposalError, sha256
+        from geode.queue.safepath import UnsafePath
 
         ex = report.examined
         ex["never_fired"] = 0

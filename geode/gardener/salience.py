@@ -16,16 +16,16 @@ from __future__ import annotations
 import os
 
 from geode.agents.contract import Context, Finding, Proposed, Report, Skipped
-from geode.delivery.crystal import RETIRED_STATUSES
 from geode.gardener import edits
 from geode.gardener.keys import GardenerHost, proposal_key
+from geode.kernel.crystal import RETIRED_STATUSES
 
 
 class Salience(GardenerHost):
     """``Gardener._salience``: raise or lower ``salience`` by the share of deliveries that unlocked work."""
 
     def _salience(self, ctx: Context, s, report: Report) -> None:
-        from geode.agents.proposals import FileChange, ProposalDraft, sha256
+        from geode.queue.proposals import FileChange, ProposalDraft, sha256
 
         ex = report.examined
         ex["salience_judged"] = ex["salience_at_bound"] = 0

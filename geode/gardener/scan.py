@@ -88,7 +88,7 @@ class Scan:
 
 
 def _table():
-    from geode.delivery.models import LedgerEvent, table_of
+    from geode.records.models import LedgerEvent, table_of
 
     return table_of(LedgerEvent)
 

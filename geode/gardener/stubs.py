@@ -26,9 +26,9 @@ class Stubs(GardenerHost):
     """``Gardener._stubs``: one stub proposal per group of blocked lookups that share a hunted term."""
 
     def _stubs(self, ctx: Context, s, report: Report) -> None:
-        from geode.agents.changes import new_note_change
-        from geode.agents.proposals import ProposalDraft, ProposalError
-        from geode.agents.safepath import UnsafePath
+        from geode.queue.changes import new_note_change
+        from geode.queue.proposals import ProposalDraft, ProposalError
+        from geode.queue.safepath import UnsafePath
 
         parent = list(range(len(s.blocked)))
 

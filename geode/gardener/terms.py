@@ -15,8 +15,8 @@ import json
 import os
 import re
 
-from geode.delivery.crystal import NOTE_SUFFIXES
 from geode.delivery.guard import LOOKUP_COMMANDS, _segments
+from geode.kernel.crystal import NOTE_SUFFIXES
 
 MAX_TERM_CHARS = 40
 MAX_TERM_WORDS = 3

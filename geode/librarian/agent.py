@@ -17,11 +17,11 @@ from __future__ import annotations
 import hashlib
 
 from geode.agents.contract import Agent, Context, Finding, Proposed, Report, Skipped
-from geode.agents.links import StoreLinks
-from geode.agents.note_names import is_signpost
-from geode.agents.relink import move_history, rewrite_line
-from geode.delivery.crystal import RETIRED_STATUSES
 from geode.delivery.lint import lint_note
+from geode.kernel.crystal import RETIRED_STATUSES
+from geode.links.names import is_signpost
+from geode.links.relink import move_history, rewrite_line
+from geode.links.resolver import StoreLinks
 
 #: lint codes that mean a crystal never fires (errors of the binding and the essence);
 #: ``essence-over-budget`` fires (cut), so it is not one of them
@@ -262,7 +262,7 @@ class Librarian(Agent):
             return
         import os
 
-        from geode.agents.proposals import FileChange, ProposalDraft
+        from geode.queue.proposals import FileChange, ProposalDraft
 
         root = load.root
         for path, items in sorted(rewrites.items()):

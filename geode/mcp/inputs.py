@@ -5,7 +5,7 @@ Apart so that every tool module reads its arguments the same way and raises the 
 server turns into a tool error the agent can act on.
 """
 
-from geode.delivery.errors import UsageError
+from geode.kernel.errors import UsageError
 
 
 class ToolInputError(UsageError, ValueError):
@@ -27,8 +27,8 @@ def _strs(value, name: str) -> list[str] | None:
 
 
 def _check_date(name: str, value: str | None) -> str | None:
-    """A date argument as ``YYYY-MM-DD`` (geode's one reading of dates, ``geode.delivery.dates``)."""
-    from geode.delivery.dates import DateError, optional_date
+    """A date argument as ``YYYY-MM-DD`` (geode's one reading of dates, ``geode.kernel.dates``)."""
+    from geode.kernel.dates import DateError, optional_date
 
     try:
         day = optional_date(value, name)

@@ -48,8 +48,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from geode.delivery.config import ConfigError
-from geode.delivery.errors import GeodeError
+from geode.kernel.config import ConfigError
+from geode.kernel.errors import GeodeError
 from geode.mcp.models import ContextOut, Crystal, NoteOut, RecentOut, SearchOut, WriteOut
 from geode.mcp.routing import CONTEXT_DOC, READ_DOC, RECENT_DOC, SEARCH_DOC, WRITE_DOC, instructions
 from geode.mcp.tools import Recall

@@ -13,7 +13,7 @@ import re
 import threading
 from typing import Any
 
-from geode.delivery.errors import GeodeError
+from geode.kernel.errors import GeodeError
 from geode.mcp.inputs import ToolInputError, _check_date, _strs, parse_where_input
 from geode.mcp.models import MAX_CONTENT_CHARS
 from geode.mcp.write_note import NoteWriter

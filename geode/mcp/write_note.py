@@ -15,7 +15,7 @@ import threading
 import unicodedata
 from typing import Any
 
-from geode.delivery.errors import GeodeError
+from geode.kernel.errors import GeodeError
 from geode.mcp.inputs import ToolInputError
 
 log = logging.getLogger("geode.mcp")
@@ -57,9 +57,9 @@ def check_keys(data: dict, where: str = "frontmatter", depth: int = 0) -> None:
 
 def frontmatter_text(meta: dict) -> str:
     """``---`` + the keys of ``meta`` in order + ``---``, written by geode's one frontmatter
-    editor (``geode.delivery.frontmatter_edit.set_key``), which proves each key reads back as
+    editor (``geode.kernel.frontmatter_edit.set_key``), which proves each key reads back as
     given through the reader every room uses; a value it cannot write is a tool error."""
-    from geode.delivery.frontmatter_edit import FrontmatterEditError, set_key
+    from geode.kernel.frontmatter_edit import FrontmatterEditError, set_key
 
     check_keys(meta)
     data = b""
@@ -82,7 +82,7 @@ def _normal(v):
 
 
 def _safe_folder(folder: str) -> str:
-    from geode.agents import safepath
+    from geode.queue import safepath
 
     f = (folder or "").strip()
     if f.startswith(("/", "~")):
@@ -129,9 +129,9 @@ class NoteWriter:
         crystal: dict | None = None,
         essence: str | None = None,
     ) -> dict:
-        from geode.agents import changes, safepath
         from geode.delivery.lint import lint_note
-        from geode.delivery.note import ESSENCE_CLOSE, ESSENCE_OPEN, parse_note
+        from geode.kernel.note import ESSENCE_CLOSE, ESSENCE_OPEN, parse_note
+        from geode.queue import changes, safepath
         from geode.recall.recall_index import address as addr_of
 
         settings = self.settings
@@ -245,7 +245,7 @@ class NoteWriter:
         with the same title (case-insensitive)."""
         from sqlalchemy import func, select
 
-        from geode.agents import changes
+        from geode.queue import changes
         from geode.recall.index_tables import notes_t
 
         if changes.current(self.settings, domain, rel) is not None:
@@ -268,8 +268,10 @@ class NoteWriter:
         """File an edit proposal citing a ``write_requested`` ledger row; (id, newly filed)."""
         from sqlalchemy import select
 
-        from geode.agents import changes, proposals, queue_tables
-        from geode.delivery import ledger, models
+        from geode.delivery import ledger
+        from geode.queue import changes, proposals
+        from geode.queue import tables as queue_tables
+        from geode.records import models
 
         settings = self.settings
         engine = proposals.open_queue(settings)
@@ -325,8 +327,8 @@ def _create_file(root: str, rel: str, data: bytes) -> bool:
     The folder walk refuses symlinks (``safepath.open_parent``). A filesystem without hard links
     gets ``O_CREAT | O_EXCL`` on the name itself (no overwrite either; not atomic against a crash).
     """
-    from geode.agents import safepath
-    from geode.agents.apply import default_mode
+    from geode.queue import safepath
+    from geode.queue.apply import default_mode
 
     dirfd, leaf = safepath.open_parent(root, rel, create=True)
     try:

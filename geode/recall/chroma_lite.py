@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import os
 
-from geode.delivery.errors import ServiceUnavailable
+from geode.kernel.errors import ServiceUnavailable
 
 TENANT = "default_tenant"
 DATABASE = "default_database"

@@ -29,8 +29,8 @@ import os
 import posixpath
 import time
 
-from geode.delivery.dates import DateError, parse_date
-from geode.delivery.errors import NotFoundError
+from geode.kernel.dates import DateError, parse_date
+from geode.kernel.errors import NotFoundError
 from geode.recall.recall_index import RecallIndex, address, parse_address
 from geode.recall.sqlread import NOTE_SELECT, in_list
 
@@ -278,7 +278,7 @@ def build_context(
 def read_note(settings, addr: str, index: RecallIndex | None = None, refresh: bool = True) -> dict:
     """The note from its file, each relation and link resolved or not, a backlinks summary, and the
     build_context anchor to run next when the note has neighbours."""
-    from geode.delivery.note import parse_note
+    from geode.kernel.note import parse_note
 
     idx = index or RecallIndex(settings)
     if refresh:

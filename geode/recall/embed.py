@@ -31,8 +31,8 @@ from __future__ import annotations
 import os
 import threading
 
-from geode.delivery.config import default
-from geode.delivery.errors import ServiceUnavailable
+from geode.kernel.config import default
+from geode.kernel.errors import ServiceUnavailable
 
 DEFAULT_MODEL = default("recall", "model")  # declared in config.SCHEMA
 

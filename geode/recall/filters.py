@@ -9,7 +9,7 @@ list field "the list holds it"; ``{"$in": [...]}``, ``{"$nin": [...]}``, ``{"$ne
 a scalar counts as a list of one), ``after`` (recorded on or after a date: frontmatter
 ``recorded``/``created``/``date``, else the file's mtime), ``as_of`` (``valid_from <= as_of <=
 valid_to``, inclusive: ``valid_to`` is the last day a note holds; an absent date, or one that is not
-YYYY-MM-DD, unbounded: ``geode.delivery.dates.ValidityWindow``, the reading of every room).
+YYYY-MM-DD, unbounded: ``geode.kernel.dates.ValidityWindow``, the reading of every room).
 ``after`` and ``as_of`` must be dates (``FilterError`` otherwise).
 
 Apart from ``geode.recall.search`` (ranking) because the filter language is its own small
@@ -18,8 +18,8 @@ grammar, read by the command line (``--where``) and the page as well as by searc
 
 from __future__ import annotations
 
-from geode.delivery.dates import DateError, iso
-from geode.delivery.errors import UsageError
+from geode.kernel.dates import DateError, iso
+from geode.kernel.errors import UsageError
 from geode.recall.sqlread import in_list
 
 MAX_CONTAINS_ANY = 100

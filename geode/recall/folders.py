@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from geode.delivery.store import SKIP_DIRS
+from geode.kernel.store import SKIP_DIRS
 
 
 def folder_mtimes(root: str, recurse_known: dict | None = None, prefix: str = "") -> dict[str, int]:

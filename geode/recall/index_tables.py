@@ -131,7 +131,7 @@ _ENGINES: dict = {}
 def engines(settings):
     """(writer, reader) engines. On SQLite the writer begins with BEGIN IMMEDIATE (the records'
     engine); the reader begins deferred, so a search never waits for the write lock."""
-    from geode.delivery.sql_engines import engine_for  # not models: no SQLModel import
+    from geode.records.sql_engines import engine_for  # not models: no SQLModel import
 
     key = settings.db_url
     if key in _ENGINES:

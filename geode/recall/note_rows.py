@@ -14,8 +14,8 @@ import hashlib
 import json
 import time
 
-from geode.delivery.crystal import ESSENCE_CLOSE, ESSENCE_OPEN
-from geode.delivery.dates import DateError, ValidityWindow, optional_date
+from geode.kernel.crystal import ESSENCE_CLOSE, ESSENCE_OPEN
+from geode.kernel.dates import DateError, ValidityWindow, optional_date
 
 
 def strip_markers(body: str) -> str:
@@ -28,7 +28,7 @@ def _iso(day) -> str | None:
 
 def recorded_day(fm: dict) -> str | None:
     """``YYYY-MM-DD`` of the first of ``recorded``/``created``/``date`` that reads as a date
-    (``geode.delivery.dates``); None when none does (the caller falls back to the file's mtime).
+    (``geode.kernel.dates``); None when none does (the caller falls back to the file's mtime).
     Stored normalised, so the SQL comparisons of ``after`` are comparisons of days."""
     for key in ("recorded", "created", "date"):
         try:

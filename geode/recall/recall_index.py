@@ -4,7 +4,7 @@ Derived from the files and rebuildable at any time. It lives in the SQLModel dat
 (``GEODE_HOME/geode.db`` by default, PostgreSQL by ``[database] url``), in tables prefixed
 ``recall_``. Being derived, these tables are not migrated: ``ensure_schema`` keeps
 ``create_all`` and a changed layout is rebuilt (``geode reindex --wipe``); the records beside
-them have Alembic migrations (``geode.delivery.migrations``), which never touch ``recall_*``.
+them have Alembic migrations (``geode.records.migrations``), which never touch ``recall_*``.
 Full text:
 
 - SQLite: an FTS5 table ``recall_fts`` (columns title, tags, description, body; tokenizer
@@ -42,9 +42,9 @@ import os
 import time
 from collections import namedtuple
 
-from geode.delivery.crystal import RETIRED_STATUSES
-from geode.delivery.problems import Problem
-from geode.delivery.store import iter_note_paths, read_note_file
+from geode.kernel.crystal import RETIRED_STATUSES
+from geode.kernel.problems import Problem
+from geode.kernel.store import iter_note_paths, read_note_file
 from geode.recall import sqlread
 from geode.recall.folders import folder_mtimes
 from geode.recall.note_rows import note_rows
@@ -255,8 +255,8 @@ class RecallIndex:
         only_dirs: set[str] | None = None,
         force: bool = False,
     ) -> None:
-        from geode.delivery.problems import Problem
-        from geode.delivery.store import StoreLoad
+        from geode.kernel.problems import Problem
+        from geode.kernel.store import StoreLoad
 
         existing = self._existing(domain, only_dirs)
         stale_root = [r.id for r in existing.values() if r.root != root]

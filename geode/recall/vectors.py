@@ -29,8 +29,8 @@ import sys
 import time
 from typing import Any
 
-from geode.delivery.errors import ServiceUnavailable
-from geode.delivery.locks import FileLock
+from geode.kernel.errors import ServiceUnavailable
+from geode.kernel.locks import FileLock
 
 POINTER = "chroma.current"
 LOCK = "chroma.lock"
@@ -129,7 +129,7 @@ def switch_to(settings, folder: str) -> str | None:
 
 class WriterLock(FileLock):
     """The one-writer rule: an exclusive ``flock`` on ``index/chroma.lock``
-    (``geode.delivery.locks``), the writer's pid in it. ``acquire(wait_s)`` tries every 0.1 s
+    (``geode.kernel.locks``), the writer's pid in it. ``acquire(wait_s)`` tries every 0.1 s
     for up to ``wait_s`` seconds (0: once)."""
 
     def __init__(self, settings):
@@ -633,7 +633,7 @@ def _main(argv: list[str]) -> int:
     """Background embedder: ``python -m geode.recall.vectors [--home H] [--store S]``."""
     import argparse
 
-    from geode.delivery.config import load_settings
+    from geode.kernel.config import load_settings
 
     p = argparse.ArgumentParser(prog="python -m geode.recall.vectors")
     p.add_argument("--home")

@@ -21,9 +21,9 @@ import datetime as dt
 import os
 import time
 
-from geode.delivery.config import ConfigError
-from geode.delivery.errors import GeodeError
-from geode.delivery.locks import FileLock
+from geode.kernel.config import ConfigError
+from geode.kernel.errors import GeodeError
+from geode.kernel.locks import FileLock
 
 JOB_ID = "geode-nightly-upkeep"
 EXIT_LOCKED = 3
@@ -76,7 +76,7 @@ def run_id_for(due: dt.datetime, seconds: bool = False) -> str:
 
 # -- the lock -----------------------------------------------------------------------------------
 class Lock:
-    """One scheduler per store: an exclusive ``flock`` on the lock file (``geode.delivery.locks``),
+    """One scheduler per store: an exclusive ``flock`` on the lock file (``geode.kernel.locks``),
     the holder's pid in it; a second scheduler is refused at once, naming that pid."""
 
     def __init__(self, path: str):
@@ -132,7 +132,7 @@ def fire(home: str | None = None, store: str | None = None, now: float | None = 
     from sqlalchemy.exc import IntegrityError
 
     from geode.agents.celery_app import enqueue_upkeep
-    from geode.delivery.config import load_settings
+    from geode.kernel.config import load_settings
 
     settings = load_settings(store=store, home=home)
     cfg = schedule_config(settings)

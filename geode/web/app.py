@@ -6,7 +6,7 @@ approve, reject, undo (one, or many by filter after a preview) and refresh (file
 again over the files as they are now), plus ``doctor``, which runs the agents and writes a
 probe row. docs/WEB.md documents every route and shape.
 
-Why one write lock per server: ``geode.agents.apply.queue_lock`` is an ``flock`` made
+Why one write lock per server: ``geode.queue.apply.queue_lock`` is an ``flock`` made
 re-entrant per *process*, so two threads of this server approving at once would both pass it;
 decisions are serialised here before they reach it.
 """
@@ -60,9 +60,9 @@ class Web:
     """What the routes share: settings, the records engine, the store, who decides."""
 
     def __init__(self, settings, who: str, token: str, bound: str, port: int):
-        from geode.agents import apply as A
         from geode.agents import contract
-        from geode.agents import proposals as Q
+        from geode.queue import apply as A
+        from geode.queue import proposals as Q
 
         self.settings = settings
         self.who = who
@@ -357,13 +357,13 @@ def create_app(settings, *, token: str, bound: str, port: int, who: str) -> Guar
         return JSON({"nights": await run_in_threadpool(H.nights, w.engine, limit)})
 
     async def api_stats(request: Request):
-        from geode.delivery.stats import render_stats
+        from geode.evidence.stats import render_stats
 
         d = await run_in_threadpool(H.stats, w.settings, w.engine)
         return JSON(dict(d, text=render_stats(d)))
 
     async def api_study(request: Request):
-        from geode.delivery.study import render_study
+        from geode.evidence.study import render_study
 
         d = await run_in_threadpool(H.study, w.settings, w.engine)
         return JSON(dict(d, text=render_study(d)))

@@ -1,6 +1,6 @@
 """A proposal's diff as data a page can draw: files, hunks, lines, and the changed words marked.
 
-``geode.agents.queue_review.diff`` gives the unified text a terminal prints; a reviewer in a
+``geode.queue.review.diff`` gives the unified text a terminal prints; a reviewer in a
 browser wants the same changes side by side or unified, with the words that changed inside a
 changed line marked, so that a one-word edit in a long paragraph is seen at once. The hunks
 come from :mod:`difflib` over the exact bytes stored with the proposal (the ones that will be
@@ -154,7 +154,7 @@ def _b(value) -> bytes | None:
 
 
 def file_diffs(kind: str, changes: list) -> list[dict]:
-    """The files of a proposal (change rows from ``geode.agents.proposals.load``), a move or
+    """The files of a proposal (change rows from ``geode.queue.proposals.load``), a move or
     archive shown as one rename with the content diff, as ``queue_review.diff`` does."""
     creates = [c for c in changes if c["before_sha"] is None]
     removes = [c for c in changes if c["after_sha"] is None]

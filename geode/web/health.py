@@ -2,7 +2,7 @@
 and proposed), ``geode doctor``'s checks, the delivery statistics and the control arm's study.
 
 The reports are the CLI's own (``geode.cli.upkeep_cmds.doctor_checks``,
-``geode.delivery.stats.compute_stats``, ``geode.delivery.study.compute_study``), so the page and
+``geode.evidence.stats.compute_stats``, ``geode.evidence.study.compute_study``), so the page and
 the terminal can never disagree. ``doctor`` runs every agent over the whole store and writes a
 probe row into the records to prove they take writes, so the page runs it on a POST (a button),
 never on a GET.
@@ -60,14 +60,14 @@ def nights(engine, limit: int = 7) -> list[dict]:
 
 def stats(settings, engine, days: float | None = None) -> dict:
     from geode.cli.delivery_cmds import registered_crystals
-    from geode.delivery.stats import compute_stats
+    from geode.evidence.stats import compute_stats
 
     ids, oversize = registered_crystals(settings)
     return compute_stats(settings, engine, ids, oversize, days=days)
 
 
 def study(settings, engine) -> dict:
-    from geode.delivery.study import compute_study
+    from geode.evidence.study import compute_study
 
     return compute_study(settings, engine)
 

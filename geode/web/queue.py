@@ -1,7 +1,7 @@
 """The approval queue as the page reads it: pages of proposals grouped by night and agent, one
 proposal with its evidence and diff, bulk previews and decisions, the history of actions.
 
-Everything here reads the queue's own tables (``geode.agents.proposals``) and writes only
+Everything here reads the queue's own tables (``geode.queue.proposals``) and writes only
 through the queue's API: ``apply.approve``, ``apply.undo``, ``queue_review.reject`` and, for a
 refresh, ``proposals.file_proposal``. Why a page query of its own and not ``list_proposals``:
 that one returns every matching row, and a queue of 5,000 proposals must paint its first page
@@ -21,9 +21,9 @@ from dataclasses import asdict, dataclass
 
 from sqlalchemy import exists, func, select
 
-from geode.agents import proposals as Q
-from geode.agents import queue_tables
-from geode.delivery.errors import GeodeError
+from geode.kernel.errors import GeodeError
+from geode.queue import proposals as Q
+from geode.queue import tables as queue_tables
 
 PER_PAGE = 50
 MAX_PER_PAGE = 500

@@ -12,9 +12,11 @@ import json
 
 from sqlalchemy import func, select
 
-from geode.agents import apply as A
-from geode.agents import proposals as Q
-from geode.agents import queue_review, queue_tables, safepath
+from geode.queue import apply as A
+from geode.queue import proposals as Q
+from geode.queue import review as queue_review
+from geode.queue import safepath
+from geode.queue import tables as queue_tables
 from geode.web.queue import QueueError, QueueFilter
 from geode.web.queue_detail import check
 

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from sqlalchemy import select
 
-from geode.agents import contract, queue_review, safepath
-from geode.agents import proposals as Q
-from geode.delivery.models import LedgerEvent, table_of
+from geode.agents import contract
+from geode.queue import proposals as Q
+from geode.queue import review as queue_review
+from geode.queue import safepath
+from geode.records.models import LedgerEvent, table_of
 from geode.web import diffview
 from geode.web.queue import QueueError, iso, night_label
 

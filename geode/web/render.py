@@ -15,7 +15,7 @@ from urllib.parse import quote, unquote
 
 from markdown_it import MarkdownIt
 
-from geode.delivery.mdread import split_wiki, wikilink_rule
+from geode.kernel.mdread import split_wiki, wikilink_rule
 
 ESSENCE_OPEN = "<!-- crystal:essence -->"
 ESSENCE_CLOSE = "<!-- /crystal:essence -->"
@@ -41,7 +41,7 @@ class NoteRenderer:
             if t and (t not in self.targets or lk.get("resolved")):
                 self.targets[t] = lk.get("address") if lk.get("resolved") else None
         self.md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
-        # the one wikilink rule (geode.delivery.mdread), so the page links what upkeep reads
+        # the one wikilink rule (geode.kernel.mdread), so the page links what upkeep reads
         self.md.inline.ruler.before("link", "wikilink", wikilink_rule)
         # markdown-it binds a render rule to its renderer (the first argument); ours close over self
         self.md.add_render_rule("wikilink", lambda _r, *a: self._render_wikilink(*a))

@@ -14,7 +14,7 @@ import threading
 
 from sqlalchemy import func, select
 
-from geode.delivery.errors import GeodeError
+from geode.kernel.errors import GeodeError
 from geode.recall import context as ctx
 from geode.recall import search as S
 from geode.recall.filters import filter_conditions
@@ -179,7 +179,7 @@ class Store:
                 raise StoreError(str(exc), 404) from exc
             except OSError as exc:
                 raise StoreError(f"{addr}: cannot read the file: {exc}", 404) from exc
-        from geode.delivery.note import parse_note
+        from geode.kernel.note import parse_note
 
         parsed = parse_note(n["content"], n["path"])
         n["binding"] = binding_of(parsed, self.settings)
@@ -190,7 +190,7 @@ class Store:
     def deliveries(self, domain: str, path: str) -> dict:
         """The note's record in the ledger: counts by kind, the first and last time, the
         latest rows (the crystal id is ``domain:path``)."""
-        from geode.delivery.models import LedgerEvent, table_of
+        from geode.records.models import LedgerEvent, table_of
         from geode.web.queue import iso
 
         t = table_of(LedgerEvent)

@@ -1,0 +1,444 @@
+"""Applying and undoing proposals: atomic per file, consistent per proposal, recoverable.
+
+Per file (``geode.queue.atomic_put.put``): a temporary file in the target's own folder, every
+byte written and ``fsync``-ed, the target's sha256 checked again, ``os.replace``, ``fsync`` of
+the folder; a removal is a checked ``unlink``.
+
+Per proposal, through the intent journal (``proposal_journal``):
+
+1. check every file's sha256 against what the proposal expects (``before_sha`` to apply,
+   ``after_sha`` to undo); any difference is a conflict and nothing is touched;
+2. commit the journal entry (the plan: each path with its from/to hashes and modes, the temp
+   names) and claim the proposal (``journal_id``) in one transaction;
+3. put each file, in order (a move: the new file, the link rewrites, the removal last);
+4. commit: journal ``done``, status ``applied`` (or ``undone``), an action row.
+
+An error in step 3 (a changed file, a refused path, EIO or ENOSPC) turns the journal's
+``direction`` to ``back`` and puts the files already done back as they were; the status stays
+what it was (``pending``), or becomes ``conflict``/``failed``. A crash anywhere leaves every
+file either as it was or as proposed (each replace is atomic) and the journal open;
+``reconcile`` at the next start finds it, removes the temp files, and finishes the operation
+when it was going forward and every file is in one of its two states, or rolls it back
+otherwise. It reports, per file, which state it found.
+
+Apply, undo and reconcile hold one ``flock`` (``GEODE_HOME/locks/queue.lock``). That made an
+open journal a dead process's only while each home had its own records; with one records
+database shared by homes, every journal entry has an owner holding a liveness lock on it for its
+life (``geode.queue.journal_owner``: a PostgreSQL advisory lock, or a lock file beside a SQLite
+database), and ``reconcile`` settles only entries whose owner is gone. An abort closes an entry
+as rolled back only when every file it replaced is provably back; a store that went away keeps
+it open for ``reconcile``. Inside the queue lock they hold the store's lock (``<store>/.geode-store.lock``), so two homes
+that apply to one store take turns, and every temporary file's name carries the home, the pid
+and a random token (``tmp_name``): one home never renames another's temp file over its target.
+
+Known gap (RELIABILITY row 9): between the last sha256 check and ``os.replace`` a writer that
+does not cooperate can still change the file, and that write is lost. The window is one
+``replace`` call; closing it needs ``renameat2(RENAME_EXCHANGE)``, which Python does not expose.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from contextlib import ExitStack
+
+from sqlalchemy.exc import SQLAlchemyError
+
+from geode.kernel.errors import StoreError
+from geode.queue import atomic_put, journal_owner, proposals, safepath
+from geode.queue import review as queue_review
+from geode.queue import tables as queue_tables
+from geode.queue.atomic_put import FileConflict, default_mode, file_state, put, remove_tmp
+from geode.queue.journal_plan import (
+    content_of,
+    files_of,
+    log_unrecorded,
+    missing_folders,
+    remove_folders,
+    remove_made_folders,
+)
+from geode.queue.locks import STORE_LOCK, queue_lock, store_lock, tmp_name
+from geode.queue.proposals import ProposalError, record, result, sha256
+from geode.queue.reconcile import reconcile
+
+#: what callers (the command line, the page, the tests) reach through this module
+__all__ = [
+    "STORE_LOCK",
+    "approve",
+    "approve_many",
+    "before_file",
+    "queue_lock",
+    "reconcile",
+    "store_lock",
+    "tmp_name",
+    "undo",
+]
+
+
+def execute(settings, engine, proposal_id: int, who: str, op: str) -> dict:
+    """Apply (``op="apply"``) or undo (``op="undo"``) one proposal; the result dict."""
+    action = "approve" if op == "apply" else "undo"
+    try:
+        lock = queue_lock(settings.home)
+        lock.__enter__()
+    except OSError as exc:
+        message = f"I/O error, nothing changed: cannot take the queue lock: {exc}"
+        with engine.begin() as conn:
+            row, _changes = proposals.load(conn, proposal_id)
+            if row is None:
+                raise ProposalError(f"no proposal {proposal_id}") from None
+            record(conn, proposal_id, action, "error", who, {"message": message})
+        return result(proposal_id, action, False, row["status"], message, [])
+    try:
+        with ExitStack() as stack:
+            return _execute(settings, engine, proposal_id, who, op, stack.enter_context)
+    finally:
+        lock.__exit__(None, None, None)
+
+
+def _execute(settings, engine, proposal_id: int, who: str, op: str, hold) -> dict:
+    """``hold(cm)`` enters a context manager until the operation is over (the store's lock)."""
+    P, C, _A, J = queue_tables.TABLES
+    action = "approve" if op == "apply" else "undo"
+    reconcile(settings, engine, who)  # an interrupted operation is settled first
+    with engine.connect() as conn:
+        row, changes = proposals.load(conn, proposal_id)
+    if row is None:
+        raise ProposalError(f"no proposal {proposal_id}")
+    files = files_of(changes)
+    prior = row["status"]
+
+    def settle(ok: bool, outcome: str, message: str, status: str | None = None, detail=None) -> dict:
+        with engine.begin() as conn:
+            if status is not None and status != prior:
+                conn.execute(
+                    P.update()
+                    .where(P.c.id == proposal_id)
+                    .values(status=status, message=message, updated_at=proposals._now())
+                )
+            record(conn, proposal_id, action, outcome, who, dict(detail or {}, message=message))
+        return result(proposal_id, action, ok, status or prior, message, files)
+
+    allowed = proposals.APPROVABLE if op == "apply" else ("applied",)
+    if prior not in allowed:
+        why = f"it is {prior}" if op == "apply" or prior != "undone" else "it is already undone"
+        return settle(False, "refused", f"not {'applied' if op == 'apply' else 'undone'}: {why}")
+    root = settings.domains.get(row["domain"])
+    if root is None:
+        return settle(
+            False, "failed", f"domain {row['domain']!r} is not configured here", "failed" if op == "apply" else None
+        )
+    try:
+        hold(store_lock(root))  # held until the result: the checks below see what is put
+    except OSError as exc:
+        return settle(False, "error", f"I/O error, nothing changed: cannot take the store lock: {exc}")
+
+    ordered = list(changes) if op == "apply" else list(reversed(changes))
+    plan, stale, unsafe = [], [], []
+    for c in ordered:
+        from_sha, to_sha = (c["before_sha"], c["after_sha"]) if op == "apply" else (c["after_sha"], c["before_sha"])
+        try:
+            cur = safepath.read(root, c["path"])
+        except safepath.UnsafePath as exc:
+            unsafe.append(str(exc))
+            continue
+        except OSError as exc:
+            return settle(False, "error", f"{c['path']}: cannot read: {exc}")
+        if (sha256(cur[0]) if cur is not None else None) != from_sha:
+            stale.append(c["path"])
+            continue
+        from_mode = cur[1] if cur is not None else None
+        if to_sha is None:
+            to_mode = None
+        elif op == "apply":
+            to_mode = c["mode"] if c["mode"] is not None else (from_mode if from_mode is not None else default_mode())
+        else:
+            to_mode = c["before_mode"] if c["before_mode"] is not None else default_mode()
+        plan.append(
+            {
+                "seq": c["seq"],
+                "path": c["path"],
+                "from_sha": from_sha,
+                "to_sha": to_sha,
+                "from_mode": from_mode,
+                "to_mode": to_mode,
+                "tmp": "",
+                # the folders this apply makes for a new file (an archive's), so its undo removes
+                # them again once they are empty
+                "made": missing_folders(root, c["path"]) if op == "apply" and from_sha is None else [],
+            }
+        )
+    if unsafe:
+        return settle(False, "failed", "refused path: " + "; ".join(unsafe), "failed" if op == "apply" else None)
+    if stale:
+        if op == "apply":
+            return settle(
+                False,
+                "conflict",
+                "changed since proposed (sha256 differs): " + ", ".join(stale),
+                "conflict",
+                {"paths": stale},
+            )
+        return settle(
+            False,
+            "refused",
+            "changed after the apply (sha256 differs from after): " + ", ".join(stale),
+            None,
+            {"paths": stale},
+        )
+
+    # The intent, and the claim, in one transaction; the liveness lock on the entry is taken
+    # inside it, so no reconcile (of this home or another sharing the records) ever sees the
+    # entry open without its owner holding that lock (``journal_owner``).
+    now = proposals._now()
+    conn = engine.connect()
+    held: list[journal_owner.Ownership] = []
+    try:
+        with conn.begin():
+            _write_intent(settings, engine, conn, proposal_id, op, prior, who, now, plan, action, held)
+    except OSError as exc:  # the journal's lock file could not be made: nothing was committed
+        for owner in held:
+            owner.release()
+        conn.close()
+        return settle(False, "error", f"I/O error, nothing changed: cannot take the journal's lock: {exc}")
+    except BaseException:  # clean up, then re-raise: nothing is caught here
+        for owner in held:
+            owner.release()
+        conn.close()
+        raise
+    if engine.dialect.name != "postgresql":
+        conn.close()  # the SQLite owner holds a lock file, not the connection
+    (owner,) = held
+    try:
+        return _carry_out(settings, engine, row, op, owner.jid, plan, changes, who, files, root)
+    finally:
+        owner.release()  # done, rolled back, or given up: a reconcile may settle it now
+
+
+def _write_intent(settings, engine, conn, proposal_id, op, prior, who, now, plan, action, held: list) -> None:
+    """Insert the journal entry (the plan), take its liveness lock (appended to ``held``, so
+    the caller releases it whatever happens next) and claim the proposal, on ``conn`` inside the
+    caller's transaction."""
+    P, C, _A, J = queue_tables.TABLES
+    jid = conn.execute(
+        J.insert()
+        .values(
+            proposal_id=proposal_id,
+            op=op,
+            direction="forward",
+            state="open",
+            prior_status=prior,
+            who=who,
+            pid=os.getpid(),
+            host=socket.gethostname(),
+            started_at=now,
+            finished_at=None,
+            plan="[]",
+        )
+        .returning(J.c.id)
+    ).scalar_one()
+    held.append(journal_owner.own(settings, engine, conn, jid))
+    for e in plan:
+        e["tmp"] = tmp_name(settings.home, jid, e["seq"])
+    conn.execute(J.update().where(J.c.id == jid).values(plan=json.dumps(plan)))
+    claimed = conn.execute(
+        P.update().where(P.c.id == proposal_id, P.c.status == prior, P.c.journal_id.is_(None)).values(journal_id=jid)
+    )
+    if claimed.rowcount != 1:
+        raise ProposalError(f"proposal {proposal_id} changed while being {action}d; try again")
+    if op == "apply":
+        for e in plan:
+            conn.execute(
+                C.update().where(C.c.proposal_id == proposal_id, C.c.seq == e["seq"]).values(before_mode=e["from_mode"])
+            )
+
+
+def _carry_out(settings, engine, row, op, jid, plan, changes, who, files, root) -> dict:
+    """Steps 3 and 4: put each file, then mark the journal done (or abort and put them back)."""
+    P, _C, _A, J = queue_tables.TABLES
+    proposal_id = row["id"]
+    action = "approve" if op == "apply" else "undo"
+    atomic_put.after_step("journal_intent", "")
+
+    content = content_of(changes, op)
+    started: list[dict] = []
+    root_id = _root_id(root)
+    try:
+        for i, e in enumerate(plan):
+            before_file(i, len(plan))
+            started.append(e)  # it may be replaced even if a later step (the folder fsync) fails
+            put(root, e["path"], content[e["seq"]][1], e["to_mode"], e["from_sha"], e["tmp"])
+    except (FileConflict, safepath.UnsafePath, OSError) as exc:
+        return _abort(settings, engine, row, op, jid, plan, started, content, exc, who, files, root_id)
+
+    new_status = "applied" if op == "apply" else "undone"
+    with engine.begin() as conn:
+        marked = conn.execute(
+            J.update().where(J.c.id == jid, J.c.state == "open").values(state="done", finished_at=proposals._now())
+        )
+        if marked.rowcount != 1:  # settled by a reconcile meanwhile: its outcome stands, not ours
+            raise ProposalError(
+                f"proposal {proposal_id}: journal {jid} was settled by another process during the {op}; "
+                "see `geode proposals show`"
+            )
+        conn.execute(
+            P.update()
+            .where(P.c.id == proposal_id)
+            .values(status=new_status, journal_id=None, message="", updated_at=proposals._now())
+        )
+        record(conn, proposal_id, action, new_status, who, {"journal": jid})
+    atomic_put.after_step("journal_mark", "")
+    if op == "undo":
+        remove_made_folders(engine, root, proposal_id)
+    return result(proposal_id, action, True, new_status, new_status, files)
+
+
+def before_file(i: int, n: int) -> None:
+    """Called before the ``i``-th of ``n`` files is put: the seam the fault tests use to act at a
+    known point of an apply (move the store away, swap a folder for a symlink, kill it, let
+    another home look at it). From the environment, for tests that drive a real ``geode``
+    process: ``GEODE_TEST_APPLY_PAUSE`` (seconds to sleep before each file, so a race has a
+    window to hit) and ``GEODE_TEST_APPLY_GATE`` (a path: before the middle file, create
+    ``<path>.reached`` and wait up to 120 s for ``<path>`` to exist). Both unset: nothing."""
+    pause = os.environ.get("GEODE_TEST_APPLY_PAUSE")
+    if pause:
+        time.sleep(float(pause))
+    gate = os.environ.get("GEODE_TEST_APPLY_GATE")
+    if gate and i == n // 2:
+        with open(gate + ".reached", "w", encoding="utf-8") as fh:
+            fh.write(f"{os.getpid()}\n")
+        deadline = time.monotonic() + 120
+        while not os.path.exists(gate) and time.monotonic() < deadline:
+            time.sleep(0.005)
+
+
+class _NotBack(StoreError):
+    """Raised inside ``_abort`` when a file it replaced is not back (or cannot be seen)."""
+
+
+def _root_id(root: str) -> tuple[int, int] | None:
+    """The store root's identity (device, inode), None when it cannot be reached now."""
+    try:
+        st = os.stat(root)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def _abort(settings, engine, row, op, jid, plan, started, content, exc, who, files, root_id=None) -> dict:
+    """Put back, in reverse order, the files already replaced; record why.
+
+    The journal is closed as rolled back only when every file this operation replaced is
+    provably back: the store root is the folder the operation started on, and no file is still
+    in its new state or behind a symlink. Otherwise (the store moved away, a folder swapped for
+    a symlink, a disk that fails again) the entry stays open, going back, the proposal stays
+    claimed, and ``reconcile`` finishes the rollback once the store is reachable again."""
+    P, _C, _A, J = queue_tables.TABLES
+    action = "approve" if op == "apply" else "undo"
+    prior = row["status"]
+    root = settings.domains[row["domain"]]
+    gone = root_id is not None and _root_id(root) != root_id
+    if gone:
+        outcome, status = "error", prior
+        message = f"I/O error: the store folder {root} went away during the {op} ({exc})"
+    elif isinstance(exc, FileConflict):
+        outcome, status = ("conflict", "conflict") if op == "apply" else ("refused", prior)
+        message = f"changed since proposed: {exc}" if op == "apply" else f"changed after the apply: {exc}"
+    elif isinstance(exc, safepath.UnsafePath):
+        outcome, status = "failed", ("failed" if op == "apply" else prior)
+        message = f"refused path: {exc}"
+    else:
+        outcome, status = "error", prior
+        message = f"I/O error, nothing changed: {exc}"
+    try:
+        with engine.begin() as conn:
+            conn.execute(J.update().where(J.c.id == jid).values(direction="back"))
+        done = []
+        for e in reversed(started):
+            state = file_state(root, e["path"], e["from_sha"], e["to_sha"])
+            if state == "to":
+                put(root, e["path"], content[e["seq"]][0], e["from_mode"], e["to_sha"], e["tmp"])
+                done.append(e)
+        # every file is back, seen again in the folder the operation started on
+        if root_id is not None and _root_id(root) != root_id:
+            raise _NotBack(f"the store folder {root} is not the one the {op} started on")
+        not_back = [
+            e["path"] for e in started if file_state(root, e["path"], e["from_sha"], e["to_sha"]) in ("to", "unsafe")
+        ]
+        if not_back:
+            raise _NotBack(f"not back: {', '.join(not_back)}")
+        for e in plan:
+            remove_tmp(root, e["path"], e["tmp"])
+        with engine.begin() as conn:
+            conn.execute(J.update().where(J.c.id == jid).values(state="rolled_back", finished_at=proposals._now()))
+            conn.execute(
+                P.update()
+                .where(P.c.id == row["id"])
+                .values(status=status, journal_id=None, message=message, updated_at=proposals._now())
+            )
+            record(
+                conn,
+                row["id"],
+                action,
+                outcome,
+                who,
+                {"journal": jid, "error": str(exc), "rolled_back": [e["path"] for e in done]},
+            )
+        if op == "apply":
+            remove_folders(root, plan)
+    except (FileConflict, safepath.UnsafePath, _NotBack, OSError, SQLAlchemyError) as exc2:
+        # the journal stays open (direction back): reconcile finishes it
+        cause = message.replace("I/O error, nothing changed: ", "I/O error: ")
+        message = (
+            f"{cause}; not rolled back yet ({exc2}); the journal stays open and "
+            "`geode proposals reconcile` puts the files back once the store is reachable"
+        )
+        try:
+            with engine.begin() as conn:
+                conn.execute(P.update().where(P.c.id == row["id"]).values(message=message, updated_at=proposals._now()))
+                record(
+                    conn, row["id"], action, "error", who, {"journal": jid, "error": str(exc), "rollback": str(exc2)}
+                )
+        except SQLAlchemyError as exc3:  # the result carries the message; the log says why the row is missing
+            log_unrecorded(row["id"], action, exc3)
+        return result(row["id"], action, False, prior, message, files)
+    return result(row["id"], action, False, status, message, files)
+
+
+# -- the entry points ------------------------------------------------------------------------
+def approve(settings, engine, proposal_id: int, who: str) -> dict:
+    """Apply a proposal (atomically, after re-checking every file's sha256). The result:
+    ``{id, action: "approve", ok, status, message, files: [{path, op}]}``; a conflict sets the
+    status ``conflict``; an I/O error leaves it as it was (``pending``) with ``ok`` false."""
+    queue_tables.ensure_tables(engine)
+    return execute(settings, engine, proposal_id, who, "apply")
+
+
+def undo(settings, engine, proposal_id: int, who: str) -> dict:
+    """Restore the exact bytes and mode every file had before the apply; refused (status stays
+    ``applied``) when any file changed after the apply."""
+    queue_tables.ensure_tables(engine)
+    return execute(settings, engine, proposal_id, who, "undo")
+
+
+def approve_many(
+    settings,
+    engine,
+    who: str,
+    *,
+    agent: str | None = None,
+    kind: str | None = None,
+    domain: str | None = None,
+    dry_run: bool = False,
+) -> list[dict]:
+    """Approve every pending proposal of ``agent`` and/or ``kind`` (and ``domain``), oldest
+    first. With ``dry_run`` nothing is written anywhere (no file, no row): each result says
+    what approving would do now (``would``: ``apply`` | ``conflict`` | ``failed``)."""
+    if agent is None and kind is None:
+        raise ProposalError("bulk approval needs --agent and/or --kind")
+    targets = proposals.list_proposals(engine, agent=agent, kind=kind, domain=domain, status="pending")
+    if not dry_run:
+        return [approve(settings, engine, p["id"], who) for p in targets]
+    return [queue_review.preview(settings, engine, p["id"]) for p in targets]
