@@ -95,9 +95,11 @@ def test_hook_command_is_absolute_interpreter_dash_s_and_agent(hookmain: Path) -
     assert inst.is_owned_command(inst.hook_command("codex", hookmain=hookmain))
 
 
-def test_default_hookmain_sits_next_to_the_installer() -> None:
+def test_default_hookmain_is_the_delivery_room_of_the_installers_package() -> None:
     cmd = inst.hook_command("claude")
-    assert shlex.split(cmd)[2] == str(Path(inst.__file__).resolve().with_name("hookmain.py"))
+    package = Path(inst.__file__).resolve().parent.parent  # geode/install/hooks.py -> geode/
+    assert shlex.split(cmd)[2] == str(package / "delivery" / "hookmain.py")
+    assert (package / "delivery" / "hookmain.py").is_file()
 
 
 def test_hook_command_refuses_a_bare_interpreter(hookmain: Path) -> None:

@@ -209,6 +209,39 @@ def test_codex_stale_entry_in_the_middle_is_replaced_and_what_follows_it_kept(ho
     assert data["mcp_servers"]["geode"]["env"] == entry_of(kw)["env"]
 
 
+def test_codex_refresh_keeps_comments_around_our_table_and_moves_it_last(home_dir: Path, kw: dict) -> None:
+    path = home_dir / ".codex" / "config.toml"
+    path.parent.mkdir()
+    im.install_mcp("codex", **kw)
+    ours = path.read_text()
+    # the user wrote below geode's table (a comment between our table's last key and the next
+    # header is read as part of our table, and goes with it, as it did before tomlkit)
+    user = "[tui]  # the terminal UI\n# my tweaks\nanimations = false   # off on slow links\n"
+    path.write_text(ours + "\n" + user)
+    r = im.install_mcp("codex", **{**kw, "python": "/usr/bin/python3"})
+    assert r["replaced"]
+    text = path.read_text()
+    # the comments tomlkit keeps: the user's, at the ends of their lines, and our header's
+    assert "# the terminal UI" in text and "# off on slow links" in text and "# my tweaks" in text
+    assert text.index("[tui]") < text.index("[mcp_servers.geode]")
+    assert text.count("[mcp_servers.geode]") == 1
+    assert tomllib.loads(text)["mcp_servers"]["geode"]["command"] == "/usr/bin/python3"
+    im.uninstall_mcp("codex", project=kw["project"], home_dir=kw["home_dir"])
+    assert "[mcp_servers" not in path.read_text() and "animations = false   # off on slow links" in path.read_text()
+
+
+def test_codex_table_an_earlier_geode_wrote_goes_with_its_mark_line(home_dir: Path, kw: dict) -> None:
+    path = home_dir / ".codex" / "config.toml"
+    path.parent.mkdir()
+    earlier = (
+        "# geode's recall tools: written by `geode hooks install`, removed by `geode hooks uninstall`\n"
+        f'[mcp_servers.geode]\ncommand = "{os.path.abspath(sys.executable)}"\nargs = ["/old/geode/mcp/main.py"]\n'
+    )
+    path.write_text(CODEX_USER + "\n" + earlier)
+    u = im.uninstall_mcp("codex", project=kw["project"], home_dir=kw["home_dir"])
+    assert u["removed"] == 1 and path.read_text() == CODEX_USER
+
+
 @pytest.mark.parametrize(
     "text, what",
     [

@@ -22,19 +22,22 @@ class InstallError(GeodeError):
 
 
 @dataclass(frozen=True)
-class _Loaded:
+class LoadedConfig:
+    """An agent's JSON config as read: its data, its bytes and the ``stat`` taken before the
+    read, which :func:`atomic_write` compares to refuse a file that changed meanwhile."""
+
     data: dict[str, Any]
     raw: bytes | None  # None: the file does not exist
     stat: os.stat_result | None
 
 
-def _load(path: Path) -> _Loaded:
-    """Parse the config file; any doubt about it is an error, never a rewrite."""
+def load_config(path: Path) -> LoadedConfig:
+    """Read and parse an agent's JSON config; any doubt about it is an error, never a rewrite."""
     try:
         st = path.stat()  # before reading: a change after this point is caught at write time
         raw = path.read_bytes()
     except FileNotFoundError:
-        return _Loaded({}, None, None)
+        return LoadedConfig({}, None, None)
     except OSError as exc:
         raise InstallError(f"{path}: cannot read: {exc}") from exc
     try:
@@ -42,7 +45,7 @@ def _load(path: Path) -> _Loaded:
     except UnicodeDecodeError as exc:
         raise InstallError(f"{path}: not UTF-8 ({exc}); left untouched") from exc
     if not text.strip():
-        return _Loaded({}, raw, st)
+        return LoadedConfig({}, raw, st)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -65,15 +68,15 @@ def _load(path: Path) -> _Loaded:
                 f'{path}: "hooks".{json.dumps(event)} must be a list of matcher groups, '
                 f"got {type(groups).__name__}; left untouched"
             )
-    return _Loaded(data, raw, st)
+    return LoadedConfig(data, raw, st)
 
 
-def _dump(data: dict[str, Any]) -> bytes:
+def dump_config(data: dict[str, Any]) -> bytes:
     """Deterministic text (two-space indent, keys in their order, final newline)."""
     return (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
 
 
-def _atomic_write(path: Path, content: bytes, before: os.stat_result | None) -> None:
+def atomic_write(path: Path, content: bytes, before: os.stat_result | None) -> None:
     """Replace ``path`` with ``content`` atomically, keeping its mode (and owner when allowed).
 
     The temp file sits in the same folder (``os.replace`` is atomic only within a filesystem),

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from geode.install.files import InstallError, _atomic_write, _dump, _load
+from geode.install.files import InstallError, atomic_write, dump_config, load_config
 from geode.install.probe import verify_command
 
 AGENTS: tuple[str, ...] = ("claude", "codex")
@@ -120,11 +120,18 @@ def default_hookmain() -> Path:
     return Path(os.path.abspath(Path(__file__).parent.parent / "delivery" / "hookmain.py"))
 
 
-def _default_home_dir() -> Path:
+def default_home_dir() -> Path:
+    """``~/.geode``, the home geode uses when none is given: a command or entry for this home
+    carries no ``GEODE_HOME=``, so the usual one stays short and the same on every machine."""
     return Path("~/.geode").expanduser()
 
 
-def _check_agent(agent: str) -> None:
+#: The name ``geode.cli.setup_cmds`` imports today; it moves to :func:`default_home_dir`.
+_default_home_dir = default_home_dir
+
+
+def check_agent(agent: str) -> None:
+    """Refuse an agent geode has no installer for (:data:`AGENTS`), naming the ones it has."""
     if agent not in AGENTS:
         raise InstallError(f"unknown agent {agent!r}; expected one of {', '.join(AGENTS)}")
 
@@ -147,7 +154,7 @@ def hook_command(
     identical across machines' defaults. One command serves every event: the hook reads
     ``hook_event_name`` from stdin.
     """
-    _check_agent(agent)
+    check_agent(agent)
     interp = python if python is not None else sys.executable
     if not interp:
         raise InstallError("cannot tell which Python is running (sys.executable is empty); pass python=")
@@ -161,7 +168,7 @@ def hook_command(
     prefix: list[str] = []
     if home is not None:
         home_path = Path(home).expanduser().resolve()
-        if home_path != _default_home_dir().resolve():
+        if home_path != default_home_dir().resolve():
             prefix.append(f"GEODE_HOME={shlex.quote(str(home_path))}")
     if store is not None:
         prefix.append(f"GEODE_STORE={shlex.quote(str(Path(store).expanduser().resolve()))}")
@@ -192,7 +199,7 @@ def settings_path(
     ``<home_dir>/.codex/hooks.json`` or ``<project>/.codex/hooks.json``. ``home_dir`` is the
     user's home (``~``), a parameter so tests never touch the real one.
     """
-    _check_agent(agent)
+    check_agent(agent)
     scope, local = resolve_scope(agent, scope, local)
     scope = scope or DEFAULT_SCOPE[agent]
     if scope not in SCOPES:
@@ -302,7 +309,7 @@ def resolve_agents(agent: str) -> list[str]:
     """``claude``, ``codex`` or ``all`` -> the agents to act on, in a stable order."""
     if agent == "all":
         return list(AGENTS)
-    _check_agent(agent)
+    check_agent(agent)
     return [agent]
 
 
@@ -355,15 +362,15 @@ def install(
     """
     path = settings_path(agent, scope, project=project, home_dir=home_dir, local=local)
     command = hook_command(agent, python, hookmain=hookmain, home=geode_home, store=store)
-    loaded = _load(path)
+    loaded = load_config(path)
     new, removed, added = _apply(loaded.data, agent, command)
     if verify:
         verify_command(command)
-    content = _dump(new)
+    content = dump_config(new)
     # The same settings as on disk: leave the file exactly as the user has it (their formatting).
     unchanged = loaded.raw is not None and new == loaded.data
     if not unchanged:
-        _atomic_write(path, content, loaded.stat)
+        atomic_write(path, content, loaded.stat)
     new_events, gone = _diff(removed, added)
     result: dict[str, Any] = {
         "agent": agent,
@@ -392,9 +399,9 @@ def uninstall(
     Returns ``{"agent", "path", "added": [], "removed": <handlers removed>, "unchanged"}``.
     """
     path = settings_path(agent, scope, project=project, home_dir=home_dir, local=local)
-    loaded = _load(path)
+    loaded = load_config(path)
     new, removed, _ = _apply(loaded.data, agent, None)
     unchanged = not removed
     if not unchanged:
-        _atomic_write(path, _dump(new), loaded.stat)
+        atomic_write(path, dump_config(new), loaded.stat)
     return {"agent": agent, "path": str(path), "added": [], "removed": len(removed), "unchanged": unchanged}

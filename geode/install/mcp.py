@@ -13,10 +13,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from geode.install.codex_toml import _toml_block, _toml_edit
-from geode.install.files import InstallError, _atomic_write, _dump, _load
+from geode.install.codex_toml import codex_block, edit_codex_config
+from geode.install.files import InstallError, atomic_write, dump_config, load_config
 from geode.install.hooks import DEFAULT_SCOPE
-from geode.install.mcp_entry import MCP_NAME, _agent_entry, is_owned_mcp_entry, mcp_config_path, mcp_entry
+from geode.install.mcp_entry import MCP_NAME, agent_entry, is_owned_mcp_entry, mcp_config_path, mcp_entry
 from geode.install.probe import verify_mcp_entry
 
 # Formats (sources checked when this was written):
@@ -81,11 +81,11 @@ def plan_mcp(
 ) -> dict[str, Any]:
     """What :func:`install_mcp` would write, for ``--print [--json]``; reads and writes nothing."""
     path, keys = mcp_config_path(agent, scope, project=project, home_dir=home_dir, local=local)
-    want = _agent_entry(agent, mcp_entry(python, script=script, home=geode_home, store=store))
+    want = agent_entry(agent, mcp_entry(python, script=script, home=geode_home, store=store))
     if agent == "claude":
         text = json.dumps({"mcpServers": {MCP_NAME: want}}, indent=2, ensure_ascii=False)
     else:
-        text = _toml_block(want)
+        text = codex_block(want)
     return {
         "agent": agent,
         "scope": "local" if local else (scope or DEFAULT_SCOPE[agent]),
@@ -120,9 +120,9 @@ def install_mcp(
     """
     path, keys = mcp_config_path(agent, scope, project=project, home_dir=home_dir, local=local)
     entry = mcp_entry(python, script=script, home=geode_home, store=store)
-    want = _agent_entry(agent, entry)
+    want = agent_entry(agent, entry)
     if agent == "claude":
-        loaded = _load(path)
+        loaded = load_config(path)
         new = json.loads(json.dumps(loaded.data))
         servers = _table(new, keys, path, create=True)
         assert servers is not None
@@ -138,14 +138,14 @@ def install_mcp(
             if verify:
                 verify_mcp_entry(entry)
             servers[MCP_NAME] = want
-            _atomic_write(path, _dump(new), loaded.stat)
+            atomic_write(path, dump_config(new), loaded.stat)
     else:
-        _old, text, cur, st = _toml_edit(path, want)
+        _old, text, cur, st = edit_codex_config(path, want)
         unchanged = text is None
         if text is not None:
             if verify:
                 verify_mcp_entry(entry)
-            _atomic_write(path, text.encode("utf-8"), st)
+            atomic_write(path, text.encode("utf-8"), st)
     result: dict[str, Any] = {
         "agent": agent,
         "path": str(path),
@@ -178,7 +178,7 @@ def uninstall_mcp(
     path, keys = mcp_config_path(agent, scope, project=project, home_dir=home_dir, local=local)
     result: dict[str, Any] = {"agent": agent, "path": str(path), "name": MCP_NAME, "removed": 0, "unchanged": True}
     if agent == "claude":
-        loaded = _load(path)
+        loaded = load_config(path)
         new = json.loads(json.dumps(loaded.data))
         servers = _table(new, keys, path, create=False)
         cur = servers.get(MCP_NAME) if servers is not None else None
@@ -192,9 +192,9 @@ def uninstall_mcp(
         if new == {}:
             os.unlink(path)
         else:
-            _atomic_write(path, _dump(new), loaded.stat)
+            atomic_write(path, dump_config(new), loaded.stat)
     else:
-        _old, text, cur, st = _toml_edit(path, None)
+        _old, text, cur, st = edit_codex_config(path, None)
         if cur is not None and not is_owned_mcp_entry(cur):
             result["kept"] = f"{MCP_NAME!r} is not geode's entry"
             return result
@@ -203,6 +203,6 @@ def uninstall_mcp(
         if not text.strip():
             os.unlink(path)
         else:
-            _atomic_write(path, text.encode("utf-8"), st)
+            atomic_write(path, text.encode("utf-8"), st)
     result.update(removed=1, unchanged=False)
     return result

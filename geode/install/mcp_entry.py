@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from geode.install.files import InstallError
-from geode.install.hooks import DEFAULT_SCOPE, SCOPES, _check_agent, _default_home_dir, resolve_scope
+from geode.install.hooks import DEFAULT_SCOPE, SCOPES, check_agent, default_home_dir, resolve_scope
 
 MCP_NAME = "geode"
 MCP_STARTUP_TIMEOUT_S = 20
@@ -46,7 +46,7 @@ def mcp_entry(
     env: dict[str, str] = {}
     if home is not None:
         home_path = Path(home).expanduser().resolve()
-        if home_path != _default_home_dir().resolve():
+        if home_path != default_home_dir().resolve():
             env["GEODE_HOME"] = str(home_path)
     if store is not None:
         env["GEODE_STORE"] = str(Path(store).expanduser().resolve())
@@ -56,7 +56,9 @@ def mcp_entry(
     return out
 
 
-def _agent_entry(agent: str, entry: dict[str, Any]) -> dict[str, Any]:
+def agent_entry(agent: str, entry: dict[str, Any]) -> dict[str, Any]:
+    """``entry`` in the form ``agent`` registers it: Claude Code's with ``"type": "stdio"``,
+    Codex's with its start-up timeout (:data:`MCP_STARTUP_TIMEOUT_S`)."""
     if agent == "claude":
         return {"type": "stdio", **entry}
     return {**entry, "startup_timeout_sec": MCP_STARTUP_TIMEOUT_S}
@@ -82,7 +84,7 @@ def mcp_config_path(
 ) -> tuple[Path, tuple[str, ...]]:
     """The file that registers MCP servers for ``agent`` at ``scope``, and the key path of the
     servers' table inside it (see the sources above)."""
-    _check_agent(agent)
+    check_agent(agent)
     scope, local = resolve_scope(agent, scope, local)
     scope = scope or DEFAULT_SCOPE[agent]
     if scope not in SCOPES:
