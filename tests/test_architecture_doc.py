@@ -1,0 +1,75 @@
+"""docs/ARCHITECTURE.md against the code: its room table names every folder under ``geode/``
+and no other, and each room's stated module count is the number of ``.py`` files in that folder
+and the folders below it, ``__init__.py`` excluded (the rule the document states).
+
+A document that drifts from the code sends a newcomer to the wrong door; this makes the drift a
+failure that names the room and both numbers.
+"""
+
+from __future__ import annotations
+
+import re
+
+from tests.helpers import REPO
+
+DOC = REPO / "docs" / "ARCHITECTURE.md"
+GEODE = REPO / "geode"
+ROW = re.compile(r"^\|\s*`geode/(?P<room>[a-z_]+)/`\s*\|\s*(?P<count>[^|]*?)\s*\|")
+
+
+def _table() -> dict[str, str]:
+    """Room -> the count cell as written, from the table whose header has a ``modules`` column."""
+    rows: dict[str, str] = {}
+    in_table = False
+    for line in DOC.read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")] if line.startswith("|") else []
+        if cells[:2] == ["room", "modules"]:
+            in_table = True
+            continue
+        if in_table and not cells:
+            break
+        m = ROW.match(line) if in_table else None
+        if m:
+            assert m["room"] not in rows, f"ARCHITECTURE.md lists the room {m['room']} twice"
+            rows[m["room"]] = m["count"]
+    return rows
+
+
+def _rooms() -> dict[str, int]:
+    """Each folder directly under geode/ -> its modules, counted as the document says."""
+    return {
+        d.name: sum(1 for p in d.rglob("*.py") if p.name != "__init__.py" and "__pycache__" not in p.parts)
+        for d in sorted(GEODE.iterdir())
+        if d.is_dir() and d.name != "__pycache__"
+    }
+
+
+def test_the_table_is_found_and_the_code_has_rooms():
+    table, rooms = _table(), _rooms()
+    # both sides empty would make every check below pass over nothing
+    assert len(table) >= 10, f"no room table with a `modules` column found in {DOC}"
+    assert {"kernel", "delivery", "recall"} <= set(rooms), sorted(rooms)
+
+
+def test_every_room_is_in_the_table_and_every_row_is_a_room():
+    table, rooms = _table(), _rooms()
+    problems = [
+        f"geode/{r}/ is a room the table of ARCHITECTURE.md does not list" for r in sorted(set(rooms) - set(table))
+    ]
+    problems += [
+        f"ARCHITECTURE.md lists the room {r}, which has no folder geode/{r}/" for r in sorted(set(table) - set(rooms))
+    ]
+    assert not problems, "\n".join(problems)
+
+
+def test_each_stated_module_count_is_the_count_in_the_code():
+    table, rooms = _table(), _rooms()
+    problems = []
+    for room, cell in table.items():
+        if room not in rooms:
+            continue  # reported by the test above
+        if not cell.isdigit():
+            problems.append(f"ARCHITECTURE.md gives {room} the module count {cell!r}, not a number")
+        elif int(cell) != rooms[room]:
+            problems.append(f"ARCHITECTURE.md says {room} has {cell} modules, the code has {rooms[room]}")
+    assert not problems, "\n".join(problems)
