@@ -1,5 +1,5 @@
 """Applying proposals: crash points, I/O errors, concurrent edits, undo after a later edit
-(RELIABILITY rows 6, 7, 8, 11), on real files and a real SQLite queue.
+(the byte-exact, reversible edits of docs/DESIGN.md, "Upkeep and the approval queue"), on real files and a real SQLite queue.
 
 Crashes are real: a forked child applies with ``geode.queue.atomic_put.after_step`` replaced by one
 that calls ``os._exit`` after the chosen step; the parent then reconciles as the next start

@@ -1,4 +1,4 @@
-"""RELIABILITY row 22 for the queue: fuzzed paths in proposals never read or write outside the
+"""Path safety for the queue: fuzzed paths in proposals never read or write outside the
 store root. Symlinks inside the root (to a file or a folder outside it, or even inside it) are
 refused, also when one is swapped in between filing and applying, or in the middle of an apply.
 

@@ -1,4 +1,4 @@
-"""RELIABILITY row 10: apply -> undo is byte-exact (sha256 and mode), and apply -> undo ->
+"""Undo is byte-exact: apply -> undo restores the sha256 and the mode, and apply -> undo ->
 apply gives the same result as the first apply, over awkward content and names, for move,
 archive and rewrite. Hypothesis, bounded for CI."""
 

@@ -1,4 +1,5 @@
-"""Bindings: each weakness of the original product's binding check has a test here.
+"""Bindings: each weakness of the original product's binding check has a test here
+(docs/DESIGN.md, "Lessons from the original product").
 
 The original said "all is well" over typos in ``on:``/``who:``, a quoted ``match:`` value and
 a list-valued ``match:``. Here each is handled or reported with its line, and a binding that

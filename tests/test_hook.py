@@ -19,7 +19,7 @@ from tests.helpers import Geode
 
 PIPE = "A pipe into tail hides the exit code of the build: use set -o pipefail."
 
-# HOOKS.md 2.6: Codex output structs are deny_unknown_fields
+# Codex's hook output structs are deny_unknown_fields: a key outside these sets fails the hook
 CODEX_TOP = {"continue", "stopReason", "suppressOutput", "systemMessage", "decision", "reason", "hookSpecificOutput"}
 CODEX_SPECIFIC = {
     "PreToolUse": {

@@ -1,4 +1,6 @@
-"""RELIABILITY rows 1 and 2, scaled to a 2-core CI machine, plus the append/drain race.
+"""Many hook processes appending to the ledger at once, and a ledger locked by another process
+(every row lands, in the table or through the spool), scaled to a 2-core CI machine, plus the
+append/drain race.
 
 Real processes against a real SQLite file. No timing assertions: the workers print how long
 their appends took, for the eye only; speed is measured in bench/.

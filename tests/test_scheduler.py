@@ -1,4 +1,4 @@
-"""The nightly scheduler (RELIABILITY.md rows 15 and 16): one process per store, one enqueue
+"""The nightly scheduler: one process per store, one enqueue
 per night, and a night missed while it was down caught up exactly once."""
 
 from __future__ import annotations

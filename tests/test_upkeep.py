@@ -1,5 +1,5 @@
 """The agent contract: no green over nothing, idempotent runs, the JSON a person's tools read,
-and the Celery configuration guard (RELIABILITY.md row 14)."""
+and the Celery configuration guard (hard time limit below the visibility timeout, prefetch 1)."""
 
 from __future__ import annotations
 

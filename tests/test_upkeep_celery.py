@@ -1,4 +1,5 @@
-"""Celery with a REAL Redis broker and a REAL worker process (RELIABILITY.md rows 12 to 15).
+"""Celery with a REAL Redis broker and a REAL worker process (a killed worker, a poison task, the
+configuration guard, one scheduler).
 
 Each test uses its own queue name (and a Redis db of its own), so nothing it leaves behind
 reaches another test or another process. Skipped, with the reason, when no Redis answers on
