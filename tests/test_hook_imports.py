@@ -1,5 +1,5 @@
 """The hook is deliberately lean: on a delivering call it loads only the standard library (and
-the ``delivery`` package), and none of the modules that cost it milliseconds.
+the ``kernel`` and ``delivery`` rooms), and none of the modules that cost it milliseconds.
 
 The check runs the installer's exact command with ``-X importtime`` added after ``-S``, so the
 module list is the real one of the real process. When a forbidden module shows up, a second run
@@ -18,8 +18,9 @@ from tests.helpers import REPO, Geode
 
 FORBIDDEN = ("sqlmodel", "sqlalchemy", "pydantic", "yaml", "re", "json", "typing", "dataclasses", "pathlib")
 ALLOWED_TOP = set(sys.stdlib_module_names) | {"geode"}
-#: Of geode itself, the hook may load the package root and the delivery room only.
-ALLOWED_OURS = ("geode", "geode.delivery")
+#: Of geode itself, the hook may load the package root and exactly two rooms: the kernel and delivery.
+ALLOWED_OURS = ("geode", "geode.delivery", "geode.kernel")
+ALLOWED_ROOMS = ("geode.delivery.", "geode.kernel.")
 
 _WRAPPER = r"""
 import sys
@@ -86,11 +87,7 @@ def _check(g: Geode, payload: dict, withhold: str | None = "0", expect_output: b
     assert "site" not in mods  # -S
     bad_top = sorted({m for m in mods if m.split(".")[0] not in ALLOWED_TOP})
     bad_top += sorted(
-        {
-            m
-            for m in mods
-            if m.split(".")[0] == "geode" and m not in ALLOWED_OURS and not m.startswith("geode.delivery.")
-        }
+        {m for m in mods if m.split(".")[0] == "geode" and m not in ALLOWED_OURS and not m.startswith(ALLOWED_ROOMS)}
     )
     forbidden = sorted({m for m in mods if m.split(".")[0] in FORBIDDEN})
     if bad_top or forbidden:

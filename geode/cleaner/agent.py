@@ -1,6 +1,7 @@
 """The Cleaner: consolidation. It examines, reports what it examined, and proposes.
 
-Three checks, each in its own module and mixed into ``Cleaner``:
+Three checks, each a plain class in its own module, composed by ``Cleaner`` and handed the run's
+state (``geode.cleaner.notes.CleanerRun``):
 
 - folders over their cap, and the archive proposals that bring them down
   (``geode.cleaner.caps``);
@@ -11,8 +12,9 @@ Three checks, each in its own module and mixed into ``Cleaner``:
   (``geode.cleaner.contradictions``).
 
 This module holds the run that drives them: the ``[cleaner]`` settings, the ledger's usage
-counts (which note was delivered or read), one domain at a time, the name resolver, the guard
-that a note has not changed since it was read, and the status proposal two checks share.
+counts (which note was delivered or read), one domain at a time. The name resolver, the guard
+that a note has not changed since it was read, and the status proposal two checks share are
+``CleanerRun``'s.
 
 One proposal per file per run: a file already touched by a proposal of this run is not touched
 by another (its finding stays). Every proposal cites the findings it rests on (and the ledger
@@ -21,17 +23,13 @@ row of the last use, for an archived note that was used).
 
 from __future__ import annotations
 
-import datetime as _dt
-import hashlib
-
-from geode.agents.contract import Agent, Context, Finding, Proposed, Report, Skipped
+from geode.agents.contract import Agent, Context, Report, Skipped
 from geode.cleaner.caps import FolderCaps
 from geode.cleaner.contradictions import Contradictions
 from geode.cleaner.duplicates import EMBED_MIN, TEXT_MIN, NearDuplicates
 from geode.cleaner.hierarchy import dendron_like_store, group_of
-from geode.cleaner.notes import date_of, folder_of, proposal_key
+from geode.cleaner.notes import CleanerRun, folder_of
 from geode.kernel.config import default
-from geode.links.names import loose
 
 #: ledger kinds that mean a note was used
 USE_KINDS = ("delivered", "read")
@@ -62,7 +60,7 @@ def _folder_key(folder: str) -> str:
     return "" if f in ("", ".") else f
 
 
-class Cleaner(Contradictions, NearDuplicates, FolderCaps, Agent):
+class Cleaner(Agent):
     name = "cleaner"
 
     def __init__(self, embedder=None):
@@ -74,28 +72,26 @@ class Cleaner(Contradictions, NearDuplicates, FolderCaps, Agent):
         for key in EXAMINED_KEYS:
             report.examined.setdefault(key, 0)
         cfg = ctx.settings.cleaner  # [cleaner], checked and filled with defaults by load_settings
-        self.cap = cfg["cap"]
-        self.caps = {_folder_key(k): v for k, v in cfg["caps"].items()}
-        self.archive_dir = _folder_key(cfg["archive_dir"]) or _folder_key(default("cleaner", "archive_dir"))
-        # max_archives: a queue of 49,000 archives in one night is not a queue a person works through
-        self.max_archives = cfg["max_archives"]
-        # "not used in the ledger" is evidence only once the ledger covers this many days
-        self.evidence_days = cfg["archive_evidence_days"]
-        self.ledger_days = 0.0
-        self.ledger_last = 0.0
-        self._dotted_any = False
-        self.archives_made = 0
-        self.ctx = ctx
-        usage, ledger_note = self._usage(ctx.engine, report)
+        run = CleanerRun(
+            ctx=ctx,
+            name=self.name,
+            cap=cfg["cap"],
+            caps={_folder_key(k): v for k, v in cfg["caps"].items()},
+            archive_dir=_folder_key(cfg["archive_dir"]) or _folder_key(default("cleaner", "archive_dir")),
+            # max_archives: a queue of 49,000 archives in one night is not a queue a person works through
+            max_archives=cfg["max_archives"],
+            # "not used in the ledger" is evidence only once the ledger covers this many days
+            evidence_days=cfg["archive_evidence_days"],
+            embedder=self._embedder,
+        )
+        usage, ledger_note = self._usage(ctx.engine, report, run)
         if ledger_note:
             report.skipped.append(Skipped("", 0, "ledger", ledger_note))
         for domain, load in ctx.readable(report):
-            self._domain(ctx, domain, load, usage, report)
-        # the last domain's working state is not needed once the report is made; the no-harm gate
-        # runs next in this process (with the resolver, kept in ctx.resolvers): memory at 100,000 notes
+            self._domain(run, domain, load, usage, report)
+        # the run's working state goes with ``run`` when this returns; the no-harm gate runs next in
+        # this process (with the resolver, kept in ctx.resolvers): memory at 100,000 notes
         del usage
-        for attr in ("notes", "used", "_by", "_sup_cache", "links", "real_folders"):
-            self.__dict__.pop(attr, None)
         report.message = "; ".join(
             filter(
                 None,
@@ -103,14 +99,14 @@ class Cleaner(Contradictions, NearDuplicates, FolderCaps, Agent):
                     report.message,
                     (
                         f"near-duplicate: text Jaccard >= {TEXT_MIN:.2f} (character 5-grams, boilerplate dropped) "
-                        f"and embedding cosine >= {EMBED_MIN:.2f} ({getattr(self, 'model_id', '') or 'model not loaded: no pair passed the text test'}); "
-                        f"cap {self.cap} per folder"
+                        f"and embedding cosine >= {EMBED_MIN:.2f} ({run.model_id or 'model not loaded: no pair passed the text test'}); "
+                        f"cap {run.cap} per folder"
                         + (
                             " and dotted level (the store keeps its hierarchy in dotted names)"
-                            if self._dotted_any
+                            if run.dotted_any
                             else ""
                         )
-                        + (f", {len(self.caps)} folder cap(s) set" if self.caps else "")
+                        + (f", {len(run.caps)} folder cap(s) set" if run.caps else "")
                     ),
                 ],
             )
@@ -118,7 +114,7 @@ class Cleaner(Contradictions, NearDuplicates, FolderCaps, Agent):
         return report
 
     # -- the ledger ------------------------------------------------------------------------
-    def _usage(self, engine, report: Report) -> tuple[dict, str]:
+    def _usage(self, engine, report: Report, run: CleanerRun) -> tuple[dict, str]:
         """``{(domain, path) or ("id", crystal_id): (uses, last_ts, last_event_id)}``."""
         if engine is None:
             return {}, "no records database: no note counts as used"
@@ -154,14 +150,14 @@ class Cleaner(Contradictions, NearDuplicates, FolderCaps, Agent):
 
             with engine.connect() as conn:
                 lo, hi = conn.execute(select(func.min(t.c.ts), func.max(t.c.ts)).where(not_manual())).one()
-            self.ledger_days = (float(hi) - float(lo)) / 86400.0 if lo is not None and hi is not None else 0.0
-            self.ledger_last = float(hi or 0.0)
+            run.ledger_days = (float(hi) - float(lo)) / 86400.0 if lo is not None and hi is not None else 0.0
+            run.ledger_last = float(hi or 0.0)
             return out, "" if rows else "the ledger holds no delivered or read events: no note counts as used"
         except SQLAlchemyError as exc:  # said, never silent
             return {}, f"the ledger could not be read ({type(exc).__name__}: {exc}): no note counts as used"
 
     # -- one domain --------------------------------------------------------------------------
-    def _domain(self, ctx: Context, domain: str, load, usage: dict, report: Report) -> None:
+    def _domain(self, run: CleanerRun, domain: str, load, usage: dict, report: Report) -> None:
         from geode.links.resolver import StoreLinks
 
         ex = report.examined
@@ -172,104 +168,22 @@ class Cleaner(Contradictions, NearDuplicates, FolderCaps, Agent):
             folders.setdefault(folder_of(p), []).append(p)
         ex["folders"] += len(folders)
         # caps follow the store's hierarchy: in a dotted (Dendron) store each dotted level is a group
-        self.dotted = dendron_like_store(load.root, notes)
-        self._dotted_any = self._dotted_any or self.dotted
-        self.real_folders = set(folders)
+        run.dotted = dendron_like_store(load.root, notes)
+        run.dotted_any = run.dotted_any or run.dotted
+        run.real_folders = set(folders)
         groups: dict[str, list[str]] = {}
         for p in notes:
-            groups.setdefault(group_of(p, self.dotted), []).append(p)
-        self.touched: set[str] = set()
-        self.domain = domain
-        self.notes = notes
-        self.links = StoreLinks(load, find_project=False)
-        ctx.resolvers[domain] = self.links  # the no-harm gate reuses it where it is the same
-        self._resolver(notes)
+            groups.setdefault(group_of(p, run.dotted), []).append(p)
+        links = StoreLinks(load, find_project=False)
+        run.ctx.resolvers[domain] = links  # the no-harm gate reuses it where it is the same
+        run.enter(domain, notes, links)
         used = {}
         for p, n in notes.items():
             u = usage.get((domain, p)) or usage.get(("id", f"{domain}:{n.permalink}"))
             if u:
                 used[p] = u
         ex["notes_used"] += len(used)
-        self.used = used
-        self._contradictions(report)
-        self._duplicates(report)
-        self._caps(groups, report)
-
-    # -- names ---------------------------------------------------------------------------------
-    def _resolver(self, notes) -> None:
-        by: dict[str, list[str]] = {}
-        for p, n in notes.items():
-            keys = {p.casefold(), p.rsplit(".", 1)[0].casefold()}
-            for k in (n.stem, n.name, n.permalink, n.title, *n.aliases):
-                if k:
-                    keys.add(loose(str(k)))
-            for k in keys:
-                by.setdefault(k, []).append(p)
-        # tuples, not sets: 90 MB less at 100,000 notes (a set of one path is 216 bytes)
-        self._by: dict[str, tuple[str, ...]] = {k: tuple(v) for k, v in by.items()}
-
-    def resolve(self, target: str) -> str | None:
-        for k in (
-            target.casefold(),
-            target.rsplit(".", 1)[0].casefold() if target.lower().endswith(".md") else None,
-            loose(target),
-        ):
-            if k and k in self._by and len(self._by[k]) == 1:
-                return next(iter(self._by[k]))
-        return None
-
-    @staticmethod
-    def _age(n) -> tuple:
-        """Older sorts first: valid_from, then last_verified (absent or unreadable: oldest), then
-        path. Dates compare as dates (2024-06-01 before 2024-12-31), never as text."""
-        return (date_of(n, "valid_from") or _dt.date.min, date_of(n, "last_verified") or _dt.date.min, n.path)
-
-    def _bytes(self, path: str) -> bytes | None:
-        from geode.queue.changes import current
-
-        cur = current(self.ctx.settings, self.domain, path)
-        if cur is None:
-            return None
-        try:
-            text = cur[0].decode("utf-8")
-        except UnicodeDecodeError:
-            return None
-        if text.lstrip("\ufeff") != self.notes[path].text.lstrip("\ufeff"):
-            return None  # changed since it was read: the next run proposes on what is there
-        return cur[0]
-
-    def _archived(self, path: str) -> bool:
-        return path == self.archive_dir or path.startswith(self.archive_dir + "/")
-
-    def _free(self, *paths: str) -> bool:
-        return not any(p in self.touched for p in paths)
-
-    def _status_proposal(
-        self, report, path: str, status: str, key: str, title: str, why: str, findings: list[Finding]
-    ) -> None:
-        from geode.queue.changes import set_frontmatter_status
-        from geode.queue.proposals import FileChange, ProposalDraft, ProposalError
-
-        if not self._free(path):
-            return
-        data = self._bytes(path)
-        if data is None:
-            return
-        try:
-            after = set_frontmatter_status(data, status, path)
-        except ProposalError as exc:
-            report.skipped.append(Skipped(path, 0, "status", f"no proposal: {exc}", self.domain))
-            return
-        self.touched.add(path)
-        draft = ProposalDraft(
-            agent=self.name,
-            kind="status",
-            domain=self.domain,
-            title=title,
-            rationale=why,
-            evidence=[],
-            changes=[FileChange(path, hashlib.sha256(data).hexdigest(), after)],
-            run_id=self.ctx.run_id or "adhoc",
-            key=proposal_key(key),
-        )
-        report.proposed.append(Proposed(draft, findings))
+        run.used = used
+        Contradictions(run).check(report)
+        NearDuplicates(run).check(report)
+        FolderCaps(run).check(groups, report)

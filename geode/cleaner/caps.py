@@ -17,9 +17,9 @@ proposal of this run touches is passed over (applying one would make the other a
 next candidate is taken. ``[cleaner] max_archives`` bounds the archives of one run.
 
 Apart from the run (``geode.cleaner.agent``) because it is the one check that moves files and
-rewrites other notes' links; it is a mixin of ``Cleaner`` and reads the per-domain state
-``Cleaner`` sets (``notes``, ``domain``, ``links``, ``used``, ``cap``, ``caps``, ``archive_dir``,
-``resolve``, ``_archived``, ``_bytes``, ``_free``).
+rewrites other notes' links; it is handed the run's state (``CleanerRun``: ``notes``,
+``domain``, ``links``, ``used``, ``cap``, ``caps``, ``archive_dir``, ``resolve``, ``archived``,
+``bytes_of``, ``free``) and reads nothing off the agent.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import datetime as _dt
 from geode.agents.contract import Finding, Proposed, Report, Skipped
 from geode.cleaner.hierarchy import shown as group_name
 from geode.cleaner.hierarchy import split_suggestion
-from geode.cleaner.notes import CleanerHost, date_of, proposal_key, supersedes_targets
+from geode.cleaner.notes import CleanerRun, date_of, proposal_key, supersedes_targets
 from geode.kernel.crystal import RETIRED_STATUSES
 from geode.links.names import is_signpost
 
@@ -38,35 +38,38 @@ from geode.links.names import is_signpost
 PATH_SYNTAXES = ("markdown", "reference", "path")
 
 
-class FolderCaps(CleanerHost):
-    """``Cleaner._caps``: findings and archive proposals for folders over their cap."""
+class FolderCaps:
+    """Findings and archive proposals for folders over their cap."""
 
-    def _caps(self, folders: dict[str, list[str]], report: Report) -> None:
+    def __init__(self, run: CleanerRun):
+        self.run = run
+
+    def check(self, folders: dict[str, list[str]], report: Report) -> None:
         ex = report.examined
         incoming = None
         for folder in sorted(folders):
-            if self._archived(folder + "/x"):
+            if self.run.archived(folder + "/x"):
                 continue  # the archive grows by design
             ex["folders_capped"] += 1
-            cap = self.caps.get(folder, self.cap)
+            cap = self.run.caps.get(folder, self.run.cap)
             members = folders[folder]
             if len(members) <= cap:
                 continue
             ex["folders_over_cap"] += 1
             need = len(members) - cap
-            shown = group_name(folder, self.dotted, self.real_folders)
+            shown = group_name(folder, self.run.dotted, self.run.real_folders)
             f = Finding(
                 "folder-over-cap",
                 shown,
                 0,
                 shown,
                 f"{shown} holds {len(members)} notes, over its cap of {cap}: {need} to archive",
-                self.domain,
+                self.run.domain,
             )
             report.findings.append(f)
             if incoming is None:
                 incoming = self._incoming()
-            candidates = [p for p in members if not is_signpost(self.notes[p])]
+            candidates = [p for p in members if not is_signpost(self.run.notes[p])]
             ranked = sorted((p for p in candidates if self._evidence(p)), key=self._archive_rank)
             without = len(candidates) - len(ranked)
             chosen = 0
@@ -75,21 +78,21 @@ class FolderCaps(CleanerHost):
             for p in ranked:
                 if chosen >= need:
                     break
-                if self.archives_made >= self.max_archives:
+                if self.run.archives_made >= self.run.max_archives:
                     limited = True
                     break
                 if self._archive_proposal(report, p, incoming.get(p, {}), f):
                     chosen += 1
-                    self.archives_made += 1
+                    self.run.archives_made += 1
                 else:
                     passed += 1
             if limited:
                 f.message += (
                     f"; {chosen} archive proposals this run: the run reached its limit of "
-                    f"{self.max_archives} ([cleaner] max_archives); the rest follow on later nights"
+                    f"{self.run.max_archives} ([cleaner] max_archives); the rest follow on later nights"
                 )
             elif chosen < need and without and chosen + passed >= len(ranked):
-                split = split_suggestion(members, self.dotted and shown.endswith(".*"))
+                split = split_suggestion(members, self.run.dotted and shown.endswith(".*"))
                 f.message += (
                     f"; {chosen} archive proposal(s) made, {without} note(s) have no evidence to archive them "
                     f"(no retired status, closed validity window or supersedes, and {self._ledger_said()}): "
@@ -104,12 +107,10 @@ class FolderCaps(CleanerHost):
                 )
 
     def _ledger_said(self) -> str:
-        if self.ledger_days >= self.evidence_days:
-            return (
-                f"the ledger covers {self.ledger_days:.1f} days, and these were used in the last {self.evidence_days}"
-            )
+        if self.run.ledger_days >= self.run.evidence_days:
+            return f"the ledger covers {self.run.ledger_days:.1f} days, and these were used in the last {self.run.evidence_days}"
         return (
-            f"the ledger covers {self.ledger_days:.1f} days of the {self.evidence_days} needed before "
+            f"the ledger covers {self.run.ledger_days:.1f} days of the {self.run.evidence_days} needed before "
             "unused means anything ([cleaner] archive_evidence_days)"
         )
 
@@ -118,7 +119,7 @@ class FolderCaps(CleanerHost):
         note's ``supersedes``, a validity window that closed, or not delivered or read in a ledger
         that covers at least ``[cleaner] archive_evidence_days`` of ledger time. Absence of use
         in an empty or young ledger is not evidence. Empty: no evidence, never archived."""
-        n = self.notes[path]
+        n = self.run.notes[path]
         why = []
         if n.status in RETIRED_STATUSES:
             why.append(f"status {n.status}")
@@ -127,18 +128,18 @@ class FolderCaps(CleanerHost):
         valid_to = date_of(n, "valid_to")
         if valid_to is not None and valid_to < _dt.date.today():
             why.append(f"validity window closed {valid_to.isoformat()}")
-        if self.ledger_days >= self.evidence_days:
-            _uses, last, _ = self.used.get(path, (0, 0.0, 0))
-            if last < self.ledger_last - self.evidence_days * 86400.0:
+        if self.run.ledger_days >= self.run.evidence_days:
+            _uses, last, _ = self.run.used.get(path, (0, 0.0, 0))
+            if last < self.run.ledger_last - self.run.evidence_days * 86400.0:
                 why.append(
-                    f"not delivered or read in the last {self.evidence_days} days of a ledger that covers "
-                    f"{self.ledger_days:.0f} days"
+                    f"not delivered or read in the last {self.run.evidence_days} days of a ledger that covers "
+                    f"{self.run.ledger_days:.0f} days"
                 )
         return why
 
     def _archive_rank(self, path: str) -> tuple:
-        n = self.notes[path]
-        uses, last, _ = self.used.get(path, (0, 0.0, 0))
+        n = self.run.notes[path]
+        uses, last, _ = self.run.used.get(path, (0, 0.0, 0))
         superseded = any(r == path for r in self._superseded_targets())
         return (
             0 if n.status in RETIRED_STATUSES else 1,
@@ -150,31 +151,31 @@ class FolderCaps(CleanerHost):
         )
 
     def _superseded_targets(self) -> set[str]:
-        cached = getattr(self, "_sup_cache", None)
-        if cached is not None and cached[0] is self.notes:
+        cached = self.run.sup_cache
+        if cached is not None and cached[0] is self.run.notes:
             return cached[1]
         out: set[str] = set()
-        for n in self.notes.values():
+        for n in self.run.notes.values():
             if n.status in RETIRED_STATUSES:
                 continue
             for t in supersedes_targets(n.frontmatter.get("supersedes")):
-                r = self.resolve(t)
+                r = self.run.resolve(t)
                 if r and r != n.path:
                     out.add(r)
-        self._sup_cache = (self.notes, out)
+        self.run.sup_cache = (self.run.notes, out)
         return out
 
     def _incoming(self) -> dict[str, dict[str, list]]:
         """``{target path: {linking note: [(ref, resolved)]}}`` for links that name a note by path."""
         out: dict[str, dict[str, list]] = {}
-        links = self.links
-        for n in self.notes.values():
+        links = self.run.links
+        for n in self.run.notes.values():
             for ref in links.refs(n):
                 path_named = ref.syntax in PATH_SYNTAXES or (ref.syntax in ("wiki", "relation") and "/" in ref.target)
                 if not path_named:
                     continue
                 res = links.resolve(n, ref)
-                if res.status in ("ok", "broken-anchor") and res.path in self.notes and res.path != n.path:
+                if res.status in ("ok", "broken-anchor") and res.path in self.run.notes and res.path != n.path:
                     out.setdefault(res.path, {}).setdefault(n.path, []).append(ref)
         return out
 
@@ -183,14 +184,14 @@ class FolderCaps(CleanerHost):
         from geode.queue.changes import move_changes, set_frontmatter_status
         from geode.queue.proposals import ProposalDraft, ProposalError
 
-        new_path = f"{self.archive_dir}/{path}"
-        if not self._free(path, *incoming) or new_path in self.links.files:
+        new_path = f"{self.run.archive_dir}/{path}"
+        if not self.run.free(path, *incoming) or new_path in self.run.links.files:
             return False
-        data = self._bytes(path)
+        data = self.run.bytes_of(path)
         if data is None:
             return False
-        note = self.notes[path]
-        links = self.links
+        note = self.run.notes[path]
+        links = self.run.links
         # its own links that name a path, rewritten for the new place
         text = data.decode("utf-8")
         lines = text.split("\n")
@@ -212,16 +213,16 @@ class FolderCaps(CleanerHost):
         try:
             content = set_frontmatter_status("\n".join(lines).encode("utf-8"), "archived", path)
         except ProposalError as exc:
-            report.skipped.append(Skipped(path, 0, "status", f"not archived: {exc}", self.domain))
+            report.skipped.append(Skipped(path, 0, "status", f"not archived: {exc}", self.run.domain))
             return False
         rewrites = {}
         for src, refs in sorted(incoming.items()):
-            sdata = self._bytes(src)
+            sdata = self.run.bytes_of(src)
             if sdata is None:
                 return False
             slines = sdata.decode("utf-8").split("\n")
             for ref in refs:
-                new_text = links.new_target_text(self.notes[src], ref, new_path)
+                new_text = links.new_target_text(self.run.notes[src], ref, new_path)
                 i = ref.line - 1
                 if not new_text or not 0 <= i < len(slines):
                     return False
@@ -231,11 +232,13 @@ class FolderCaps(CleanerHost):
                 slines[i] = new
             rewrites[src] = "\n".join(slines).encode("utf-8")
         try:
-            changes = move_changes(self.ctx.settings, self.domain, path, new_path, content=content, rewrites=rewrites)
+            changes = move_changes(
+                self.run.ctx.settings, self.run.domain, path, new_path, content=content, rewrites=rewrites
+            )
         except ProposalError:
             return False
-        self.touched.update((path, new_path, *incoming))
-        uses, last, last_id = self.used.get(path, (0, 0.0, 0))
+        self.run.touched.update((path, new_path, *incoming))
+        uses, last, last_id = self.run.used.get(path, (0, 0.0, 0))
         verified = date_of(note, "last_verified")
         why = [
             *self._evidence(path),
@@ -243,9 +246,9 @@ class FolderCaps(CleanerHost):
             f"last_verified {verified.isoformat()}" if verified else "no last_verified",
         ]
         draft = ProposalDraft(
-            agent=self.name,
+            agent=self.run.name,
             kind="archive",
-            domain=self.domain,
+            domain=self.run.domain,
             title=f"Archive {path}",
             rationale=(
                 f"{f.message.split(':')[0]}. Chosen by evidence: "
@@ -261,8 +264,8 @@ class FolderCaps(CleanerHost):
             ),
             evidence=[],
             changes=changes,
-            run_id=self.ctx.run_id or "adhoc",
-            key=proposal_key(f"archive:{self.domain}:{path}"),
+            run_id=self.run.ctx.run_id or "adhoc",
+            key=proposal_key(f"archive:{self.run.domain}:{path}"),
         )
         report.proposed.append(Proposed(draft, [f], [last_id] if uses else []))
         return True

@@ -13,8 +13,8 @@
 
 Apart from the run (``geode.cleaner.agent``) because it is one check with its own graph work
 (strongly connected components of the ``supersedes`` edges) and its own frontmatter edit; it is
-a mixin of ``Cleaner`` and reads the per-domain state ``Cleaner`` sets (``notes``, ``domain``,
-``resolve``, ``_age``, ``_bytes``, ``_free``, ``_status_proposal``).
+handed the run's state (``CleanerRun``: ``notes``, ``domain``, ``resolve``, ``bytes_of``,
+``free``, ``status_proposal``) and reads nothing off the agent.
 """
 
 from __future__ import annotations
@@ -22,24 +22,27 @@ from __future__ import annotations
 import hashlib
 
 from geode.agents.contract import Finding, Proposed, Report, Skipped
-from geode.cleaner.notes import CleanerHost, proposal_key, supersedes_targets
+from geode.cleaner.notes import CleanerRun, note_age, proposal_key, supersedes_targets
 from geode.kernel.crystal import RETIRED_STATUSES
 from geode.kernel.dates import ValidityWindow
 from geode.kernel.frontmatter_edit import FrontmatterEditError, set_key
 from geode.links.names import loose
 
 
-class Contradictions(CleanerHost):
-    """``Cleaner._contradictions``: findings and status/edit proposals for the three kinds above."""
+class Contradictions:
+    """Findings and status/edit proposals for the three kinds above."""
 
-    def _contradictions(self, report: Report) -> None:
+    def __init__(self, run: CleanerRun):
+        self.run = run
+
+    def check(self, report: Report) -> None:
         ex = report.examined
-        notes = self.notes
+        notes = self.run.notes
         edges: dict[str, list[tuple[str, str]]] = {}  # path -> [(target text, resolved path)]
         for p, n in notes.items():
             for t in supersedes_targets(n.frontmatter.get("supersedes")):
                 ex["supersedes_edges"] += 1
-                r = self.resolve(t)
+                r = self.run.resolve(t)
                 if r is not None:
                     edges.setdefault(p, []).append((t, r))
         loops = _loops({p: [r for _t, r in es] for p, es in edges.items()})
@@ -47,7 +50,7 @@ class Contradictions(CleanerHost):
         # 1. loops
         for comp in loops:
             members = sorted(comp)
-            oldest = min((notes[p] for p in members), key=self._age)
+            oldest = min((notes[p] for p in members), key=note_age)
             drop = [t for t, r in edges.get(oldest.path, []) if r in comp]
             chain = " -> ".join(members)
             f = Finding(
@@ -57,7 +60,7 @@ class Contradictions(CleanerHost):
                 chain,
                 f"supersedes chain loops ({chain}); the oldest note of the loop, {oldest.path}, "
                 f"drops its supersedes entries {drop} and becomes superseded",
-                self.domain,
+                self.run.domain,
             )
             report.findings.append(f)
             # after the drop, the members still superseded by a member of the loop (the head, the
@@ -79,14 +82,14 @@ class Contradictions(CleanerHost):
                     old.line_of("status"),
                     p,
                     f"{p} supersedes {r}, which is still marked stable",
-                    self.domain,
+                    self.run.domain,
                 )
                 report.findings.append(f)
-                self._status_proposal(
+                self.run.status_proposal(
                     report,
                     r,
                     "superseded",
-                    f"supersede:{self.domain}:{r}",
+                    f"supersede:{self.run.domain}:{r}",
                     f"Mark {r} superseded (superseded by {p})",
                     f"{p} names {r} in its supersedes, yet {r} is still status: stable; two "
                     f"versions of one truth would both be delivered.",
@@ -104,7 +107,7 @@ class Contradictions(CleanerHost):
             if key:
                 subjects.setdefault(key, []).append(n)
         for _subj, group in sorted(subjects.items()):
-            group.sort(key=self._age)
+            group.sort(key=note_age)
             for i in range(len(group)):
                 for j in range(i + 1, len(group)):
                     a, b = group[i], group[j]
@@ -120,7 +123,7 @@ class Contradictions(CleanerHost):
                                 n.line_of(e.field),
                                 b.path if n is a else a.path,
                                 f"not judged against a note on the same subject: {e}",
-                                self.domain,
+                                self.run.domain,
                             )
                         )
                         continue
@@ -133,14 +136,14 @@ class Contradictions(CleanerHost):
                         b.path,
                         f"{a.path} and {b.path} are both stable on one subject "
                         f"({a.frontmatter.get('subject') or a.title!s}) with overlapping validity",
-                        self.domain,
+                        self.run.domain,
                     )
                     report.findings.append(f)
-                    self._status_proposal(
+                    self.run.status_proposal(
                         report,
                         a.path,
                         "superseded",
-                        f"overlap:{self.domain}:{a.path}",
+                        f"overlap:{self.run.domain}:{a.path}",
                         f"Mark {a.path} superseded by the newer {b.path}",
                         f"Both are status: stable on the same subject and their validity windows "
                         f"overlap; {a.path} is the older (valid_from/last_verified).",
@@ -151,9 +154,9 @@ class Contradictions(CleanerHost):
         from geode.queue.changes import set_frontmatter_status
         from geode.queue.proposals import FileChange, ProposalDraft, ProposalError
 
-        if not self._free(note.path, *others):
+        if not self.run.free(note.path, *others):
             return
-        data = self._bytes(note.path)
+        data = self.run.bytes_of(note.path)
         if data is None:
             return
         try:
@@ -164,20 +167,20 @@ class Contradictions(CleanerHost):
                 after = set_frontmatter_status(after, "superseded", note.path)
             changes = [FileChange(note.path, hashlib.sha256(data).hexdigest(), after)]
             for q in others:
-                qd = self._bytes(q)
+                qd = self.run.bytes_of(q)
                 if qd is None:
                     return
                 changes.append(
                     FileChange(q, hashlib.sha256(qd).hexdigest(), set_frontmatter_status(qd, "superseded", q))
                 )
         except (ProposalError, FrontmatterEditError) as exc:
-            report.skipped.append(Skipped(note.path, f.line, f.target, f"no proposal: {exc}", self.domain))
+            report.skipped.append(Skipped(note.path, f.line, f.target, f"no proposal: {exc}", self.run.domain))
             return
-        self.touched.update((note.path, *others))
+        self.run.touched.update((note.path, *others))
         draft = ProposalDraft(
-            agent=self.name,
+            agent=self.run.name,
             kind="edit",
-            domain=self.domain,
+            domain=self.run.domain,
             title=f"Break the supersedes loop at {note.path}",
             rationale=f"The supersedes chain loops ({f.target}). {note.path} is the oldest "
             f"note of the loop: its entries {drop} are dropped"
@@ -187,8 +190,8 @@ class Contradictions(CleanerHost):
             ),
             evidence=[],
             changes=changes,
-            run_id=self.ctx.run_id or "adhoc",
-            key=proposal_key(f"loop:{self.domain}:{note.path}"),
+            run_id=self.run.ctx.run_id or "adhoc",
+            key=proposal_key(f"loop:{self.run.domain}:{note.path}"),
         )
         report.proposed.append(Proposed(draft, [f]))
 

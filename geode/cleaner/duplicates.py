@@ -16,9 +16,9 @@ both, plus the status of both originals set to ``superseded``: both stay in plac
 recoverable, and the merged wording is left to a person (the stub holds no prose of theirs).
 
 Apart from the run (``geode.cleaner.agent``) because it is the one check that loads the
-embedding model and reads the vector index; it is a mixin of ``Cleaner`` and reads the
-per-domain state ``Cleaner`` sets (``notes``, ``domain``, ``links``, ``_archived``, ``_bytes``,
-``_free``).
+embedding model and reads the vector index; it is handed the run's state (``CleanerRun``:
+``notes``, ``domain``, ``links``, ``embedder``, ``archived``, ``bytes_of``, ``free``) and reads
+nothing off the agent.
 """
 
 from __future__ import annotations
@@ -27,28 +27,31 @@ import hashlib
 import json
 
 from geode.agents.contract import Finding, Proposed, Report, Skipped
-from geode.cleaner.notes import CleanerHost, folder_of, proposal_key
+from geode.cleaner.notes import CleanerRun, folder_of, proposal_key
 from geode.kernel.crystal import ESSENCE_CLOSE, ESSENCE_OPEN, RETIRED_STATUSES
 
 TEXT_MIN = 0.50
 EMBED_MIN = 0.95
 
 
-class NearDuplicates(CleanerHost):
-    """``Cleaner._duplicates``: findings and merge-stub proposals for near-duplicate pairs."""
+class NearDuplicates:
+    """Findings and merge-stub proposals for near-duplicate pairs."""
 
-    def _duplicates(self, report: Report) -> None:
+    def __init__(self, run: CleanerRun):
+        self.run = run
+
+    def check(self, report: Report) -> None:
         from geode.cleaner import similar as sim
 
         ex = report.examined
         live = [
             p
-            for p, n in sorted(self.notes.items())
+            for p, n in sorted(self.run.notes.items())
             if n.status not in RETIRED_STATUSES
-            and not self._archived(p)
+            and not self.run.archived(p)
             and str(n.frontmatter.get("type") or "").lower() != "merge"
         ]
-        texts = {p: _plain(self.notes[p]) for p in live}
+        texts = {p: _plain(self.run.notes[p]) for p in live}
         df = sim.DocFreq()
         for p in live:
             df.add(sim.shingles(texts[p]))
@@ -69,7 +72,7 @@ class NearDuplicates(CleanerHost):
                     0,
                     f"{size} notes",
                     "a MinHash bucket this large (templated notes) is not expanded into pairs",
-                    self.domain,
+                    self.run.domain,
                 )
             )
         text_ok = []
@@ -105,7 +108,7 @@ class NearDuplicates(CleanerHost):
                 0,
                 pb,
                 f"{pa} and {pb}: text overlap {j:.2f} (>= {TEXT_MIN:.2f}), embedding cosine {c:.3f} (>= {EMBED_MIN:.2f})",
-                self.domain,
+                self.run.domain,
                 severity="info",
             )
             report.findings.append(f)
@@ -114,7 +117,7 @@ class NearDuplicates(CleanerHost):
     def _vectors(self, paths: list[str], report: Report) -> dict | None:
         from geode.recall.note_rows import passage_text
 
-        notes = self.notes
+        notes = self.run.notes
         passages = {}
         for p in paths:
             n = notes[p]
@@ -129,12 +132,12 @@ class NearDuplicates(CleanerHost):
         from geode.recall.embed import ModelUnavailable
 
         try:
-            emb = self._embedder
+            emb = self.run.embedder
             if emb is None:
                 from geode.recall.embed import get_embedder
 
-                emb = get_embedder(self.ctx.settings)
-            self.model_id = emb.model_id
+                emb = get_embedder(self.run.ctx.settings)
+            self.run.model_id = emb.model_id
         except (ModelUnavailable, ValueError) as exc:  # not installed here, or an unknown [recall] model
             report.skipped.append(
                 Skipped(
@@ -143,7 +146,7 @@ class NearDuplicates(CleanerHost):
                     f"{len(paths)} notes",
                     f"the embedding model could not load ({type(exc).__name__}: {exc}); "
                     f"text-similar pairs are not judged",
-                    self.domain,
+                    self.run.domain,
                 )
             )
             return None
@@ -161,12 +164,12 @@ class NearDuplicates(CleanerHost):
         from geode.recall import vectors as V
 
         try:
-            if not (V.chroma_url(self.ctx.settings) or V.current_folder(self.ctx.settings)):
+            if not (V.chroma_url(self.run.ctx.settings) or V.current_folder(self.run.ctx.settings)):
                 return {}
-            vs = V.VectorStore(self.ctx.settings, emb.model_id, emb.dim)
+            vs = V.VectorStore(self.run.ctx.settings, emb.model_id, emb.dim)
             if not vs.available or vs.col is None:
                 return {}
-            ids = {V.vector_id(self.domain, p): p for p in passages}
+            ids = {V.vector_id(self.run.domain, p): p for p in passages}
             got = vs.col.get(ids=list(ids), include=["embeddings", "metadatas"])
             import numpy as np
 
@@ -188,12 +191,12 @@ class NearDuplicates(CleanerHost):
         from geode.queue.changes import set_frontmatter_status
         from geode.queue.proposals import FileChange, ProposalDraft, ProposalError
 
-        na, nb = self.notes[a], self.notes[b]
+        na, nb = self.run.notes[a], self.run.notes[b]
         folder = folder_of(a)
         stub = f"{folder + '/' if folder else ''}{na.stem}.merge.md"
-        if not self._free(a, b, stub) or stub in self.links.files:
+        if not self.run.free(a, b, stub) or stub in self.run.links.files:
             return
-        da, db = self._bytes(a), self._bytes(b)
+        da, db = self.run.bytes_of(a), self.run.bytes_of(b)
         if da is None or db is None:
             return
         la, lb = a.rsplit(".", 1)[0], b.rsplit(".", 1)[0]
@@ -221,13 +224,13 @@ class NearDuplicates(CleanerHost):
                 FileChange(b, hashlib.sha256(db).hexdigest(), set_frontmatter_status(db, "superseded", b)),
             ]
         except ProposalError as exc:
-            report.skipped.append(Skipped(a, 0, b, f"no merge proposal: {exc}", self.domain))
+            report.skipped.append(Skipped(a, 0, b, f"no merge proposal: {exc}", self.run.domain))
             return
-        self.touched.update((a, b, stub))
+        self.run.touched.update((a, b, stub))
         draft = ProposalDraft(
-            agent=self.name,
+            agent=self.run.name,
             kind="new_note",
-            domain=self.domain,
+            domain=self.run.domain,
             title=f"Merge stub for near-duplicates {a} and {b}",
             rationale=f"Two versions of one truth: text overlap {j:.2f} (>= {TEXT_MIN:.2f}) and "
             f"embedding cosine {c:.3f} (>= {EMBED_MIN:.2f}). A stub {stub} links both "
@@ -235,8 +238,8 @@ class NearDuplicates(CleanerHost):
             f"marked superseded.",
             evidence=[],
             changes=changes,
-            run_id=self.ctx.run_id or "adhoc",
-            key=proposal_key(f"merge:{self.domain}:{a}:{b}"),
+            run_id=self.run.ctx.run_id or "adhoc",
+            key=proposal_key(f"merge:{self.run.domain}:{a}:{b}"),
         )
         report.proposed.append(Proposed(draft, [f]))
 

@@ -48,7 +48,7 @@ import os
 
 from geode.agents.contract import Agent, Context, Finding, Proposed, Report, Skipped
 from geode.corrector.edits import FileLines, changed_lines, check_edit, line_map, unified
-from geode.corrector.fixes import Fix, Fixes
+from geode.corrector.fixes import CorrectorRun, Fix, Fixes
 from geode.kernel.frontmatter_edit import FrontmatterEditError, set_key
 
 #: the stored finding kinds the Corrector acts on
@@ -61,7 +61,7 @@ NOT_MECHANICAL = "correction-not-mechanical"
 MAX_LINES = 5
 
 
-class Corrector(Fixes, Agent):
+class Corrector(Agent):
     name = "corrector"
     #: the day freshness is judged on (None: the day it runs)
     today: _dt.date | None = None
@@ -108,10 +108,11 @@ class Corrector(Fixes, Agent):
                 moves = move_history(ctx.engine)
             except SQLAlchemyError as exc:  # the queue unreadable: say so, work from the suggestions stored
                 report.message = f"move history unavailable ({exc}); stored suggestions only"
+        fixer = Fixes(CorrectorRun(today=self.today))
         for domain, load in ctx.readable(report):
             ex["notes"] += len(load.notes)
             mine = [f for f in prior if (f.domain or domain) == domain]
-            self._domain(ctx, domain, load, mine, moves.get(domain, {}), report)
+            self._domain(ctx, domain, load, mine, moves.get(domain, {}), report, fixer)
         return report
 
     def _prior(self, ctx: Context, report: Report) -> list[Finding]:
@@ -135,7 +136,9 @@ class Corrector(Fixes, Agent):
         return [f for f in ctx.prior_findings if f.id is None or f.id not in own]
 
     # -- one domain ------------------------------------------------------------------------
-    def _domain(self, ctx: Context, domain: str, load, prior: list[Finding], moves: dict, report: Report) -> None:
+    def _domain(
+        self, ctx: Context, domain: str, load, prior: list[Finding], moves: dict, report: Report, fixer: Fixes
+    ) -> None:
         notes = {n.path: n for n in load.notes}
         fixes: dict[str, list[Fix]] = {}
 
@@ -145,9 +148,9 @@ class Corrector(Fixes, Agent):
             from geode.links.resolver import StoreLinks
 
             links = StoreLinks(load, moves=moves)
-            self._refs_cache = {}  # typed in CorrectorHost
+            fixer.run.refs_cache = {}
             for f in link_findings:
-                fix = self._link_fix(links, notes.get(f.path), f, report)
+                fix = fixer.link_fix(links, notes.get(f.path), f, report)
                 if fix is not None:
                     fixes.setdefault(f.path, []).append(fix)
 
@@ -156,7 +159,7 @@ class Corrector(Fixes, Agent):
         for f in prior:
             if f.kind in YAML_KINDS:
                 flagged.add((f.path, f.line))
-                fix = self._quote_fix(notes.get(f.path), f, report)
+                fix = fixer.quote_fix(notes.get(f.path), f, report)
                 if fix is not None:
                     fixes.setdefault(f.path, []).append(fix)
         for note in load.notes:  # the lenient forms no agent before it flags
@@ -171,14 +174,14 @@ class Corrector(Fixes, Agent):
                         domain,
                     )
                     report.findings.append(f)
-                    fix = self._quote_fix(note, f, report)
+                    fix = fixer.quote_fix(note, f, report)
                     if fix is not None:
                         fixes.setdefault(f.path, []).append(fix)
 
         # freshness duty
         stored_stale = {f.path: f for f in prior if f.kind in STALE_KINDS}
         for note in load.notes:
-            fix = self._review_fix(ctx, domain, note, stored_stale.get(note.path), report)
+            fix = fixer.review_fix(ctx, domain, note, stored_stale.get(note.path), report)
             if fix is not None:
                 fixes.setdefault(note.path, []).append(fix)
 

@@ -4,7 +4,8 @@ value quoted, a ``review_due`` mark for a note past its freshness duty.
 
 Apart from the run (``geode.corrector.agent``), which applies the fixes of one file to a copy,
 checks the bounds and files the proposal: these decide *what* to change, one finding at a time.
-``Fixes`` is a mixin of ``Corrector`` and reads its ``today`` and the run's link cache.
+``Fixes`` is handed the run's state (``CorrectorRun``: the day freshness is judged on and the
+link cache) by ``Corrector``; it reads nothing else off the agent.
 """
 
 from __future__ import annotations
@@ -48,24 +49,28 @@ def _date(value, field: str) -> _dt.date | None:
         return None
 
 
-class CorrectorHost:
-    """What ``Fixes`` reads off the ``Corrector`` it is mixed into: the day freshness is judged on
-    (None: the day it runs) and the run's per-note link references. Annotations only: nothing is
-    set on the class, so ``Corrector``'s own ``today = None`` default is the one that holds."""
+@dataclass
+class CorrectorRun:
+    """What one Corrector run shares with its fixes: the day freshness is judged on (None: the
+    day it runs) and the per-note link references, read once per domain (``refs_cache``, reset
+    when the domain's links are built)."""
 
-    today: _dt.date | None
-    _refs_cache: dict[str, list[Ref]]  # note path -> its references, read once per run
+    today: _dt.date | None = None
+    refs_cache: dict[str, list[Ref]] = field(default_factory=dict)  # note path -> its references
 
 
-class Fixes(CorrectorHost):
-    """``Corrector._link_fix``, ``_quote_fix`` and ``_review_fix``: one ``Fix`` per finding, or None."""
+class Fixes:
+    """One ``Fix`` per finding, or None (skipped, with the reason), over the run's state."""
 
-    def _link_fix(self, links, note, f: Finding, report: Report) -> Fix | None:
+    def __init__(self, run: CorrectorRun):
+        self.run = run
+
+    def link_fix(self, links, note, f: Finding, report: Report) -> Fix | None:
         ex = report.examined
         if note is None:
             report.skipped.append(Skipped(f.path, f.line, f.target, "the note is no longer in the store", f.domain))
             return None
-        cache = self._refs_cache
+        cache = self.run.refs_cache
         if note.path not in cache:
             cache[note.path] = links.refs(note)
         for ref in cache[note.path]:
@@ -102,7 +107,7 @@ class Fixes(CorrectorHost):
         report.skipped.append(Skipped(f.path, f.line, f.target, "the link is no longer on that line", f.domain))
         return None
 
-    def _quote_fix(self, note, f: Finding, report: Report) -> Fix | None:
+    def quote_fix(self, note, f: Finding, report: Report) -> Fix | None:
         if note is None:
             report.skipped.append(Skipped(f.path, f.line, f.target, "the note is no longer in the store", f.domain))
             return None
@@ -117,13 +122,13 @@ class Fixes(CorrectorHost):
             )
         return Fix("quote", f.line, f, f"line {f.line}: quote the value", quote_value)
 
-    def _review_fix(self, ctx: Context, domain: str, note, stored: Finding | None, report: Report) -> Fix | None:
+    def review_fix(self, ctx: Context, domain: str, note, stored: Finding | None, report: Report) -> Fix | None:
         from geode.delivery.lint import lint_note
 
         fm = note.frontmatter
         if "last_verified" not in fm or note.status in RETIRED_STATUSES:
             return None
-        today = self.today or _dt.date.today()
+        today = self.run.today or _dt.date.today()
         if ValidityWindow.from_frontmatter(fm).closed_before(today):
             return None  # its last day (valid_to, inclusive) is past: it records what held, no live state
         report.examined["stale_checked"] += 1

@@ -202,6 +202,16 @@ class Delivery:
             )
         self.events.append(ledger.new_event(kind, chars=chars, truncated=truncated, detail=detail, **fields))
 
+    def record(self, kind: str, action: str, channel: str, detail: str = "", domain: str = "") -> None:
+        """Collect a ledger row about no crystal: the hook's own decisions (a deny-once hold, a
+        blocked or marked lookup in ``domain``, a session's end, a Stop that asked for a note).
+
+        The row carries this delivery's session, agent and action time like every other, and is
+        written with them by ``flush``; the hook never builds or edits rows itself."""
+        self._event(kind, None, action, channel, detail=detail)
+        if domain:
+            self.events[-1]["domain"] = domain
+
     # -- act ----------------------------------------------------------------------
     def act(self, actions: tuple[str, ...], text: str, label: str | None = None) -> dict:
         """Crystals bound to ``actions`` (e.g. ``("bash", "commit")``) whose terms occur in ``text``."""

@@ -7,14 +7,17 @@ marked lookup is recorded: the blocked count is the store confessing it did not 
 what was needed, and the marked count keeps that confession honest (the source's check that
 the drop in blocks was not just people learning to mark their hunts).
 
-No ``shlex`` here: it imports ``re``, which the hook cannot afford; the tokenizer below only
-needs to find command words and path-like arguments.
+A command is read with ``match.command_words``, the tokenizer the match terms use (no ``shlex``:
+it imports ``re``, which the hook cannot afford), so the guard, the act channel and the
+Gardener read one command one way.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+
+from geode.delivery.match import command_words
 
 LOOKUP_COMMANDS = frozenset(
     {
@@ -45,52 +48,6 @@ LOOKUP_COMMANDS = frozenset(
         "sed",
     }
 )
-_SEPARATORS = "|;&()\n"
-
-
-def _segments(command: str) -> list[list[str]]:
-    """Split a shell command into simple commands and their words (quotes removed)."""
-    segs: list[list[str]] = []
-    words: list[str] = []
-    cur = []
-    quote = ""
-    i = 0
-    while i < len(command):
-        ch = command[i]
-        if quote:
-            if ch == quote:
-                quote = ""
-            elif ch == "\\" and quote == '"' and i + 1 < len(command):
-                i += 1
-                cur.append(command[i])
-            else:
-                cur.append(ch)
-        elif ch in "'\"":
-            quote = ch
-        elif ch == "\\" and i + 1 < len(command):
-            i += 1
-            cur.append(command[i])
-        elif ch in " \t":
-            if cur:
-                words.append("".join(cur))
-                cur = []
-        elif ch in _SEPARATORS:
-            if cur:
-                words.append("".join(cur))
-                cur = []
-            if words:
-                segs.append(words)
-            words = []
-        elif ch == "#" and not cur:
-            break  # a comment runs to the end of the line
-        else:
-            cur.append(ch)
-        i += 1
-    if cur:
-        words.append("".join(cur))
-    if words:
-        segs.append(words)
-    return segs
 
 
 def _inside(path: str, roots: dict[str, str], cwd: str) -> str | None:
@@ -112,7 +69,7 @@ def _inside(path: str, roots: dict[str, str], cwd: str) -> str | None:
 
 def bash_lookup(command: str, roots: dict[str, str], cwd: str) -> tuple[str, str] | None:
     """(domain, the lookup command word) when the command hunts inside a store."""
-    for words in _segments(command):
+    for words in command_words(command):
         # skip env assignments and wrappers: `FOO=1 sudo grep ...`
         idx = 0
         while idx < len(words) and (

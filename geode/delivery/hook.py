@@ -21,7 +21,9 @@ import time
 
 from geode.delivery import guard
 from geode.delivery.engine import Delivery, clip_action, content_hash
+from geode.delivery.events import HANDLED as HOOK_EVENTS
 from geode.delivery.index import Index
+from geode.delivery.match import command_words
 from geode.kernel import fastjson
 from geode.kernel.config import CLAUDE_CONTEXT_CAP, load_settings
 from geode.kernel.sqlite import sqlite3
@@ -38,7 +40,7 @@ def agent_of(data: dict, env: dict) -> str:
 
 
 def is_commit(command: str) -> bool:
-    for words in guard._segments(command):
+    for words in command_words(command):
         i = 0
         while i < len(words) and "=" in words[i]:
             i += 1
@@ -173,7 +175,7 @@ class HookRun:
             if not res["text"]:
                 return None
             self.idx.sess_put(self.session, "denied", [key])
-            self.d._event("denied_once", None, label, "act", detail=key)
+            self.d.record("denied_once", label, "act", detail=key)
             return _deny(
                 res["text"] + "\ngeode held this call once so that the notes above are read before it runs. "
                 "Nothing is wrong with the call: run it again unchanged and it goes through."
@@ -214,11 +216,9 @@ class HookRun:
             }
         detail = fastjson.dumps(info)
         if marked:
-            self.d._event("lookup_marked", None, what, "guard", detail=detail)
-            self.d.events[-1]["domain"] = domain
+            self.d.record("lookup_marked", what, "guard", detail=detail, domain=domain)
             return None
-        self.d._event("blocked", None, what, "guard", detail=detail)
-        self.d.events[-1]["domain"] = domain
+        self.d.record("blocked", what, "guard", detail=detail, domain=domain)
         return _deny(guard.deny_message(domain, s.domains[domain], what, s.lookup_marker))
 
     def _count(self, action: str, text: str) -> None:
@@ -227,7 +227,7 @@ class HookRun:
                 self.idx.sess_put(self.session, "start", ["t"])
             self.idx.sess_put(self.session, "actions", [action], bump=True)
             if action == "bash":
-                words = guard._segments(text)
+                words = command_words(text)
                 if words and words[0]:  # the command and its subcommand: "git commit", "npm test", "pytest"
                     head = [os.path.basename(words[0][0])]
                     sub = words[0][1] if len(words[0]) > 1 else ""
@@ -264,7 +264,7 @@ class HookRun:
         return _context("UserPromptSubmit", text) if text else None
 
     def session_end(self, reason: str) -> None:
-        self.d._event("session_end", None, "session", "", detail=fastjson.dumps({"reason": reason, "agent": self.kind}))
+        self.d.record("session_end", "session", "", detail=fastjson.dumps({"reason": reason, "agent": self.kind}))
 
     def stop(self) -> dict | None:
         if self.kind == "codex":
@@ -287,7 +287,7 @@ class HookRun:
         if newer:
             return None
         self.idx.sess_put(self.session, "stop_blocked", ["1"])
-        self.d._event("stop_blocked", None, "stop", "", detail=fastjson.dumps({"actions": work}))
+        self.d.record("stop_blocked", "stop", "", detail=fastjson.dumps({"actions": work}))
         return {"decision": "block", "reason": self._template(work, counts)}
 
     def _suggested_terms(self, action: str, limit: int = 3) -> list[str]:
@@ -341,7 +341,7 @@ def run(agent_kind: str, raw: str, env: dict | None = None) -> tuple[int, str]:
     event = str(data.get("hook_event_name") or "")
     if event == "Probe":
         return 0, ""  # the installer's check that this command runs; the imports above succeeded
-    if event not in ("PreToolUse", "SessionStart", "UserPromptSubmit", "Stop", "SessionEnd", "SubagentStop"):
+    if event not in HOOK_EVENTS:
         return 0, ""
     h = HookRun(agent_kind, data, env)
     try:

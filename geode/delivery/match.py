@@ -270,6 +270,49 @@ def split_shell(cmd: str, lenient: bool = False) -> tuple[list[Tok], list[str], 
     return toks, data, open_end
 
 
+#: operators that end a simple command (what the guard and the hook's command counts split on);
+#: the rest (``>``, ``<``, ``2>&1``, ``<<``, ...) are redirections inside one
+_CONTROL_OPS = frozenset({"|", "||", "&&", ";", "&", "|&", ";;", ";&", ";;&", "(", ")", "\n", "$(", "`", "<(", ">("})
+_DUP_OPS = frozenset({">&", "<&"})
+_HERE_OPS = frozenset({"<<", "<<-", "<<<"})
+
+
+def command_words(command: str) -> list[list[str]]:
+    """The simple commands of ``command`` as lists of words (quotes removed, case kept).
+
+    The one shell reading of geode: the lookup guard, the hook's ``git commit`` and command
+    counts, and the Gardener (which must read a blocked command the way the hook read it) all
+    take their words from ``split_shell``, the tokenizer the match terms use. It is lenient (an
+    unclosed quote still yields words: a guard must not be passed by a stray quote). Control
+    operators (pipes, lists, subshells, ``$(``, backticks) end a command; a redirection's operator
+    is dropped and its target stays a word of the command (``cat < /store/x`` reads the store); a
+    file-descriptor number (``2>``, ``>&1``), a here-document's delimiter and a here-string are
+    no words; here-document bodies are data, not
+    commands."""
+    toks, _data, _open = split_shell(command, lenient=True)
+    segs: list[list[str]] = []
+    words: list[str] = []
+    n = len(toks)
+    for k, t in enumerate(toks):
+        if t.op:
+            if t.text in _CONTROL_OPS and words:
+                segs.append(words)
+                words = []
+            continue
+        nxt = toks[k + 1] if k + 1 < n else None
+        if t.text.isdigit() and nxt is not None and nxt.op and nxt.text not in _CONTROL_OPS:
+            continue  # 2>/dev/null: the 2 names a descriptor
+        prev = toks[k - 1] if k else None
+        if prev is not None and prev.op and prev.text in _DUP_OPS and (t.text.isdigit() or t.text == "-"):
+            continue  # 2>&1, <&-: a descriptor, not a file
+        if prev is not None and prev.op and prev.text in _HERE_OPS:
+            continue  # a here-document's delimiter or a here-string's text, not a file
+        words.append(t.text)
+    if words:
+        segs.append(words)
+    return segs
+
+
 def _read_heredocs(cmd: str, i: int, heredocs: list[tuple[str, bool]], data: list[str]) -> int:
     """Consume the bodies of the pending here-documents from ``i``; returns where the
     command resumes. A body without its delimiter runs to the end."""

@@ -28,7 +28,9 @@ TOP_N = 10
 DAY = 86400.0
 
 
-def _run(engine_or_conn: Engine | Connection, fn):
+def with_connection(engine_or_conn: Engine | Connection, fn):
+    """``fn(conn)`` on the connection given, or on one opened (and closed) from the engine given:
+    the stats and study reports take either, so a caller inside a transaction reads its own view."""
     if isinstance(engine_or_conn, Engine):
         with engine_or_conn.connect() as conn:
             return fn(conn)
@@ -201,7 +203,7 @@ def compute_stats(
             "spool_rejected": ledger.rejected_count(settings),
         }
 
-    return _run(engine_or_conn, go)
+    return with_connection(engine_or_conn, go)
 
 
 def _fmt(value: float | str | None, pct: bool = False) -> str:

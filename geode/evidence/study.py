@@ -19,7 +19,7 @@ from sqlalchemy import func, select
 from sqlalchemy.engine import Connection, Engine
 
 from geode.delivery import control
-from geode.evidence.stats import LOOKUP_KINDS, _run, not_manual
+from geode.evidence.stats import LOOKUP_KINDS, not_manual, with_connection
 from geode.records.models import ControlPlan, LedgerEvent, table_of
 
 ARMS = ("delivered", "withheld")
@@ -144,7 +144,7 @@ def compute_study(settings, engine_or_conn: Engine | Connection, today: object =
             },
         }
 
-    return _run(engine_or_conn, go)
+    return with_connection(engine_or_conn, go)
 
 
 def render_study(d: dict) -> str:

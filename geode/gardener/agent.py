@@ -13,8 +13,8 @@ invented statistic from text it had been handed). Four rules, each a reversible 
 3. **Searched but unbound -> bind** (``edit``): ``geode.gardener.bind``.
 4. **Salience** follows work unlocked (``edit``): ``geode.gardener.salience``.
 
-Each rule is a mixin of ``Gardener``; this module holds the run: the ``[gardener]`` settings, the
-notes read, the one pass over the ledger window (``geode.gardener.scan``), what it proposed
+Each rule is a plain class handed the run's state (``geode.gardener.keys.GardenerRun``); this
+module holds the agent that composes them and the run: the ``[gardener]`` settings, the notes read, the one pass over the ledger window (``geode.gardener.scan``), what it proposed
 before, and the per-rule cap.
 
 A rerun files nothing twice: rows cited by an earlier stub are not grouped again, a key with a
@@ -29,11 +29,10 @@ from __future__ import annotations
 
 import json
 import os
-from collections import Counter
 
-from geode.agents.contract import NOTHING_TO_LEARN, Agent, Context, Proposed, Report, Skipped
+from geode.agents.contract import NOTHING_TO_LEARN, Agent, Context, Report, Skipped
 from geode.gardener.bind import Bind
-from geode.gardener.keys import DAY, iso_stamp
+from geode.gardener.keys import DAY, GardenerRun, iso_stamp
 from geode.gardener.never_fired import NeverFired
 from geode.gardener.salience import Salience
 from geode.gardener.scan import scan
@@ -44,11 +43,11 @@ from geode.kernel.config import SCHEMA
 _HOLD = ("pending", "conflict", "failed", "rejected")
 
 
-class Gardener(Stubs, NeverFired, Bind, Salience, Agent):
+class Gardener(Agent):
     name = "gardener"
 
     #: the settings of ``[gardener]``: keys, types, defaults and what each means are declared in
-    #: ``geode.kernel.config.SCHEMA``; ``_configure`` sets them as attributes for each run
+    #: ``geode.kernel.config.SCHEMA``; ``_configure`` puts them in each run's ``GardenerRun``
     SETTINGS = tuple(SCHEMA["gardener"])
 
     def __init__(self, **overrides):
@@ -57,39 +56,41 @@ class Gardener(Stubs, NeverFired, Bind, Salience, Agent):
             raise TypeError(f"unknown Gardener setting(s): {', '.join(sorted(unknown))}")
         self._overrides = overrides
 
-    def _configure(self, settings) -> list[str]:
+    #: the rules, in the order they run, each with the name its proposals and caps go under
+    RULES = (("stub", Stubs), ("never-fired", NeverFired), ("bind", Bind), ("salience", Salience))
+
+    def _configure(self, settings) -> GardenerRun:
         """``settings.gardener`` (``[gardener]``, checked by load_settings), then the constructor's overrides."""
         values = dict(settings.gardener)
         values.update(self._overrides)
-        for k, v in values.items():
-            setattr(self, k, v)
-        self.salience_step = min(max(float(self.salience_step), 0.0), 1.0)
-        return []
+        run = GardenerRun(name=self.name, **values)
+        run.salience_step = min(max(float(run.salience_step), 0.0), 1.0)
+        return run
 
     # -- the run -----------------------------------------------------------------------
     def examine(self, ctx: Context) -> Report:
         settings = ctx.settings
         report = Report(agent=self.name)
-        messages = self._configure(settings)
+        run = self._configure(settings)
+        messages: list[str] = []
         ex = report.examined
         for key in ("notes", "unreadable", "crystals", "ledger_rows", "window_rows"):
             ex.setdefault(key, 0)
-        self.notes = {}  # domain:path -> (domain, note); typed in GardenerHost
         for domain, load in ctx.readable(report):
             for note in load.notes:
                 ex["notes"] += 1
                 if "crystal" in note.frontmatter:
                     ex["crystals"] += 1
-                self.notes[f"{domain}:{note.path}"] = (domain, note)
+                run.notes[f"{domain}:{note.path}"] = (domain, note)
 
         engine = self._engine(ctx)
-        self.prior = self._prior(engine)
+        run.prior = self._prior(engine)
         s = scan(
             engine,
             dict(settings.domains),
-            self.window_days * DAY,
-            watermarks=self.prior["watermarks"],
-            consumed=self.prior["consumed"],
+            run.window_days * DAY,
+            watermarks=run.prior["watermarks"],
+            consumed=run.prior["consumed"],
         )
         ex["ledger_rows"] = s.total_rows
         if s.total_rows == 0:
@@ -97,7 +98,7 @@ class Gardener(Stubs, NeverFired, Bind, Salience, Agent):
             report.message = "; ".join(["nothing to learn from yet: the usage ledger is empty (0 rows)", *messages])
             return report
         ex["window_rows"] = s.rows
-        ex["window_days"] = int(self.window_days)
+        ex["window_days"] = int(run.window_days)
         ex["window_first_ts"] = int(s.first_ts)
         ex["window_last_ts"] = int(s.last_ts)
         ex["ledger_first_ts"] = int(s.ledger_first_ts)
@@ -107,14 +108,14 @@ class Gardener(Stubs, NeverFired, Bind, Salience, Agent):
         ex["blocked_without_terms"] = s.blocked_without_terms
         covered = (s.ledger_last_ts - s.ledger_first_ts) / DAY
         ex["ledger_days"] = int(covered)
-        if covered < self.window_days:
+        if covered < run.window_days:
             # a ledger younger than the window says too little about use: nothing is filed from it
             report.status = NOTHING_TO_LEARN
             report.message = "; ".join(
                 [
                     f"nothing to learn from yet: the ledger covers {covered:.1f} days of ledger time "
                     f"({s.total_rows} rows from {iso_stamp(s.ledger_first_ts)}), less than the "
-                    f"{self.window_days:g}-day window ([gardener] window_days): nothing is filed from it",
+                    f"{run.window_days:g}-day window ([gardener] window_days): nothing is filed from it",
                     *messages,
                 ]
             )
@@ -122,7 +123,7 @@ class Gardener(Stubs, NeverFired, Bind, Salience, Agent):
         kinds = ", ".join(f"{k} {n}" for k, n in sorted(s.by_kind.items()))
         messages.insert(
             0,
-            f"ledger window {iso_stamp(s.first_ts)} to {iso_stamp(s.last_ts)} (the last {self.window_days:g} days "
+            f"ledger window {iso_stamp(s.first_ts)} to {iso_stamp(s.last_ts)} (the last {run.window_days:g} days "
             f"of ledger time; the ledger holds {s.total_rows} rows from {iso_stamp(s.ledger_first_ts)}): "
             f"{s.rows} rows examined ({kinds})",
         )
@@ -140,24 +141,17 @@ class Gardener(Stubs, NeverFired, Bind, Salience, Agent):
                     "a command or tool input in detail: no terms",
                 )
             )
-        self._capped: Counter = Counter()
-        self._mine: list[str] = []
-        for rule, fn in (
-            ("stub", self._stubs),
-            ("never-fired", self._never_fired),
-            ("bind", self._bind),
-            ("salience", self._salience),
-        ):
-            self._rule = rule
-            fn(ctx, s, report)
-            if self._capped[rule]:
+        for rule, check in self.RULES:
+            run.rule = rule
+            check(run).check(ctx, s, report)
+            if run.capped[rule]:
                 report.skipped.append(
                     Skipped(
                         "",
                         0,
                         rule,
-                        f"{self._capped[rule]} more {rule} proposal(s) not made "
-                        f"this run: at most {self.max_proposals} per rule",
+                        f"{run.capped[rule]} more {rule} proposal(s) not made "
+                        f"this run: at most {run.max_proposals} per rule",
                     )
                 )
         report.message = "; ".join(messages)
@@ -215,16 +209,3 @@ class Gardener(Stubs, NeverFired, Bind, Salience, Agent):
                 cid = f"{domain}:{path}"
                 watermarks[cid] = max(watermarks.get(cid, 0), max(ids))
         return out
-
-    def _held(self, *keys: str) -> bool:
-        """Already proposed and waiting (or refused), or this rule's cap for the run is reached."""
-        if any(k in self.prior["held"] for k in keys):
-            return True
-        if sum(1 for p in self._mine if p == self._rule) >= self.max_proposals:
-            self._capped[self._rule] += 1
-            return True
-        return False
-
-    def _propose(self, report: Report, proposed: Proposed) -> None:
-        self._mine.append(self._rule)
-        report.proposed.append(proposed)

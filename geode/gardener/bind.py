@@ -7,8 +7,8 @@ the rows just before them; the terms those rows carried, seen before at least tw
 searches).
 
 Apart from the run (``geode.gardener.agent``) because each rule is its own reading of the
-ledger window and its own proposal; it is a mixin of ``Gardener`` and reads the state the run
-sets (its ``[gardener]`` settings as attributes, ``notes``, ``_held``, ``_propose``).
+ledger window and its own proposal; it is handed the run's state (``GardenerRun``: the
+``[gardener]`` settings, ``notes``, ``held``, ``propose``) and reads nothing off the agent.
 """
 
 from __future__ import annotations
@@ -19,24 +19,27 @@ from collections import Counter
 from geode.agents.contract import Context, Finding, Proposed, Report, Skipped
 from geode.delivery.binding import ACTIONS
 from geode.gardener import edits
-from geode.gardener.keys import GardenerHost, proposal_key
+from geode.gardener.keys import GardenerRun, proposal_key
 from geode.gardener.scan import MAX_EVIDENCE
 from geode.gardener.terms import clean_term
 from geode.kernel.crystal import RETIRED_STATUSES
 
 
-class Bind(GardenerHost):
-    """``Gardener._bind``: a binding to the action that preceded the searches that found the note."""
+class Bind:
+    """A binding to the action that preceded the searches that found the note."""
 
-    def _bind(self, ctx: Context, s, report: Report) -> None:
+    def __init__(self, run: GardenerRun):
+        self.run = run
+
+    def check(self, ctx: Context, s, report: Report) -> None:
         from geode.queue.proposals import FileChange, ProposalDraft, sha256
 
         ex = report.examined
         ex["searched_notes"] = len(s.searched)
         for cid, e in sorted(s.searched.items(), key=lambda kv: (-kv[1].count, kv[0])):
-            if e.count < self.min_searches:
+            if e.count < self.run.min_searches:
                 continue
-            hit = self.notes.get(cid)
+            hit = self.run.notes.get(cid)
             if hit is None:
                 report.skipped.append(Skipped("", 0, cid, f"found by {e.count} searches but not in the store now"))
                 continue
@@ -53,7 +56,7 @@ class Bind(GardenerHost):
                 severity="info",
             )
             report.findings.append(finding)
-            if self._held(proposal_key("bind", domain, note.path)):
+            if self.run.held(proposal_key("bind", domain, note.path)):
                 continue
             if not e.contexts:
                 report.skipped.append(
@@ -104,7 +107,7 @@ class Bind(GardenerHost):
                 )
             )
             draft = ProposalDraft(
-                agent=self.name,
+                agent=self.run.name,
                 kind="edit",
                 domain=domain,
                 title=f"Bind {note.path} to {on} ({', '.join(terms)})",
@@ -120,4 +123,4 @@ class Bind(GardenerHost):
                 run_id=ctx.run_id or "adhoc",
                 key=proposal_key("bind", domain, note.path),
             )
-            self._propose(report, Proposed(draft, [finding], ids))
+            self.run.propose(report, Proposed(draft, [finding], ids))

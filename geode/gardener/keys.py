@@ -5,14 +5,15 @@ ledger time.
 queue files a ``(run_id, key)`` once, and the run reads the keys it filed before to hold a
 proposal that is pending, conflicting, failed or rejected. Apart so that each rule's module
 (``stubs``, ``never_fired``, ``bind``, ``salience``) imports these from one place and none
-imports another rule or the run. ``GardenerHost`` declares what the rules read off the agent
-they are mixed into.
+imports another rule or the run. ``GardenerRun`` is the one run's state every rule is handed.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import hashlib
+from collections import Counter
+from dataclasses import dataclass, field
 
 from geode.agents.contract import Proposed, Report
 from geode.kernel.note import Note
@@ -35,34 +36,45 @@ def proposal_key(rule: str, domain: str, path: str) -> str:
     return key
 
 
-class GardenerHost:
-    """What the Gardener's rules (``Stubs``, ``NeverFired``, ``Bind``, ``Salience``) read off the
-    agent they are mixed into: the ``[gardener]`` settings ``Gardener._configure`` sets for each
-    run (keys and defaults in ``geode.kernel.config.SCHEMA["gardener"]``), the notes read, and the
-    two helpers every rule files through. Annotations only (nothing is set on the class) and stubs
-    that ``Gardener``'s own methods shadow (it comes first in its MRO), so a rule is typed without
-    importing ``Gardener``."""
+@dataclass
+class GardenerRun:
+    """What one Gardener run shares with its rules (``Stubs``, ``NeverFired``, ``Bind``,
+    ``Salience``): the ``[gardener]`` settings (keys and defaults in
+    ``geode.kernel.config.SCHEMA["gardener"]``, the constructor's overrides applied), the notes
+    read, what the agent proposed before, and the per-rule cap. Each rule receives it and reads
+    nothing off the agent; ``held`` and ``propose`` are the two ways a rule files."""
 
-    name: str
+    name: str  # the agent's name, the ``agent`` of every draft
     # [gardener]
     window_days: int
-    min_blocked: int
-    max_stub_terms: int
-    stub_folder: str
     min_deliveries: int
-    widen_min_observed: int
-    max_new_terms: int
-    retire_status: str
+    min_blocked: int
     min_searches: int
     salience_step: float
     salience_min_deliveries: int
     salience_rise_share: float
+    widen_min_observed: int
+    max_new_terms: int
+    max_stub_terms: int
+    stub_folder: str
+    retire_status: str
     max_proposals: int
     # this run
-    notes: dict[str, tuple[str, Note]]  # "domain:path" -> (domain, note)
+    notes: dict[str, tuple[str, Note]] = field(default_factory=dict)  # "domain:path" -> (domain, note)
+    prior: dict = field(default_factory=dict)  # {"held", "consumed", "watermarks"}: ``Gardener._prior``
+    rule: str = ""  # the rule now running
+    capped: Counter = field(default_factory=Counter)  # rule -> proposals over its cap
+    mine: list[str] = field(default_factory=list)  # the rule of each proposal made this run
 
-    def _held(self, *keys: str) -> bool:
-        raise NotImplementedError
+    def held(self, *keys: str) -> bool:
+        """Already proposed and waiting (or refused), or this rule's cap for the run is reached."""
+        if any(k in self.prior.get("held", ()) for k in keys):
+            return True
+        if sum(1 for p in self.mine if p == self.rule) >= self.max_proposals:
+            self.capped[self.rule] += 1
+            return True
+        return False
 
-    def _propose(self, report: Report, proposed: Proposed) -> None:
-        raise NotImplementedError
+    def propose(self, report: Report, proposed: Proposed) -> None:
+        self.mine.append(self.rule)
+        report.proposed.append(proposed)

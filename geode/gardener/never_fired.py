@@ -10,8 +10,8 @@ name words), each seen at least ``widen_min_observed`` times; with no such term 
 proposed for retirement (``status: deprecated``).
 
 Apart from the run (``geode.gardener.agent``) because each rule is its own reading of the
-ledger window and its own proposal; it is a mixin of ``Gardener`` and reads the state the run
-sets (its ``[gardener]`` settings as attributes, ``notes``, ``_held``, ``_propose``).
+ledger window and its own proposal; it is handed the run's state (``GardenerRun``: the
+``[gardener]`` settings, ``notes``, ``held``, ``propose``) and reads nothing off the agent.
 """
 
 from __future__ import annotations
@@ -22,17 +22,20 @@ from collections import Counter
 from geode.agents.contract import Context, Finding, Proposed, Report, Skipped
 from geode.delivery.binding import parse_binding
 from geode.gardener import edits
-from geode.gardener.keys import DAY, GardenerHost, day_stamp, proposal_key
+from geode.gardener.keys import DAY, GardenerRun, day_stamp, proposal_key
 from geode.gardener.scan import MAX_EVIDENCE
 from geode.gardener.terms import clean_term, file_stem
 from geode.kernel.crystal import RETIRED_STATUSES
 from geode.kernel.dates import ValidityWindow
 
 
-class NeverFired(GardenerHost):
-    """``Gardener._never_fired``: widen the match terms of a crystal that matched nothing in the window, or retire it."""
+class NeverFired:
+    """Widen the match terms of a crystal that matched nothing in the window, or retire it."""
 
-    def _never_fired(self, ctx: Context, s, report: Report) -> None:
+    def __init__(self, run: GardenerRun):
+        self.run = run
+
+    def check(self, ctx: Context, s, report: Report) -> None:
         from geode.queue.changes import status_change
         from geode.queue.proposals import FileChange, ProposalDraft, ProposalError, sha256
         from geode.queue.safepath import UnsafePath
@@ -48,19 +51,19 @@ class NeverFired(GardenerHost):
                     0,
                     "never-fired",
                     (
-                        f"not judged: the ledger covers {covered_days:.1f} days, less than the {self.window_days:g}-day window"
+                        f"not judged: the ledger covers {covered_days:.1f} days, less than the {self.run.window_days:g}-day window"
                     ),
                 )
             )
             return
-        if delivered < self.min_deliveries:
+        if delivered < self.run.min_deliveries:
             report.skipped.append(
                 Skipped(
                     "",
                     0,
                     "never-fired",
                     (
-                        f"not judged: the window holds {delivered} deliveries, fewer than the {self.min_deliveries} needed"
+                        f"not judged: the window holds {delivered} deliveries, fewer than the {self.run.min_deliveries} needed"
                     ),
                 )
             )
@@ -74,7 +77,7 @@ class NeverFired(GardenerHost):
         for session, items in s.touched.items():
             for it in items:
                 by_touch.setdefault(it, set()).add(session)
-        for cid, (domain, note) in sorted(self.notes.items()):
+        for cid, (domain, note) in sorted(self.run.notes.items()):
             crystal = note.crystal
             if crystal is None or cid in s.matched or note.status in RETIRED_STATUSES:
                 continue
@@ -117,12 +120,12 @@ class NeverFired(GardenerHost):
                 note.path,
                 line,
                 cid,
-                f"matched no action in the {self.window_days:g}-day window ({delivered} deliveries of "
+                f"matched no action in the {self.run.window_days:g}-day window ({delivered} deliveries of "
                 "other crystals in it)",
                 domain,
             )
             report.findings.append(finding)
-            if self._held(proposal_key("widen", domain, note.path), proposal_key("retire", domain, note.path)):
+            if self.run.held(proposal_key("widen", domain, note.path), proposal_key("retire", domain, note.path)):
                 continue
             topic = {cid, file_stem(note.path).lower()}
             words = set(b.terms)
@@ -154,9 +157,9 @@ class NeverFired(GardenerHost):
             new = [
                 t
                 for t, n in sorted(seen.items(), key=lambda kv: (-kv[1], kv[0]))
-                if n >= self.widen_min_observed and not any(t in old or old in t for old in b.terms)
+                if n >= self.run.widen_min_observed and not any(t in old or old in t for old in b.terms)
             ]
-            new = new[: self.max_new_terms]
+            new = new[: self.run.max_new_terms]
             data = open(full, "rb").read()
             if new:
                 try:
@@ -190,12 +193,12 @@ class NeverFired(GardenerHost):
                     continue
                 ids = sorted({r for t in new for r in rows[t]})[-MAX_EVIDENCE:]
                 draft = ProposalDraft(
-                    agent=self.name,
+                    agent=self.run.name,
                     kind="edit",
                     domain=domain,
                     title=f"Widen the match of {note.path} (+{', '.join(new)})",
                     rationale=(
-                        f"{note.path} matched no action in the last {self.window_days:g} days of ledger "
+                        f"{note.path} matched no action in the last {self.run.window_days:g} days of ledger "
                         f"({delivered} deliveries of other crystals). In {len(sessions)} session(s) where its "
                         f"topic came up, agents hunted or searched for "
                         + ", ".join(f"{t} ({seen[t]}x)" for t in new)
@@ -206,26 +209,26 @@ class NeverFired(GardenerHost):
                     run_id=ctx.run_id or "adhoc",
                     key=proposal_key("widen", domain, note.path),
                 )
-                self._propose(report, Proposed(draft, [finding], ids))
+                self.run.propose(report, Proposed(draft, [finding], ids))
                 continue
             try:
-                change = status_change(ctx.settings, domain, note.path, self.retire_status)
+                change = status_change(ctx.settings, domain, note.path, self.run.retire_status)
             except (ProposalError, UnsafePath, OSError) as exc:  # gone meanwhile, a refused path, unreadable
                 report.skipped.append(Skipped(note.path, line, cid, f"retirement not proposed: {exc}", domain))
                 continue
             draft = ProposalDraft(
-                agent=self.name,
+                agent=self.run.name,
                 kind="status",
                 domain=domain,
                 title=f"Retire {note.path} (never fired)",
                 rationale=(
-                    f"{note.path} matched no action in the last {self.window_days:g} days of ledger "
+                    f"{note.path} matched no action in the last {self.run.window_days:g} days of ledger "
                     f"({delivered} deliveries of other crystals), and no term was observed often enough in "
-                    f"sessions where its topic came up to widen it: status {self.retire_status}."
+                    f"sessions where its topic came up to widen it: status {self.run.retire_status}."
                 ),
                 evidence=[],
                 changes=[change],
                 run_id=ctx.run_id or "adhoc",
                 key=proposal_key("retire", domain, note.path),
             )
-            self._propose(report, Proposed(draft, [finding]))
+            self.run.propose(report, Proposed(draft, [finding]))

@@ -7,8 +7,8 @@ by the step; always within 0..1 (absent counts as 0.5, as the hook reads it). A 
 counted once: the next move rests only on rows newer than the ones the last move cited.
 
 Apart from the run (``geode.gardener.agent``) because each rule is its own reading of the
-ledger window and its own proposal; it is a mixin of ``Gardener`` and reads the state the run
-sets (its ``[gardener]`` settings as attributes, ``notes``, ``_held``, ``_propose``).
+ledger window and its own proposal; it is handed the run's state (``GardenerRun``: the
+``[gardener]`` settings, ``notes``, ``held``, ``propose``) and reads nothing off the agent.
 """
 
 from __future__ import annotations
@@ -17,30 +17,33 @@ import os
 
 from geode.agents.contract import Context, Finding, Proposed, Report, Skipped
 from geode.gardener import edits
-from geode.gardener.keys import GardenerHost, proposal_key
+from geode.gardener.keys import GardenerRun, proposal_key
 from geode.kernel.crystal import RETIRED_STATUSES
 
 
-class Salience(GardenerHost):
-    """``Gardener._salience``: raise or lower ``salience`` by the share of deliveries that unlocked work."""
+class Salience:
+    """Raise or lower ``salience`` by the share of deliveries that unlocked work."""
 
-    def _salience(self, ctx: Context, s, report: Report) -> None:
+    def __init__(self, run: GardenerRun):
+        self.run = run
+
+    def check(self, ctx: Context, s, report: Report) -> None:
         from geode.queue.proposals import FileChange, ProposalDraft, sha256
 
         ex = report.examined
         ex["salience_judged"] = ex["salience_at_bound"] = 0
-        step = self.salience_step
+        step = self.run.salience_step
         for cid, d in sorted(s.deliveries.items()):
-            if d.count < self.salience_min_deliveries:
+            if d.count < self.run.salience_min_deliveries:
                 continue
-            hit = self.notes.get(cid)
+            hit = self.run.notes.get(cid)
             if hit is None:
                 continue
             domain, note = hit
             if note.crystal is None or note.status in RETIRED_STATUSES:
                 continue
             share = d.unlocked / d.count
-            if share >= self.salience_rise_share:
+            if share >= self.run.salience_rise_share:
                 direction = 1
             elif d.unlocked == 0:
                 direction = -1
@@ -69,7 +72,7 @@ class Salience(GardenerHost):
             )
             finding = Finding(kind, note.path, note.fm_lines.get("salience", 0), cid, msg, domain, severity="info")
             report.findings.append(finding)
-            if self._held(proposal_key("salience", domain, note.path)):
+            if self.run.held(proposal_key("salience", domain, note.path)):
                 continue
             full = os.path.join(ctx.settings.domains[domain], note.path)
             data = open(full, "rb").read()
@@ -83,7 +86,7 @@ class Salience(GardenerHost):
                 )
                 continue
             draft = ProposalDraft(
-                agent=self.name,
+                agent=self.run.name,
                 kind="edit",
                 domain=domain,
                 title=f"Salience of {note.path}: {old:g} -> {new:g}",
@@ -95,4 +98,4 @@ class Salience(GardenerHost):
                 run_id=ctx.run_id or "adhoc",
                 key=proposal_key("salience", domain, note.path),
             )
-            self._propose(report, Proposed(draft, [finding], list(d.ids)))
+            self.run.propose(report, Proposed(draft, [finding], list(d.ids)))

@@ -7,8 +7,8 @@ before the hunt, ``bash`` when none; ``match``: the group's terms, most hunted f
 whose essence is left empty for a person to write (an empty essence delivers nothing).
 
 Apart from the run (``geode.gardener.agent``) because each rule is its own reading of the
-ledger window and its own proposal; it is a mixin of ``Gardener`` and reads the state the run
-sets (its ``[gardener]`` settings as attributes, ``notes``, ``_held``, ``_propose``).
+ledger window and its own proposal; it is handed the run's state (``GardenerRun``: the
+``[gardener]`` settings, ``notes``, ``held``, ``propose``) and reads nothing off the agent.
 """
 
 from __future__ import annotations
@@ -18,14 +18,17 @@ from collections import Counter
 
 from geode.agents.contract import Context, Finding, Proposed, Report, Skipped
 from geode.delivery.binding import ACTIONS
-from geode.gardener.keys import GardenerHost, day_stamp, proposal_key
+from geode.gardener.keys import GardenerRun, day_stamp, proposal_key
 from geode.gardener.terms import slug
 
 
-class Stubs(GardenerHost):
-    """``Gardener._stubs``: one stub proposal per group of blocked lookups that share a hunted term."""
+class Stubs:
+    """One stub proposal per group of blocked lookups that share a hunted term."""
 
-    def _stubs(self, ctx: Context, s, report: Report) -> None:
+    def __init__(self, run: GardenerRun):
+        self.run = run
+
+    def check(self, ctx: Context, s, report: Report) -> None:
         from geode.queue.changes import new_note_change
         from geode.queue.proposals import ProposalDraft, ProposalError
         from geode.queue.safepath import UnsafePath
@@ -51,18 +54,18 @@ class Stubs(GardenerHost):
         report.examined["blocked_groups"] = len(groups)
         used: set[str] = set()
         for _root, group in sorted(groups.items()):
-            if len(group) < self.min_blocked:
+            if len(group) < self.run.min_blocked:
                 continue
             counts = Counter(t for b in group for t in dict.fromkeys(b.terms))
-            terms = [t for t, _n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))][: self.max_stub_terms]
+            terms = [t for t, _n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))][: self.run.max_stub_terms]
             doms = Counter(b.domain for b in group if b.domain in ctx.settings.domains)
             domain = doms.most_common(1)[0][0] if doms else ctx.settings.default_domain
             root = ctx.settings.domains[domain]
             base = f"lookup-{slug(terms[:2])}"
-            path, n = f"{self.stub_folder}/{base}.md", 1
+            path, n = f"{self.run.stub_folder}/{base}.md", 1
             while path in used or os.path.lexists(os.path.join(root, path)):
                 n += 1
-                path = f"{self.stub_folder}/{base}-{n}.md"
+                path = f"{self.run.stub_folder}/{base}-{n}.md"
             used.add(path)
             acts = Counter(a for b in group for a in b.before if a in ACTIONS)
             on = acts.most_common(1)[0][0] if acts else "bash"
@@ -94,7 +97,7 @@ class Stubs(GardenerHost):
             )
             report.findings.append(finding)
             key = proposal_key("stub", domain, path)
-            if self._held(key):
+            if self.run.held(key):
                 continue
             try:
                 change = new_note_change(ctx.settings, domain, path, text)
@@ -102,7 +105,7 @@ class Stubs(GardenerHost):
                 report.skipped.append(Skipped(path, 0, ", ".join(terms), f"stub not proposed: {exc}", domain))
                 continue
             draft = ProposalDraft(
-                agent=self.name,
+                agent=self.run.name,
                 kind="new_note",
                 domain=domain,
                 title=f"New crystal stub {path} ({', '.join(terms)})",
@@ -117,7 +120,7 @@ class Stubs(GardenerHost):
                 run_id=ctx.run_id or "adhoc",
                 key=key,
             )
-            self._propose(report, Proposed(draft, [finding], ids))
+            self.run.propose(report, Proposed(draft, [finding], ids))
 
     @staticmethod
     def _stub_text(name, on, terms, n, sessions, tools_s, terms_s, first, last, ids) -> str:

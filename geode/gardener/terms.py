@@ -5,8 +5,8 @@ Everything here reads ledger rows only (the agent's own actions), never a note's
 is short on purpose: at most ``MAX_TERM_WORDS`` words and ``MAX_TERM_CHARS`` characters, so a
 grep for a whole sentence never turns into a sentence in a proposal.
 
-Why the tokenizer is the guard's (``geode.delivery.guard._segments``): the Gardener must read a
-blocked command the way the hook read it when it blocked it.
+Why the tokenizer is the guard's (``geode.delivery.match.command_words``): the Gardener must read
+a blocked command the way the hook read it when it blocked it.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ import json
 import os
 import re
 
-from geode.delivery.guard import LOOKUP_COMMANDS, _segments
+from geode.delivery.guard import LOOKUP_COMMANDS
+from geode.delivery.match import command_words
 from geode.kernel.crystal import NOTE_SUFFIXES
 
 MAX_TERM_CHARS = 40
@@ -240,7 +241,7 @@ class Hunt:
 def command_hunt(command: str, roots: dict[str, str]) -> Hunt:
     """The terms and files a shell command hunted for (only its lookup commands count)."""
     h = Hunt("Bash")
-    for words in _segments(command):
+    for words in command_words(command):
         i = 0
         while i < len(words) and (("=" in words[i] and not words[i].startswith("-")) or words[i] in _WRAPPERS):
             i += 1

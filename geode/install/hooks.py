@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from geode.delivery import events as hook_events
 from geode.install.files import InstallError, atomic_write, dump_config, load_config
 from geode.install.probe import verify_command
 
@@ -90,24 +91,9 @@ class EventSpec:
     timeout: int
 
 
-#: Claude Code. Small explicit timeouts: the default is 600 s, and a hung hook would stall the
-#: agent that long. Stop/SessionEnd only flush, and SessionEnd's whole budget is short.
-CLAUDE_EVENTS: tuple[EventSpec, ...] = (
-    EventSpec("PreToolUse", "Bash|Write|Edit|MultiEdit|NotebookEdit|Read|Grep|Glob", 10),
-    EventSpec("SessionStart", "startup|resume|clear|compact", 10),
-    EventSpec("UserPromptSubmit", None, 10),
-    EventSpec("Stop", None, 5),
-    EventSpec("SessionEnd", None, 5),
-)
-
-#: Codex has no SessionEnd; Stop does the end-of-turn flush there. ``apply_patch`` is Codex's
-#: edit tool (also matchable as Edit/Write).
-CODEX_EVENTS: tuple[EventSpec, ...] = (
-    EventSpec("PreToolUse", "Bash|apply_patch|Edit|Write", 10),
-    EventSpec("SessionStart", "startup|resume|clear|compact", 10),
-    EventSpec("UserPromptSubmit", None, 10),
-    EventSpec("Stop", None, 5),
-)
+#: The events, matchers and timeouts come from ``geode.delivery.events``, the list the hook reads.
+CLAUDE_EVENTS: tuple[EventSpec, ...] = tuple(EventSpec(*e) for e in hook_events.CLAUDE)
+CODEX_EVENTS: tuple[EventSpec, ...] = tuple(EventSpec(*e) for e in hook_events.CODEX)
 
 EVENTS: dict[str, tuple[EventSpec, ...]] = {"claude": CLAUDE_EVENTS, "codex": CODEX_EVENTS}
 

@@ -17,7 +17,7 @@ from geode.kernel.note import Note
 
 HTML_SUFFIXES = (".html", ".htm")
 #: extensions a wikilink names when it embeds a file rather than a note (Obsidian attachments)
-_FILE_EXTS = frozenset(
+ATTACHMENT_EXTS = frozenset(
     {
         "png",
         "jpg",

@@ -51,7 +51,7 @@ from geode.kernel.note import Note
 from geode.kernel.store import SKIP_DIRS, StoreLoad
 from geode.kernel.store import walk as store_walk
 from geode.links.flavour import Flavour, dendron_target, detect, range_start, skill_root
-from geode.links.names import _FILE_EXTS, HTML_SUFFIXES, strip_suffix
+from geode.links.names import ATTACHMENT_EXTS, HTML_SUFFIXES, strip_suffix
 from geode.links.refs import Ref, heading_text_key, note_anchors, prose_refs, slug
 
 
@@ -355,7 +355,7 @@ class StoreLinks:
                 and "." in last
                 and not last.lower().endswith(NOTE_SUFFIXES)
                 and re.fullmatch(r"[A-Za-z][A-Za-z0-9]{0,7}", last.rsplit(".", 1)[1])
-                and last.rsplit(".", 1)[1].lower() in _FILE_EXTS
+                and last.rsplit(".", 1)[1].lower() in ATTACHMENT_EXTS
             ):
                 return Resolution("missing-file", ref.target, reason="no such file in the store")
             if hit is None:

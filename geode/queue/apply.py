@@ -116,7 +116,7 @@ def _execute(settings, engine, proposal_id: int, who: str, op: str, hold) -> dic
                 conn.execute(
                     P.update()
                     .where(P.c.id == proposal_id)
-                    .values(status=status, message=message, updated_at=proposals._now())
+                    .values(status=status, message=message, updated_at=proposals.now_ts())
                 )
             record(conn, proposal_id, action, outcome, who, dict(detail or {}, message=message))
         return result(proposal_id, action, ok, status or prior, message, files)
@@ -192,7 +192,7 @@ def _execute(settings, engine, proposal_id: int, who: str, op: str, hold) -> dic
     # The intent, and the claim, in one transaction; the liveness lock on the entry is taken
     # inside it, so no reconcile (of this home or another sharing the records) ever sees the
     # entry open without its owner holding that lock (``journal_owner``).
-    now = proposals._now()
+    now = proposals.now_ts()
     conn = engine.connect()
     held: list[journal_owner.Ownership] = []
     try:
@@ -276,7 +276,7 @@ def _carry_out(settings, engine, row, op, jid, plan, changes, who, files, root) 
     new_status = "applied" if op == "apply" else "undone"
     with engine.begin() as conn:
         marked = conn.execute(
-            J.update().where(J.c.id == jid, J.c.state == "open").values(state="done", finished_at=proposals._now())
+            J.update().where(J.c.id == jid, J.c.state == "open").values(state="done", finished_at=proposals.now_ts())
         )
         if marked.rowcount != 1:  # settled by a reconcile meanwhile: its outcome stands, not ours
             raise ProposalError(
@@ -286,7 +286,7 @@ def _carry_out(settings, engine, row, op, jid, plan, changes, who, files, root) 
         conn.execute(
             P.update()
             .where(P.c.id == proposal_id)
-            .values(status=new_status, journal_id=None, message="", updated_at=proposals._now())
+            .values(status=new_status, journal_id=None, message="", updated_at=proposals.now_ts())
         )
         record(conn, proposal_id, action, new_status, who, {"journal": jid})
     atomic_put.after_step("journal_mark", "")
@@ -372,11 +372,11 @@ def _abort(settings, engine, row, op, jid, plan, started, content, exc, who, fil
         for e in plan:
             remove_tmp(root, e["path"], e["tmp"])
         with engine.begin() as conn:
-            conn.execute(J.update().where(J.c.id == jid).values(state="rolled_back", finished_at=proposals._now()))
+            conn.execute(J.update().where(J.c.id == jid).values(state="rolled_back", finished_at=proposals.now_ts()))
             conn.execute(
                 P.update()
                 .where(P.c.id == row["id"])
-                .values(status=status, journal_id=None, message=message, updated_at=proposals._now())
+                .values(status=status, journal_id=None, message=message, updated_at=proposals.now_ts())
             )
             record(
                 conn,
@@ -397,7 +397,9 @@ def _abort(settings, engine, row, op, jid, plan, started, content, exc, who, fil
         )
         try:
             with engine.begin() as conn:
-                conn.execute(P.update().where(P.c.id == row["id"]).values(message=message, updated_at=proposals._now()))
+                conn.execute(
+                    P.update().where(P.c.id == row["id"]).values(message=message, updated_at=proposals.now_ts())
+                )
                 record(
                     conn, row["id"], action, "error", who, {"journal": jid, "error": str(exc), "rollback": str(exc2)}
                 )

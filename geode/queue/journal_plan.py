@@ -24,14 +24,14 @@ def log_unrecorded(proposal_id: int, action: str, exc: BaseException) -> None:
 
 
 def files_of(changes) -> list[dict]:
-    return [{"path": c["path"], "op": proposals._op(c["before_sha"], c["after_sha"])} for c in changes]
+    return [{"path": c["path"], "op": proposals.op_of(c["before_sha"], c["after_sha"])} for c in changes]
 
 
 def content_of(changes, op: str) -> dict[int, tuple[bytes | None, bytes | None]]:
     """seq -> (from bytes, to bytes) for the operation."""
     out = {}
     for c in changes:
-        before, after = proposals._b(c["before"]), proposals._b(c["after"])
+        before, after = proposals.stored_bytes(c["before"]), proposals.stored_bytes(c["after"])
         out[c["seq"]] = (before, after) if op == "apply" else (after, before)
     return out
 

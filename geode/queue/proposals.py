@@ -110,7 +110,10 @@ def domain_root(settings, domain: str) -> str:
 
 
 # -- filing -------------------------------------------------------------------------------
-def _now() -> float:
+def now_ts() -> float:
+    """The queue's clock: seconds since the epoch for ``created_at``/``updated_at``/``finished_at``.
+
+    One function so filing, deciding, applying and reconciling stamp rows the same way."""
     return time.time()
 
 
@@ -198,7 +201,7 @@ def file_proposal(settings, engine, draft: ProposalDraft) -> int | None:
         if conn.execute(select(P.c.id).where(P.c.run_id == draft.run_id, P.c.key == draft.key)).first():
             return None
     _root, checked = _validate(settings, draft)
-    now = _now()
+    now = now_ts()
     try:
         with engine.begin() as conn:
             if conn.execute(select(P.c.id).where(P.c.run_id == draft.run_id, P.c.key == draft.key)).first():
@@ -258,7 +261,7 @@ def record(conn, proposal_id: int, action: str, outcome: str, who: str, detail=N
             action=action,
             outcome=outcome,
             who=who or "unknown",
-            at=_now(),
+            at=now_ts(),
             detail=json.dumps(detail, default=str) if detail is not None else "",
         )
     )
@@ -273,7 +276,9 @@ def _iso(ts: float | None) -> str | None:
     return dt.datetime.fromtimestamp(ts, dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-def _op(before_sha, after_sha) -> str:
+def op_of(before_sha, after_sha) -> str:
+    """What a stored change does to its file (``create``, ``delete`` or ``modify``), read from
+    which side of it has a hash; the review, the journal plan and the listings all say it so."""
     if before_sha is None:
         return "create"
     if after_sha is None:
@@ -364,7 +369,7 @@ def get(engine, proposal_id: int) -> dict | None:
     out["changes"] = [
         {
             "path": c["path"],
-            "op": _op(c["before_sha"], c["after_sha"]),
+            "op": op_of(c["before_sha"], c["after_sha"]),
             "before_sha": c["before_sha"],
             "after_sha": c["after_sha"],
             "mode": _mode_str(c["mode"]),
@@ -389,8 +394,14 @@ def _mode_str(mode: int | None) -> str | None:
     return None if mode is None else f"{mode:04o}"
 
 
-def _b(value) -> bytes | None:
+def stored_bytes(value) -> bytes | None:
+    """A ``before``/``after`` column as bytes (drivers return ``memoryview`` or ``bytes``),
+    ``None`` kept for "no file on that side"."""
     return None if value is None else bytes(value)
+
+
+# the page's merge view still reads the old name; drop this once web/queue_decide.py uses stored_bytes
+_b = stored_bytes
 
 
 # -- a decision's result (reject here and in queue_review; approve, undo in apply) -----------

@@ -151,12 +151,12 @@ def _reconcile_one(settings, engine, jid: int, who: str, hold) -> dict | None:
         conn.execute(
             J.update()
             .where(J.c.id == jid)
-            .values(state="done" if outcome == "finished" else "rolled_back", finished_at=proposals._now())
+            .values(state="done" if outcome == "finished" else "rolled_back", finished_at=proposals.now_ts())
         )
         conn.execute(
             P.update()
             .where(P.c.id == row["id"])
-            .values(status=status, journal_id=None, message=message, updated_at=proposals._now())
+            .values(status=status, journal_id=None, message=message, updated_at=proposals.now_ts())
         )
         record(conn, row["id"], "reconcile", outcome, who, {"journal": jid, "op": op, "files": report["files"]})
     if op == "apply" and outcome == "rolled_back":

@@ -9,7 +9,17 @@ person reviewing, on the page and on the command line; approve, undo and reconci
 from __future__ import annotations
 
 from geode.queue import safepath
-from geode.queue.proposals import REJECTABLE, ProposalError, _b, _now, _op, load, record, result, sha256
+from geode.queue.proposals import (
+    REJECTABLE,
+    ProposalError,
+    load,
+    now_ts,
+    op_of,
+    record,
+    result,
+    sha256,
+    stored_bytes,
+)
 from geode.queue.tables import P, ensure_tables
 
 
@@ -51,13 +61,13 @@ def diff(engine, proposal_id: int) -> str:
         src, dst = removes[0], creates[0]
         paired = {src["seq"], dst["seq"]}
         out.append(f"rename from {src['path']}\nrename to {dst['path']}\n")
-        out.append(_file_diff(src["path"], dst["path"], _b(src["before"]), _b(dst["after"])))
+        out.append(_file_diff(src["path"], dst["path"], stored_bytes(src["before"]), stored_bytes(dst["after"])))
     for c in changes:
         if c["seq"] in paired:
             continue
         mode = f" (mode {c['mode']:04o})" if c["mode"] is not None else ""
-        out.append(f"{_op(c['before_sha'], c['after_sha'])} {c['path']}{mode}\n")
-        out.append(_file_diff(c["path"], c["path"], _b(c["before"]), _b(c["after"])))
+        out.append(f"{op_of(c['before_sha'], c['after_sha'])} {c['path']}{mode}\n")
+        out.append(_file_diff(c["path"], c["path"], stored_bytes(c["before"]), stored_bytes(c["after"])))
     return "".join(out)
 
 
@@ -69,7 +79,7 @@ def reject(settings, engine, proposal_id: int, who: str, reason: str = "") -> di
         row, changes = load(conn, proposal_id)
         if row is None:
             raise ProposalError(f"no proposal {proposal_id}")
-        files = [{"path": c["path"], "op": _op(c["before_sha"], c["after_sha"])} for c in changes]
+        files = [{"path": c["path"], "op": op_of(c["before_sha"], c["after_sha"])} for c in changes]
         if row["status"] not in REJECTABLE or row["journal_id"] is not None:
             why = (
                 "an apply or undo of it is in progress or was interrupted"
@@ -79,7 +89,7 @@ def reject(settings, engine, proposal_id: int, who: str, reason: str = "") -> di
             record(conn, proposal_id, "reject", "refused", who, {"reason": reason, "why": why})
             return result(proposal_id, "reject", False, row["status"], f"not rejected: {why}", files)
         conn.execute(
-            P.update().where(P.c.id == proposal_id).values(status="rejected", message=reason or "", updated_at=_now())
+            P.update().where(P.c.id == proposal_id).values(status="rejected", message=reason or "", updated_at=now_ts())
         )
         record(conn, proposal_id, "reject", "rejected", who, {"reason": reason} if reason else None)
     return result(proposal_id, "reject", True, "rejected", reason or "rejected", files)
@@ -94,7 +104,7 @@ def preview(settings, engine, proposal_id: int) -> dict:
     files, stale, unsafe = [], [], []
     root = settings.domains.get(row["domain"])
     for c in changes:
-        files.append({"path": c["path"], "op": _op(c["before_sha"], c["after_sha"])})
+        files.append({"path": c["path"], "op": op_of(c["before_sha"], c["after_sha"])})
         if root is None:
             continue
         try:
