@@ -22,7 +22,7 @@ from tests.stores import plain_settings
 
 
 def db_rows(settings) -> list[tuple]:
-    conn = sqlite3.connect(str(settings.ledger_path))
+    conn = sqlite3.connect(str(settings.records_file))
     try:
         return conn.execute("SELECT event_id, kind, session, crystal_id, detail FROM ledger_event").fetchall()
     finally:
@@ -59,7 +59,7 @@ def test_append_without_a_database_spools_and_creates_no_db_file(tmp_path):
     s = plain_settings(tmp_path)
     evs = [ledger.new_event("delivered", session="s", crystal_id=f"main:{i}") for i in range(3)]
     assert ledger.append(s, evs) == "spool"
-    assert not os.path.exists(s.ledger_path)
+    assert not os.path.exists(s.records_file)
     lines = spool_lines(s)
     assert [json.loads(line)["event_id"] for line in lines] == [e["event_id"] for e in evs]
 
@@ -75,14 +75,14 @@ def test_append_writes_to_the_database_once_it_exists(tmp_path):
 
 def test_append_to_a_db_file_without_the_table_spools(tmp_path):
     s = plain_settings(tmp_path)
-    sqlite3.connect(s.ledger_path).close()  # an empty database file, no table yet
+    sqlite3.connect(s.records_file).close()  # an empty database file, no table yet
     assert ledger.append(s, [ledger.new_event("blocked", session="s")]) == "spool"
     assert len(spool_lines(s)) == 1
 
 
 def test_append_to_a_corrupt_db_file_spools(tmp_path):
     s = plain_settings(tmp_path)
-    with open(s.ledger_path, "wb") as fh:
+    with open(s.records_file, "wb") as fh:
         fh.write(b"this is not a database" * 100)
     assert ledger.append(s, [ledger.new_event("blocked", session="s")]) == "spool"
     assert len(spool_lines(s)) == 1
@@ -240,7 +240,7 @@ def test_engine_transactions_begin_immediate(tmp_path):
     """A deferred BEGIN would take no lock until the first write; IMMEDIATE takes it at once."""
     s = plain_settings(tmp_path)
     engine = models.init_db(s)
-    other = sqlite3.connect(s.ledger_path, timeout=0, isolation_level=None)
+    other = sqlite3.connect(s.records_file, timeout=0, isolation_level=None)
     try:
         with engine.begin() as conn:
             conn.exec_driver_sql("SELECT COUNT(*) FROM ledger_event").scalar()  # a read only

@@ -654,7 +654,7 @@ def test_geode_init_on_a_fresh_home_creates_the_database_at_head(backend, tmp_pa
 # -- the hook's path is unchanged ---------------------------------------------------------------
 def test_the_hook_spools_until_the_tables_exist_and_start_up_drains_it(tmp_path):
     s = make_settings(tmp_path)
-    with sqlite3.connect(s.ledger_path) as c:  # a database file with no tables yet
+    with sqlite3.connect(s.records_file) as c:  # a database file with no tables yet
         c.execute("CREATE TABLE scratch (a)")
         c.execute("DROP TABLE scratch")
     evs = [ledger.new_event("delivered", session="early") for _ in range(3)]

@@ -147,7 +147,10 @@ def connect(settings, timeout_ms: int | None = None) -> sqlite3.Connection:
     the ones we write: ``BEGIN IMMEDIATE`` ... ``COMMIT``.
     """
     ms = settings.lock_budget_ms if timeout_ms is None else timeout_ms
-    conn = sqlite3.connect(_sqlite_uri(str(settings.ledger_path)), uri=True, timeout=ms / 1000.0, isolation_level=None)
+    path = settings.records_file
+    if path is None:
+        raise sqlite3.OperationalError("the records are not in a SQLite file")
+    conn = sqlite3.connect(_sqlite_uri(path), uri=True, timeout=ms / 1000.0, isolation_level=None)
     try:
         conn.execute(f"PRAGMA busy_timeout = {int(ms)}")
         conn.execute("PRAGMA synchronous = NORMAL")
@@ -181,7 +184,8 @@ def append(settings, events: list[dict]) -> str:
     """
     if not events:
         return "db"
-    if settings.uses_sqlite_ledger and os.path.exists(str(settings.ledger_path)):
+    path = settings.records_file  # None: PostgreSQL (never opened from here) or SQLite in memory
+    if path is not None and os.path.exists(path):
         conn = None
         try:
             conn = connect(settings)

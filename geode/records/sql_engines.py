@@ -34,8 +34,8 @@ def engine_for(settings) -> Engine:
     if settings.database_url:
         url = settings.database_url
     else:
-        os.makedirs(os.path.dirname(str(settings.ledger_path)), exist_ok=True)
-        url = f"sqlite:///{settings.ledger_path}"
+        os.makedirs(str(settings.home), exist_ok=True)
+        url = settings.db_url
     engine = create_engine(url, connect_args={"timeout": CLI_BUSY_TIMEOUT_MS / 1000.0})
 
     @event.listens_for(engine, "connect")
