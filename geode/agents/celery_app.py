@@ -113,7 +113,7 @@ app = make_app()
 _ENGINES: dict[tuple[int, str], object] = {}
 
 
-def _engine(settings):
+def records_engine(settings):
     """One records engine per process and database (never shared across a fork)."""
     from geode.agents.contract import ensure_tables
     from geode.records.models import init_db
@@ -134,7 +134,7 @@ def run_task(
     from geode.kernel.config import load_settings
 
     settings = load_settings(store=store, home=home)
-    engine = _engine(settings)
+    engine = records_engine(settings)
     report = run_agent(settings, engine, run_id, agent, trigger, MAX_ATTEMPTS)
     return {
         "run_id": run_id,

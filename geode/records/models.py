@@ -27,8 +27,6 @@ from geode.records import migrations
 # recall index can open its database without importing SQLModel (~0.2 s at a CLI's start).
 from geode.records.sql_engines import (  # noqa: F401 - re-exported: the records engine
     CLI_BUSY_TIMEOUT_MS,
-    _set_wal,
-    _sqlalchemy_url,
     engine_for,
 )
 

@@ -19,7 +19,7 @@ from sqlalchemy.engine import Connection, Engine
 CLI_BUSY_TIMEOUT_MS = 10_000
 
 
-def _sqlalchemy_url(url: str) -> str:
+def sqlalchemy_url(url: str) -> str:
     """Plain ``postgresql://`` means psycopg2 to SQLAlchemy; geode depends on psycopg 3."""
     for prefix in ("postgresql://", "postgres://"):
         if url.startswith(prefix):
@@ -30,7 +30,7 @@ def _sqlalchemy_url(url: str) -> str:
 def engine_for(settings) -> Engine:
     """The engine for the records: SQLite (WAL, busy timeout, BEGIN IMMEDIATE) or PostgreSQL."""
     if not settings.uses_sqlite_ledger:
-        return create_engine(_sqlalchemy_url(str(settings.database_url)), pool_pre_ping=True)
+        return create_engine(sqlalchemy_url(str(settings.database_url)), pool_pre_ping=True)
     if settings.database_url:
         url = settings.database_url
     else:
@@ -45,7 +45,7 @@ def engine_for(settings) -> Engine:
         cur = dbapi_conn.cursor()
         try:
             cur.execute(f"PRAGMA busy_timeout = {CLI_BUSY_TIMEOUT_MS}")
-            _set_wal(cur)
+            set_wal(cur)
             cur.execute("PRAGMA synchronous = NORMAL")
         finally:
             cur.close()
@@ -57,7 +57,7 @@ def engine_for(settings) -> Engine:
     return engine
 
 
-def _set_wal(cur: Any) -> None:
+def set_wal(cur: Any) -> None:
     """``PRAGMA journal_mode = WAL``, waiting out another process that holds the database.
 
     Why a loop: switching a rollback-journal database to WAL needs an exclusive lock, and SQLite

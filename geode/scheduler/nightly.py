@@ -121,9 +121,9 @@ def night_table():
 
 
 def _engine(settings):
-    from geode.agents.celery_app import _engine as engine_for
+    from geode.agents.celery_app import records_engine
 
-    return engine_for(settings)  # init_db: the records migrations made upkeep_night
+    return records_engine(settings)  # init_db: the records migrations made upkeep_night
 
 
 def fire(home: str | None = None, store: str | None = None, now: float | None = None) -> str | None:

@@ -167,7 +167,7 @@ def _lock(conn: Connection) -> None:
         raise MigrationError(f"unsupported records database {conn.dialect.name}: geode supports SQLite and PostgreSQL")
 
 
-def _config(conn: Connection | None = None, **attributes: object):
+def alembic_config(conn: Connection | None = None, **attributes: object):
     """Alembic's configuration, built in code (no ``alembic.ini``), sharing ``conn``."""
     from alembic.config import Config
 
@@ -182,14 +182,14 @@ def script_directory(cfg=None):
     """The revisions shipped with this package (``alembic.script.ScriptDirectory``)."""
     from alembic.script import ScriptDirectory
 
-    return ScriptDirectory.from_config(cfg if cfg is not None else _config())
+    return ScriptDirectory.from_config(cfg if cfg is not None else alembic_config())
 
 
 def _upgrade_locked(conn: Connection, name: str) -> str:
     from alembic import command
     from alembic.runtime.migration import MigrationContext
 
-    cfg = _config(conn)
+    cfg = alembic_config(conn)
     script = script_directory(cfg)
     if script.get_current_head() != HEAD:  # a revision was added without moving HEAD
         raise MigrationError(f"geode's migrations end at {script.get_current_head()} but HEAD says {HEAD}")
