@@ -27,12 +27,13 @@ import os
 
 from celery import Celery, chain
 
+from geode.agents import roster
 from geode.agents.recording import MAX_ATTEMPTS
 from geode.kernel.config import ConfigError
 
 #: the hard limit when none is set: at most this, and at most half the visibility timeout
 DEFAULT_TIME_LIMIT = 1800
-AGENT_TASKS = ("librarian", "cleaner", "gardener", "corrector")
+AGENT_TASKS = roster.NAMES  # one task each; plugins share ``geode.upkeep.agent``
 
 
 class CeleryConfigError(ConfigError, ValueError):
