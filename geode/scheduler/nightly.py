@@ -99,25 +99,12 @@ def lock_path(settings) -> str:
 
 
 # -- the enqueue log ---------------------------------------------------------------------------
-_NIGHT = None
-
-
 def night_table():
-    global _NIGHT
-    if _NIGHT is None:
-        from sqlalchemy import Column, Float, String, Table, Text
-        from sqlmodel import SQLModel
+    """The ``upkeep_night`` table (``geode.scheduler.tables``), imported on first use: this
+    module is read by the CLI, which must not pay for SQLModel."""
+    from geode.scheduler.tables import NIGHT
 
-        md = SQLModel.metadata
-        _NIGHT = md.tables.get("upkeep_night") or Table(
-            "upkeep_night",
-            md,
-            Column("run_id", String(120), primary_key=True),
-            Column("due", Text, nullable=False),
-            Column("enqueued_at", Float, nullable=False),
-            Column("pid", String(20), nullable=False),
-        )
-    return _NIGHT
+    return NIGHT
 
 
 def _engine(settings):

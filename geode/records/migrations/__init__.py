@@ -2,10 +2,11 @@
 
 What they cover: the records that can never be rebuilt from the markdown files: the usage
 ledger and the control plan (``geode.records.models``), the approval queue
-(``geode.queue.proposals``), upkeep runs and findings (``geode.agents.contract``) and the
-scheduler's nights (``geode.scheduler.nightly``). Not the recall index (``recall_*`` tables in
-the same database, ``geode.recall.recall_index``): it is derived from the files, keeps
-``create_all`` and is rebuilt by ``geode reindex --wipe``; these migrations never look at it.
+(``geode.queue.tables``), upkeep runs and findings (``geode.agents.tables``) and the
+scheduler's nights (``geode.scheduler.tables``), all SQLModel classes. Not the recall index
+(``recall_*`` tables in the same database, ``geode.recall.index_tables``): it is derived from
+the files, keeps ``create_all`` and is rebuilt by ``geode reindex --wipe``; these migrations
+never look at it.
 
 How they run: ``upgrade_to_head(engine)``, called by ``models.init_db`` (every command that
 touches the records, ``geode init`` included) and by the rooms' ``ensure_tables``. At head it
@@ -32,7 +33,7 @@ A database at a revision this code does not know (a newer geode upgraded it) is 
 
 Making a new revision
 ---------------------
-1. Change the model where it lives (e.g. a column on ``Proposal`` in ``geode/queue/proposals.py``).
+1. Change the model where it lives (e.g. a column on ``Proposal`` in ``geode/queue/tables.py``).
 2. ``python -m geode.records.migrations revision -m "finding rule column"`` writes
    ``versions/0002_finding_rule_column.py`` whose ``down_revision`` is the current head.
 3. Write ``upgrade()`` with explicit operations (``op.add_column``, ``op.create_index``,
