@@ -31,12 +31,9 @@ def engine_for(settings) -> Engine:
     """The engine for the records: SQLite (WAL, busy timeout, BEGIN IMMEDIATE) or PostgreSQL."""
     if not settings.uses_sqlite_ledger:
         return create_engine(sqlalchemy_url(str(settings.database_url)), pool_pre_ping=True)
-    if settings.database_url:
-        url = settings.database_url
-    else:
-        os.makedirs(str(settings.home), exist_ok=True)
-        url = settings.db_url
-    engine = create_engine(url, connect_args={"timeout": CLI_BUSY_TIMEOUT_MS / 1000.0})
+    if not settings.database_url:
+        os.makedirs(str(settings.home), exist_ok=True)  # the default file, GEODE_HOME/geode.db
+    engine = create_engine(settings.db_url, connect_args={"timeout": CLI_BUSY_TIMEOUT_MS / 1000.0})
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
