@@ -180,7 +180,7 @@ def test_a_draining_file_left_by_a_crashed_drain_is_ingested_once(tmp_path):
     os.makedirs(s.spool_dir, exist_ok=True)
     leftover = os.path.join(s.spool_dir, "events.99999.deadbeef.draining")
     with open(leftover, "wb") as fh:
-        fh.write(b"".join(ledger._encode_line(e) for e in evs))
+        fh.write(b"".join(ledger.encode_line(e) for e in evs))
     # a crashed drainer held no lock (locks die with their process), so this is claimable
     report = ledger.drain_spool_report(s)
     assert report == {"ingested": 20, "new": 10, "rejected": 0, "files": 1}
@@ -197,7 +197,7 @@ def test_a_draining_file_held_by_a_live_drainer_is_left_alone(tmp_path):
     os.makedirs(s.spool_dir, exist_ok=True)
     busy = os.path.join(s.spool_dir, "events.1.live.draining")
     with open(busy, "wb") as fh:
-        fh.write(ledger._encode_line(ledger.new_event("delivered", session="s")))
+        fh.write(ledger.encode_line(ledger.new_event("delivered", session="s")))
     holder = subprocess.Popen(
         [
             sys.executable,

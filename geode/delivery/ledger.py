@@ -210,7 +210,7 @@ def append(settings, events: list[dict]) -> str:
     return "spool"
 
 
-def _encode_line(ev: dict) -> bytes:
+def encode_line(ev: dict) -> bytes:
     """One JSON line under MAX_LINE_BYTES; an oversized ``detail`` (then any long text
     field) is cut and marked, because a line that cannot be written atomically is worse."""
     from geode.kernel import fastjson  # `json` imports re and enum: milliseconds the hook cannot spare
@@ -243,7 +243,7 @@ def _encode_line(ev: dict) -> bytes:
 
 def spool_append(settings, events: list[dict]) -> None:
     """Append events to ``spool/events.jsonl``, one atomic ``os.write`` per event line."""
-    lines = [_encode_line(ev) for ev in events]
+    lines = [encode_line(ev) for ev in events]
     os.makedirs(str(settings.spool_dir), exist_ok=True)
     path = spool_path(settings)
     for _attempt in range(50):

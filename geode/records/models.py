@@ -131,7 +131,7 @@ def ingest_spool_into(engine: Engine, settings) -> dict:
     return ledger.drain(settings, insert_rows)
 
 
-def _record_plan(engine: Engine, settings) -> None:
+def record_plan(engine: Engine, settings) -> None:
     """Write the control plan once; a later config change never rewrites it."""
     table = table_of(ControlPlan)
     with engine.begin() as conn:
@@ -178,7 +178,7 @@ def init_db(settings, drain: bool = True) -> Engine:
     """
     engine = engine_for(settings)
     migrations.upgrade_to_head(engine)
-    _record_plan(engine, settings)
+    record_plan(engine, settings)
     if drain:
         try:
             report = ingest_spool_into(engine, settings)
