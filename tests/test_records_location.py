@@ -81,6 +81,21 @@ def test_the_hook_writes_and_reads_the_configured_database_not_a_stale_geode_db(
     assert not os.path.exists(str(stale) + "-wal") or os.path.getsize(str(stale) + "-wal") == 0
 
 
+def test_with_postgresql_configured_the_hook_spools_and_leaves_a_stale_geode_db_alone(tmp_path):
+    """The hook never opens a network connection: with the records in PostgreSQL its events go
+    to the spool (drained by the next CLI command), whatever SQLite file lies in GEODE_HOME."""
+    g = Geode(tmp_path)
+    g.crystal("pipe.md", PIPE, name="exit-code-through-a-pipe", match="| tail, |tail, | head")
+    g.init_db()
+    stale = g.home / "geode.db"
+    res = g.bash("npm run build | tail -20", env_extra={"GEODE_DATABASE_URL": "postgresql://nobody@127.0.0.1:9/none"})
+    assert res.rc == 0 and res.errors == "", res
+    assert PIPE in res.context
+    assert _rows(stale) == []
+    spooled = [json.loads(line) for line in (g.home / "spool" / "events.jsonl").read_text().splitlines()]
+    assert [(e["kind"], e["session"]) for e in spooled] == [("delivered", "s1")]
+
+
 @pytest.mark.parametrize(
     ("url", "expected"),
     [
