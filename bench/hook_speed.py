@@ -683,7 +683,7 @@ def bench_size(n: int, args) -> dict:
         # ledger: rows in SQLite, nothing left in the spool
         import sqlite3
 
-        with sqlite3.connect(settings.ledger_path) as con:
+        with sqlite3.connect(str(settings.records_file)) as con:
             rows = con.execute("SELECT COUNT(*) FROM ledger_event WHERE kind='delivered'").fetchone()[0]
         spool = os.path.join(settings.spool_dir, "events.jsonl")
         spooled = os.path.getsize(spool) if os.path.exists(spool) else 0

@@ -170,7 +170,7 @@ def prepare(n: int, rows: int, workdir: str) -> dict:
     queue_tables(engine)
     engine.dispose()
     t = time.perf_counter()
-    counts = generate_ledger(str(settings.ledger_path), str(root), settings.default_domain, n, rows)
+    counts = generate_ledger(str(settings.records_file), str(root), settings.default_domain, n, rows)
     return {
         "generate_store_s": round(gen_store_s, 1),
         "generate_ledger_s": round(time.perf_counter() - t, 1),

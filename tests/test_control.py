@@ -180,8 +180,8 @@ def test_without_a_session_there_is_no_unit_and_nothing_is_withheld(tmp_path):
 
 def test_a_database_without_tables_falls_back_to_the_settings(tmp_path):
     s = make_settings(tmp_path, withhold_rate=1.0)
-    sqlite3.connect(s.ledger_path).close()
-    conn = sqlite3.connect(s.ledger_path)
+    sqlite3.connect(s.records_file).close()
+    conn = sqlite3.connect(s.records_file)
     try:
         assert control.load_plan(s, conn)["source"] == "settings"
         assert control.should_withhold(s, conn, "s", "main:c")[0]

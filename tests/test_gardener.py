@@ -475,7 +475,7 @@ def test_no_ledger_file_at_all_is_nothing_to_learn_and_creates_none(geode_env):
     settings = geode_env.files({"a.md": "# A\n"}).settings
     report = Gardener().examine(Context(settings, None, "adhoc"))
     assert report.status == NOTHING_TO_LEARN and report.examined["notes"] == 1
-    assert not os.path.exists(settings.ledger_path)
+    assert not os.path.exists(settings.records_file)
 
 
 def test_rows_outside_the_window_are_not_examined(tmp_path):

@@ -22,7 +22,7 @@ from tests.stores import plain_settings
 
 
 def db_rows(settings) -> list[tuple]:
-    conn = sqlite3.connect(str(settings.ledger_path))
+    conn = sqlite3.connect(str(settings.records_file))
     try:
         return conn.execute("SELECT event_id, kind, session, crystal_id, detail FROM ledger_event").fetchall()
     finally:
@@ -59,7 +59,7 @@ def test_append_without_a_database_spools_and_creates_no_db_file(tmp_path):
     s = plain_settings(tmp_path)
     evs = [ledger.new_event("delivered", session="s", crystal_id=f"main:{i}") for i in range(3)]
     assert ledger.append(s, evs) == "spool"
-    assert not os.path.exists(s.ledger_path)
+    assert not os.path.exists(s.records_file)
     lines = spool_lines(s)
     assert [json.loads(line)["event_id"] for line in lines] == [e["event_id"] for e in evs]
 
@@ -75,14 +75,14 @@ def test_append_writes_to_the_database_once_it_exists(tmp_path):
 
 def test_append_to_a_db_file_without_the_table_spools(tmp_path):
     s = plain_settings(tmp_path)
-    sqlite3.connect(s.ledger_path).close()  # an empty database file, no table yet
+    sqlite3.connect(s.records_file).close()  # an empty database file, no table yet
     assert ledger.append(s, [ledger.new_event("blocked", session="s")]) == "spool"
     assert len(spool_lines(s)) == 1
 
 
 def test_append_to_a_corrupt_db_file_spools(tmp_path):
     s = plain_settings(tmp_path)
-    with open(s.ledger_path, "wb") as fh:
+    with open(s.records_file, "wb") as fh:
         fh.write(b"this is not a database" * 100)
     assert ledger.append(s, [ledger.new_event("blocked", session="s")]) == "spool"
     assert len(spool_lines(s)) == 1
@@ -180,7 +180,7 @@ def test_a_draining_file_left_by_a_crashed_drain_is_ingested_once(tmp_path):
     os.makedirs(s.spool_dir, exist_ok=True)
     leftover = os.path.join(s.spool_dir, "events.99999.deadbeef.draining")
     with open(leftover, "wb") as fh:
-        fh.write(b"".join(ledger._encode_line(e) for e in evs))
+        fh.write(b"".join(ledger.encode_line(e) for e in evs))
     # a crashed drainer held no lock (locks die with their process), so this is claimable
     report = ledger.drain_spool_report(s)
     assert report == {"ingested": 20, "new": 10, "rejected": 0, "files": 1}
@@ -197,7 +197,7 @@ def test_a_draining_file_held_by_a_live_drainer_is_left_alone(tmp_path):
     os.makedirs(s.spool_dir, exist_ok=True)
     busy = os.path.join(s.spool_dir, "events.1.live.draining")
     with open(busy, "wb") as fh:
-        fh.write(ledger._encode_line(ledger.new_event("delivered", session="s")))
+        fh.write(ledger.encode_line(ledger.new_event("delivered", session="s")))
     holder = subprocess.Popen(
         [
             sys.executable,
@@ -240,7 +240,7 @@ def test_engine_transactions_begin_immediate(tmp_path):
     """A deferred BEGIN would take no lock until the first write; IMMEDIATE takes it at once."""
     s = plain_settings(tmp_path)
     engine = models.init_db(s)
-    other = sqlite3.connect(s.ledger_path, timeout=0, isolation_level=None)
+    other = sqlite3.connect(s.records_file, timeout=0, isolation_level=None)
     try:
         with engine.begin() as conn:
             conn.exec_driver_sql("SELECT COUNT(*) FROM ledger_event").scalar()  # a read only

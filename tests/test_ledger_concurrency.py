@@ -104,11 +104,11 @@ def test_hook_ledger_concurrency_64_processes(tmp_path):
         f"\n{to_db} appends to the db, {to_spool} to the spool; worst append {max(r['worst_ms'] for r in results)} ms"
     )
     ledger.drain_spool(s)
-    pairs = _ledger_pairs(s.ledger_path)
+    pairs = _ledger_pairs(s.records_file)
     assert len(pairs) == procs_n * per
     assert sorted(pairs) == [(w, i) for w in range(procs_n) for i in range(per)]  # 0 lost, 0 doubled
     assert ledger.pending_count(s) == 0 and ledger.rejected_count(s) == 0
-    conn = sqlite3.connect(s.ledger_path)
+    conn = sqlite3.connect(s.records_file)
     try:
         assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
         assert conn.execute("SELECT COUNT(DISTINCT event_id) FROM ledger_event").fetchone()[0] == procs_n * per
@@ -144,7 +144,7 @@ def test_hook_db_unavailable_spools_and_loses_nothing(tmp_path):
     models.init_db(s).dispose()
     locked, release, go = tmp_path / "locked", tmp_path / "release", tmp_path / "go"
     holder = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, s.ledger_path, str(locked), str(release)], stderr=subprocess.PIPE, text=True
+        [sys.executable, "-c", HOLDER, s.records_file, str(locked), str(release)], stderr=subprocess.PIPE, text=True
     )
     try:
         deadline = time.time() + 60
@@ -166,7 +166,7 @@ def test_hook_db_unavailable_spools_and_loses_nothing(tmp_path):
     assert len(lines) == 400
     assert all(line.endswith(b"\n") and json.loads(line)["kind"] == "delivered" for line in lines)
     assert ledger.drain_spool(s) == 400
-    assert sorted(_ledger_pairs(s.ledger_path)) == [(w, i) for w in range(16) for i in range(25)]
+    assert sorted(_ledger_pairs(s.records_file)) == [(w, i) for w in range(16) for i in range(25)]
     assert ledger.rejected_count(s) == 0
 
 
@@ -237,7 +237,7 @@ def test_appenders_racing_drainers_lose_and_double_nothing(tmp_path):
         assert p.returncode == 0, err
         drained += int(out)
     drained += ledger.drain_spool(s)
-    pairs = _ledger_pairs(s.ledger_path)
+    pairs = _ledger_pairs(s.records_file)
     assert sorted(pairs) == [(w, i) for w in range(8) for i in range(600)]
     assert drained == 4800  # each line ingested by exactly one drain
     assert ledger.pending_count(s) == 0 and ledger.rejected_count(s) == 0

@@ -136,7 +136,7 @@ def fill(engine, settings) -> None:
     ]
     events.append(ledger.new_event("blocked", session="s9", detail="grep -r ' secret' .", ts=1718000000.123456789))
     assert models.insert_events(engine, events) == 6
-    models._record_plan(engine, settings)
+    models.record_plan(engine, settings)
     run_t, finding_t = contract.tables()
     with engine.begin() as c:
         pid = c.execute(
@@ -500,7 +500,7 @@ def test_release_database_with_only_some_tables_gets_the_rest(new_settings):
     try:
         evs = [ledger.new_event("delivered", session="only", detail={"n": i}) for i in range(4)]
         models.insert_events(engine, evs)
-        models._record_plan(engine, s)
+        models.record_plan(engine, s)
         with engine.connect() as c:
             before = [tuple(r) for r in c.exec_driver_sql("SELECT * FROM ledger_event ORDER BY id")]
             plan = [tuple(r) for r in c.exec_driver_sql("SELECT * FROM control_plan")]
@@ -654,7 +654,7 @@ def test_geode_init_on_a_fresh_home_creates_the_database_at_head(backend, tmp_pa
 # -- the hook's path is unchanged ---------------------------------------------------------------
 def test_the_hook_spools_until_the_tables_exist_and_start_up_drains_it(tmp_path):
     s = make_settings(tmp_path)
-    with sqlite3.connect(s.ledger_path) as c:  # a database file with no tables yet
+    with sqlite3.connect(s.records_file) as c:  # a database file with no tables yet
         c.execute("CREATE TABLE scratch (a)")
         c.execute("DROP TABLE scratch")
     evs = [ledger.new_event("delivered", session="early") for _ in range(3)]

@@ -184,3 +184,27 @@ def test_a_night_is_named_by_its_due_date_across_midnight():
     assert nightly.night_of(dt.datetime(2026, 11, 30, 0, 15), 23, 45) == dt.datetime(2026, 11, 29, 23, 45)
     assert nightly.night_of(dt.datetime(2026, 11, 30, 23, 50), 23, 45) == dt.datetime(2026, 11, 30, 23, 45)
     assert nightly.run_id_for(nightly.night_of(dt.datetime(2026, 12, 1, 0, 5), 23, 45)) == "night-2026-11-30"
+
+
+def test_a_night_whose_enqueue_failed_stays_open_and_the_next_fire_sends_it(tmp_path, monkeypatch):
+    """The night's row is written before the enqueue and removed when the enqueue raises, so
+    the next fire (a retry, another process) sends it; once sent, a third fire sends nothing."""
+    from geode.agents import celery_app
+
+    settings, _engine, root, _ = setup("skills", tmp_path)
+    now = dt.datetime(2026, 3, 4, 3, 5).timestamp()
+    sent: list[str] = []
+
+    def broken(_settings, run_id, trigger):
+        raise ConnectionError("broker down")
+
+    monkeypatch.setattr(celery_app, "enqueue_upkeep", broken)
+    with pytest.raises(ConnectionError):
+        nightly.fire(settings.home, str(root), now=now)
+    assert nightly.enqueued_nights(settings) == []
+
+    monkeypatch.setattr(celery_app, "enqueue_upkeep", lambda _s, run_id, trigger: sent.append(run_id))
+    assert nightly.fire(settings.home, str(root), now=now) == "night-2026-03-04"
+    assert nightly.fire(settings.home, str(root), now=now) is None
+    assert sent == ["night-2026-03-04"]
+    assert nightly.enqueued_nights(settings) == ["night-2026-03-04"]

@@ -242,3 +242,16 @@ def test_the_scheduler_enqueues_and_a_second_scheduler_exits_with_a_lock_error(p
     assert triggers == ["schedule"]
     filed = [p for p in proposals.list_proposals(env.engine, run_id=run_id) if p["agent"] == "librarian"]
     assert len(filed) == expected("obsidian_vault")["proposals"]
+
+
+def test_one_roster_names_the_tasks_the_run_order_and_the_classes():
+    """The Celery tasks, upkeep's order and its registry all read ``geode.agents.roster``."""
+    from geode.agents import celery_app, roster, upkeep
+
+    assert roster.NAMES == ("librarian", "cleaner", "gardener", "corrector")
+    assert tuple(celery_app.TASKS) == roster.NAMES
+    assert [t.name for t in celery_app.TASKS.values()] == [f"geode.upkeep.{n}" for n in roster.NAMES]
+    assert upkeep.order() == list(roster.NAMES)
+    for name, spec in roster.ROSTER:
+        assert upkeep.registry()[name] == spec
+        assert type(upkeep.load_agent(name)).__name__ == spec.rsplit(":", 1)[1]

@@ -27,12 +27,13 @@ import os
 
 from celery import Celery, chain
 
+from geode.agents import roster
 from geode.agents.recording import MAX_ATTEMPTS
 from geode.kernel.config import ConfigError
 
 #: the hard limit when none is set: at most this, and at most half the visibility timeout
 DEFAULT_TIME_LIMIT = 1800
-AGENT_TASKS = ("librarian", "cleaner", "gardener", "corrector")
+AGENT_TASKS = roster.NAMES  # one task each; plugins share ``geode.upkeep.agent``
 
 
 class CeleryConfigError(ConfigError, ValueError):
@@ -113,7 +114,7 @@ app = make_app()
 _ENGINES: dict[tuple[int, str], object] = {}
 
 
-def _engine(settings):
+def records_engine(settings):
     """One records engine per process and database (never shared across a fork)."""
     from geode.agents.contract import ensure_tables
     from geode.records.models import init_db
@@ -134,7 +135,7 @@ def run_task(
     from geode.kernel.config import load_settings
 
     settings = load_settings(store=store, home=home)
-    engine = _engine(settings)
+    engine = records_engine(settings)
     report = run_agent(settings, engine, run_id, agent, trigger, MAX_ATTEMPTS)
     return {
         "run_id": run_id,

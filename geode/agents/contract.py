@@ -7,9 +7,10 @@ named by hand in its source, found nothing over its cap on a stranger's store an
 the agent does not control (``census``), so an agent that looks at less than the store holds
 cannot report success.
 
-Why the tables are built lazily (``tables()``): importing this module must stay cheap and
-must not pull in SQLAlchemy; the worker, the CLI and the tests call ``ensure_tables(engine)``
-before they write runs or findings.
+Why the tables are read through ``tables()``: importing this module must stay cheap and must
+not pull in SQLAlchemy (they are declared in ``geode.agents.tables``, imported on first use);
+the worker, the CLI and the tests call ``ensure_tables(engine)`` before they write runs or
+findings.
 """
 
 from __future__ import annotations
@@ -276,61 +277,12 @@ def unreadable_findings(load: StoreLoad) -> list[Finding]:
 
 
 # -- tables --------------------------------------------------------------------------------
-_TABLES: tuple | None = None
-
-
 def tables():
-    """``(upkeep_run, finding)`` as SQLAlchemy tables on SQLModel's metadata, built once."""
-    global _TABLES
-    if _TABLES is not None:
-        return _TABLES
-    from sqlalchemy import Column, Float, Index, Integer, String, Table, Text, UniqueConstraint
-    from sqlmodel import SQLModel
+    """``(upkeep_run, finding)``: the tables of ``geode.agents.tables``, imported on first use
+    (SQLModel is not imported with the contract)."""
+    from geode.agents.tables import FINDING, RUN
 
-    md = SQLModel.metadata
-    if "upkeep_run" in md.tables:
-        _TABLES = (md.tables["upkeep_run"], md.tables["finding"])
-        return _TABLES
-    run = Table(
-        "upkeep_run",
-        md,
-        Column("id", Integer, primary_key=True, autoincrement=True),
-        Column("run_id", String(120), nullable=False),
-        Column("agent", String(80), nullable=False),
-        Column("status", String(20), nullable=False),
-        Column("message", Text, nullable=False, default=""),
-        Column("examined", Text, nullable=False, default="{}"),
-        Column("skipped", Text, nullable=False, default="[]"),
-        Column("proposals", Text, nullable=False, default="[]"),
-        Column("store_notes", Integer, nullable=False, default=0),
-        Column("attempts", Integer, nullable=False, default=0),
-        Column("started_at", Float, nullable=False, default=0.0),
-        Column("finished_at", Float, nullable=False, default=0.0),
-        Column("trigger", String(40), nullable=False, default=""),
-        UniqueConstraint("run_id", "agent", name="uq_upkeep_run_run_agent"),
-        Index("ix_upkeep_run_started", "started_at"),
-    )
-    finding = Table(
-        "finding",
-        md,
-        Column("id", Integer, primary_key=True, autoincrement=True),
-        Column("run_id", String(120), nullable=False),
-        Column("agent", String(80), nullable=False),
-        Column("key", String(32), nullable=False),
-        Column("kind", String(60), nullable=False),
-        Column("domain", Text, nullable=False, default=""),
-        Column("path", Text, nullable=False, default=""),
-        Column("line", Integer, nullable=False, default=0),
-        Column("target", Text, nullable=False, default=""),
-        Column("message", Text, nullable=False, default=""),
-        Column("suggestion", Text, nullable=False, default=""),
-        Column("severity", String(10), nullable=False, default="warning"),
-        UniqueConstraint("run_id", "agent", "key", name="uq_finding_run_agent_key"),
-        Index("ix_finding_run", "run_id"),
-        Index("ix_finding_kind", "kind"),
-    )
-    _TABLES = (run, finding)
-    return _TABLES
+    return RUN, FINDING
 
 
 def ensure_tables(engine) -> None:

@@ -24,19 +24,14 @@ import logging
 import time
 import uuid
 
-from geode.agents import filing
+from geode.agents import filing, roster
 from geode.agents.contract import FAILED, Agent, Context, Report, apply_rule, census, ensure_tables, load_findings
 from geode.agents.recording import MAX_ATTEMPTS, begin_attempt, finish_run, store_findings
 from geode.kernel.errors import GeodeError, NotFoundError
 
-#: the agents in the order they run
-ORDER = ("librarian", "cleaner", "gardener", "corrector")
-BUILTIN = {
-    "librarian": "geode.librarian.agent:Librarian",
-    "cleaner": "geode.cleaner.agent:Cleaner",
-    "gardener": "geode.gardener.agent:Gardener",
-    "corrector": "geode.corrector.agent:Corrector",
-}
+#: the built-in agents in the order they run, and where each lives (``geode.agents.roster``)
+ORDER = roster.NAMES
+BUILTIN = dict(roster.ROSTER)
 
 
 class UnknownAgent(NotFoundError, LookupError):

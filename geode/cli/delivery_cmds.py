@@ -92,7 +92,7 @@ def _term_shares(settings):
 
     from geode.delivery.lint import ledger_term_shares
 
-    if settings.uses_sqlite_ledger and not os.path.exists(settings.ledger_path):
+    if settings.records_file is not None and not os.path.exists(settings.records_file):
         return {}
     try:
         engine = engine_of(settings)

@@ -27,6 +27,8 @@ from __future__ import annotations
 import os
 import sys
 
+from geode.agents.roster import NAMES
+
 
 def _who(args) -> str:
     """Who decides, for the history: --who, then $USER or $LOGNAME, then the account this process
@@ -232,7 +234,7 @@ def register(sub, common) -> None:
         s.add_argument("--who", help="who decides (default: $USER); recorded with the time")
 
     s = ps.add_parser("list", parents=[common], help="proposals, filtered")
-    s.add_argument("--agent", help="only this agent's (librarian, cleaner, gardener, corrector)")
+    s.add_argument("--agent", help=f"only this agent's ({', '.join(NAMES)})")
     s.add_argument("--kind", choices=["edit", "move", "archive", "status", "new_note"], help="only this kind")
     s.add_argument(
         "--status",

@@ -78,7 +78,8 @@ class Delivery:
 
         if self.settings.withhold_rate <= 0 and self.settings.withhold_rate_source == "GEODE_WITHHOLD_RATE":
             return False, "control arm off (GEODE_WITHHOLD_RATE=0)"
-        if self._ledger_conn is None and self.settings.uses_sqlite_ledger and os.path.exists(self.settings.ledger_path):
+        path = self.settings.records_file
+        if self._ledger_conn is None and path is not None and os.path.exists(path):
             try:
                 self._ledger_conn = ledger.connect(self.settings)
             except (sqlite3.Error, OSError):  # locked or unreadable: the plan is read from the config instead

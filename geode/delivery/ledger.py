@@ -147,7 +147,10 @@ def connect(settings, timeout_ms: int | None = None) -> sqlite3.Connection:
     the ones we write: ``BEGIN IMMEDIATE`` ... ``COMMIT``.
     """
     ms = settings.lock_budget_ms if timeout_ms is None else timeout_ms
-    conn = sqlite3.connect(_sqlite_uri(str(settings.ledger_path)), uri=True, timeout=ms / 1000.0, isolation_level=None)
+    path = settings.records_file
+    if path is None:
+        raise sqlite3.OperationalError("the records are not in a SQLite file")
+    conn = sqlite3.connect(_sqlite_uri(path), uri=True, timeout=ms / 1000.0, isolation_level=None)
     try:
         conn.execute(f"PRAGMA busy_timeout = {int(ms)}")
         conn.execute("PRAGMA synchronous = NORMAL")
@@ -181,7 +184,8 @@ def append(settings, events: list[dict]) -> str:
     """
     if not events:
         return "db"
-    if settings.uses_sqlite_ledger and os.path.exists(str(settings.ledger_path)):
+    path = settings.records_file  # None: PostgreSQL (never opened from here) or SQLite in memory
+    if path is not None and os.path.exists(path):
         conn = None
         try:
             conn = connect(settings)
@@ -206,7 +210,7 @@ def append(settings, events: list[dict]) -> str:
     return "spool"
 
 
-def _encode_line(ev: dict) -> bytes:
+def encode_line(ev: dict) -> bytes:
     """One JSON line under MAX_LINE_BYTES; an oversized ``detail`` (then any long text
     field) is cut and marked, because a line that cannot be written atomically is worse."""
     from geode.kernel import fastjson  # `json` imports re and enum: milliseconds the hook cannot spare
@@ -239,7 +243,7 @@ def _encode_line(ev: dict) -> bytes:
 
 def spool_append(settings, events: list[dict]) -> None:
     """Append events to ``spool/events.jsonl``, one atomic ``os.write`` per event line."""
-    lines = [_encode_line(ev) for ev in events]
+    lines = [encode_line(ev) for ev in events]
     os.makedirs(str(settings.spool_dir), exist_ok=True)
     path = spool_path(settings)
     for _attempt in range(50):

@@ -141,14 +141,12 @@ def _snippet(body: str, terms: list[str], width: int = 220) -> tuple[str, int]:
 
 def text_search(settings, prompt: str, limit: int = MAX_NOTES, busy_ms: int = 50) -> list[dict]:
     """Full text alone on the SQLite recall index; [] when there is none."""
-    if not settings.uses_sqlite_ledger:
+    path = settings.records_file
+    if path is None:
         return []
     terms = query_terms(prompt)
     if not terms:
         return []
-    path = settings.ledger_path
-    if settings.database_url and settings.database_url.startswith("sqlite:///"):
-        path = settings.database_url[len("sqlite:///") :]
     if not os.path.exists(path):
         return []
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=busy_ms / 1000.0, isolation_level=None)

@@ -161,7 +161,7 @@ class Gardener(Agent):
         if ctx.engine is not None:
             return ctx.engine
         settings = ctx.settings
-        if settings.uses_sqlite_ledger and not settings.database_url and not os.path.exists(str(settings.ledger_path)):
+        if not settings.database_url and not os.path.exists(str(settings.records_file)):
             return None  # no ledger file: never create one just to find it empty
         from geode.records.models import engine_for
 

@@ -318,9 +318,10 @@ class Settings:
         return os.path.join(self.home, "geode.toml")
 
     @property
-    def ledger_path(self) -> str:
-        """SQLite file of the records that cannot be rebuilt (ledger, queue)."""
-        return os.path.join(self.home, "geode.db")
+    def records_file(self) -> str | None:
+        """The SQLite file of the records (ledger, queue, recall index), as the configured URL
+        says; None when they are not in a SQLite file the hook may open (PostgreSQL, memory)."""
+        return records_file(self.database_url, self.home)
 
     @property
     def index_dir(self) -> str:
@@ -332,7 +333,7 @@ class Settings:
 
     @property
     def db_url(self) -> str:
-        return self.database_url or f"sqlite:///{self.ledger_path}"
+        return self.database_url or f"sqlite:///{records_file(None, self.home)}"
 
     @property
     def uses_sqlite_ledger(self) -> bool:
@@ -340,6 +341,57 @@ class Settings:
 
     def domain_roots(self) -> list[tuple[str, str]]:
         return list(self.domains.items())
+
+
+# -- where the records are ------------------------------------------------------------------
+#: The file of the records when no ``[database] url`` is configured, under GEODE_HOME.
+DEFAULT_RECORDS_NAME = "geode.db"
+_PLAIN_SQLITE = ("sqlite:///", "sqlite+pysqlite:///")
+
+
+def records_file(database_url: str | None, home: str) -> str | None:
+    """Where the records are: the one answer every reader and writer asks for, the hook included.
+
+    Why one function: the hook's ledger writer once opened ``GEODE_HOME/geode.db`` while the
+    CLI's engine honoured ``GEODE_DATABASE_URL``, so deliveries landed in a file ``geode stats``
+    never read. No URL: ``GEODE_HOME/geode.db``. A plain SQLite URL: its file, read as
+    SQLAlchemy reads it (``sqlite:////abs`` absolute, ``sqlite:///rel`` relative to the working
+    directory, ``%XX`` decoded, URL options ignored). None for everything else: PostgreSQL, a
+    database in memory, a ``uri=true`` URL; there the hook spools its events and the CLI drains
+    them through SQLAlchemy. Standard library only, and no ``re``: the hook calls it."""
+    if database_url is None:
+        return os.path.join(home, DEFAULT_RECORDS_NAME)
+    for prefix in _PLAIN_SQLITE:
+        if database_url.startswith(prefix):
+            break
+    else:
+        return None
+    path, _sep, query = database_url[len(prefix) :].partition("?")
+    if "uri=" in query.lower():
+        return None  # the path is itself a file: URI with its own options; SQLAlchemy reads it
+    if "%" in path:
+        path = _unquote(path)
+    return path if path and path != ":memory:" else None
+
+
+def _unquote(text: str) -> str:
+    """``%XX`` decoded as UTF-8, as SQLAlchemy decodes a URL's database (``urllib.parse``
+    imports ``re``, which the hook does not load)."""
+    out = bytearray()
+    i = 0
+    raw = text.encode("utf-8")
+    while i < len(raw):
+        if raw[i] == 0x25 and _is_hex(raw[i + 1 : i + 3]):
+            out.append(int(raw[i + 1 : i + 3], 16))
+            i += 3
+        else:
+            out.append(raw[i])
+            i += 1
+    return out.decode("utf-8", errors="replace")
+
+
+def _is_hex(pair: bytes) -> bool:
+    return len(pair) == 2 and all(c in b"0123456789abcdefABCDEF" for c in pair)
 
 
 def default_home(env: dict) -> str:

@@ -6,6 +6,12 @@ Apart from ``geode.recall.recall_index`` (refreshing from the files) because sea
 vectors and the page read these tables without refreshing anything. Being derived, they are not
 migrated: ``ensure_schema`` keeps ``create_all`` and a changed layout is rebuilt
 (``geode reindex --wipe``).
+
+Why SQLAlchemy ``Table`` objects and not SQLModel classes like the records: a cold ``geode
+search`` that finds a changed folder refreshes it through these tables, and importing SQLModel
+would add about 0.2 s to that search (tests/test_recall_cold_path.py asserts that it does not
+load). They are not records either: they sit on their own ``metadata``, outside the records
+migrations, and are rebuilt from the files.
 """
 
 from __future__ import annotations

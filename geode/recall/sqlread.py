@@ -24,6 +24,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from geode.kernel.config import records_file
+
 BUSY_TIMEOUT_MS = 10_000  # as geode.recall.index_tables' reader engine
 
 #: ``recall_note``'s columns, in the table's order (``index_tables.notes_t``; a test checks they
@@ -93,11 +95,9 @@ def dialect_of(url: str) -> str:
 def sqlite_path(url: str) -> str | None:
     """The file of a plain ``sqlite:///path`` URL; None for anything the stdlib reader does not
     take (another database, in memory, URL options): those read through SQLAlchemy."""
-    prefix = "sqlite:///"
-    if not url.startswith(prefix) or "?" in url:
+    if "?" in url:
         return None
-    path = url[len(prefix) :]
-    return path if path and path != ":memory:" else None
+    return records_file(url, "")  # the one reading of a URL's file
 
 
 def in_list(column: str, values: Sequence[Any], params: dict, prefix: str) -> str:

@@ -15,10 +15,10 @@ import os
 import sys
 import time
 
-from sqlalchemy import Column, Float, Index, Insert, Integer, String, Table, Text, select
+from sqlalchemy import Column, Float, Index, Insert, Integer, String, Table, Text
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
-from sqlmodel import Field, SQLModel
+from sqlmodel import Field, Session, SQLModel, col, select
 
 from geode.delivery import ledger
 from geode.records import migrations
@@ -27,8 +27,6 @@ from geode.records import migrations
 # recall index can open its database without importing SQLModel (~0.2 s at a CLI's start).
 from geode.records.sql_engines import (  # noqa: F401 - re-exported: the records engine
     CLI_BUSY_TIMEOUT_MS,
-    _set_wal,
-    _sqlalchemy_url,
     engine_for,
 )
 
@@ -133,7 +131,7 @@ def ingest_spool_into(engine: Engine, settings) -> dict:
     return ledger.drain(settings, insert_rows)
 
 
-def _record_plan(engine: Engine, settings) -> None:
+def record_plan(engine: Engine, settings) -> None:
     """Write the control plan once; a later config change never rewrites it."""
     table = table_of(ControlPlan)
     with engine.begin() as conn:
@@ -162,15 +160,10 @@ def _record_plan(engine: Engine, settings) -> None:
 
 
 def read_plan(engine_or_conn: Engine | Connection) -> dict | None:
-    """The recorded control plan as a dict, or None when none was recorded."""
-    table = table_of(ControlPlan)
-    stmt = select(table).order_by(table.c.id).limit(1)
-    if isinstance(engine_or_conn, Engine):
-        with engine_or_conn.connect() as conn:
-            row = conn.execute(stmt).mappings().first()
-    else:
-        row = engine_or_conn.execute(stmt).mappings().first()
-    return dict(row) if row is not None else None
+    """The recorded control plan as a dict (its columns), or None when none was recorded."""
+    with Session(engine_or_conn) as session:
+        plan = session.exec(select(ControlPlan).order_by(col(ControlPlan.id)).limit(1)).first()
+        return plan.model_dump() if plan is not None else None
 
 
 def init_db(settings, drain: bool = True) -> Engine:
@@ -185,7 +178,7 @@ def init_db(settings, drain: bool = True) -> Engine:
     """
     engine = engine_for(settings)
     migrations.upgrade_to_head(engine)
-    _record_plan(engine, settings)
+    record_plan(engine, settings)
     if drain:
         try:
             report = ingest_spool_into(engine, settings)

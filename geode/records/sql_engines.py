@@ -19,7 +19,7 @@ from sqlalchemy.engine import Connection, Engine
 CLI_BUSY_TIMEOUT_MS = 10_000
 
 
-def _sqlalchemy_url(url: str) -> str:
+def sqlalchemy_url(url: str) -> str:
     """Plain ``postgresql://`` means psycopg2 to SQLAlchemy; geode depends on psycopg 3."""
     for prefix in ("postgresql://", "postgres://"):
         if url.startswith(prefix):
@@ -30,13 +30,10 @@ def _sqlalchemy_url(url: str) -> str:
 def engine_for(settings) -> Engine:
     """The engine for the records: SQLite (WAL, busy timeout, BEGIN IMMEDIATE) or PostgreSQL."""
     if not settings.uses_sqlite_ledger:
-        return create_engine(_sqlalchemy_url(str(settings.database_url)), pool_pre_ping=True)
-    if settings.database_url:
-        url = settings.database_url
-    else:
-        os.makedirs(os.path.dirname(str(settings.ledger_path)), exist_ok=True)
-        url = f"sqlite:///{settings.ledger_path}"
-    engine = create_engine(url, connect_args={"timeout": CLI_BUSY_TIMEOUT_MS / 1000.0})
+        return create_engine(sqlalchemy_url(str(settings.database_url)), pool_pre_ping=True)
+    if not settings.database_url:
+        os.makedirs(str(settings.home), exist_ok=True)  # the default file, GEODE_HOME/geode.db
+    engine = create_engine(settings.db_url, connect_args={"timeout": CLI_BUSY_TIMEOUT_MS / 1000.0})
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
@@ -45,7 +42,7 @@ def engine_for(settings) -> Engine:
         cur = dbapi_conn.cursor()
         try:
             cur.execute(f"PRAGMA busy_timeout = {CLI_BUSY_TIMEOUT_MS}")
-            _set_wal(cur)
+            set_wal(cur)
             cur.execute("PRAGMA synchronous = NORMAL")
         finally:
             cur.close()
@@ -57,7 +54,7 @@ def engine_for(settings) -> Engine:
     return engine
 
 
-def _set_wal(cur: Any) -> None:
+def set_wal(cur: Any) -> None:
     """``PRAGMA journal_mode = WAL``, waiting out another process that holds the database.
 
     Why a loop: switching a rollback-journal database to WAL needs an exclusive lock, and SQLite

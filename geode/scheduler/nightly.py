@@ -99,31 +99,18 @@ def lock_path(settings) -> str:
 
 
 # -- the enqueue log ---------------------------------------------------------------------------
-_NIGHT = None
-
-
 def night_table():
-    global _NIGHT
-    if _NIGHT is None:
-        from sqlalchemy import Column, Float, String, Table, Text
-        from sqlmodel import SQLModel
+    """The ``upkeep_night`` table (``geode.scheduler.tables``), imported on first use: this
+    module is read by the CLI, which must not pay for SQLModel."""
+    from geode.scheduler.tables import NIGHT
 
-        md = SQLModel.metadata
-        _NIGHT = md.tables.get("upkeep_night") or Table(
-            "upkeep_night",
-            md,
-            Column("run_id", String(120), primary_key=True),
-            Column("due", Text, nullable=False),
-            Column("enqueued_at", Float, nullable=False),
-            Column("pid", String(20), nullable=False),
-        )
-    return _NIGHT
+    return NIGHT
 
 
 def _engine(settings):
-    from geode.agents.celery_app import _engine as engine_for
+    from geode.agents.celery_app import records_engine
 
-    return engine_for(settings)  # init_db: the records migrations made upkeep_night
+    return records_engine(settings)  # init_db: the records migrations made upkeep_night
 
 
 def fire(home: str | None = None, store: str | None = None, now: float | None = None) -> str | None:
@@ -139,31 +126,37 @@ def fire(home: str | None = None, store: str | None = None, now: float | None = 
     moment = dt.datetime.fromtimestamp(time.time() if now is None else now)
     due = night_of(moment, cfg["hour"], cfg["minute"], cfg["second"])
     run_id = run_id_for(due, seconds=os.environ.get("GEODE_UPKEEP_RUN_ID_SECONDS") == "1")
+    from sqlmodel import Session
+
+    from geode.scheduler.tables import UpkeepNight
+
     engine = _engine(settings)
-    table = night_table()
+    night = UpkeepNight(run_id=run_id, due=due.isoformat(), enqueued_at=time.time(), pid=str(os.getpid()))
     try:
-        with engine.begin() as conn:
-            conn.execute(
-                table.insert().values(run_id=run_id, due=due.isoformat(), enqueued_at=time.time(), pid=str(os.getpid()))
-            )
+        with Session(engine) as session:
+            session.add(night)
+            session.commit()  # the primary key: a night enqueued before is an IntegrityError here
     except IntegrityError:
         return None
     try:
         enqueue_upkeep(settings, run_id, trigger="schedule")
     except BaseException:  # clean up, then re-raise: nothing is caught here
-        with engine.begin() as conn:  # not sent: the night stays open for the next attempt
-            conn.execute(table.delete().where(table.c.run_id == run_id))
+        with Session(engine) as session:  # not sent: the night stays open for the next attempt
+            stored = session.get(UpkeepNight, run_id)
+            if stored is not None:
+                session.delete(stored)
+                session.commit()
         raise
     return run_id
 
 
 def enqueued_nights(settings) -> list[str]:
-    from sqlalchemy import select
+    from sqlmodel import Session, col, select
 
-    engine = _engine(settings)
-    t = night_table()
-    with engine.connect() as conn:
-        return [r[0] for r in conn.execute(select(t.c.run_id).order_by(t.c.run_id))]
+    from geode.scheduler.tables import UpkeepNight
+
+    with Session(_engine(settings)) as session:
+        return list(session.exec(select(UpkeepNight.run_id).order_by(col(UpkeepNight.run_id))).all())
 
 
 # -- the scheduler ------------------------------------------------------------------------------

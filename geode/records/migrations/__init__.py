@@ -2,10 +2,11 @@
 
 What they cover: the records that can never be rebuilt from the markdown files: the usage
 ledger and the control plan (``geode.records.models``), the approval queue
-(``geode.queue.proposals``), upkeep runs and findings (``geode.agents.contract``) and the
-scheduler's nights (``geode.scheduler.nightly``). Not the recall index (``recall_*`` tables in
-the same database, ``geode.recall.recall_index``): it is derived from the files, keeps
-``create_all`` and is rebuilt by ``geode reindex --wipe``; these migrations never look at it.
+(``geode.queue.tables``), upkeep runs and findings (``geode.agents.tables``) and the
+scheduler's nights (``geode.scheduler.tables``), all SQLModel classes. Not the recall index
+(``recall_*`` tables in the same database, ``geode.recall.index_tables``): it is derived from
+the files, keeps ``create_all`` and is rebuilt by ``geode reindex --wipe``; these migrations
+never look at it.
 
 How they run: ``upgrade_to_head(engine)``, called by ``models.init_db`` (every command that
 touches the records, ``geode init`` included) and by the rooms' ``ensure_tables``. At head it
@@ -32,7 +33,7 @@ A database at a revision this code does not know (a newer geode upgraded it) is 
 
 Making a new revision
 ---------------------
-1. Change the model where it lives (e.g. a column on ``Proposal`` in ``geode/queue/proposals.py``).
+1. Change the model where it lives (e.g. a column on ``Proposal`` in ``geode/queue/tables.py``).
 2. ``python -m geode.records.migrations revision -m "finding rule column"`` writes
    ``versions/0002_finding_rule_column.py`` whose ``down_revision`` is the current head.
 3. Write ``upgrade()`` with explicit operations (``op.add_column``, ``op.create_index``,
@@ -167,7 +168,7 @@ def _lock(conn: Connection) -> None:
         raise MigrationError(f"unsupported records database {conn.dialect.name}: geode supports SQLite and PostgreSQL")
 
 
-def _config(conn: Connection | None = None, **attributes: object):
+def alembic_config(conn: Connection | None = None, **attributes: object):
     """Alembic's configuration, built in code (no ``alembic.ini``), sharing ``conn``."""
     from alembic.config import Config
 
@@ -182,14 +183,14 @@ def script_directory(cfg=None):
     """The revisions shipped with this package (``alembic.script.ScriptDirectory``)."""
     from alembic.script import ScriptDirectory
 
-    return ScriptDirectory.from_config(cfg if cfg is not None else _config())
+    return ScriptDirectory.from_config(cfg if cfg is not None else alembic_config())
 
 
 def _upgrade_locked(conn: Connection, name: str) -> str:
     from alembic import command
     from alembic.runtime.migration import MigrationContext
 
-    cfg = _config(conn)
+    cfg = alembic_config(conn)
     script = script_directory(cfg)
     if script.get_current_head() != HEAD:  # a revision was added without moving HEAD
         raise MigrationError(f"geode's migrations end at {script.get_current_head()} but HEAD says {HEAD}")

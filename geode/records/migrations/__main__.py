@@ -36,15 +36,15 @@ def main(argv: list[str] | None = None) -> int:
         number = int(head.split("_", 1)[0]) + 1 if head else 1
         slug = re.sub(r"[^a-z0-9]+", "_", args.message.lower()).strip("_")
         rev_id = f"{number:04d}_{slug}"[:32].rstrip("_")  # alembic_version.version_num is VARCHAR(32)
-        cfg = migrations._config()
+        cfg = migrations.alembic_config()
         cfg.set_main_option("file_template", "%%(rev)s")
         command.revision(cfg, message=args.message, rev_id=rev_id)
         print(f"now set HEAD = {rev_id!r} in geode/records/migrations/__init__.py and write upgrade()")
     elif args.cmd == "sql":
-        cfg = migrations._config(dialect_name=args.dialect)
+        cfg = migrations.alembic_config(dialect_name=args.dialect)
         command.upgrade(cfg, f"{args.start}:head" if args.start else "head", sql=True)
     else:
-        command.history(migrations._config())
+        command.history(migrations.alembic_config())
     return 0
 
 
