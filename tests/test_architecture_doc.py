@@ -73,3 +73,23 @@ def test_each_stated_module_count_is_the_count_in_the_code():
         elif int(cell) != rooms[room]:
             problems.append(f"ARCHITECTURE.md says {room} has {cell} modules, the code has {rooms[room]}")
     assert not problems, "\n".join(problems)
+
+
+#: What a comment, docstring or doc must not send a reader to: places that exist only on the
+#: machines geode was first written on (the team's shared folder, its reliability sheet, a
+#: machine path), never in a clone.
+OUTSIDE = ("../shared", "RELIABILITY.md", "RELIABILITY row", "FIELD-NOTES", "HOOKS.md", "/work/")
+
+
+def test_nothing_in_the_repository_cites_a_document_outside_it():
+    root = REPO
+    files = [*(root / "geode").rglob("*.py"), *(root / "docs").glob("*.md"), root / "README.md"]
+    files += [*(root / "bench").glob("*.md"), *(root / "bench").glob("*.py")]
+    assert len(files) >= 150, f"examined only {len(files)} files"
+    hits = [
+        f"{p.relative_to(root)}:{n}: {line.strip()[:100]}"
+        for p in files
+        for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+        if any(o in line for o in OUTSIDE)
+    ]
+    assert not hits, "\n".join(hits)

@@ -7,7 +7,7 @@ environment when it is imported, and ``configure(settings)`` sets it for an entr
 configured the tasks run in-process (``task_always_eager``): the embedded default needs no
 server.
 
-Why these settings (RELIABILITY.md, rows 12 to 14):
+Why these settings (a task is never lost, never run twice, never left hanging):
 
 - ``task_acks_late`` with ``task_reject_on_worker_lost``: a task whose worker dies is
   redelivered, not lost. ``acks_late`` alone acknowledges a task whose child was killed.

@@ -2,7 +2,7 @@
 
 Normalising and judging the binding live together, so that the hook, ``geode lint`` and the
 Librarian can never disagree about whether a crystal fires. The original product's doctor
-said "all is well" over typos in ``on:``/``who:``, a quoted ``match:`` value and a list-valued
+(docs/DESIGN.md, "Lessons from the original product") said "all is well" over typos in ``on:``/``who:``, a quoted ``match:`` value and a list-valued
 ``match:``; here each of those is either handled or reported, with the line.
 """
 

@@ -26,7 +26,7 @@ BOOT_TOTAL_CAP = 9000
 
 #: A very long action (a 50 MB Bash command, a Write of a huge file) is matched on its first
 #: ``ACT_HEAD_CHARS`` and last ``ACT_TAIL_CHARS`` characters, joined by a newline (a shell
-#: operator, so no term spans the cut), as the original product did: splitting and matching cost
+#: operator, so no term spans the cut), as the original product did (docs/DESIGN.md, "Lessons"): splitting and matching cost
 #: about half a microsecond a character, and 50 MB took the hook 28 s, past Claude Code's 10 s
 #: hook limit. A term only in the middle of such an action does not fire; the README says so.
 ACT_HEAD_CHARS = 32_768

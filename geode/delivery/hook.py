@@ -1,6 +1,6 @@
 """The hook protocols of Claude Code and Codex: read the event on stdin, answer in its JSON.
 
-Principles (DESIGN.md): a hook never blocks or breaks the agent. Any error means exit 0 and
+Principles (docs/DESIGN.md, "Principles"): a hook never blocks or breaks the agent. Any error means exit 0 and
 silence (``hookmain`` guarantees it); a deny is deliberate, never a crash. Each agent gets
 exactly the keys its protocol knows: Codex rejects unknown keys (``deny_unknown_fields``).
 Standard library only, and a lean subset of it (see ``config.py`` on why).

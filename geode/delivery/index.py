@@ -1,7 +1,7 @@
 """The hook's binding index: which crystal is bound to which action by which terms.
 
 Why an index: the hook runs before every tool call. Re-reading every file on every call
-(what the original product did) costs about five interpreter starts at 2,000 crystals. Here
+(what the original product did: docs/DESIGN.md, "Lessons") costs about five interpreter starts at 2,000 crystals. Here
 a SQLite file holds each crystal's binding and a table of term keys, so finding the
 candidates for an action is one indexed query whatever the store's size.
 

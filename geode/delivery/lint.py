@@ -1,6 +1,6 @@
 """``geode lint``: every way a crystal can never fire, or fires wrongly, with file and line.
 
-The original product's doctor said "all is well" over crystals that could never fire. Here
+The original product's doctor (docs/DESIGN.md, "Lessons from the original product") said "all is well" over crystals that could never fire. Here
 each check is a ``Problem`` with a code, and errors make the exit status 1. The Librarian
 reuses ``lint_store`` rather than writing these checks a second time.
 

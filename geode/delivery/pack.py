@@ -1,6 +1,6 @@
 """Packing crystals into one action's budget, and rendering what the agent reads.
 
-Rules (DESIGN.md, "Numbers from the sources"):
+Rules (docs/DESIGN.md, "The channels and the shared budget"):
 - one budget per action (4,000 characters by default) counts everything printed: the header,
   each crystal's "why" line and its essence;
 - whole notes only, in a stated order: (1) crystals carried over because they did not fit on

@@ -1,9 +1,9 @@
 """``geode hooks install|uninstall``: write geode's hook entries into Claude Code and Codex config.
 
-Why this module is careful (see ``/work/shared/HOOKS.md`` sections 3.1 and 4):
+Why this module is careful (Claude Code's and Codex's published hook protocols):
 
 * The hook runs before *every* tool call. A command that does not exist is not harmless: the
-  original product's installer wrote one, and every tool call failed. So the exact command is
+  original product's installer wrote one (docs/DESIGN.md, "Lessons"), and every tool call failed. So the exact command is
   run once with a harmless probe (:func:`verify_command`) before anything is written.
 * The files belong to the user. Claude Code's ``settings.json`` carries permissions, models and
   the user's own hooks, so edits are surgical: our entries are recognised by an end-anchored

@@ -31,7 +31,7 @@ it open for ``reconcile``. Inside the queue lock they hold the store's lock (``<
 that apply to one store take turns, and every temporary file's name carries the home, the pid
 and a random token (``tmp_name``): one home never renames another's temp file over its target.
 
-Known gap (RELIABILITY row 9): between the last sha256 check and ``os.replace`` a writer that
+Known gap (a writer that ignores the store lock): between the last sha256 check and ``os.replace`` a writer that
 does not cooperate can still change the file, and that write is lost. The window is one
 ``replace`` call; closing it needs ``renameat2(RENAME_EXCHANGE)``, which Python does not expose.
 """

@@ -1,6 +1,6 @@
 """The nightly upkeep: APScheduler 3.x triggers that enqueue the agents' Celery tasks.
 
-Why each setting (RELIABILITY.md, rows 15 and 16):
+Why each setting (a night fires once, and survives a restart):
 
 - One scheduler process per store: a lock file (``GEODE_HOME/scheduler.lock``, ``flock``) is
   taken before the scheduler starts; a second process exits with ``SchedulerLocked``.
