@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from geode.cli.main import build_parser, main
 from geode.delivery.control import MANUAL_SESSION_PREFIX
+from geode.program.main import build_parser, main
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -45,10 +45,10 @@ def _who(args) -> str:
 def _open(args, live: bool = False):
     """Settings, engine and the reconcile reports; ``live``: keep the reports of applies another
     process (another home sharing the records) is running now, which only ``reconcile`` shows."""
-    from geode.cli.common import engine_of
-    from geode.cli.common import settings_of as _settings
     from geode.queue import apply as A
     from geode.queue import tables as queue_tables
+    from geode.services.invocation import engine_of
+    from geode.services.invocation import settings_of as _settings
 
     settings = _settings(args)
     engine = engine_of(settings)  # a database that cannot be used is a message, not a traceback
@@ -64,8 +64,8 @@ def _open(args, live: bool = False):
 
 
 def cmd_list(args) -> int:
-    from geode.cli.common import print_json as _print_json
     from geode.queue import proposals as Q
+    from geode.services.invocation import print_json as _print_json
 
     _settings, engine, reconciled = _open(args)
     rows = Q.list_proposals(engine, agent=args.agent, kind=args.kind, status=args.status, domain=args.domain)
@@ -85,10 +85,10 @@ def cmd_list(args) -> int:
 
 
 def cmd_show(args) -> int:
-    from geode.cli.common import CLIError
-    from geode.cli.common import print_json as _print_json
     from geode.queue import proposals as Q
     from geode.queue import review as queue_review
+    from geode.services.invocation import CLIError
+    from geode.services.invocation import print_json as _print_json
 
     _settings, engine, reconciled = _open(args)
     p = Q.get(engine, args.id)
@@ -131,7 +131,7 @@ def _each(ids: list[int], action: str, fn, dry_run: bool = False) -> list[dict]:
 
 
 def _print_results(args, results: list[dict], reconciled: list[dict], dry_run: bool = False) -> int:
-    from geode.cli.common import print_json as _print_json
+    from geode.services.invocation import print_json as _print_json
 
     if args.json:
         _print_json({"dry_run": dry_run, "results": results, "reconciled": reconciled})
@@ -168,10 +168,10 @@ def _sentence(r: dict) -> str:
 
 
 def cmd_approve(args) -> int:
-    from geode.cli.common import EXIT_USAGE, CLIError
     from geode.queue import apply as A
     from geode.queue import proposals as Q
     from geode.queue import review as queue_review
+    from geode.services.invocation import EXIT_USAGE, CLIError
 
     if args.ids and (args.agent or args.kind or args.domain):
         raise CLIError("give proposal ids, or --agent/--kind (with --domain), not both", EXIT_USAGE)
@@ -213,7 +213,7 @@ def cmd_undo(args) -> int:
 
 
 def cmd_reconcile(args) -> int:
-    from geode.cli.common import print_json as _print_json
+    from geode.services.invocation import print_json as _print_json
 
     _settings, _engine, reconciled = _open(args, live=True)
     if args.json:

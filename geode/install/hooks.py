@@ -120,8 +120,12 @@ def default_hookmain() -> Path:
     return Path(os.path.abspath(Path(__file__).parent.parent / "delivery" / "hookmain.py"))
 
 
-def _default_home_dir() -> Path:
+def default_home_dir() -> Path:
+    """``~/.geode``: GEODE_HOME when neither ``--home`` nor ``$GEODE_HOME`` says otherwise."""
     return Path("~/.geode").expanduser()
+
+
+_default_home_dir = default_home_dir  # the name this module's own code uses
 
 
 def _check_agent(agent: str) -> None:

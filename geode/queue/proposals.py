@@ -389,8 +389,12 @@ def _mode_str(mode: int | None) -> str | None:
     return None if mode is None else f"{mode:04o}"
 
 
-def _b(value) -> bytes | None:
+def as_bytes(value) -> bytes | None:
+    """A stored file body (``bytes``, ``memoryview`` from PostgreSQL, or None) as ``bytes``."""
     return None if value is None else bytes(value)
+
+
+_b = as_bytes  # the name this module's own code uses
 
 
 # -- a decision's result (reject here and in queue_review; approve, undo in apply) -----------
