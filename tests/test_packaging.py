@@ -72,7 +72,7 @@ def test_install_puts_one_top_level_package_and_the_hook_runs_from_it(tmp_path):
         assert (target / "geode" / room / "__init__.py").is_file(), room
     assert len(list((target / "geode" / "delivery" / "starter").glob("*.md"))) >= 5
     # the records migrations travel too (revisions, env.py, the template) and run from the install
-    mig = target / "geode" / "delivery" / "migrations"
+    mig = target / "geode" / "records" / "migrations"
     assert (mig / "env.py").is_file() and (mig / "script.py.mako").is_file()
     assert (mig / "versions" / "0001_baseline.py").is_file()
 
@@ -83,7 +83,7 @@ def test_install_puts_one_top_level_package_and_the_hook_runs_from_it(tmp_path):
         )
         assert r.returncode != 0 and "ModuleNotFoundError" in r.stderr, (name, r.stderr)
     probe_db = (
-        "from geode.delivery import migrations, models; from geode.kernel.config import load_settings; "
+        "from geode.records import migrations, models; from geode.kernel.config import load_settings; "
         "e = models.engine_for(load_settings()); "
         "print(migrations.__file__, migrations.upgrade_to_head(e), migrations.current_heads(e))"
     )

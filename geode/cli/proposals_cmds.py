@@ -28,7 +28,7 @@ import os
 import sys
 
 
-def _who(args) -> str:
+def who_decides(args) -> str:
     """Who decides, for the history: --who, then $USER or $LOGNAME, then the account this process
     runs as (a container or a cron job often has no $USER), never "unknown" while one is known."""
     name = args.who or os.environ.get("USER") or os.environ.get("LOGNAME")
@@ -53,7 +53,7 @@ def _open(args, live: bool = False):
     settings = _settings(args)
     engine = engine_of(settings)  # a database that cannot be used is a message, not a traceback
     queue_tables.ensure_tables(engine)
-    reconciled = A.reconcile(settings, engine, _who(args) if hasattr(args, "who") else "reconcile")
+    reconciled = A.reconcile(settings, engine, who_decides(args) if hasattr(args, "who") else "reconcile")
     if not live:
         reconciled = [r for r in reconciled if r["outcome"] != "in_progress"]
     if reconciled and not args.json:
@@ -178,7 +178,7 @@ def cmd_approve(args) -> int:
     if not args.ids and not (args.agent or args.kind):
         raise CLIError("give proposal ids, or --agent and/or --kind for a bulk approval", EXIT_USAGE)
     settings, engine, reconciled = _open(args)
-    who = _who(args)
+    who = who_decides(args)
     try:
         if args.ids:
             if args.dry_run:
@@ -199,7 +199,7 @@ def cmd_reject(args) -> int:
 
     settings, engine, reconciled = _open(args)
     results = _each(
-        args.ids, "reject", lambda i: queue_review.reject(settings, engine, i, _who(args), args.reason or "")
+        args.ids, "reject", lambda i: queue_review.reject(settings, engine, i, who_decides(args), args.reason or "")
     )
     return _print_results(args, results, reconciled)
 
@@ -208,7 +208,7 @@ def cmd_undo(args) -> int:
     from geode.queue import apply as A
 
     settings, engine, reconciled = _open(args)
-    results = _each(args.ids, "undo", lambda i: A.undo(settings, engine, i, _who(args)))
+    results = _each(args.ids, "undo", lambda i: A.undo(settings, engine, i, who_decides(args)))
     return _print_results(args, results, reconciled)
 
 

@@ -61,7 +61,7 @@ def _when(ts) -> str:
         return str(ts)
 
 
-def _render(report: dict) -> str:
+def render_report(report: dict) -> str:
     ex = report["examined"]
     lines = [
         f"== {report['agent']}: {report['status'].upper()}" + (f" ({report['message']})" if report["message"] else "")
@@ -141,7 +141,7 @@ def cmd_upkeep(args) -> int:
             if args.json:
                 print_json({"runs": [r.as_dict() for r in stored if r]})
             else:
-                print("\n".join(_render(r.as_dict()) for r in stored if r) or f"no run {args.run_id}")
+                print("\n".join(render_report(r.as_dict()) for r in stored if r) or f"no run {args.run_id}")
             return EXIT_OK
         runs = contract.list_runs(engine, limit=args.limit)
         if args.json:
@@ -213,7 +213,7 @@ def cmd_upkeep(args) -> int:
     else:
         print(f"upkeep run {run_id}")
         for run in runs:
-            print(_render(run))
+            print(render_report(run))
         if not_installed:
             print(f"(not installed, their module cannot be imported: {', '.join(not_installed)})")
         if failing:
