@@ -2,6 +2,6 @@
 
 import sys
 
-from geode.cli.main import main
+from geode.program.main import main
 
 sys.exit(main())

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from geode.cli.main import build_parser, main
 from geode.delivery.control import MANUAL_SESSION_PREFIX
+from geode.program.main import build_parser, main
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -315,7 +315,7 @@ def test_study_says_running_once(home):
 
 
 def test_the_gardener_window_is_shown_as_dates():
-    from geode.cli.upkeep_cmds import _render
+    from geode.cli.upkeep_cmds import render_report
 
     report = {
         "agent": "gardener",
@@ -326,19 +326,19 @@ def test_the_gardener_window_is_shown_as_dates():
         "proposals": [],
         "store_notes": 3,
     }
-    text = _render(report)
+    text = render_report(report)
     assert "1764496800" not in text and "window_first 2025-11-" in text
 
 
 def test_who_decides_without_user_is_the_account_not_unknown(monkeypatch):
     import pwd
 
-    from geode.cli.proposals_cmds import _who
+    from geode.cli.proposals_cmds import who_decides
 
     monkeypatch.delenv("USER", raising=False)
     monkeypatch.delenv("LOGNAME", raising=False)
-    assert _who(argparse.Namespace(who=None)) == pwd.getpwuid(os.getuid()).pw_name
-    assert _who(argparse.Namespace(who="alice")) == "alice"
+    assert who_decides(argparse.Namespace(who=None)) == pwd.getpwuid(os.getuid()).pw_name
+    assert who_decides(argparse.Namespace(who="alice")) == "alice"
 
 
 # -- 7. what geode tells an agent to run works in the agent's shell ------------------------------

@@ -47,7 +47,7 @@ PKG = ROOT / "geode"
 #: fail-open edge hookmain.py documents), ``entry`` (a process entry point: a loop that must keep
 #: running), ``plugin`` (code geode does not own runs inside: the handler must log).
 ALLOWED = {
-    ("geode/cli/main.py", "_dispatch"): (
+    ("geode/services/commandline.py", "_dispatch"): (
         "entry",
         "the command line's entry point: the machine's failures (a corrupt or read-only database, a missing "
         "driver) said in one line by machine_failure; anything else is re-raised with its traceback",
@@ -68,19 +68,19 @@ ALLOWED = {
         "plugin",
         "importing an agent module named in [upkeep] agents may raise anything",
     ),
-    ("geode/cli/upkeep_cmds.py", "doctor_checks"): (
+    ("geode/services/doctor.py", "_examined_now"): (
         "plugin",
         "the doctor runs every configured agent; one that raises fails its check with the reason",
     ),
-    ("geode/cli/serve_cmds.py", "serve"): (
+    ("geode/services/search_server.py", "serve"): (
         "entry",
         "serve loop: a failing warm-up search is reported and the server still starts",
     ),
-    ("geode/cli/serve_cmds.py", "serve.Handler.handle"): (
+    ("geode/services/search_server.py", "serve.Handler.handle"): (
         "entry",
         "serve loop: a bad request is answered with its error and never takes the server down",
     ),
-    ("geode/cli/serve_cmds.py", "serve.background"): (
+    ("geode/services/search_server.py", "serve.background"): (
         "entry",
         "serve loop: a failed background pass is reported and the next one retries",
     ),
@@ -166,7 +166,7 @@ def test_every_exception_class_under_geode_derives_from_geode_error():
     assert len(exceptions) >= 20, exceptions
     for name in (
         "geode.kernel.config.ConfigError",
-        "geode.cli.common.CLIError",
+        "geode.services.invocation.CLIError",
         "geode.queue.proposals.Conflict",
         "geode.recall.vectors.VectorsUnavailable",
         "geode.kernel.frontmatter._Incomplete",
@@ -175,13 +175,13 @@ def test_every_exception_class_under_geode_derives_from_geode_error():
 
 
 def test_categories_keep_the_bases_callers_catch_and_carry_exit_codes():
-    from geode.cli.common import CLIError
     from geode.kernel.config import ConfigError
     from geode.queue.proposals import Conflict, ProposalError
     from geode.queue.safepath import UnsafePath
     from geode.recall.context import NotFound
     from geode.recall.filters import FilterError
     from geode.scheduler.nightly import EXIT_LOCKED, ScheduleError, SchedulerLocked
+    from geode.services.invocation import CLIError
 
     assert (
         issubclass(FilterError, ValueError) and issubclass(FilterError, UsageError) and FilterError("x").exit_code == 2

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from geode.cli import background, doctor_parts
 from geode.cli.main import main
 from geode.kernel.config import load_settings
 from geode.recall import vectors
+from geode.services import doctor_reach, vector_build
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -68,12 +68,12 @@ def _wait_for_vectors(settings, timeout: float = 240.0) -> int:
     """Seconds waited until every note has a vector and no writer holds the lock."""
     t0 = time.time()
     while time.time() - t0 < timeout:
-        total, missing = background.notes_without_vectors(settings)
+        total, missing = vector_build.notes_without_vectors(settings)
         if total and not missing and not vectors.writer_active(settings):
             return int(time.time() - t0)
         time.sleep(0.5)
     raise AssertionError(
-        f"the background build did not finish in {timeout} s: {background.notes_without_vectors(settings)}"
+        f"the background build did not finish in {timeout} s: {vector_build.notes_without_vectors(settings)}"
     )
 
 
@@ -99,13 +99,13 @@ def test_init_starts_the_vectors_detached_and_they_land(tmp_path):
     while _proc_state(vec["pid"]) is not None and time.time() < deadline:
         time.sleep(0.2)  # an orphan is reaped by init: the pid disappears instead of turning Z
     assert _proc_state(vec["pid"]) is None, "the embedder was left as a zombie"
-    assert json.loads((home / background.STAMP_FILE).read_text())["pid"] == vec["pid"]
+    assert json.loads((home / vector_build.STAMP_FILE).read_text())["pid"] == vec["pid"]
     # doctor over the finished build: the vectors check passes and says all notes have one
     d = _geode(home, user, "doctor", "--json")
     checks = {c["name"]: c for c in json.loads(d.stdout)["checks"]}
     assert checks["vectors"]["ok"] and checks["vectors"]["examined"] == {"notes": 9, "without_vector": 0}
     # a second start finds nothing to do and starts nothing
-    assert background.start_vector_build(settings)["state"] == "done"
+    assert vector_build.start_vector_build(settings)["state"] == "done"
 
 
 def test_init_in_process_leaves_no_zombie_child(tmp_path, monkeypatch, capsys):
@@ -140,7 +140,7 @@ def test_run_on_an_existing_store_starts_the_build_for_new_notes(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     assert "vectors: embedding 1 note in the background" in r.stdout
     _wait_for_vectors(settings)
-    assert background.notes_without_vectors(settings) == (10, 0)
+    assert vector_build.notes_without_vectors(settings) == (10, 0)
 
 
 def test_reindex_no_wait_leaves_the_vectors_to_the_same_detached_build(tmp_path):
@@ -152,7 +152,7 @@ def test_reindex_no_wait_leaves_the_vectors_to_the_same_detached_build(tmp_path)
     bg = json.loads(r.stdout)["vectors"]["background"]
     assert bg["state"] == "started" and bg["waiting"] == 1, bg
     _wait_for_vectors(settings)
-    assert background.notes_without_vectors(settings) == (9, 0)
+    assert vector_build.notes_without_vectors(settings) == (9, 0)
 
 
 # -- 2. doctor: vectors far behind --------------------------------------------------------------
@@ -174,7 +174,7 @@ def _store_with_notes(tmp_path, n: int, embedded: int):
 
 def test_far_behind_is_a_pure_threshold():
     """More than 10 % of the notes AND more than 20 notes."""
-    far = doctor_parts.vectors_far_behind
+    far = doctor_reach.vectors_far_behind
     assert not far(1000, 20) and not far(1000, 100) and far(1000, 101)
     assert not far(30, 20) and far(30, 21) and far(21, 21)
     assert not far(200, 20) and far(200, 21)
@@ -182,7 +182,7 @@ def test_far_behind_is_a_pure_threshold():
 
 def test_doctor_fails_when_vectors_are_far_behind_and_no_build_runs(tmp_path):
     settings = _store_with_notes(tmp_path, 30, embedded=5)
-    ok, examined, msg = doctor_parts.vectors_check(settings)
+    ok, examined, msg = doctor_reach.vectors_check(settings)
     assert not ok and examined == {"notes": 30, "without_vector": 25}
     assert "far behind: 25 of 30 notes" in msg and "geode reindex" in msg
 
@@ -192,7 +192,7 @@ def test_doctor_reports_a_running_build_instead_of_failing(tmp_path):
     lock = vectors.WriterLock(settings)  # what a running embedder holds
     assert lock.acquire(0)
     try:
-        ok, examined, msg = doctor_parts.vectors_check(settings)
+        ok, examined, msg = doctor_reach.vectors_check(settings)
     finally:
         lock.release()
     assert ok and examined["without_vector"] == 30 and msg.startswith("a vector build is running: 0 of 30")
@@ -201,18 +201,18 @@ def test_doctor_reports_a_running_build_instead_of_failing(tmp_path):
 def test_a_build_just_started_has_a_grace_period(tmp_path):
     settings = _store_with_notes(tmp_path, 30, embedded=0)
     stamp = {"started_at": time.time() - 10, "pid": 1, "notes": 30, "waiting": 30}
-    (Path(settings.home) / background.STAMP_FILE).write_text(json.dumps(stamp))
-    ok, _ex, msg = doctor_parts.vectors_check(settings)
+    (Path(settings.home) / vector_build.STAMP_FILE).write_text(json.dumps(stamp))
+    ok, _ex, msg = doctor_reach.vectors_check(settings)
     assert ok and "started 10 s ago" in msg
-    late = time.time() + doctor_parts.VECTORS_GRACE_S + 1
-    (Path(settings.home) / background.LOG_FILE).write_text("geode: the embedding model 'x' cannot load\n")
-    ok, _ex, msg = doctor_parts.vectors_check(settings, now=late)
+    late = time.time() + doctor_reach.VECTORS_GRACE_S + 1
+    (Path(settings.home) / vector_build.LOG_FILE).write_text("geode: the embedding model 'x' cannot load\n")
+    ok, _ex, msg = doctor_reach.vectors_check(settings, now=late)
     assert not ok and "cannot load" in msg  # the log's last line says why the build did not land
 
 
 def test_a_few_notes_without_vectors_pass(tmp_path):
     settings = _store_with_notes(tmp_path, 30, embedded=10)  # 20 waiting: not more than 20
-    ok, examined, msg = doctor_parts.vectors_check(settings)
+    ok, examined, msg = doctor_reach.vectors_check(settings)
     assert ok and examined["without_vector"] == 20 and "20 wait" in msg
 
 
@@ -337,6 +337,6 @@ def test_background_build_off_starts_nothing_and_reindex_still_embeds(tmp_path, 
     out = json.loads(capsys.readouterr().out)
     assert out["vectors"]["state"] == "not-started" and "background_build" in out["vectors"]["why"]
     settings = load_settings(home=str(tmp_path / "g"))
-    assert background.notes_without_vectors(settings) == (9, 9)  # nothing embedded them
+    assert vector_build.notes_without_vectors(settings) == (9, 9)  # nothing embedded them
     assert main(["reindex"]) == 0
-    assert background.notes_without_vectors(settings) == (9, 0)
+    assert vector_build.notes_without_vectors(settings) == (9, 0)

@@ -1,9 +1,9 @@
 """The hook is deliberately lean: on a delivering call it loads only the standard library (and
-the ``kernel`` and ``delivery`` rooms), and none of the modules that cost it milliseconds.
+of geode, the ``kernel`` and ``delivery`` rooms), and none of the modules that cost it milliseconds.
 
 The check runs the installer's exact command with ``-X importtime`` added after ``-S``, so the
 module list is the real one of the real process. When a forbidden module shows up, a second run
-through a small wrapper names the ``delivery`` module and line that imported it.
+through a small wrapper names the ``kernel`` or ``delivery`` module and line that imported it.
 """
 
 from __future__ import annotations
@@ -18,9 +18,14 @@ from tests.helpers import REPO, Geode
 
 FORBIDDEN = ("sqlmodel", "sqlalchemy", "pydantic", "yaml", "re", "json", "typing", "dataclasses", "pathlib")
 ALLOWED_TOP = set(sys.stdlib_module_names) | {"geode"}
-#: Of geode itself, the hook may load the package root and exactly two rooms: the kernel and delivery.
-ALLOWED_OURS = ("geode", "geode.delivery", "geode.kernel")
-ALLOWED_ROOMS = ("geode.delivery.", "geode.kernel.")
+#: Of geode itself, the hook may load the package root and the modules of two rooms: the kernel
+#: and delivery (whichever of their modules it needs), nothing of any other room.
+HOOK_ROOMS = ("kernel", "delivery")
+
+
+def _ours_allowed(name: str) -> bool:
+    return name == "geode" or any(name == f"geode.{r}" or name.startswith(f"geode.{r}.") for r in HOOK_ROOMS)
+
 
 _WRAPPER = r"""
 import sys
@@ -33,7 +38,7 @@ class _Finder:
             who = "?"
             while f is not None:
                 mod = f.f_globals.get("__name__", "")
-                if mod.startswith("geode.delivery"):
+                if mod.startswith(("geode.delivery", "geode.kernel")):
                     who = "%s:%d" % (mod, f.f_lineno)
                     break
                 f = f.f_back
@@ -58,7 +63,7 @@ def _imported(stderr: str) -> list[str]:
 
 
 def _importers(g: Geode, payload: dict, withhold: str | None) -> dict:
-    """Which delivery module (and line) caused each import, from a wrapper run."""
+    """Which kernel or delivery module (and line) caused each import, from a wrapper run."""
     env = g.env(withhold)
     proc = subprocess.run(
         [sys.executable, "-S", "-c", _WRAPPER.replace("REPO", repr(str(REPO)))],
@@ -86,14 +91,15 @@ def _check(g: Geode, payload: dict, withhold: str | None = "0", expect_output: b
     assert "geode.delivery.hook" in mods, res.stderr[-2000:]  # the importtime output is there
     assert "site" not in mods  # -S
     bad_top = sorted({m for m in mods if m.split(".")[0] not in ALLOWED_TOP})
-    bad_top += sorted(
-        {m for m in mods if m.split(".")[0] == "geode" and m not in ALLOWED_OURS and not m.startswith(ALLOWED_ROOMS)}
+    bad_top += sorted({m for m in mods if m.split(".")[0] == "geode" and not _ours_allowed(m)})
+    assert any(m.startswith("geode.kernel.") for m in mods), (
+        "the hook loaded no kernel module: the check checks nothing"
     )
     forbidden = sorted({m for m in mods if m.split(".")[0] in FORBIDDEN})
     if bad_top or forbidden:
         who = _importers(g, payload, withhold)
         culprits = {m: who.get(m, "?") for m in bad_top + forbidden}
-        pytest.fail(f"the hook loaded {bad_top + forbidden}; imported from (delivery module:line): {culprits}")
+        pytest.fail(f"the hook loaded {bad_top + forbidden}; imported from (kernel/delivery module:line): {culprits}")
 
 
 def _bash_event(session: str = "s1") -> dict:

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from geode.kernel.note import parse_note
 from geode.mcp.inputs import ToolInputError
-from geode.mcp.write_note import _normal, frontmatter_text, slugify
+from geode.mcp.write_note import frontmatter_text, read_back, slugify
 
 keys = st.from_regex(r"[A-Za-z_][A-Za-z0-9_-]{0,12}", fullmatch=True)
 text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
@@ -43,7 +43,7 @@ def test_what_write_note_writes_reads_back_as_given(data):
             frontmatter_text(data)
         return
     note = parse_note(frontmatter_text(data) + "body\n", "x.md")
-    assert note.frontmatter == _normal(data)
+    assert note.frontmatter == read_back(data)
     assert note.body.strip() == "body"
 
 

@@ -306,7 +306,7 @@ def test_an_undone_proposal_is_not_filed_again_until_its_evidence_changes(tmp_pa
 
 def test_held_back_is_kept_with_the_report_and_printed(tmp_path):
     from geode.agents.contract import get_report, list_runs
-    from geode.cli.upkeep_cmds import _render
+    from geode.cli.upkeep_cmds import render_report
 
     settings, engine, root = _stamp_store(tmp_path)
     _night(settings, engine, "n1")
@@ -314,7 +314,7 @@ def test_held_back_is_kept_with_the_report_and_printed(tmp_path):
     kept = get_report(engine, "n2", "stamp")
     assert kept is not None and kept.held_back == {"pending": 1} and "__held_back__" not in kept.examined
     assert [r["held_back"] for r in list_runs(engine) if r["run_id"] == "n2"] == [{"pending": 1}]
-    assert "held back 1: already pending 1" in _render(kept.as_dict())
+    assert "held back 1: already pending 1" in render_report(kept.as_dict())
 
 
 def test_the_evidence_fingerprint_changes_with_the_change_and_the_evidence():

@@ -198,7 +198,7 @@ def test_a_search_that_finds_no_serve_starts_one_and_the_next_search_is_served(t
             brief(second),
         )
         # one serve per home: another start is refused while it runs
-        from geode.cli.serve_cmds import serve_running, start_on_demand
+        from geode.services.search_server import serve_running, start_on_demand
 
         assert serve_running(settings) and start_on_demand(settings) is None
         # it stops by itself after serve_idle_s without a request (20 s here)

@@ -254,7 +254,7 @@ def test_who_decides_comes_from_the_configuration_else_the_os_user(tmp_path, mon
 
 # -- the guard's parsing ----------------------------------------------------------------------
 def test_host_values_are_parsed_strictly():
-    from geode.web.security import Guard, split_host
+    from geode.services.loopback_guard import Guard, split_host
 
     assert split_host("LocalHost:8765") == ("localhost", 8765)
     assert split_host("[::1]:9") == ("::1", 9)

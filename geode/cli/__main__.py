@@ -1,4 +1,4 @@
-"""``python -m geode.cli``."""
+"""``python -m geode.cli``: the command line's commands (the whole program: ``python -m geode``)."""
 
 import sys
 

@@ -4,8 +4,14 @@ Why a script path and not ``geode`` or ``python -m geode``: an agent runs comman
 its own environment, which may have neither the virtual environment on ``PATH`` nor
 ``PYTHONPATH`` set. The absolute interpreter and this file's absolute path are enough: it puts the
 folder that holds ``geode/`` on ``sys.path`` (site-packages, or the checkout of an editable
-install) and runs ``geode`` with the arguments it was given. The starter note and the lookup
-guard give this command (``geode.delivery.guard.agent_command``).
+install) and runs the command line with the arguments it was given. The starter note and the
+lookup guard give this command (``geode.delivery.guard.agent_command``).
+
+What it reaches: the command line's commands (``geode.cli.main``: search, read, context, recent,
+deliver, lint, proposals, ...), the ones an agent's shell runs, parsed and failing exactly as
+``geode`` runs them. Not the page (``geode web``, a person's) nor the MCP server (an agent
+starts ``geode/mcp/main.py``): the command line imports neither surface; the whole program is
+``geode`` or ``python -m geode``.
 """
 
 import os

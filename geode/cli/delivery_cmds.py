@@ -1,9 +1,10 @@
-"""``geode deliver``, ``lint``, ``stats``, ``study`` and the binding index's ``reindex``: what
-an action would be handed, and the reports on the store and the ledger.
+"""``geode deliver``, ``lint``, ``stats``, ``study``: what an action would be handed, and the
+reports on the store and the ledger.
 
 Apart from the set-up commands (``geode.cli.setup_cmds``) and the parser (``geode.cli.main``)
-because they read the store and the ledger every day; ``registered_crystals`` is shared with the
-page's health view. Heavy imports happen inside the command functions.
+because they read the store and the ledger every day; the crystal registry ``stats`` counts
+against is ``geode.services.crystals``, shared with the page's health view. Heavy imports happen
+inside the command functions.
 """
 
 from __future__ import annotations
@@ -12,9 +13,8 @@ import os
 import sys
 import time
 
-from geode.cli.common import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, CLIError, engine_of, print_json, settings_of
-from geode.kernel.config import Settings
 from geode.kernel.errors import GeodeError
+from geode.services.invocation import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, CLIError, engine_of, print_json, settings_of
 
 
 # -- deliver -------------------------------------------------------------------------------
@@ -140,28 +140,9 @@ def cmd_lint(args) -> int:
     return EXIT_PROBLEMS if r["errors"] else EXIT_OK
 
 
-def registered_crystals(settings: Settings) -> tuple[list[str], list[str]]:
-    """Crystal ids (``domain:path``) of bound notes, and those whose essence exceeds the budget."""
-    from geode.delivery.pack import Item, render
-    from geode.kernel.store import load_store
-
-    ids, oversize = [], []
-    for domain, root in settings.domain_roots():
-        for n in load_store(root, domain, settings.max_file_bytes).notes:
-            if isinstance(n.frontmatter.get("crystal"), dict):
-                cid = f"{domain}:{n.path}"
-                ids.append(cid)
-                if (
-                    n.essence
-                    and len(render(Item(cid, domain, n.path, n.path, n.name, "x" * 12, n.essence), "bash"))
-                    > settings.budget
-                ):
-                    oversize.append(cid)
-    return ids, oversize
-
-
 def cmd_stats(args) -> int:
     from geode.evidence.stats import compute_stats, render_stats
+    from geode.services.crystals import registered_crystals
 
     settings = settings_of(args)
     engine = engine_of(settings)
@@ -183,28 +164,4 @@ def cmd_study(args) -> int:
         print_json(d)
     else:
         print(render_study(d))
-    return EXIT_OK
-
-
-def cmd_reindex(args) -> int:
-    from geode.delivery.index import Index
-
-    settings = settings_of(args)
-    idx = Index(settings, busy_ms=10000)
-    try:
-        import time
-
-        t = time.perf_counter()
-        counts = idx.build()
-        counts.update(idx.counts())
-        counts["seconds"] = round(time.perf_counter() - t, 3)
-    finally:
-        idx.close()
-    if args.json:
-        print_json({"bindings": counts})
-    else:
-        print(
-            f"binding index: {counts['crystals']} crystals in {counts['files']} note files, "
-            f"{counts['folders']} folders ({counts['seconds']} s)"
-        )
     return EXIT_OK

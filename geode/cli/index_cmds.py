@@ -13,8 +13,8 @@ import os
 import sys
 import time
 
-from geode.cli.common import print_json, settings_of
 from geode.cli.progress import progress_display, show_progress
+from geode.services.invocation import print_json, settings_of
 
 
 # -- reindex ----------------------------------------------------------------------------------
@@ -41,8 +41,8 @@ def cmd_reindex(args) -> int:
         rc["problems"] = len(problems)
         out["recall"] = rc
         if args.no_wait:
-            from geode.cli.background import start_vector_build
             from geode.recall.embed import model_spec
+            from geode.services.vector_build import start_vector_build
 
             bg = start_vector_build(settings)
             out["vectors"] = {
@@ -70,7 +70,7 @@ def cmd_reindex(args) -> int:
         f"{r['unchanged']} unchanged, {r['problems']} skipped ({r['seconds']} s)"
     )
     if v.get("left_to_worker"):
-        from geode.cli.background import describe
+        from geode.services.vector_build import describe
 
         print(f"vectors:       {describe(v['background'])} (--no-wait)")
     elif v.get("locked"):

@@ -1,12 +1,16 @@
-"""The ``geode`` command line. Settings are read once here and passed down.
+"""The command line's commands, registered in the order ``--help`` lists them, and ``geode run``.
 
 Each command imports what it needs when it runs (SQLModel costs ~0.4 s to import), so
 ``geode hook`` and ``geode deliver`` stay quick. Every reporting command takes ``--json``;
 the shapes are documented in README.md.
 
-This module holds the parser, ``geode run`` and the entry point; the commands live in
-``geode.cli.setup_cmds`` (init, hooks, hook), ``geode.cli.delivery_cmds`` (deliver and the
-reports) and the modules named in :data:`EXTENSIONS`.
+:func:`register` adds every command of the command line: ``run`` and the first-hour commands
+here, the commands of ``geode.cli.setup_cmds`` (init, hooks, hook), ``geode.cli.delivery_cmds``
+(deliver and the reports), ``geode.cli.recall_cmds``, ``geode.cli.upkeep_cmds`` and
+``geode.cli.proposals_cmds``. The whole ``geode`` program (these and the page's and the MCP
+server's commands) is put together above the surfaces, in ``geode.program``; :func:`main` here
+runs the command line's commands alone (``python -m geode.cli`` and the agent's shell script
+``geode/cli/command.py``).
 """
 
 from __future__ import annotations
@@ -14,20 +18,27 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 
-from geode.cli.background import describe, start_vector_build
-from geode.cli.common import EXIT_OK, EXIT_PROBLEMS, engine_of, machine_failure, records_location, settings_of
-from geode.cli.delivery_cmds import cmd_deliver, cmd_lint, cmd_reindex, cmd_stats, cmd_study
+from geode.cli import proposals_cmds, recall_cmds, upkeep_cmds
+from geode.cli.delivery_cmds import cmd_deliver, cmd_lint, cmd_stats, cmd_study
 from geode.cli.setup_cmds import build_text_recall, cmd_hook, cmd_hooks, cmd_init, ensure_store, holds_files
-from geode.kernel.errors import GeodeError
+from geode.services.commandline import build_program, run_program
+from geode.services.invocation import EXIT_OK, EXIT_PROBLEMS, engine_of, settings_of
+from geode.services.vector_build import describe, start_vector_build
 
 
 # -- the main job ---------------------------------------------------------------------------
-def cmd_run(args) -> int:
+def cmd_run(parsers: Mapping[str, argparse.ArgumentParser], args: argparse.Namespace) -> int:
     """The embedded default end to end: a store (created with the starter set when there is
     none), one delivery shown as the agent would read it, lint, stats, and the upkeep run of
-    the maintenance agents (in this process: the embedded default needs no server)."""
+    the maintenance agents (in this process: the embedded default needs no server).
+
+    ``parsers``: the program's subcommand parsers (bound by :func:`register`): lint, stats and
+    upkeep run with what their own parsers make of ``--store``/``--home``, so their defaults
+    live in one place."""
     settings = settings_of(args)
     root = settings.domains[settings.default_domain]
     fresh = not holds_files(Path(root))  # never writes the starter set into a folder that holds files
@@ -73,12 +84,12 @@ def cmd_run(args) -> int:
         print(
             f"   delivered {e['name']}: matched {e['term']!r}, {e['chars']} chars{' (cut)' if e['truncated'] else ''}"
         )
+    shared = _shared_argv(args)
     print("\n== geode lint")
-    lint_args = argparse.Namespace(store=args.store, home=args.home, json=False, verbose=False)
-    lint_rc = cmd_lint(lint_args)
+    lint_rc = cmd_lint(parsers["lint"].parse_args(shared))
     print("\n== geode stats")
-    cmd_stats(argparse.Namespace(store=args.store, home=args.home, json=False, days=None))
-    upkeep_rc = _run_upkeep(args)
+    cmd_stats(parsers["stats"].parse_args(shared))
+    upkeep_rc = _run_upkeep(parsers, shared)
     if not res["delivered"]:
         print(
             "\nerror: the demonstration delivered nothing; the store has no crystal bound to this command",
@@ -88,45 +99,26 @@ def cmd_run(args) -> int:
     return lint_rc or upkeep_rc
 
 
-def _run_upkeep(args) -> int:
+def _shared_argv(args: argparse.Namespace) -> list[str]:
+    """This invocation's ``--store``/``--home``, as the arguments another command is given."""
+    argv: list[str] = []
+    for flag, value in (("--store", args.store), ("--home", args.home)):
+        if value is not None:
+            argv += [flag, value]
+    return argv
+
+
+def _run_upkeep(parsers: Mapping[str, argparse.ArgumentParser], shared: list[str]) -> int:
     """The maintenance agents, in this process: what they examined, found and proposed."""
-    try:
-        from geode.cli import upkeep_cmds
-    except ModuleNotFoundError as exc:
-        if exc.name != "geode.cli.upkeep_cmds":
-            raise
+    if "upkeep" not in parsers:
         return EXIT_OK
     print("\n== geode upkeep (in this process; proposals wait for a person: geode proposals list)")
-    return upkeep_cmds.cmd_upkeep(
-        argparse.Namespace(
-            store=args.store,
-            home=args.home,
-            json=False,
-            list=False,
-            run_id=None,
-            agent=None,
-            limit=50,
-            in_process=True,
-            wait=600.0,
-        )
-    )
+    return upkeep_cmds.cmd_upkeep(parsers["upkeep"].parse_args(["--in-process", *shared]))
 
 
-# -- parser -----------------------------------------------------------------------------------
-def build_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--store", metavar="DIR", help="a one-off store folder (instead of the configured domains)")
-    common.add_argument("--home", metavar="DIR", help="GEODE_HOME for this command (default: $GEODE_HOME or ~/.geode)")
-    common.add_argument("--json", action="store_true", help="print the documented JSON shape")
-
-    p = argparse.ArgumentParser(
-        prog="geode",
-        description="Crystal memory for coding agents. The shared options --store DIR, --home DIR and "
-        "--json may be given before COMMAND as well as after it.",
-    )
-    sub = p.add_subparsers(dest="command_name", metavar="COMMAND")
-    sub.required = True
-
+# -- registration --------------------------------------------------------------------------
+def register(sub, common) -> None:
+    """Every command of the command line, in the order ``--help`` lists them."""
     s = sub.add_parser(
         "run",
         parents=[common],
@@ -136,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--command", default="npm run build 2>&1 | tail -20", help="the shell command to show a delivery for"
     )
-    s.set_defaults(func=cmd_run)
+    s.set_defaults(func=partial(cmd_run, sub.choices))
 
     s = sub.add_parser("init", parents=[common], help="create GEODE_HOME, geode.toml and a store with the starter set")
     s.add_argument("store_dir", nargs="?", help="create the store here instead (a one-off store)")
@@ -188,101 +180,19 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("study", parents=[common], help="the control arm: delivered and withheld side by side")
     s.set_defaults(func=cmd_study)
 
-    for name in EXTENSIONS:
-        _register_extension(name, sub, common)
-    if "reindex" not in sub.choices:
-        s = sub.add_parser("reindex", parents=[common], help="rebuild the binding index from the files")
-        s.set_defaults(func=cmd_reindex)
-    return p
+    recall_cmds.register(sub, common)  # search, context, read, recent, reindex, status, serve
+    upkeep_cmds.register(sub, common)
+    proposals_cmds.register(sub, common)
 
 
-#: Command modules of the other rooms' issues. Each has ``register(sub, common)`` and imports
-#: its heavy dependencies only inside the command functions.
-EXTENSIONS = (
-    "geode.cli.recall_cmds",
-    "geode.cli.upkeep_cmds",
-    "geode.cli.proposals_cmds",
-    "geode.web.command",
-    "geode.mcp.command",
-)
-
-
-def _register_extension(name: str, sub, common) -> None:
-    import importlib
-
-    importlib.import_module(name).register(sub, common)
-
-
-#: The status of a command whose reader went away (``geode run | head``): 128 + SIGPIPE, what
-#: the shell reports for a Unix tool ended by that signal.
-EXIT_BROKEN_PIPE = 141
+def build_parser() -> argparse.ArgumentParser:
+    """The command line's commands alone (the whole program: ``geode.program.main``)."""
+    return build_program([register])
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Parse, run one command, say any ``GeodeError`` in one line. A closed pipe on stdout
-    (``| head``) ends the command quietly, as Unix tools end, instead of in a traceback."""
-    try:
-        rc = _dispatch(argv)
-        sys.stdout.flush()  # a pipe closed early fails here, inside the handler, not at exit
-        return rc
-    except BrokenPipeError:
-        _silence_stdout()
-        return EXIT_BROKEN_PIPE
-
-
-def _dispatch(argv: list[str] | None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(_store_first(argv if argv is not None else sys.argv[1:]))
-    try:
-        return int(args.func(args) or 0)
-    except GeodeError as exc:  # every failure said for a person: one line and its status; a bug keeps its traceback
-        print(f"geode: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        return 130
-    except Exception as exc:  # the machine's failures (a corrupt or read-only database...) in one line
-        said = machine_failure(exc, records_location(args))
-        if said is None:
-            raise
-        print(f"geode: {said}", file=sys.stderr)
-        return said.exit_code
-
-
-#: The options every command shares, which may also come before the command's name.
-_SHARED_WITH_VALUE = ("--store", "--home")
-_SHARED_FLAGS = ("--json",)
-
-
-def _store_first(argv: list[str]) -> list[str]:
-    """``geode --store DIR search x`` as ``geode search x --store DIR``: the shared options given
-    before the command's name move to the end, where the command's own parser (nested ones such
-    as ``proposals list`` included) reads them."""
-    lead: list[str] = []
-    i = 0
-    while i < len(argv):
-        a = argv[i]
-        if a in _SHARED_WITH_VALUE and i + 1 < len(argv):
-            lead += argv[i : i + 2]
-            i += 2
-        elif a.startswith(tuple(o + "=" for o in _SHARED_WITH_VALUE)) or a in _SHARED_FLAGS:
-            lead.append(a)
-            i += 1
-        else:
-            break
-    if not lead or i >= len(argv) or "--" in argv[i:]:
-        return list(argv)
-    return [*argv[i:], *lead]
-
-
-def _silence_stdout() -> None:
-    """Point stdout at /dev/null so the interpreter's last flush at exit has nowhere to fail
-    (the Python documentation's recipe for SIGPIPE)."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError):  # stdout without a file descriptor (a test's StringIO)
-        pass
+    """The command line's commands, run as the ``geode`` program runs them."""
+    return run_program(build_parser(), argv)
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ import sys
 from geode.agents.roster import NAMES
 
 
-def _who(args) -> str:
+def who_decides(args) -> str:
     """Who decides, for the history: --who, then $USER or $LOGNAME, then the account this process
     runs as (a container or a cron job often has no $USER), never "unknown" while one is known."""
     name = args.who or os.environ.get("USER") or os.environ.get("LOGNAME")
@@ -47,15 +47,15 @@ def _who(args) -> str:
 def _open(args, live: bool = False):
     """Settings, engine and the reconcile reports; ``live``: keep the reports of applies another
     process (another home sharing the records) is running now, which only ``reconcile`` shows."""
-    from geode.cli.common import engine_of
-    from geode.cli.common import settings_of as _settings
     from geode.queue import apply as A
     from geode.queue import tables as queue_tables
+    from geode.services.invocation import engine_of
+    from geode.services.invocation import settings_of as _settings
 
     settings = _settings(args)
     engine = engine_of(settings)  # a database that cannot be used is a message, not a traceback
     queue_tables.ensure_tables(engine)
-    reconciled = A.reconcile(settings, engine, _who(args) if hasattr(args, "who") else "reconcile")
+    reconciled = A.reconcile(settings, engine, who_decides(args) if hasattr(args, "who") else "reconcile")
     if not live:
         reconciled = [r for r in reconciled if r["outcome"] != "in_progress"]
     if reconciled and not args.json:
@@ -66,8 +66,8 @@ def _open(args, live: bool = False):
 
 
 def cmd_list(args) -> int:
-    from geode.cli.common import print_json as _print_json
     from geode.queue import proposals as Q
+    from geode.services.invocation import print_json as _print_json
 
     _settings, engine, reconciled = _open(args)
     rows = Q.list_proposals(engine, agent=args.agent, kind=args.kind, status=args.status, domain=args.domain)
@@ -87,10 +87,10 @@ def cmd_list(args) -> int:
 
 
 def cmd_show(args) -> int:
-    from geode.cli.common import CLIError
-    from geode.cli.common import print_json as _print_json
     from geode.queue import proposals as Q
     from geode.queue import review as queue_review
+    from geode.services.invocation import CLIError
+    from geode.services.invocation import print_json as _print_json
 
     _settings, engine, reconciled = _open(args)
     p = Q.get(engine, args.id)
@@ -133,7 +133,7 @@ def _each(ids: list[int], action: str, fn, dry_run: bool = False) -> list[dict]:
 
 
 def _print_results(args, results: list[dict], reconciled: list[dict], dry_run: bool = False) -> int:
-    from geode.cli.common import print_json as _print_json
+    from geode.services.invocation import print_json as _print_json
 
     if args.json:
         _print_json({"dry_run": dry_run, "results": results, "reconciled": reconciled})
@@ -170,17 +170,17 @@ def _sentence(r: dict) -> str:
 
 
 def cmd_approve(args) -> int:
-    from geode.cli.common import EXIT_USAGE, CLIError
     from geode.queue import apply as A
     from geode.queue import proposals as Q
     from geode.queue import review as queue_review
+    from geode.services.invocation import EXIT_USAGE, CLIError
 
     if args.ids and (args.agent or args.kind or args.domain):
         raise CLIError("give proposal ids, or --agent/--kind (with --domain), not both", EXIT_USAGE)
     if not args.ids and not (args.agent or args.kind):
         raise CLIError("give proposal ids, or --agent and/or --kind for a bulk approval", EXIT_USAGE)
     settings, engine, reconciled = _open(args)
-    who = _who(args)
+    who = who_decides(args)
     try:
         if args.ids:
             if args.dry_run:
@@ -201,7 +201,7 @@ def cmd_reject(args) -> int:
 
     settings, engine, reconciled = _open(args)
     results = _each(
-        args.ids, "reject", lambda i: queue_review.reject(settings, engine, i, _who(args), args.reason or "")
+        args.ids, "reject", lambda i: queue_review.reject(settings, engine, i, who_decides(args), args.reason or "")
     )
     return _print_results(args, results, reconciled)
 
@@ -210,12 +210,12 @@ def cmd_undo(args) -> int:
     from geode.queue import apply as A
 
     settings, engine, reconciled = _open(args)
-    results = _each(args.ids, "undo", lambda i: A.undo(settings, engine, i, _who(args)))
+    results = _each(args.ids, "undo", lambda i: A.undo(settings, engine, i, who_decides(args)))
     return _print_results(args, results, reconciled)
 
 
 def cmd_reconcile(args) -> int:
-    from geode.cli.common import print_json as _print_json
+    from geode.services.invocation import print_json as _print_json
 
     _settings, _engine, reconciled = _open(args, live=True)
     if args.json:

@@ -1,77 +1,25 @@
 """Recall commands: search, context, read, recent (and, registered from here, reindex and status in
 ``geode.cli.index_cmds``, serve in ``geode.cli.serve_cmds``). Each takes ``--json``.
 
-Loaded by ``geode/cli/main.py`` (EXTENSIONS). Heavy imports (SQLAlchemy, numpy, Chroma, the model)
-happen inside the command functions, so other commands stay quick. JSON shapes: docs/RECALL.md.
+Registered by ``geode.cli.main``; the filter language is ``geode.services.filters``. Heavy imports
+(SQLAlchemy, numpy, Chroma, the model) happen inside the command functions, so other commands stay
+quick. JSON shapes: docs/RECALL.md.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
 # light imports only (the standard library, the settings): the flags stay quick
 from geode.cli import index_cmds, serve_cmds
-from geode.cli.common import print_json, settings_of
 from geode.kernel.dates import argparse_date
+from geode.services import search_server
+from geode.services.filters import parse_where
+from geode.services.invocation import print_json, settings_of
+
 
 # -- search -----------------------------------------------------------------------------------
-_OPS = (">=", "<=", "!=", ">", "<", "~", "=")
-_OPNAME = {">=": "$gte", "<=": "$lte", ">": "$gt", "<": "$lt", "!=": "$ne", "~": "$contains"}
-
-
-def _value(s: str):
-    s = s.strip()
-    if s.startswith("[") and s.endswith("]"):
-        return [_value(x) for x in s[1:-1].split(",") if x.strip()]
-    try:
-        return int(s)
-    except ValueError:
-        pass
-    try:
-        return float(s)
-    except ValueError:
-        return s.strip("\"'")
-
-
-def parse_where(items: list[str], filter_json: str | None) -> dict:
-    """``--where key=value`` (a list value ``[a,b]`` means any of them), ``key>=v``, ``key~v``
-    (contains), and ``--filter '{"key": {"$contains_any": [...]}}'`` merged into one table."""
-    FilterError = ValueError  # noqa: N806 - no import of geode.recall.filters here: this runs before the fast path
-
-    where: dict = {}
-    if filter_json:
-        try:
-            data = json.loads(filter_json)
-        except json.JSONDecodeError as exc:
-            raise FilterError(f"--filter is not JSON: {exc}") from None
-        if not isinstance(data, dict):
-            raise FilterError("--filter must be a JSON object")
-        where.update(data)
-    for item in items or []:
-        for op in _OPS:
-            if op in item:
-                key, val = item.split(op, 1)
-                key = key.strip()
-                if not key:
-                    raise FilterError(f"--where {item!r}: no key")
-                v = _value(val)
-                if op == "=":
-                    spec = {"$in": v} if isinstance(v, list) else v
-                else:
-                    spec = {_OPNAME[op]: v}
-                prev = where.get(key)
-                if isinstance(prev, dict) and isinstance(spec, dict):
-                    prev.update(spec)
-                else:
-                    where[key] = spec
-                break
-        else:
-            raise FilterError(f"--where {item!r}: expected KEY=VALUE, KEY>=VALUE, KEY~VALUE, ...")
-    return where
-
-
 def _search_kwargs(args) -> dict:
     return dict(
         limit=args.limit,
@@ -133,10 +81,10 @@ def _print_hits(res: dict, show_all: bool = False) -> None:
 
 def _via_server(settings, query: str, kw: dict) -> dict | None:
     """The search done by a warm ``geode serve`` (model loaded, Chroma open), or None."""
-    from geode.delivery.prompt_recall import _ask_server
+    from geode.delivery.prompt_recall import ask_server
 
     req = {"op": "search", "q": query, "refresh": True, **kw}
-    reply = _ask_server(settings.home, req, 30.0)
+    reply = ask_server(settings.home, req, 30.0)
     if reply is None or "results" not in reply:
         return None
     return reply
@@ -154,7 +102,7 @@ def _log_search(settings, query: str | None, res: dict) -> None:
 
 
 def cmd_search(args) -> int:
-    from geode.cli.common import CLIError
+    from geode.services.invocation import CLIError
 
     settings = settings_of(args)
     start_serve = False
@@ -213,15 +161,15 @@ def cmd_search(args) -> int:
         _print_hits(res, args.all)
     if start_serve:  # after the answer is out: its start-up must not slow this search on a small machine
         sys.stdout.flush()
-        started = serve_cmds.start_on_demand(settings)
+        started = search_server.start_on_demand(settings)
         if started is not None:
             print(f"(started geode serve in the background, pid {started}: the next search is warm)", file=sys.stderr)
     return 0
 
 
 def cmd_context(args) -> int:
-    from geode.cli.common import CLIError
     from geode.recall.context import NotFound, build_context
+    from geode.services.invocation import CLIError
 
     settings = settings_of(args)
     try:
@@ -245,8 +193,8 @@ def cmd_context(args) -> int:
 
 
 def cmd_read(args) -> int:
-    from geode.cli.common import CLIError
     from geode.recall.context import NotFound, read_note
+    from geode.services.invocation import CLIError
 
     settings = settings_of(args)
     try:
@@ -273,8 +221,8 @@ def cmd_read(args) -> int:
 
 
 def cmd_recent(args) -> int:
-    from geode.cli.common import CLIError
     from geode.recall.context import recent_activity
+    from geode.services.invocation import CLIError
 
     settings = settings_of(args)
     try:

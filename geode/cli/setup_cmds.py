@@ -16,8 +16,8 @@ import shutil
 import sys
 from pathlib import Path
 
-from geode.cli.common import EXIT_OK, CLIError, engine_of, print_json, settings_of
 from geode.kernel.config import Settings, load_settings
+from geode.services.invocation import EXIT_OK, CLIError, engine_of, print_json, settings_of
 
 STARTER_DIR = Path(__file__).resolve().parent.parent / "delivery" / "starter"
 
@@ -112,7 +112,7 @@ def ensure_store(settings: Settings, with_starter: bool = True) -> dict:
     finally:
         idx.close()
     recall = build_text_recall(settings)
-    from geode.cli.background import start_vector_build
+    from geode.services.vector_build import start_vector_build
 
     vectors = start_vector_build(settings)  # detached: the command does not wait for the model
     return {
@@ -130,7 +130,7 @@ def build_text_recall(settings: Settings) -> dict:
     """The recall index's full text, brought in line with the files: what prompt-time recall (the
     UserPromptSubmit hook) and ``geode search`` read. Without it the hook hands over nothing and
     says nothing, so ``init`` and ``run`` build it; the vectors follow in the background
-    (``geode.cli.background``), and search works on text alone until they land."""
+    (``geode.services.vector_build``), and search works on text alone until they land."""
     from geode.recall.recall_index import RecallIndex
 
     rc = RecallIndex(settings).refresh()
@@ -148,10 +148,10 @@ def _point_at_this_install(note: Path, settings: Settings) -> None:
     can run (the hooks' interpreter and ``geode/cli/command.py``, ``GEODE_HOME=`` in front for a
     home that is not the default): the agent's shell often lacks the venv on PATH."""
     from geode.delivery.guard import agent_command
-    from geode.install.hooks import _default_home_dir
+    from geode.install.hooks import default_home_dir
 
     home = None
-    if Path(settings.home).expanduser().resolve() != _default_home_dir().resolve():
+    if Path(settings.home).expanduser().resolve() != default_home_dir().resolve():
         home = str(Path(settings.home).expanduser().resolve())
     text = note.read_text(encoding="utf-8")
     note.write_text(text.replace("`geode ", f"`{agent_command(home=home)} "), encoding="utf-8")
@@ -162,7 +162,7 @@ def _reload(settings: Settings) -> Settings:
 
 
 def cmd_init(args) -> int:
-    from geode.cli.background import describe
+    from geode.services.vector_build import describe
 
     settings = settings_of(args, store_must_exist=False)  # creating the store is init's job
     if args.store_dir:

@@ -11,14 +11,14 @@ import os
 import sys
 import time
 
-from geode.cli.common import print_json, settings_of
+from geode.services.invocation import print_json, settings_of
 
 EXIT_OK, EXIT_FAILED = 0, 1
 
 
 def _engine(settings):
     from geode.agents.contract import ensure_tables
-    from geode.cli.common import engine_of
+    from geode.services.invocation import engine_of
 
     engine = engine_of(settings)  # a database that cannot be used is a message, not a traceback
     ensure_tables(engine)
@@ -61,7 +61,7 @@ def _when(ts) -> str:
         return str(ts)
 
 
-def _render(report: dict) -> str:
+def render_report(report: dict) -> str:
     ex = report["examined"]
     lines = [
         f"== {report['agent']}: {report['status'].upper()}" + (f" ({report['message']})" if report["message"] else "")
@@ -132,7 +132,7 @@ def cmd_upkeep(args) -> int:
     settings = settings_of(args)
     engine = _engine(settings)
     from geode.agents import contract, upkeep
-    from geode.cli.common import CLIError
+    from geode.services.invocation import CLIError
 
     if args.list:
         if args.run_id:
@@ -141,7 +141,7 @@ def cmd_upkeep(args) -> int:
             if args.json:
                 print_json({"runs": [r.as_dict() for r in stored if r]})
             else:
-                print("\n".join(_render(r.as_dict()) for r in stored if r) or f"no run {args.run_id}")
+                print("\n".join(render_report(r.as_dict()) for r in stored if r) or f"no run {args.run_id}")
             return EXIT_OK
         runs = contract.list_runs(engine, limit=args.limit)
         if args.json:
@@ -196,6 +196,8 @@ def cmd_upkeep(args) -> int:
     not_installed = [m for m in missing if not args.agent]
     # whenever `geode doctor` would fail on this store, upkeep fails too, and says why (doctor's
     # own checks, the agents judged by this run's reports; the model is not loaded)
+    from geode.services.doctor import doctor_checks
+
     failing = [
         c for c in doctor_checks(settings, skip_model=True, reports={r.agent: r for r in reports}) if not c["ok"]
     ]
@@ -211,7 +213,7 @@ def cmd_upkeep(args) -> int:
     else:
         print(f"upkeep run {run_id}")
         for run in runs:
-            print(_render(run))
+            print(render_report(run))
         if not_installed:
             print(f"(not installed, their module cannot be imported: {', '.join(not_installed)})")
         if failing:
@@ -232,7 +234,7 @@ def _celery(settings):
     os.environ["GEODE_HOME"] = settings.home
     if settings.one_off_store:
         os.environ["GEODE_STORE"] = settings.domains[settings.default_domain]
-    from geode.cli.common import CLIError
+    from geode.services.invocation import CLIError
 
     try:
         from geode.agents.celery_app import configure
@@ -245,7 +247,7 @@ def _celery(settings):
 def cmd_worker(args) -> int:
     settings = settings_of(args)
     app = _celery(settings)
-    from geode.cli.common import CLIError
+    from geode.services.invocation import CLIError
 
     if app.conf.task_always_eager:
         raise CLIError(
@@ -336,205 +338,11 @@ def cmd_scheduler(args) -> int:
 
 
 # -- doctor -------------------------------------------------------------------------------------
-def doctor_checks(settings, skip_model: bool = False, project=None, home_dir=None, reports=None) -> list[dict]:
-    """Each part that must work on this store, and whether it can. Never green over a store an
-    agent could not read: an agent check passes only when it examined every note file.
-    ``reports``: ``{agent: Report}`` of an upkeep run just made, judged instead of examining the
-    store again (``geode upkeep`` fails whenever doctor would)."""
-    import logging
-    import sqlite3
-
-    from sqlalchemy.exc import SQLAlchemyError
-
-    from geode.agents import contract, upkeep
-    from geode.kernel.errors import GeodeError, RecordsError
-
-    checks: list[dict] = []
-
-    def add(name, ok, examined, message):
-        checks.append({"name": name, "ok": bool(ok), "examined": examined, "message": message})
-
-    counted = contract.census(settings)
-    roots = ", ".join(f"{d}={r}" for d, r in settings.domain_roots())
-    if counted.missing:
-        add("store", False, {"notes": counted.notes}, "cannot read the store folder of " + ", ".join(counted.missing))
-    elif counted.notes == 0:
-        add("store", False, {"notes": 0}, f"no note files (.md, .mdc, .markdown) in {roots}: nothing to work on")
-    else:
-        add(
-            "store",
-            not counted.unentered,  # a folder the walk cannot see into hides notes from every part
-            {"notes": counted.notes, "folders": counted.folders, "unentered": len(counted.unentered)},
-            f"{counted.notes} note files in {roots}"
-            + (f"; cannot see into {', '.join(counted.unentered)}" if counted.unentered else ""),
-        )
-
-    engine = None
-    try:
-        engine = _engine(settings)
-        from sqlalchemy import text
-
-        run, _f = contract.tables()
-        with engine.begin() as conn:
-            conn.execute(
-                run.insert().values(
-                    run_id=f"doctor-probe-{os.getpid()}",
-                    agent="doctor",
-                    status="running",
-                    message="",
-                    examined="{}",
-                    skipped="[]",
-                    proposals="[]",
-                    store_notes=0,
-                    attempts=0,
-                    started_at=0.0,
-                    finished_at=0.0,
-                    trigger="doctor",
-                )
-            )
-            n = conn.execute(text("SELECT COUNT(*) FROM upkeep_run")).scalar_one()
-            conn.execute(run.delete().where(run.c.run_id == f"doctor-probe-{os.getpid()}"))
-        add(
-            "ledger",
-            True,
-            {"upkeep_runs": int(n) - 1},
-            f"the records database takes writes ({settings.db_url.split('@')[-1]})",
-        )
-    except (RecordsError, SQLAlchemyError) as exc:
-        add("ledger", False, {}, f"the records database cannot be written: {type(exc).__name__}: {exc}")
-
-    have, missing = upkeep.available(settings)
-    ctx = contract.Context(settings, engine, run_id="doctor")
-    for name in have:
-        if reports is not None:
-            if name not in reports:
-                continue  # an agent this upkeep run did not run (--agent)
-            rep = reports[name]
-            unreadable = [f for f in rep.findings if f.kind == "unreadable"]
-            ok = rep.status != contract.FAILED and not unreadable and rep.examined.get("notes", 0) == counted.notes
-            add(
-                f"agent:{name}",
-                ok,
-                dict(rep.examined),
-                f"examined all {counted.notes} notes"
-                if ok
-                else rep.message
-                if rep.status == contract.FAILED
-                else f"examined {rep.examined.get('notes', 0)} of {counted.notes} note files; could not read "
-                + ", ".join(f"{f.path}:{f.line}" for f in unreadable[:10]),
-            )
-            continue
-        try:
-            agent = upkeep.load_agent(name, settings)
-            rep = agent.examine(ctx)
-            rep.agent = name
-        except Exception as exc:  # plugin boundary: a configured agent may raise anything; its check fails with why
-            logging.getLogger(__name__).warning(
-                "doctor: agent %s failed: %s: %s",
-                name,
-                type(exc).__name__,
-                exc,
-                exc_info=not isinstance(exc, GeodeError),
-            )
-            rep = contract.Report(agent=name, status=contract.FAILED, message=f"{type(exc).__name__}: {exc}")
-        contract.apply_rule(rep, counted)
-        unreadable = [f for f in rep.findings if f.kind == "unreadable"]
-        ok = rep.status != contract.FAILED and not unreadable and rep.examined.get("notes", 0) == counted.notes
-        if ok:
-            msg = f"examined all {counted.notes} notes"
-        elif rep.status == contract.FAILED:
-            msg = rep.message
-        else:
-            msg = (
-                f"examined {rep.examined.get('notes', 0)} of {counted.notes} note files; could not read "
-                + ", ".join(f"{f.path}:{f.line} ({f.message})" for f in unreadable[:10])
-                + (f" and {len(unreadable) - 10} more" if len(unreadable) > 10 else "")
-            )
-        add(f"agent:{name}", ok, dict(rep.examined), msg)
-    from geode.cli import doctor_parts
-
-    if not have:
-        add("agents", False, {}, "no maintenance agent is installed")
-    elif missing:
-        add(
-            "agents",
-            True,
-            {"installed": len(have)},
-            f"installed: {', '.join(have)}; cannot be imported: {', '.join(missing)}",
-        )
-
-    try:
-        from geode.delivery.index import Index
-
-        idx = Index(settings, busy_ms=5000)
-        try:
-            idx.ensure()
-            idx.refresh()
-            counts = idx.counts()
-            unreadable = idx.hook_unreadable()
-        finally:
-            idx.close()
-        ok = counts["files"] == counted.notes
-        add(
-            "index",
-            ok,
-            {"files": counts["files"], "crystals": counts["crystals"]},
-            f"binding index holds {counts['files']} note files, as the store does"
-            if ok
-            else f"binding index holds {counts['files']} note files, the store {counted.notes}: run `geode reindex`",
-        )
-        add("hook-reader", *doctor_parts.hook_reader_check(unreadable, counts["crystals"]))
-    except (sqlite3.Error, OSError) as exc:
-        add("index", False, {}, f"the binding index cannot be read or built: {type(exc).__name__}: {exc}")
-
-    add("recall", *doctor_parts.recall_check(settings, counted.notes))
-    vec = doctor_parts.vectors_check(settings, skip_model)
-    if vec is not None:
-        add("vectors", *vec)
-    hooks = doctor_parts.hooks_check(doctor_parts.hook_files(project, home_dir))
-    if hooks is not None:
-        add("hooks", *hooks)
-    add("hook-errors", *doctor_parts.hook_errors_check(settings.home))
-
-    try:
-        from geode.agents.celery_app import make_app, ping
-
-        capp = make_app(settings=settings)
-        ok, msg = ping(capp)
-        add("broker", ok, {}, msg)
-        if ok:
-            add("workers", *doctor_parts.workers_check(capp))
-    except GeodeError as exc:  # CeleryConfigError, raised when the app is configured at import
-        add("broker", False, {}, f"the Celery configuration is unusable: {exc}")
-
-    import importlib.util
-
-    if importlib.util.find_spec("geode.recall.embed") is not None and not skip_model:
-        from geode.recall.embed import ModelUnavailable
-
-        try:
-            from geode.recall.embed import get_embedder
-
-            emb = get_embedder(settings)
-            vec = emb.embed_query("doctor: can the model embed one question?")
-            ok = len(vec) == emb.dim and emb.dim > 0
-            add(
-                "model",
-                ok,
-                {"dim": emb.dim},
-                f"{emb.model_id} loads and embeds ({emb.dim} dimensions)"
-                if ok
-                else f"{emb.model_id} returned {len(vec)} values, expected {emb.dim}",
-            )
-        except (ModelUnavailable, ValueError, RuntimeError) as exc:  # not installed, unknown, or failing to embed
-            add("model", False, {}, f"the embedding model does not load: {type(exc).__name__}: {exc}")
-    return checks
-
-
 def cmd_doctor(args) -> int:
     import time
 
-    from geode.cli.doctor_parts import remember_run
+    from geode.services.doctor import doctor_checks
+    from geode.services.doctor_reach import remember_run
 
     settings = settings_of(args)
     started = time.time()

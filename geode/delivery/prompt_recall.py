@@ -93,8 +93,9 @@ def socket_path(home: str) -> str:
     return os.path.join("/tmp", f"geode-{zlib.crc32(home.encode()):08x}.sock")
 
 
-def _ask_server(home: str, request: dict, timeout_s: float):
-    """One request to ``geode serve``; None when none answers in time."""
+def ask_server(home: str, request: dict, timeout_s: float):
+    """One request to the warm search server (``geode serve``); None when none answers in time.
+    The client half of ``geode.services.search_server``: the hook and ``geode search`` ask it."""
     path = socket_path(home)
     if not os.path.exists(path):
         return None
@@ -197,7 +198,7 @@ def recall(settings, prompt: str, limit: int = MAX_NOTES, budget_ms: int = BUDGE
     if not prompt:
         return [], "none"
     t0 = time.monotonic()
-    reply = _ask_server(
+    reply = ask_server(
         settings.home, {"op": "search", "q": prompt[:2000], "limit": limit, "prompt": True}, budget_ms / 1000.0 * 0.7
     )
     if reply is not None and isinstance(reply.get("results"), list):

@@ -112,9 +112,6 @@ def default_home_dir() -> Path:
     return Path("~/.geode").expanduser()
 
 
-#: The name ``geode.cli.setup_cmds`` imports today; it moves to :func:`default_home_dir`.
-_default_home_dir = default_home_dir
-
 
 def check_agent(agent: str) -> None:
     """Refuse an agent geode has no installer for (:data:`AGENTS`), naming the ones it has."""

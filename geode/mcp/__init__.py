@@ -2,6 +2,6 @@
 beside the command line and the page. ``server`` (the MCP server over the tools), ``tools``
 (the tools as plain methods), ``write_note``, ``models`` (structured outputs), ``inputs``,
 ``routing`` (instructions and tool descriptions), ``loopback`` (HTTP and its guard),
-``command`` (``geode mcp``, registered through the CLI's EXTENSIONS), ``main`` (the script an
+``command`` (``geode mcp``, registered by ``geode.program.main``), ``main`` (the script an
 agent runs: ``<python> <...>/geode/mcp/main.py``). Docs: docs/MCP.md.
 """

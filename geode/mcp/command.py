@@ -1,7 +1,7 @@
 """``geode mcp``: the recall tools over the Model Context Protocol (stdio, or HTTP on loopback).
 
-Loaded by ``geode/cli/main.py`` (EXTENSIONS); the SDK and the recall stack are imported inside
-the command only, so other commands stay quick. The server itself: ``geode/mcp/server.py``
+Registered by ``geode.program.main`` (and run alone by ``geode/mcp/main.py``); the SDK and the
+recall stack are imported inside the command only, so other commands stay quick. The server itself: ``geode/mcp/server.py``
 (and the modules it names).
 """
 
@@ -12,7 +12,7 @@ import sys
 
 
 def cmd_mcp(args) -> int:
-    from geode.cli.common import CLIError, settings_of
+    from geode.services.invocation import CLIError, settings_of
 
     settings = settings_of(args)
     try:

@@ -13,7 +13,7 @@ class ToolInputError(UsageError, ValueError):
     crashed server; ``geode mcp --host`` raises it too, a usage error with status 2)."""
 
 
-def _strs(value, name: str) -> list[str] | None:
+def strs(value, name: str) -> list[str] | None:
     """A string or a list of strings -> a list (None when empty)."""
     if value is None or value == "" or value == []:
         return None
@@ -26,7 +26,7 @@ def _strs(value, name: str) -> list[str] | None:
     return out
 
 
-def _check_date(name: str, value: str | None) -> str | None:
+def check_date(name: str, value: str | None) -> str | None:
     """A date argument as ``YYYY-MM-DD`` (geode's one reading of dates, ``geode.kernel.dates``)."""
     from geode.kernel.dates import DateError, optional_date
 
@@ -40,7 +40,7 @@ def _check_date(name: str, value: str | None) -> str | None:
 def parse_where_input(where) -> dict | None:
     """``where`` as the agent gives it: ``"key=value"`` expressions (a string or a list of them,
     the mini-language of ``geode search --where``), or a JSON filter object (``--filter``)."""
-    from geode.cli.recall_cmds import parse_where
+    from geode.services.filters import parse_where
 
     if where is None or where == "" or where == [] or where == {}:
         return None

@@ -8,7 +8,7 @@ MCP client) and the uvicorn server. stdio needs none of it.
 import os
 
 from geode.mcp.inputs import ToolInputError
-from geode.web.security import Guard as PageGuard
+from geode.services.loopback_guard import Guard as LoopbackGuard
 
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 TOKEN_ENV = "GEODE_MCP_TOKEN"
@@ -47,8 +47,8 @@ def allowed_hosts(port: int) -> list[str]:
     return [f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"]
 
 
-class Guard(PageGuard):
-    """The page's guard (``geode.web.security.Guard``), for an MCP client instead of a browser.
+class Guard(LoopbackGuard):
+    """The page's guard (``geode.services.loopback_guard.Guard``), for an MCP client instead of a browser.
 
     The same rules as every local server of this project, by the same code: the ``Host`` must
     be the bound address or ``localhost`` (with the bound port, or none), else 403 before

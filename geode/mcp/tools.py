@@ -14,7 +14,7 @@ import threading
 from typing import Any
 
 from geode.kernel.errors import GeodeError
-from geode.mcp.inputs import ToolInputError, _check_date, _strs, parse_where_input
+from geode.mcp.inputs import ToolInputError, check_date, parse_where_input, strs
 from geode.mcp.models import MAX_CONTENT_CHARS
 from geode.mcp.write_note import NoteWriter
 
@@ -85,13 +85,13 @@ class Recall(NoteWriter):
         from geode.recall.search import FilterError, search
 
         kw: dict[str, Any] = dict(
-            domain=_strs(domain, "domain"),
-            type=_strs(type, "type"),
-            tags=_strs(tag, "tag"),
-            status=_strs(status, "status"),
+            domain=strs(domain, "domain"),
+            type=strs(type, "type"),
+            tags=strs(tag, "tag"),
+            status=strs(status, "status"),
             where=parse_where_input(where),
-            as_of=_check_date("as_of", as_of),
-            after=_check_date("after", after),
+            as_of=check_date("as_of", as_of),
+            after=check_date("after", after),
         )
         if kw["domain"]:
             unknown = [d for d in kw["domain"] if d not in self.settings.domains]
@@ -169,7 +169,7 @@ class Recall(NoteWriter):
     def recent_activity(self, period: str = "week", domain=None, limit: int = 50) -> dict:
         from geode.recall.context import recent_activity
 
-        doms = _strs(domain, "domain")
+        doms = strs(domain, "domain")
         if doms:
             unknown = [d for d in doms if d not in self.settings.domains]
             if unknown:

@@ -72,12 +72,12 @@ def frontmatter_text(meta: dict) -> str:
     return data.decode("utf-8") if data else "---\n---\n"
 
 
-def _normal(v):
+def read_back(v):
     """What the frontmatter parser reads back for a value we wrote (for the round-trip check)."""
     if isinstance(v, dict):
-        return {k: _normal(x) for k, x in v.items() if x is not None}
+        return {k: read_back(x) for k, x in v.items() if x is not None}
     if isinstance(v, (list, tuple)):
-        return [_normal(x) for x in v]
+        return [read_back(x) for x in v]
     return v
 
 
@@ -170,7 +170,7 @@ class NoteWriter:
         existing = self._existing(domain, sub, rel, title)
         target = existing or rel
         note = parse_note(text, target)
-        if note.frontmatter != _normal(meta):  # what we wrote must read back as what was meant
+        if note.frontmatter != read_back(meta):  # what we wrote must read back as what was meant
             raise ToolInputError(
                 f"frontmatter: it would not read back as given ({note.frontmatter!r}); "
                 "simplify the values (text, numbers, lists of text)"

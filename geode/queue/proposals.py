@@ -400,9 +400,6 @@ def stored_bytes(value) -> bytes | None:
     return None if value is None else bytes(value)
 
 
-# the page's merge view still reads the old name; drop this once web/queue_decide.py uses stored_bytes
-_b = stored_bytes
-
 
 # -- a decision's result (reject here and in queue_review; approve, undo in apply) -----------
 def result(proposal_id: int, action: str, ok: bool, status: str, message: str, files: list) -> dict:

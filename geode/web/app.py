@@ -1,6 +1,6 @@
 """The Starlette app: the pages (Jinja2) and the JSON API under ``/api/`` that the pages use.
 
-Reads are GET, changes are POST (``geode.web.security.Guard`` refuses anything else, and
+Reads are GET, changes are POST (``geode.services.loopback_guard.Guard`` refuses anything else, and
 checks the token, the Host and the CSRF token first). The only changes are the queue's own:
 approve, reject, undo (one, or many by filter after a preview) and refresh (file a proposal
 again over the files as they are now), plus ``doctor``, which runs the agents and writes a
@@ -26,11 +26,11 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
+from geode.services.loopback_guard import Guard, csrf_token_for
 from geode.web import diffview, queue_decide, queue_detail
 from geode.web import health as H
 from geode.web import queue as WQ
 from geode.web.render import note_href
-from geode.web.security import Guard, csrf_token_for
 from geode.web.store import Store, StoreError
 
 HERE = Path(__file__).resolve().parent

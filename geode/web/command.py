@@ -1,6 +1,6 @@
 """``geode web [--host 127.0.0.1] [--port PORT] [--no-open]``: serve the page.
 
-Registered by ``geode.cli.main`` (EXTENSIONS) like the other command modules; this module
+Registered by ``geode.program.main`` beside the other surfaces' command modules; this module
 imports nothing at load time (every ``geode`` command loads it), and Starlette, uvicorn and
 Jinja2 only when the command runs.
 
@@ -41,7 +41,7 @@ def _bind(host: str, port: int | None):
     import errno
     import socket
 
-    from geode.cli.common import CLIError
+    from geode.services.invocation import CLIError
 
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     tries = [port] if port is not None else [DEFAULT_PORT + i for i in range(PORT_TRIES)] + [0]
@@ -71,9 +71,9 @@ def url_for(host: str, port: int, token: str) -> str:
 
 
 def cmd_web(args) -> int:
-    from geode.cli.common import CLIError, settings_of
+    from geode.services.invocation import CLIError, settings_of
+    from geode.services.loopback_guard import is_loopback
     from geode.web.queue import who_of
-    from geode.web.security import is_loopback
 
     host = args.host.strip()
     wildcard = host in ("0.0.0.0", "::")

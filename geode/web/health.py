@@ -1,7 +1,7 @@
 """Health as the page reads it: the last nights (each agent's status, what it examined, found
 and proposed), ``geode doctor``'s checks, the delivery statistics and the control arm's study.
 
-The reports are the CLI's own (``geode.cli.upkeep_cmds.doctor_checks``,
+The reports are the terminal's own (``geode.services.doctor.doctor_checks``,
 ``geode.evidence.stats.compute_stats``, ``geode.evidence.study.compute_study``), so the page and
 the terminal can never disagree. ``doctor`` runs every agent over the whole store and writes a
 probe row into the records to prove they take writes, so the page runs it on a POST (a button),
@@ -59,8 +59,8 @@ def nights(engine, limit: int = 7) -> list[dict]:
 
 
 def stats(settings, engine, days: float | None = None) -> dict:
-    from geode.cli.delivery_cmds import registered_crystals
     from geode.evidence.stats import compute_stats
+    from geode.services.crystals import registered_crystals
 
     ids, oversize = registered_crystals(settings)
     return compute_stats(settings, engine, ids, oversize, days=days)
@@ -73,7 +73,7 @@ def study(settings, engine) -> dict:
 
 
 def doctor(settings, skip_model: bool = True) -> dict:
-    from geode.cli.upkeep_cmds import doctor_checks
+    from geode.services.doctor import doctor_checks
 
     checks = doctor_checks(settings, skip_model=skip_model)
     return {"ok": bool(checks) and all(c["ok"] for c in checks), "checks": checks, "skip_model": skip_model}

@@ -168,7 +168,7 @@ def refresh(settings, engine, proposal_id: int, who: str) -> dict:
     new: list[Q.FileChange] = []
     problems: list[str] = []
     for c in changes:
-        before, after = Q._b(c["before"]), Q._b(c["after"])
+        before, after = Q.stored_bytes(c["before"]), Q.stored_bytes(c["after"])
         cur = now(c["path"])
         if c["before_sha"] is None:  # a file it creates
             if cur is not None:
@@ -180,7 +180,7 @@ def refresh(settings, engine, proposal_id: int, who: str) -> dict:
                 if src_now is None:
                     problems.append(f"{src['path']} (the file it moves) is gone")
                     continue
-                merged = _merge(Q._b(src["before"]) or b"", src_now, after or b"")
+                merged = _merge(Q.stored_bytes(src["before"]) or b"", src_now, after or b"")
                 if merged is None:
                     problems.append(f"{src['path']}: changed on the same lines the move rewrites")
                     continue

@@ -47,7 +47,7 @@ def search_kwargs(params) -> dict:
     """``geode search``'s filters from query parameters: ``domain``, ``type``, ``status``, ``tag``
     (repeatable), ``where`` (repeatable ``key=value``, ``key>=v``, ``key~v``), ``filter`` (JSON),
     ``after``, ``as_of``, ``mode`` (hybrid | text), ``blend``."""
-    from geode.cli.recall_cmds import parse_where
+    from geode.services.filters import parse_where
 
     try:
         where = parse_where(_list(params, "where"), params.get("filter") or None)

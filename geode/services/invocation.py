@@ -1,7 +1,10 @@
-"""What every command module of the command line shares: the user-facing error, exit codes,
-JSON printing, settings from the parsed arguments and the records engine.
+"""What every command module shares, whichever surface registers it (the command line, the
+page's ``geode web``, the MCP server's ``geode mcp``): the user-facing error, exit codes, JSON
+printing, settings from the parsed arguments, the records engine, and the machine's failures
+said in one line.
 
-Its own module so that ``main`` and the ``*_cmds`` modules import it and never each other.
+Below the surfaces so that ``geode.web`` and ``geode.mcp`` read their flags the way the command
+line does without importing ``geode.cli`` (no surface imports another).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """docs/CLI.md, generated from the parser: every command's ``--help``, so the reference cannot
 drift from the code (``tests/test_cli_doc.py`` fails when the file is out of date).
 
-    python -m geode.cli.doc > docs/CLI.md
+    python -m geode.program.doc > docs/CLI.md
 """
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ import sys
 WIDTH = "100"
 
 
-def _commands(p: argparse.ArgumentParser, path: tuple[str, ...] = ()):
+def commands(p: argparse.ArgumentParser, path: tuple[str, ...] = ()):
     """(path, parser, one-line help) of the top parser and of every command under it, in order."""
     for a in p._actions:
         if isinstance(a, argparse._SubParsersAction):
             helps = {c.dest: c.help for c in a._choices_actions}
             for name, sub in a.choices.items():
                 yield (*path, name), sub, helps.get(name) or ""
-                yield from (c for c in _commands(sub, (*path, name)) if len(c[0]) > len(path) + 1)
+                yield from (c for c in commands(sub, (*path, name)) if len(c[0]) > len(path) + 1)
 
 
 def render() -> str:
@@ -29,20 +29,20 @@ def render() -> str:
     old = os.environ.get("COLUMNS")
     os.environ["COLUMNS"] = WIDTH
     try:
-        from geode.cli.main import build_parser
+        from geode.program.main import build_parser
 
         top = build_parser()
         out = [
             "# The geode command line",
             "",
-            "Generated from the parser by `python -m geode.cli.doc > docs/CLI.md`; do not edit by hand",
+            "Generated from the parser by `python -m geode.program.doc > docs/CLI.md`; do not edit by hand",
             "(`tests/test_cli_doc.py` fails when this file is out of date).",
             "",
             "```text",
             top.format_help().rstrip(),
             "```",
         ]
-        for path, parser, line in _commands(top):
+        for path, parser, line in commands(top):
             out += ["", f"## geode {' '.join(path)}", ""]
             if line:
                 out += [line[0].upper() + line[1:] + ".", ""]

@@ -1,4 +1,5 @@
-"""The page's guard, after Jupyter's advisories: a token on every request, a Host check against
+"""The loopback guard of the page (``geode web``) and of the MCP server's HTTP (``geode mcp
+--http``), after Jupyter's advisories: a token on every request, a Host check against
 DNS rebinding, POST-only state changes with a CSRF check, and headers that keep the page to
 itself.
 

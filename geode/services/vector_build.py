@@ -23,6 +23,19 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Literal, TypedDict, cast
+
+
+class VectorBuild(TypedDict, total=False):
+    """What :func:`start_vector_build` did (the ``vectors`` object of ``geode init --json``)."""
+
+    state: Literal["started", "running", "done", "not-started"]
+    why: str  # not-started: the reason
+    notes: int  # notes in the recall index
+    waiting: int  # notes among them without a vector
+    pid: int  # started: the embedder's process
+    started_at: float  # started: when (epoch seconds)
+
 
 #: When and with what the last background build was started.
 STAMP_FILE = "vectors-build.json"
@@ -49,7 +62,7 @@ def notes_without_vectors(settings, model_id: str | None = None) -> tuple[int, i
     return int(total), int(total) - int(done)
 
 
-def start_vector_build(settings) -> dict:
+def start_vector_build(settings) -> VectorBuild:
     """Start embedding the notes that have no vector yet, detached; return at once.
 
     ``{"state": ...}``: ``started`` (with the ``pid`` and how many notes wait), ``running``
@@ -76,7 +89,7 @@ def start_vector_build(settings) -> dict:
         pid = vectors.launch_detached(args, str(home / LOG_FILE))  # a launcher's grandchild: no zombie
     except (OSError, ValueError, subprocess.SubprocessError) as exc:
         return {"state": "not-started", "why": f"{type(exc).__name__}: {exc}"}
-    stamp = {"started_at": time.time(), "pid": pid, "notes": total, "waiting": missing}
+    stamp: VectorBuild = {"started_at": time.time(), "pid": pid, "notes": total, "waiting": missing}
     try:
         (home / STAMP_FILE).write_text(json.dumps(stamp) + "\n", encoding="utf-8")
     except OSError:
@@ -84,16 +97,17 @@ def start_vector_build(settings) -> dict:
     return {"state": "started", **stamp}
 
 
-def last_build(home: str) -> dict | None:
-    """The stamp of the last background build, or None."""
+def last_build(home: str) -> VectorBuild | None:
+    """The stamp of the last background build (``started_at``, ``pid``, ``notes``, ``waiting``),
+    or None."""
     try:
         data = json.loads((Path(home) / STAMP_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    return data if isinstance(data, dict) else None
+    return cast(VectorBuild, data) if isinstance(data, dict) else None
 
 
-def describe(r: dict) -> str:
+def describe(r: VectorBuild) -> str:
     """One line for people: what became of the vectors."""
     state = r.get("state")
     n = r.get("waiting", 0)

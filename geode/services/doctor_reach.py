@@ -205,8 +205,8 @@ def vectors_check(settings, skip_model: bool = False, now: float | None = None) 
 
     from sqlalchemy.exc import SQLAlchemyError
 
-    from geode.cli import background
     from geode.recall import vectors
+    from geode.services import vector_build
 
     model_id = None
     if not skip_model:
@@ -217,7 +217,7 @@ def vectors_check(settings, skip_model: bool = False, now: float | None = None) 
         except (ModelUnavailable, ValueError):
             return None  # the model check says why; without a model there are no vectors to expect
     try:
-        total, missing = background.notes_without_vectors(settings, model_id)
+        total, missing = vector_build.notes_without_vectors(settings, model_id)
         writing = vectors.writer_active(settings)
     except (SQLAlchemyError, OSError):
         return None  # the recall check reports an index that cannot be read
@@ -227,13 +227,13 @@ def vectors_check(settings, skip_model: bool = False, now: float | None = None) 
     have = f"{total - missing} of {total} notes have a vector"
     if writing:
         return True, examined, f"a vector build is running: {have}"
-    stamp = background.last_build(settings.home)
+    stamp = vector_build.last_build(settings.home)
     age = (now or time.time()) - float(stamp.get("started_at", 0)) if stamp else None
     if missing and age is not None and 0 <= age < VECTORS_GRACE_S:
         return True, examined, f"a vector build was started {age:.0f} s ago: {have}"
     far = vectors_far_behind(total, missing)
     if far:
-        log = Path(settings.home) / background.LOG_FILE
+        log = Path(settings.home) / vector_build.LOG_FILE
         tail = ""
         if stamp and log.is_file():
             lines = [x for x in log.read_text(encoding="utf-8", errors="replace").splitlines() if x.strip()]
