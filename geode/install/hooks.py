@@ -112,7 +112,6 @@ def default_home_dir() -> Path:
     return Path("~/.geode").expanduser()
 
 
-
 def check_agent(agent: str) -> None:
     """Refuse an agent geode has no installer for (:data:`AGENTS`), naming the ones it has."""
     if agent not in AGENTS:

@@ -400,7 +400,6 @@ def stored_bytes(value) -> bytes | None:
     return None if value is None else bytes(value)
 
 
-
 # -- a decision's result (reject here and in queue_review; approve, undo in apply) -----------
 def result(proposal_id: int, action: str, ok: bool, status: str, message: str, files: list) -> dict:
     return {"id": proposal_id, "action": action, "ok": ok, "status": status, "message": message, "files": files}
