@@ -285,58 +285,7 @@ def test_the_kernel_imports_only_the_standard_library_and_itself_at_import_time(
     assert not seen & eager, f"the hook's modules load a library-backed reader: {sorted(seen & eager)}"
 
 
-#: The rooms whose modules talk only through public names, in both directions: the services and
-#: what is above them. (A private name is one with a single leading underscore.)
-PUBLIC_ONLY = {"services", *SURFACES, "program"}
-
-
-def private_names_used(tree: ast.Module, mods: set[str]) -> list[str]:
-    """``module._name`` for each private name this module takes from a geode module:
-    ``from m import _x``, or ``M._x`` on a module it imported (``from p import m``,
-    ``import m as M``)."""
-    out = []
-    aliases: dict[str, str] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("geode"):
-            for a in node.names:
-                full = f"{node.module}.{a.name}"
-                if full in mods:
-                    aliases[a.asname or a.name] = full
-                elif a.name.startswith("_") and not a.name.startswith("__"):
-                    out.append(full)
-        elif isinstance(node, ast.Import):
-            for a in node.names:
-                if a.name.startswith("geode") and a.asname:
-                    aliases[a.asname] = a.name
-    for node in ast.walk(tree):
-        if (
-            isinstance(node, ast.Attribute)
-            and isinstance(node.value, ast.Name)
-            and node.value.id in aliases
-            and node.attr.startswith("_")
-            and not node.attr.startswith("__")
-        ):
-            out.append(f"{aliases[node.value.id]}.{node.attr}")
-    return out
-
-
-def test_the_services_and_the_surfaces_use_no_private_name_of_another_module():
-    """No module of the services, the surfaces or the program takes a private name of another
-    module, and no module takes one of theirs: what crosses a module is its interface."""
-    mods = modules()
-    sample = ast.parse("from geode.mcp.inputs import _strs\nfrom geode.queue import proposals as Q\nQ._b(1)\n")
-    assert private_names_used(sample, set(mods)) == ["geode.mcp.inputs._strs", "geode.queue.proposals._b"]
-    bad = []
-    examined = 0
-    for mod, path in mods.items():
-        if room_of(mod) in PUBLIC_ONLY:
-            examined += 1
-        for used in private_names_used(ast.parse(path.read_text(encoding="utf-8")), set(mods)):
-            owner = used.rsplit(".", 1)[0]
-            if owner != mod and (room_of(mod) in PUBLIC_ONLY or room_of(owner) in PUBLIC_ONLY):
-                bad.append(f"{path.relative_to(ROOT)} uses {used}")
-    assert examined >= 40, f"examined only {examined} modules of {sorted(PUBLIC_ONLY)}"
-    assert not bad, "\n".join(sorted(bad))
+# Private names across modules, in every room: tests/test_private_names.py.
 
 
 def test_no_import_cycles_inside_the_package():
