@@ -74,13 +74,13 @@ class Cleaner(Contradictions, NearDuplicates, FolderCaps, Agent):
         for key in EXAMINED_KEYS:
             report.examined.setdefault(key, 0)
         cfg = ctx.settings.cleaner  # [cleaner], checked and filled with defaults by load_settings
-        self.cap = cfg["cap"]
-        self.caps = {_folder_key(k): v for k, v in cfg["caps"].items()}
-        self.archive_dir = _folder_key(cfg["archive_dir"]) or _folder_key(default("cleaner", "archive_dir"))
+        self.cap = cfg.cap
+        self.caps = {_folder_key(k): v for k, v in cfg.caps.items()}
+        self.archive_dir = _folder_key(cfg.archive_dir) or _folder_key(default("cleaner", "archive_dir"))
         # max_archives: a queue of 49,000 archives in one night is not a queue a person works through
-        self.max_archives = cfg["max_archives"]
+        self.max_archives = cfg.max_archives
         # "not used in the ledger" is evidence only once the ledger covers this many days
-        self.evidence_days = cfg["archive_evidence_days"]
+        self.evidence_days = cfg.archive_evidence_days
         self.ledger_days = 0.0
         self.ledger_last = 0.0
         self._dotted_any = False

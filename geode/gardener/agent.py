@@ -59,7 +59,7 @@ class Gardener(Stubs, NeverFired, Bind, Salience, Agent):
 
     def _configure(self, settings) -> list[str]:
         """``settings.gardener`` (``[gardener]``, checked by load_settings), then the constructor's overrides."""
-        values = dict(settings.gardener)
+        values = settings.gardener.as_dict()
         values.update(self._overrides)
         for k, v in values.items():
             setattr(self, k, v)

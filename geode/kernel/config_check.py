@@ -161,6 +161,40 @@ def describe(problems: list[tuple[tuple, str]], text: str, path: str) -> str:
 
 
 # -- locating ------------------------------------------------------------------------------
+# -- the typed tables ----------------------------------------------------------------------
+def annotation_of(kind, dflt) -> str:
+    """The annotation a ``config.Table`` field of ``kind`` carries (``| None`` when the default is None).
+
+    A TOML date arrives as a string (``load_settings`` keeps dates as text); ``strs`` as a tuple."""
+    if isinstance(kind, tuple):  # MAP(of)
+        text = f"dict[str, {annotation_of(kind[1], '')}]"
+    else:
+        text = {INT: "int", FLOAT: "float", STR: "str", BOOL: "bool", DATE: "str", STRS: "tuple[str, ...]"}[kind]
+    return f"{text} | None" if dflt is None else text
+
+
+def table_mismatches(cls, spec: dict) -> list[str]:
+    """How a ``config.Table`` class disagrees with its ``SCHEMA`` table ``spec``: a key without a
+    field (or a field without a key), fields out of ``SCHEMA``'s order, or a field whose annotation
+    is not the one its kind means. Empty when they agree: ``SCHEMA`` stays the one declaration."""
+    out = []
+    slots = tuple(cls.__dict__.get("__slots__", ()))
+    notes = cls.__dict__.get("__annotations__", {})
+    for key in spec:
+        if key not in slots:
+            out.append(f"[{cls.TABLE}] {key}: in SCHEMA, no field of {cls.__name__}")
+    for key in slots:
+        if key not in spec:
+            out.append(f"[{cls.TABLE}] {key}: a field of {cls.__name__}, not in SCHEMA")
+    if not out and slots != tuple(spec):
+        out.append(f"{cls.__name__}: fields not in SCHEMA's order")
+    for key, (kind, dflt, _var) in spec.items():
+        want = annotation_of(kind, dflt)
+        if key in slots and notes.get(key) != want:
+            out.append(f"[{cls.TABLE}] {key}: {cls.__name__} says {notes.get(key)!r}, SCHEMA's kind means {want!r}")
+    return out
+
+
 def locate(text: str, keypath: tuple) -> int | None:
     """The 1-based line that defines ``keypath`` in ``text`` (a valid TOML document), or None.
 

@@ -449,8 +449,9 @@ class Semantic:
             self.model_id, self.dim = self.embedder.model_id, self.embedder.dim
         else:
             self.model_id, self.dim = known
-        self.share = float(settings.recall.get("passage_share", 0.0))
+        self.share = float(settings.recall.passage_share)
         self.error = ""  # why the vectors cannot answer now (Chroma unreachable); "" when they can
+        self.vs: VectorStore | None
         try:
             self.vs = VectorStore(settings, self.model_id, self.dim, write=False)
         except VectorsUnavailable as exc:
@@ -503,6 +504,11 @@ class Semantic:
         ``note_score``; note id -> its best passage's metadata, for the hit's snippet and line).
         ``started``: ``start_query(query)``'s future, when the embedding was started earlier."""
 
+        vs = self.vs
+        if vs is None:  # callers ask only when ``available``; say why rather than fail on None
+            from geode.recall.vectors import VectorsUnavailable
+
+            raise VectorsUnavailable(self.error or "no vector store")
         qv = started.result() if started is not None else self.embedder.embed_query(query)
         w = as_where(conds)
         with idx.sql.connect() as conn:
@@ -517,17 +523,17 @@ class Semantic:
                         w.params,
                     )
                     nid_of = {(d, p): i for i, d, p in rows}
-                    got = self.vs.passage_similarities(qv, sorted({p for _i, _d, p in rows}))
+                    got = vs.passage_similarities(qv, sorted({p for _i, _d, p in rows}))
                     return self._by_note(got, nid_of, n)
             k = n * PASSAGES_PER_NOTE
-            got = self.vs.query(qv, k, metas=True)
+            got = vs.query(qv, k, metas=True)
             if not got:
                 return {}, {}
             nid_of = _notes_of(conn, got, w)
             # a broad filter: as many passages as an unfiltered search first; eight times that only
             # when fewer than n of their notes pass it (and Chroma had more to give)
             if filtered and len(set(nid_of.values())) < n and len(got) >= k:
-                got = self.vs.query(qv, 8 * k, metas=True)
+                got = vs.query(qv, 8 * k, metas=True)
                 nid_of = _notes_of(conn, got, w)
         return self._by_note(got, nid_of, n)
 
@@ -726,8 +732,8 @@ def search(
     if mode not in ("hybrid", "text", "semantic"):
         raise FilterError(f"mode {mode!r}: expected hybrid, text or semantic")
     rc = settings.recall
-    sw = float(rc["salience_weight"] if salience_weight is None else salience_weight)
-    rw = float(rc["retired_weight"] if retired_weight is None else retired_weight)
+    sw = float(rc.salience_weight if salience_weight is None else salience_weight)
+    rw = float(rc.retired_weight if retired_weight is None else retired_weight)
     idx = index or index_for(settings)
     q = (query or "").strip()
     conds, doms = filter_where(settings, domain, type, status, tags, where, after, as_of)
@@ -786,7 +792,7 @@ def search(
             in_scope = set(doms)  # configured (renamed, removed) may still hold notes there
             rows = {i: r for i, r in rows.items() if r["domain"] in in_scope}
         scope_key = None if filtered else "\x00domains " + " ".join(sorted(doms))
-        uw = unknown_weight(sem, float(rc["unknown_below"]), float(rc["unknown_word_weight"]))
+        uw = unknown_weight(sem, float(rc.unknown_below), float(rc.unknown_word_weight))
         idf = term_idf(idx, terms, conds, scope_key, uw) if lex else {}
         cov = {i: _coverage(terms, rows[i], idf) for i in lex if i in rows}
         unembedded = {i for i in lex if i in rows and _waits_for_vector(rows[i], model)} if sem else set()
@@ -794,9 +800,9 @@ def search(
             lex,
             sem,
             cov,
-            blend or rc["blend"],
-            k=float(rc["rrf_k"]),
-            semantic_weight=float(rc["semantic_weight"]),
+            blend or rc.blend,
+            k=float(rc.rrf_k),
+            semantic_weight=float(rc.semantic_weight),
             unembedded=unembedded,
         )
         scored = []
@@ -805,10 +811,10 @@ def search(
                 continue
             scored.append((rel * prior(rows[i], sw, rw), rows[i], a, b))
         scored.sort(key=lambda t: (-t[0], t[1]["path"]))
-        hw = float(rc["hop_weight"] if hop_weight is None else hop_weight)
+        hw = float(rc.hop_weight if hop_weight is None else hop_weight)
         if used == "hybrid":  # both sides answered: text and semantic modes stay one side each
-            scored = neighbour_stage(idx, settings, scored, int(rc["hop_anchors"]), hw)
-            fw = float(rc["feedback_weight"] if feedback_weight is None else feedback_weight)
+            scored = neighbour_stage(idx, settings, scored, int(rc.hop_anchors), hw)
+            fw = float(rc.feedback_weight if feedback_weight is None else feedback_weight)
             if fw > 0 and scored:
                 scored = feedback_stage(idx, s, q, terms, conds, n, filtered, scored, best_passage, fw)
         total = len(scored)
