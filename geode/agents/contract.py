@@ -18,9 +18,12 @@ import hashlib
 import json
 import os
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from geode.kernel.store import StoreLoad, iter_note_paths, load_store, unentered
+
+if TYPE_CHECKING:  # the queue imports SQLAlchemy: only its name is needed here, for the checker
+    from geode.queue.proposals import ProposalDraft
 
 #: statuses of a finished run
 OK, FAILED, NOTHING_TO_LEARN = "ok", "failed", "nothing-to-learn"
@@ -74,11 +77,10 @@ class Skipped:
 
 @dataclass
 class Proposed:
-    """A proposal an agent wants filed. ``draft`` is an ``geode.queue.proposals.ProposalDraft``
-    without its evidence; ``findings`` are the findings it rests on (their ids become the
+    """A proposal an agent wants filed. ``draft`` is a ``ProposalDraft`` without its evidence; ``findings`` are the findings it rests on (their ids become the
     evidence once they are stored)."""
 
-    draft: Any
+    draft: ProposalDraft
     findings: list[Finding] = field(default_factory=list)
     ledger_events: list[int] = field(default_factory=list)
 
