@@ -66,6 +66,7 @@ from geode.delivery.prompt_recall import fts5_query, query_terms
 from geode.recall.filters import FilterError, Where, as_where, filter_where
 from geode.recall.hits import fold, passage_snippet, snippet_and_line, supersedes_chain
 from geode.recall.recall_index import RecallIndex, address, is_retired
+from geode.recall.results import SearchHit, SearchResult
 from geode.recall.sqlread import NOTE_SELECT, db_errors, in_list
 
 #: as ``geode.recall.index_tables`` (a test checks they agree); here as text, so that a search
@@ -723,7 +724,7 @@ def search(
     embedder=None,
     index: RecallIndex | None = None,
     chain: bool = True,
-) -> dict:
+) -> SearchResult:
     """Search the recall index. Returns ``{"results": [...], "mode", "pending", "notice", "total"}``.
 
     ``refresh``: first re-read folders whose mtime changed (a fresh note is found by text at once).
@@ -824,7 +825,7 @@ def search(
         scored = scored[0]
     obs = idx.observations([r["id"] for _s, r, _a, _b in scored])
     chained: set[int] | None = None
-    results = []
+    results: list[SearchHit] = []
     for score, row, a, b in scored:
         snip, line = "", None
         bp = best_passage.get(row["id"])
@@ -832,7 +833,7 @@ def search(
             snip, line = passage_snippet(row, bp, terms)
         if not snip:
             snip, line = snippet_and_line(row, obs.get(row["id"], []), terms)
-        hit = {
+        hit: SearchHit = {
             "address": address(row["domain"], row["permalink"]),
             "domain": row["domain"],
             "path": row["path"],
