@@ -44,6 +44,11 @@ import os
 from geode.kernel import fastjson
 from geode.kernel.errors import GeodeError
 
+#: for the checker only (``typing`` costs the hook about 3 ms; annotations here are strings)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Self
+
 DEFAULT_BUDGET = 4000
 DEFAULT_INJECT_BUDGET = 1200
 DEFAULT_BOOT_CHARS = 300
@@ -61,7 +66,7 @@ TERM_RULES = ("substring", "tokens")
 INT, FLOAT, STR, BOOL, DATE, STRS = "int", "float", "str", "bool", "date", "strs"
 
 
-def MAP(of) -> tuple:
+def MAP(of: str | tuple) -> tuple:
     """A table whose keys are the user's own (domain names, folders, agent names), each of kind ``of``."""
     return ("map", of)
 
@@ -195,7 +200,7 @@ class Table:
     #: the table's name in ``geode.toml`` and ``SCHEMA``
     TABLE = ""
 
-    def __init__(self, **values) -> None:
+    def __init__(self, **values: Any) -> None:
         spec = SCHEMA[self.TABLE]
         unknown = set(values) - set(spec)
         if unknown:
@@ -209,7 +214,7 @@ class Table:
     def __delattr__(self, name: str) -> None:
         raise AttributeError(f"settings.{self.TABLE} is read-only")
 
-    def replace(self, **values):
+    def replace(self, **values: Any) -> Self:
         """A copy with ``values`` changed (what ``dataclasses.replace`` would give)."""
         return type(self)(**{**self.as_dict(), **values})
 
@@ -376,7 +381,7 @@ def env_vars() -> dict[str, tuple[str, str]]:
     return out
 
 
-def default(table: str, key: str):
+def default(table: str, key: str) -> Any:
     """The default of ``[table] key`` (a fresh copy when it is a table)."""
     value = SCHEMA[table][key][1]
     return dict(value) if type(value) is dict else value
@@ -473,7 +478,7 @@ class Settings:
     upkeep: UpkeepSettings
     web: WebSettings
 
-    def __init__(self, home: str, domains: dict[str, str], default_domain: str, **kw):
+    def __init__(self, home: str, domains: dict[str, str], default_domain: str, **kw: Any) -> None:
         self.home = home
         self.domains = domains
         self.default_domain = default_domain
@@ -485,7 +490,7 @@ class Settings:
             if getattr(self, name) is None:
                 setattr(self, name, TABLES[name]())
 
-    def replace(self, **kw) -> Settings:
+    def replace(self, **kw: Any) -> Settings:
         values = {k: getattr(self, k) for k in _DEFAULTS}
         values.update({k: v for k, v in kw.items() if k in _DEFAULTS})
         base = {k: kw.get(k, getattr(self, k)) for k in ("home", "domains", "default_domain")}
@@ -609,7 +614,7 @@ def read_config_file(home: str) -> dict:
     return data
 
 
-def _jsonable(value):
+def _jsonable(value: object) -> Any:
     if isinstance(value, dict):
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -651,7 +656,7 @@ _ENV_KINDS: dict[str, tuple] = {  # kind -> (converter, what a wrong value is no
 }
 
 
-def _from_env(var: str, text: str, kind: str):
+def _from_env(var: str, text: str, kind: str) -> Any:
     if kind in _ENV_KINDS:
         conv, what = _ENV_KINDS[kind]
         try:
