@@ -18,7 +18,7 @@ import hashlib
 import json
 import os
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from geode.kernel.store import StoreLoad, iter_note_paths, load_store, unentered
 
@@ -85,6 +85,39 @@ class Proposed:
     ledger_events: list[int] = field(default_factory=list)
 
 
+class FindingRecord(TypedDict):
+    """A finding as a report prints it (``Report.as_dict``)."""
+
+    id: int | None
+    kind: str
+    path: str
+    line: int
+    target: str
+    message: str
+    domain: str
+    suggestion: str
+    severity: str
+
+
+class ReportRecord(TypedDict):
+    """What ``Report.as_dict`` returns: one agent's run as ``geode upkeep --json`` prints it and
+    the runs table keeps it."""
+
+    agent: str
+    run_id: str
+    status: str
+    message: str
+    examined: dict[str, int]
+    store_notes: int
+    findings: list[FindingRecord]
+    skipped: list[dict[str, Any]]
+    proposals: list[dict]
+    held_back: dict[str, int]
+    attempts: int
+    started_at: float
+    finished_at: float
+
+
 @dataclass
 class Report:
     """What one agent did in one run."""
@@ -111,7 +144,7 @@ class Report:
     def failed(self) -> bool:
         return self.status == FAILED
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> ReportRecord:
         return {
             "agent": self.agent,
             "run_id": self.run_id,
