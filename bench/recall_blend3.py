@@ -56,7 +56,7 @@ def bootstrap(paths: list[str], n_boot: int = 2000, seed: int = 10) -> int:
     from geode.recall import search as S
     from geode.recall.filters import filter_where
 
-    rc = dict(load_settings().recall)
+    rc = load_settings().recall.as_dict()
     while paths and paths[0].startswith("--"):  # --KEY VALUE: a [recall] key other than configured
         rc[paths[0][2:].replace("-", "_")] = float(paths[1])
         paths = paths[2:]

@@ -292,7 +292,7 @@ def choose(paths: list[str], folds: int = 5, seed: int = 7) -> int:
         from geode.kernel.config import load_settings
 
         rc = load_settings().recall
-        default = (float(rc["semantic_weight"]), int(rc["hop_anchors"]), float(rc["hop_weight"]), False)
+        default = (float(rc.semantic_weight), int(rc.hop_anchors), float(rc.hop_weight), False)
         print("\ntest sets (never chosen on):")
         print(f"{'set':<16}{'ranking':<60}" + "".join(f"{m:>7}" for m in MEASURES) + "   two-note all@5")
         for n, qs in tsets.items():

@@ -51,3 +51,27 @@ def test_mypy_is_clean(tmp_path):
     assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-2000:]
     m = re.search(r"no issues found in (\d+) source files", r.stdout)
     assert m and int(m.group(1)) >= 100, f"mypy examined too few files: {r.stdout!r}"
+
+
+def test_mypy_checks_the_bodies_of_untyped_functions(tmp_path):
+    """``check_untyped_defs`` is on: an error inside a function without annotations is reported
+    (at mypy's default level it is not, which is how eight of them went unseen)."""
+    import tomllib
+
+    cfg = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["mypy"]
+    assert cfg["check_untyped_defs"] is True
+    strict = [o for o in cfg.get("overrides", []) if o.get("disallow_untyped_defs")]
+    assert any("geode.kernel.config" in o["module"] for o in strict), strict
+    probe = tmp_path / "probe.py"
+    probe.write_text("def untyped():\n    return 1 + 'a'\n", encoding="utf-8")
+    r = _run(
+        [
+            _tool("mypy"),
+            "--config-file",
+            str(REPO / "pyproject.toml"),
+            "--cache-dir",
+            str(tmp_path / "mypy-cache"),
+            str(probe),
+        ]
+    )
+    assert r.returncode == 1 and 'Unsupported operand types for + ("int" and "str")' in r.stdout, r.stdout

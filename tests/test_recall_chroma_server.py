@@ -172,7 +172,7 @@ def test_a_server_gone_mid_reindex_leaves_the_index_usable_and_says_so(tmp_path,
         # the index is usable: search answers by full text and says why
         res = search(s, "API token expires at midnight", embedder=model, chain=False)
         assert res["results"] and res["results"][0]["path"] == "ops/tokens.md"
-        assert res["mode"] == "text" and s.recall["chroma_url"] in res["notice"], res["notice"]
+        assert res["mode"] == "text" and s.recall.chroma_url in res["notice"], res["notice"]
 
         # the server comes back (same port, same data): the rest is embedded, search is hybrid again
         server.start()

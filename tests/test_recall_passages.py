@@ -208,7 +208,7 @@ def test_the_neighbour_stage_brings_in_the_linked_note_an_answer_spans(env, mode
     # both halves of the answer are in the top two with the stage: the top hit (the anchor,
     # [recall] hop_anchors = 1 by default) lifts the other half through their link
     assert {rank(hop, "m/sync-0513.md"), rank(hop, "m/sync-0727.md")} == {1, 2}
-    assert s.recall["hop_anchors"] == 1
+    assert s.recall.hop_anchors == 1
     by_path = {h["path"]: h["score"] for h in plain["results"]}
     anchor = plain["results"][0]["path"]
     assert anchor in ("m/sync-0513.md", "m/sync-0727.md")
@@ -219,7 +219,7 @@ def test_the_neighbour_stage_brings_in_the_linked_note_an_answer_spans(env, mode
             assert h["score"] == by_path[h["path"]]  # the anchor, or not a neighbour: untouched
     assert hop["results"][0]["path"] == anchor  # the stage never pushes out the first hit
     # with three anchors each half lends to the other: both are lifted
-    s.recall["hop_anchors"] = 3
+    s = s.replace(recall=s.recall.replace(hop_anchors=3))
     three = search(s, q, mode="hybrid", hop_weight=0.5, refresh=False, limit=5)
     lifted = {h["path"] for h in three["results"] if h["score"] > by_path.get(h["path"], float("inf"))}
     assert lifted == {"m/sync-0513.md", "m/sync-0727.md"}

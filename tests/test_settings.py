@@ -30,17 +30,17 @@ from hypothesis import strategies as st
 
 from geode.kernel import config
 from geode.kernel.config import BOOL, DATE, FLOAT, INT, SCHEMA, STR, STRS, ConfigError, load_settings
-from geode.kernel.config_check import key_lines, locate, problems_in
+from geode.kernel.config_check import key_lines, locate, problems_in, table_mismatches
 from tests.helpers import REPO, Geode
 
-#: a flat attribute of Settings for ``(table, key)`` (the others are ``settings.<table>[key]``)
+#: a flat attribute of Settings for ``(table, key)`` (the others are ``settings.<table>.<key>``)
 FLAT = {tk: name for name, tk in config._FLAT.items()}
 
 
 def value_of(s, table: str, key: str):
     if (table, key) in FLAT:
         return getattr(s, FLAT[(table, key)])
-    return getattr(s, table)[key]
+    return getattr(getattr(s, table), key)
 
 
 def toml_value(v) -> str:
@@ -124,7 +124,7 @@ def test_an_empty_environment_variable_counts_as_unset(tmp_path):
     home = tmp_path / "home"
     write(home, '[database]\nurl = "sqlite:////tmp/from-file.db"\n[upkeep]\nbroker_url = "redis://file/0"\n')
     s = load_settings(env={"GEODE_HOME": str(home), "GEODE_DATABASE_URL": "", "GEODE_BROKER_URL": ""})
-    assert s.database_url == "sqlite:////tmp/from-file.db" and s.upkeep["broker_url"] == "redis://file/0"
+    assert s.database_url == "sqlite:////tmp/from-file.db" and s.upkeep.broker_url == "redis://file/0"
 
 
 @pytest.mark.parametrize(
@@ -372,17 +372,17 @@ misfire_grace_hours = 2
     s = load_settings(env={"GEODE_HOME": str(home)})
     assert s.budget == 3000 and s.known_agents == ("Explore",) and s.withhold_rate == 0.0
     assert s.stop_date == "2027-02-27" and s.database_url is None
-    assert s.recall["salience_weight"] == 1.0 and isinstance(s.recall["salience_weight"], float)
-    assert s.recall["tag_aliases"] == {"main": {"k8s": "kubernetes"}}
-    assert s.cleaner == {
+    assert s.recall.salience_weight == 1.0 and isinstance(s.recall.salience_weight, float)
+    assert s.recall.tag_aliases == {"main": {"k8s": "kubernetes"}}
+    assert s.cleaner.as_dict() == {
         "cap": 10,
         "caps": {"guides/old": 3},
         "archive_dir": "archive",
         "max_archives": 1000,
         "archive_evidence_days": 30,
     }
-    assert s.gardener["salience_step"] == 0.2 and s.gardener["window_days"] == 30
-    assert s.upkeep["agents"] == {"extra": "tests.upkeep_agents:HandPicked"} and s.upkeep["misfire_grace_hours"] == 2.0
+    assert s.gardener.salience_step == 0.2 and s.gardener.window_days == 30
+    assert s.upkeep.agents == {"extra": "tests.upkeep_agents:HandPicked"} and s.upkeep.misfire_grace_hours == 2.0
     # the second load is served by the cache, and it says the same
     assert (home / "index" / "settings-cache.json").exists()
     again = load_settings(env={"GEODE_HOME": str(home)})
@@ -417,8 +417,54 @@ def test_the_checker_knows_the_kinds_the_schema_uses():
 def test_settings_built_in_code_carry_every_table_with_its_defaults():
     s = config.Settings(home="/h", domains={"main": "/h/store"}, default_domain="main")
     for table in config.SECTIONS:
-        assert getattr(s, table) == {k: spec[1] for k, spec in SCHEMA[table].items()}
+        assert getattr(s, table).as_dict() == {k: spec[1] for k, spec in SCHEMA[table].items()}
     assert s.cleaner is not config.Settings(home="/h", domains={}, default_domain="main").cleaner
+
+
+def test_each_table_of_settings_has_one_typed_field_per_schema_key():
+    """SCHEMA stays the one declaration: every key of a table handed out whole is a field of its
+    class, in SCHEMA's order, annotated with the type its kind means."""
+    assert set(config.TABLES) == set(config.SECTIONS)
+    for name in config.SECTIONS:
+        cls = config.TABLES[name]
+        assert cls.TABLE == name
+        assert table_mismatches(cls, SCHEMA[name]) == [], name
+        # and Settings names that class for the attribute
+        assert config.Settings.__annotations__[name] == cls.__name__
+
+
+def test_the_table_check_fails_a_missing_key_and_a_wrong_type():
+    """The check above could fail: a key without a field, and a field of another type, are named."""
+
+    class Skewed(config.Table):
+        TABLE = "cleaner"
+        __slots__ = ("cap", "caps", "archive_dir", "max_archives")  # archive_evidence_days is missing
+        cap: str  # SCHEMA: an integer
+        caps: dict[str, int]
+        archive_dir: str
+        max_archives: int
+
+    got = table_mismatches(Skewed, SCHEMA["cleaner"])
+    assert got == [
+        "[cleaner] archive_evidence_days: in SCHEMA, no field of Skewed",
+        "[cleaner] cap: Skewed says 'str', SCHEMA's kind means 'int'",
+    ]
+    # a key that SCHEMA gains without a field in its class fails too
+    spec = dict(SCHEMA["web"], theme=(STR, "light", None))
+    assert table_mismatches(config.WebSettings, spec) == ["[web] theme: in SCHEMA, no field of WebSettings"]
+    assert table_mismatches(config.WebSettings, SCHEMA["web"]) == []
+
+
+def test_a_table_is_read_only_and_replace_gives_a_changed_copy():
+    s = config.Settings(home="/h", domains={"main": "/h/store"}, default_domain="main")
+    with pytest.raises(AttributeError, match="read-only"):
+        s.recall.budget_ms = 1  # type: ignore[misc]
+    with pytest.raises(TypeError, match=r"\[recall\] has no key budgetms"):
+        config.RecallSettings(budgetms=1)
+    changed = s.recall.replace(hop_anchors=3)
+    assert changed.hop_anchors == 3 and s.recall.hop_anchors == 1
+    assert changed != s.recall and changed.replace(hop_anchors=1) == s.recall
+    assert s.replace(recall=changed).recall.hop_anchors == 3
 
 
 def test_no_module_but_config_reads_geode_toml():
@@ -538,12 +584,12 @@ def test_the_hook_reads_its_recall_budget_through_settings(tmp_path):
     g = Geode(tmp_path, config="[recall]\nbudget_ms = 750\n")
     run = HookRun("claude", {"session_id": "s"}, g.env())
     try:
-        assert run.settings.recall["budget_ms"] == 750
+        assert run.settings.recall.budget_ms == 750
     finally:
         run.close()
     run = HookRun("claude", {"session_id": "s"}, g.env(GEODE_RECALL_BUDGET_MS="20000"))
     try:
-        assert run.settings.recall["budget_ms"] == 20000
+        assert run.settings.recall.budget_ms == 20000
     finally:
         run.close()
 

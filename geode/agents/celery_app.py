@@ -43,20 +43,20 @@ class CeleryConfigError(ConfigError, ValueError):
 def broker_settings(settings) -> dict:
     """The broker and limits of ``settings.upkeep`` (environment, then ``[upkeep]``), validated."""
     up = settings.upkeep
-    vt = up["visibility_timeout"]
-    hard = up["time_limit"] if up["time_limit"] is not None else min(DEFAULT_TIME_LIMIT, vt // 2)
-    soft = up["soft_time_limit"] if up["soft_time_limit"] is not None else max(1, hard - max(1, hard // 20))
+    vt = up.visibility_timeout
+    hard = up.time_limit if up.time_limit is not None else min(DEFAULT_TIME_LIMIT, vt // 2)
+    soft = up.soft_time_limit if up.soft_time_limit is not None else max(1, hard - max(1, hard // 20))
     if not 0 < soft <= hard < vt:
         raise CeleryConfigError(
             f"[upkeep] limits must satisfy 0 < soft_time_limit ({soft}) <= time_limit ({hard}) "
             f"< visibility_timeout ({vt}): a task still running at the visibility timeout is given to a second worker"
         )
     return {
-        "broker_url": up["broker_url"] or None,
+        "broker_url": up.broker_url or None,
         "visibility_timeout": vt,
         "time_limit": hard,
         "soft_time_limit": soft,
-        "queue": up["queue"],
+        "queue": up.queue,
     }
 
 

@@ -19,9 +19,12 @@ import hashlib
 import json
 import os
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from geode.kernel.store import StoreLoad, iter_note_paths, load_store, unentered
+
+if TYPE_CHECKING:  # the queue imports SQLAlchemy: only its name is needed here, for the checker
+    from geode.queue.proposals import ProposalDraft
 
 #: statuses of a finished run
 OK, FAILED, NOTHING_TO_LEARN = "ok", "failed", "nothing-to-learn"
@@ -75,13 +78,45 @@ class Skipped:
 
 @dataclass
 class Proposed:
-    """A proposal an agent wants filed. ``draft`` is an ``geode.queue.proposals.ProposalDraft``
-    without its evidence; ``findings`` are the findings it rests on (their ids become the
+    """A proposal an agent wants filed. ``draft`` is a ``ProposalDraft`` without its evidence; ``findings`` are the findings it rests on (their ids become the
     evidence once they are stored)."""
 
-    draft: Any
+    draft: ProposalDraft
     findings: list[Finding] = field(default_factory=list)
     ledger_events: list[int] = field(default_factory=list)
+
+
+class FindingRecord(TypedDict):
+    """A finding as a report prints it (``Report.as_dict``)."""
+
+    id: int | None
+    kind: str
+    path: str
+    line: int
+    target: str
+    message: str
+    domain: str
+    suggestion: str
+    severity: str
+
+
+class ReportRecord(TypedDict):
+    """What ``Report.as_dict`` returns: one agent's run as ``geode upkeep --json`` prints it and
+    the runs table keeps it."""
+
+    agent: str
+    run_id: str
+    status: str
+    message: str
+    examined: dict[str, int]
+    store_notes: int
+    findings: list[FindingRecord]
+    skipped: list[dict[str, Any]]
+    proposals: list[dict]
+    held_back: dict[str, int]
+    attempts: int
+    started_at: float
+    finished_at: float
 
 
 @dataclass
@@ -110,7 +145,7 @@ class Report:
     def failed(self) -> bool:
         return self.status == FAILED
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> ReportRecord:
         return {
             "agent": self.agent,
             "run_id": self.run_id,

@@ -41,7 +41,7 @@ class UnknownAgent(NotFoundError, LookupError):
 def registry(settings=None) -> dict[str, str]:
     reg = dict(BUILTIN)
     if settings is not None:
-        reg.update(settings.upkeep["agents"])  # [upkeep] agents, checked by load_settings
+        reg.update(settings.upkeep.agents)  # [upkeep] agents, checked by load_settings
     return reg
 
 

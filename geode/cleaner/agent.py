@@ -75,13 +75,13 @@ class Cleaner(Agent):
         run = CleanerRun(
             ctx=ctx,
             name=self.name,
-            cap=cfg["cap"],
-            caps={_folder_key(k): v for k, v in cfg["caps"].items()},
-            archive_dir=_folder_key(cfg["archive_dir"]) or _folder_key(default("cleaner", "archive_dir")),
+            cap=cfg.cap,
+            caps={_folder_key(k): v for k, v in cfg.caps.items()},
+            archive_dir=_folder_key(cfg.archive_dir) or _folder_key(default("cleaner", "archive_dir")),
             # max_archives: a queue of 49,000 archives in one night is not a queue a person works through
-            max_archives=cfg["max_archives"],
+            max_archives=cfg.max_archives,
             # "not used in the ledger" is evidence only once the ledger covers this many days
-            evidence_days=cfg["archive_evidence_days"],
+            evidence_days=cfg.archive_evidence_days,
             embedder=self._embedder,
         )
         usage, ledger_note = self._usage(ctx.engine, report, run)

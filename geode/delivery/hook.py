@@ -249,7 +249,7 @@ class HookRun:
         try:  # prompt-time recall: at most three notes, within its own budget; never blocks the prompt
             from geode.delivery import prompt_recall
 
-            budget = self.settings.recall["budget_ms"]  # GEODE_RECALL_BUDGET_MS, [recall] budget_ms, 300
+            budget = self.settings.recall.budget_ms  # GEODE_RECALL_BUDGET_MS, [recall] budget_ms, 300
             hits, how = prompt_recall.recall(self.settings, prompt, budget_ms=budget)
             found = prompt_recall.render(hits, how, cap=max(0, CLAUDE_CONTEXT_CAP - 200 - len(text)))
             if found:

@@ -11,6 +11,7 @@ an error (``empty-store``), never "0 problems".
 from __future__ import annotations
 
 import datetime as _dt
+from typing import Any, TypedDict
 
 from geode.delivery import match as _match
 from geode.delivery.binding import parse_binding
@@ -274,7 +275,17 @@ def lint_load(
     return problems
 
 
-def lint_store(settings, today: _dt.date | None = None, term_shares: dict | None = None) -> dict:
+class LintResult(TypedDict):
+    """What ``lint_store`` returns, as ``geode lint --json`` prints it: each problem's
+    ``Problem.as_dict``, what was examined, and the counts by severity."""
+
+    problems: list[dict[str, Any]]
+    examined: dict[str, int]
+    errors: int
+    warnings: int
+
+
+def lint_store(settings, today: _dt.date | None = None, term_shares: dict | None = None) -> LintResult:
     """Lint every domain. Returns ``{"problems": [...], "examined": {...}, "errors": n, "warnings": n}``.
     ``term_shares`` (``ledger_term_shares``) adds the check of terms that fire on too much."""
     problems: list[Problem] = []

@@ -30,7 +30,7 @@ FTS_WEIGHTS = (8.0, 5.0, 3.0, 1.0)  # title, tags, description, body (as recall_
 RETIRED = ("deprecated", "superseded", "archived", "legacy")
 TEXT_CAP = 1800  # characters of recalled text handed to the agent
 #: the whole recall, server or text, when the caller names no budget; the hook passes
-#: ``settings.recall["budget_ms"]`` (GEODE_RECALL_BUDGET_MS, then [recall] budget_ms, then this)
+#: ``settings.recall.budget_ms`` (GEODE_RECALL_BUDGET_MS, then [recall] budget_ms, then this)
 BUDGET_MS = default("recall", "budget_ms")
 
 STOPWORDS = frozenset(
@@ -167,7 +167,7 @@ def text_search(settings, prompt: str, limit: int = MAX_NOTES, busy_ms: int = 50
     finally:
         conn.close()
     need = 2 if len(terms) >= 2 else 1
-    salience_w, retired_w = settings.recall["salience_weight"], settings.recall["retired_weight"]  # as search.py
+    salience_w, retired_w = settings.recall.salience_weight, settings.recall.retired_weight  # as search.py
     hits = []
     for domain, rel, perm, title, status, sal, body, desc, s in rows:
         hay = f"{title}\n{desc}\n{body}".lower()

@@ -15,20 +15,25 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
-from sqlalchemy import and_, func, select
+from sqlalchemy import ColumnElement, and_, func, select
 from sqlalchemy.engine import Connection, Engine
 
 from geode.delivery.control import MANUAL_SESSION_PREFIX
+from geode.evidence.results import Half, Stats
+from geode.kernel.config import Settings
 from geode.records.models import LedgerEvent, table_of
+
+T = TypeVar("T")
 
 LOOKUP_KINDS = ("blocked", "lookup_marked")
 TOP_N = 10
 DAY = 86400.0
 
 
-def with_connection(engine_or_conn: Engine | Connection, fn):
+def with_connection(engine_or_conn: Engine | Connection, fn: Callable[[Connection], T]) -> T:
     """``fn(conn)`` on the connection given, or on one opened (and closed) from the engine given:
     the stats and study reports take either, so a caller inside a transaction reads its own view."""
     if isinstance(engine_or_conn, Engine):
@@ -37,7 +42,7 @@ def with_connection(engine_or_conn: Engine | Connection, fn):
     return fn(engine_or_conn)
 
 
-def not_manual():
+def not_manual() -> ColumnElement[bool]:
     """The condition that leaves out the rows of deliveries asked for by hand (``geode deliver``
     without ``--session``): a person trying a crystal is not an agent's delivery."""
     return table_of(LedgerEvent).c.session.notlike(MANUAL_SESSION_PREFIX + "%")
@@ -60,13 +65,13 @@ def _share(part: int, whole: int) -> float | None:
 
 
 def compute_stats(
-    settings,
+    settings: Settings,
     engine_or_conn: Engine | Connection,
     registered: int | Sequence[str],
     oversize: int | Sequence[str],
     days: float | None = None,
     now: float | None = None,
-) -> dict:
+) -> Stats:
     """The figures over a window ending ``now`` (default: the current time).
 
     ``registered``: the registered crystal ids (a list, so never-fired ones can be named) or
@@ -112,7 +117,7 @@ def compute_stats(
     n_registered = registered if isinstance(registered, int) else len(reg_ids or [])
     n_oversize = oversize if isinstance(oversize, int) else len(set(oversize))
 
-    def go(conn: Connection) -> dict:
+    def go(conn: Connection) -> Stats:
         start, end = _window(conn, days, now)
         in_window = [t.c.ts <= end, not_manual()] + ([t.c.ts >= start] if start is not None else [])
         if start is None:  # an empty ledger and no window asked for
@@ -144,7 +149,7 @@ def compute_stats(
             or 0
         )
 
-        halves = []
+        halves: list[Half] = []
         if start is not None:
             mid = start + (end - start) / 2.0
             for lo, hi, last in ((start, mid, False), (mid, end, True)):
@@ -222,7 +227,7 @@ def _day(ts: float | None) -> str:
     return time.strftime("%Y-%m-%d", time.localtime(ts)) if ts is not None else "?"
 
 
-def render_stats(d: dict) -> str:
+def render_stats(d: Stats) -> str:
     """A plain-text table: what, count, window (the shape of the source's own table)."""
     w = d["window"]
     span = f"{_fmt(w['days'])} days, {_day(w['start'])} to {_day(w['end'])}" if w["start"] is not None else "no events"
@@ -255,9 +260,10 @@ def render_stats(d: dict) -> str:
     out += [f"{a:<{width}}  {b:>{cwidth}}  {c}" for a, b, c in rows]
     if d["examined_events"] == 0:
         out.append("No ledger events in this window: these figures say nothing yet.")
-    if d.get("never_fired_ids"):
+    never = d.get("never_fired_ids")
+    if never:
         out.append("")
-        out.append("never fired: " + ", ".join(d["never_fired_ids"]))
+        out.append("never fired: " + ", ".join(never))
     if d.get("spool_pending"):
         out.append(f"{d['spool_pending']} event(s) still in the spool, not counted above.")
     if d.get("spool_rejected"):

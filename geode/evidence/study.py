@@ -14,18 +14,21 @@ from __future__ import annotations
 
 import bisect
 import time
+from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.engine import Connection, Engine
 
 from geode.delivery import control
+from geode.evidence.results import Study
 from geode.evidence.stats import LOOKUP_KINDS, not_manual, with_connection
+from geode.kernel.config import Settings
 from geode.records.models import ControlPlan, LedgerEvent, table_of
 
 ARMS = ("delivered", "withheld")
 
 
-def compute_study(settings, engine_or_conn: Engine | Connection, today: object = None) -> dict:
+def compute_study(settings: Settings, engine_or_conn: Engine | Connection, today: object = None) -> Study:
     """The study's state. JSON shape::
 
     {
@@ -51,7 +54,7 @@ def compute_study(settings, engine_or_conn: Engine | Connection, today: object =
     t = table_of(LedgerEvent)
     p = table_of(ControlPlan)
 
-    def go(conn: Connection) -> dict:
+    def go(conn: Connection) -> Study:
         first = conn.execute(
             select(t.c.session, t.c.crystal_id, t.c.kind, func.min(t.c.ts))
             .where(t.c.kind.in_(ARMS), t.c.session != "", t.c.crystal_id != "", not_manual())
@@ -92,7 +95,7 @@ def compute_study(settings, engine_or_conn: Engine | Connection, today: object =
         rec_row = conn.execute(select(p).order_by(p.c.id).limit(1)).mappings().first()
         recorded = dict(rec_row) if rec_row is not None else None
         withheld_total = len([1 for k in units.values() if "withheld" in k])
-        current = {
+        current: dict[str, Any] = {
             "rate": float(settings.withhold_rate),
             "rate_source": settings.withhold_rate_source,
             "stop_units": int(settings.stop_units),
@@ -108,7 +111,7 @@ def compute_study(settings, engine_or_conn: Engine | Connection, today: object =
                 differs.append("stop_date")
             if settings.control_salt and settings.control_salt != recorded["salt"]:
                 differs.append("salt")
-        in_force = {
+        in_force: dict[str, Any] = {
             "rate": float(recorded["rate"]) if recorded else current["rate"],
             "stop_units": int(recorded["stop_units"]) if recorded else current["stop_units"],
             "stop_date": (recorded["stop_date"] if recorded else current["stop_date"]),
@@ -147,7 +150,7 @@ def compute_study(settings, engine_or_conn: Engine | Connection, today: object =
     return with_connection(engine_or_conn, go)
 
 
-def render_study(d: dict) -> str:
+def render_study(d: Study) -> str:
     """Plain text: the arms side by side, then the plan and whether it still holds."""
     a, w = d["arms"]["delivered"], d["arms"]["withheld"]
 

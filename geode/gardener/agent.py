@@ -61,7 +61,7 @@ class Gardener(Agent):
 
     def _configure(self, settings) -> GardenerRun:
         """``settings.gardener`` (``[gardener]``, checked by load_settings), then the constructor's overrides."""
-        values = dict(settings.gardener)
+        values = settings.gardener.as_dict()
         values.update(self._overrides)
         run = GardenerRun(name=self.name, **values)
         run.salience_step = min(max(float(run.salience_step), 0.0), 1.0)

@@ -19,7 +19,8 @@ its type, default and environment variable. An unknown table or key, or a value 
 type, is a ``ConfigError`` whose message names the file, the line and the key
 (``config_check.py``), e.g. ``.../geode.toml:14: [cleaner] cpa: unknown key (did you mean
 cap?)``. No other module reads ``geode.toml``: each takes its table from ``Settings``
-(``settings.cleaner``, ``settings.recall``, ...), already filled with defaults and overrides.
+(``settings.cleaner``, ``settings.recall``, ...: a read-only object with one typed attribute per
+key, ``settings.recall.budget_ms``), already filled with defaults and overrides.
 
 Why no dataclasses, pathlib or json here: this module is on the hook's path, and those
 imports cost 2 to 10 ms each at start-up (``dataclasses`` pulls in ``inspect``, ``pathlib``
@@ -43,6 +44,11 @@ import os
 from geode.kernel import fastjson
 from geode.kernel.errors import GeodeError
 
+#: for the checker only (``typing`` costs the hook about 3 ms; annotations here are strings)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Self
+
 DEFAULT_BUDGET = 4000
 DEFAULT_INJECT_BUDGET = 1200
 DEFAULT_BOOT_CHARS = 300
@@ -60,7 +66,7 @@ TERM_RULES = ("substring", "tokens")
 INT, FLOAT, STR, BOOL, DATE, STRS = "int", "float", "str", "bool", "date", "strs"
 
 
-def MAP(of) -> tuple:
+def MAP(of: str | tuple) -> tuple:
     """A table whose keys are the user's own (domain names, folders, agent names), each of kind ``of``."""
     return ("map", of)
 
@@ -180,6 +186,190 @@ SCHEMA: dict = {
 SECTIONS = ("recall", "cleaner", "gardener", "upkeep", "web")
 
 
+class Table:
+    """One table of ``geode.toml`` as a read-only object: one typed attribute per ``SCHEMA`` key.
+
+    Why not a dict: a misspelt key (``settings.recall["budgetms"]``) failed only when that line
+    ran, and mypy saw ``Any``; an attribute is checked by mypy and by the test that ties each
+    class below to ``SCHEMA`` (same keys, same types), so ``SCHEMA`` stays the one declaration.
+    Why not a frozen dataclass: this module is on the hook's path, and ``dataclasses`` costs the
+    hook milliseconds at import (the reason ``Settings`` is a ``__slots__`` class too).
+    """
+
+    __slots__: tuple[str, ...] = ()
+    #: the table's name in ``geode.toml`` and ``SCHEMA``
+    TABLE = ""
+
+    def __init__(self, **values: Any) -> None:
+        spec = SCHEMA[self.TABLE]
+        unknown = set(values) - set(spec)
+        if unknown:
+            raise TypeError(f"[{self.TABLE}] has no key {', '.join(sorted(unknown))}")
+        for key in self.__slots__:
+            object.__setattr__(self, key, values[key] if key in values else default(self.TABLE, key))
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"settings.{self.TABLE} is read-only: use .replace({name}=...)")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"settings.{self.TABLE} is read-only")
+
+    def replace(self, **values: Any) -> Self:
+        """A copy with ``values`` changed (what ``dataclasses.replace`` would give)."""
+        return type(self)(**{**self.as_dict(), **values})
+
+    def as_dict(self) -> dict:
+        """``{key: value}`` for every key, in ``SCHEMA``'s order (a new dict: change it freely)."""
+        return {k: getattr(self, k) for k in self.__slots__}
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.as_dict() == other.as_dict()
+
+    __hash__ = None  # type: ignore[assignment]  # the values hold dicts
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__)
+        return f"{type(self).__name__}({inner})"
+
+
+# Each class lists its keys in __slots__ in SCHEMA's order and types them; tests/test_settings.py
+# checks both against SCHEMA (a key of SCHEMA without a field, or a field of another type, fails).
+class RecallSettings(Table):
+    """``[recall]``: the embedder, the vector store and the hybrid blend (docs/RECALL.md)."""
+
+    TABLE = "recall"
+    __slots__ = (
+        "model",
+        "runtime",
+        "chroma_url",
+        "salience_weight",
+        "retired_weight",
+        "budget_ms",
+        "tag_aliases",
+        "serve_idle_s",
+        "background_build",
+        "blend",
+        "rrf_k",
+        "semantic_weight",
+        "passage_share",
+        "hop_weight",
+        "hop_anchors",
+        "unknown_below",
+        "unknown_word_weight",
+        "feedback_weight",
+    )
+    model: str
+    runtime: str
+    chroma_url: str | None
+    salience_weight: float
+    retired_weight: float
+    budget_ms: int
+    tag_aliases: dict[str, dict[str, str]]
+    serve_idle_s: int
+    background_build: bool
+    blend: str
+    rrf_k: float
+    semantic_weight: float
+    passage_share: float
+    hop_weight: float
+    hop_anchors: int
+    unknown_below: float
+    unknown_word_weight: float
+    feedback_weight: float
+
+
+class CleanerSettings(Table):
+    """``[cleaner]``: folder caps and archiving."""
+
+    TABLE = "cleaner"
+    __slots__ = ("cap", "caps", "archive_dir", "max_archives", "archive_evidence_days")
+    cap: int
+    caps: dict[str, int]
+    archive_dir: str
+    max_archives: int
+    archive_evidence_days: int
+
+
+class GardenerSettings(Table):
+    """``[gardener]``: the evidence thresholds of the Gardener's rules."""
+
+    TABLE = "gardener"
+    __slots__ = (
+        "window_days",
+        "min_deliveries",
+        "min_blocked",
+        "min_searches",
+        "salience_step",
+        "salience_min_deliveries",
+        "salience_rise_share",
+        "widen_min_observed",
+        "max_new_terms",
+        "max_stub_terms",
+        "stub_folder",
+        "retire_status",
+        "max_proposals",
+    )
+    window_days: int
+    min_deliveries: int
+    min_blocked: int
+    min_searches: int
+    salience_step: float
+    salience_min_deliveries: int
+    salience_rise_share: float
+    widen_min_observed: int
+    max_new_terms: int
+    max_stub_terms: int
+    stub_folder: str
+    retire_status: str
+    max_proposals: int
+
+
+class UpkeepSettings(Table):
+    """``[upkeep]``: extra agents, the broker and its limits, the nightly run."""
+
+    TABLE = "upkeep"
+    __slots__ = (
+        "agents",
+        "broker_url",
+        "visibility_timeout",
+        "time_limit",
+        "soft_time_limit",
+        "queue",
+        "at",
+        "misfire_grace_hours",
+        "flavour",
+    )
+    agents: dict[str, str]
+    broker_url: str | None
+    visibility_timeout: int
+    time_limit: int | None
+    soft_time_limit: int | None
+    queue: str
+    at: str
+    misfire_grace_hours: float
+    flavour: str | None
+
+
+class WebSettings(Table):
+    """``[web]``: the review page."""
+
+    TABLE = "web"
+    __slots__ = ("who",)
+    who: str | None
+
+
+#: ``settings.<name>``'s class, for each name of ``SECTIONS``
+TABLES: dict[str, type[Table]] = {
+    "recall": RecallSettings,
+    "cleaner": CleanerSettings,
+    "gardener": GardenerSettings,
+    "upkeep": UpkeepSettings,
+    "web": WebSettings,
+}
+
+
 def env_vars() -> dict[str, tuple[str, str]]:
     """``{environment variable: (table, key)}`` for every setting the environment can override."""
     out = {}
@@ -191,7 +381,7 @@ def env_vars() -> dict[str, tuple[str, str]]:
     return out
 
 
-def default(table: str, key: str):
+def default(table: str, key: str) -> Any:
     """The default of ``[table] key`` (a fresh copy when it is a table)."""
     value = SCHEMA[table][key][1]
     return dict(value) if type(value) is dict else value
@@ -241,8 +431,8 @@ class Settings:
     """Everything a command or the hook needs to know, resolved once. Treat as read-only.
 
     Delivery, control and database keys are attributes (``budget``, ``withhold_rate``,
-    ``database_url``, ...); the tables of the other rooms are dicts with every key of
-    ``SCHEMA`` present (``settings.cleaner["cap"]``, ``settings.upkeep["broker_url"]``).
+    ``database_url``, ...); the tables of the other rooms are read-only ``Table`` objects with
+    every key of ``SCHEMA`` as an attribute (``settings.cleaner.cap``, ``settings.upkeep.broker_url``).
     """
 
     __slots__ = ("home", "domains", "default_domain") + tuple(_DEFAULTS)
@@ -281,14 +471,14 @@ class Settings:
     one_off_store: bool
     domains_about: dict[str, str]
     warnings: tuple[str, ...]
-    # whole tables, every key of SCHEMA present
-    recall: dict
-    cleaner: dict
-    gardener: dict
-    upkeep: dict
-    web: dict
+    # whole tables, every key of SCHEMA an attribute
+    recall: RecallSettings
+    cleaner: CleanerSettings
+    gardener: GardenerSettings
+    upkeep: UpkeepSettings
+    web: WebSettings
 
-    def __init__(self, home: str, domains: dict[str, str], default_domain: str, **kw):
+    def __init__(self, home: str, domains: dict[str, str], default_domain: str, **kw: Any) -> None:
         self.home = home
         self.domains = domains
         self.default_domain = default_domain
@@ -298,9 +488,9 @@ class Settings:
             raise TypeError(f"unknown settings: {sorted(kw)}")
         for name in SECTIONS:
             if getattr(self, name) is None:
-                setattr(self, name, {k: default(name, k) for k in SCHEMA[name]})
+                setattr(self, name, TABLES[name]())
 
-    def replace(self, **kw) -> Settings:
+    def replace(self, **kw: Any) -> Settings:
         values = {k: getattr(self, k) for k in _DEFAULTS}
         values.update({k: v for k, v in kw.items() if k in _DEFAULTS})
         base = {k: kw.get(k, getattr(self, k)) for k in ("home", "domains", "default_domain")}
@@ -476,7 +666,7 @@ def read_config_file(home: str) -> dict:
     return data
 
 
-def _jsonable(value):
+def _jsonable(value: object) -> Any:
     if isinstance(value, dict):
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -518,7 +708,7 @@ _ENV_KINDS: dict[str, tuple] = {  # kind -> (converter, what a wrong value is no
 }
 
 
-def _from_env(var: str, text: str, kind: str):
+def _from_env(var: str, text: str, kind: str) -> Any:
     if kind in _ENV_KINDS:
         conv, what = _ENV_KINDS[kind]
         try:
@@ -632,5 +822,5 @@ def load_settings(
         one_off_store=one_off,
         warnings=tuple(warnings),
         **flat,
-        **{name: sec[name] for name in SECTIONS},
+        **{name: TABLES[name](**sec[name]) for name in SECTIONS},
     )

@@ -18,12 +18,23 @@ from __future__ import annotations
 #: the kinds of ``config.SCHEMA`` (``config.INT`` ... ``config.STRS``)
 INT, FLOAT, STR, BOOL, DATE, STRS = "int", "float", "str", "bool", "date", "strs"
 
+#: for the checker only: ``typing`` costs the hook milliseconds at import, and annotations here
+#: are strings (``from __future__ import annotations``), so nothing imports it at run time
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from geode.kernel.config import Table
+
+    #: a kind of ``config.SCHEMA``: one of the strings above, or ``("map", kind)``
+    Kind = str | tuple[str, "Kind"]
+
 _BARE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 _ESCAPES = {"b": "\b", "t": "\t", "n": "\n", "f": "\f", "r": "\r", '"': '"', "\\": "\\"}
 
 
 # -- checking ------------------------------------------------------------------------------
-def _expected(kind) -> str:
+def _expected(kind: Kind) -> str:
     if isinstance(kind, tuple):
         return "a table"
     return {
@@ -36,7 +47,7 @@ def _expected(kind) -> str:
     }[kind]
 
 
-def _matches(kind, value) -> bool:
+def _matches(kind: Kind, value: object) -> bool:
     if isinstance(kind, tuple):  # MAP(of)
         return isinstance(value, dict)
     if kind == INT:
@@ -56,7 +67,7 @@ def _matches(kind, value) -> bool:
     raise ValueError(f"unknown kind {kind!r}")
 
 
-def _show_value(value) -> str:
+def _show_value(value: object) -> str:
     if isinstance(value, bool):
         return f"{str(value).lower()} (a boolean)"
     if isinstance(value, int):
@@ -86,7 +97,7 @@ def label(keypath: tuple) -> str:
     return "[" + ".".join(_show_key(k) for k in keypath[:-1]) + "] " + _show_key(keypath[-1])
 
 
-def _hint(word: str, choices, fmt: str = "{}") -> str:
+def _hint(word: str, choices: Iterable[str], fmt: str = "{}") -> str:
     import difflib  # on the error path only
 
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
@@ -98,11 +109,11 @@ def _elsewhere(schema: dict, key: str, table: str | None) -> str:
     return f" ({key} is a key of {', '.join(f'[{t}]' for t in homes)})" if homes else ""
 
 
-def _check_value(kind, value, keypath: tuple, problems: list) -> None:
+def _check_value(kind: Kind, value: object, keypath: tuple, problems: list) -> None:
     if not _matches(kind, value):
         problems.append((keypath, f"{label(keypath)}: expected {_expected(kind)}, got {_show_value(value)}"))
         return
-    if isinstance(kind, tuple):  # the user's own names: any key, each value of kind[1]
+    if isinstance(kind, tuple) and isinstance(value, dict):  # the user's own names: each value of kind[1]
         for k, v in value.items():
             _check_value(kind[1], v, keypath + (k,), problems)
 
@@ -161,6 +172,40 @@ def describe(problems: list[tuple[tuple, str]], text: str, path: str) -> str:
 
 
 # -- locating ------------------------------------------------------------------------------
+# -- the typed tables ----------------------------------------------------------------------
+def annotation_of(kind: Kind, dflt: object) -> str:
+    """The annotation a ``config.Table`` field of ``kind`` carries (``| None`` when the default is None).
+
+    A TOML date arrives as a string (``load_settings`` keeps dates as text); ``strs`` as a tuple."""
+    if isinstance(kind, tuple):  # MAP(of)
+        text = f"dict[str, {annotation_of(kind[1], '')}]"
+    else:
+        text = {INT: "int", FLOAT: "float", STR: "str", BOOL: "bool", DATE: "str", STRS: "tuple[str, ...]"}[kind]
+    return f"{text} | None" if dflt is None else text
+
+
+def table_mismatches(cls: type[Table], spec: dict) -> list[str]:
+    """How a ``config.Table`` class disagrees with its ``SCHEMA`` table ``spec``: a key without a
+    field (or a field without a key), fields out of ``SCHEMA``'s order, or a field whose annotation
+    is not the one its kind means. Empty when they agree: ``SCHEMA`` stays the one declaration."""
+    out = []
+    slots = tuple(cls.__dict__.get("__slots__", ()))
+    notes = cls.__dict__.get("__annotations__", {})
+    for key in spec:
+        if key not in slots:
+            out.append(f"[{cls.TABLE}] {key}: in SCHEMA, no field of {cls.__name__}")
+    for key in slots:
+        if key not in spec:
+            out.append(f"[{cls.TABLE}] {key}: a field of {cls.__name__}, not in SCHEMA")
+    if not out and slots != tuple(spec):
+        out.append(f"{cls.__name__}: fields not in SCHEMA's order")
+    for key, (kind, dflt, _var) in spec.items():
+        want = annotation_of(kind, dflt)
+        if key in slots and notes.get(key) != want:
+            out.append(f"[{cls.TABLE}] {key}: {cls.__name__} says {notes.get(key)!r}, SCHEMA's kind means {want!r}")
+    return out
+
+
 def locate(text: str, keypath: tuple) -> int | None:
     """The 1-based line that defines ``keypath`` in ``text`` (a valid TOML document), or None.
 

@@ -145,7 +145,18 @@ class CrystalText:
         "has_frontmatter",
     )
 
-    def __init__(self, path, frontmatter, fm_lines, fm_warnings, essence, essence_line, body, body_line, text):
+    def __init__(
+        self,
+        path: str,
+        frontmatter: dict,
+        fm_lines: dict[str, int],
+        fm_warnings: list[tuple[int, str, str]],
+        essence: str | None,
+        essence_line: int,
+        body: str,
+        body_line: int,
+        text: str,
+    ) -> None:
         self.path = path
         self.frontmatter = frontmatter
         self.fm_lines = fm_lines

@@ -22,7 +22,7 @@ class GeodeError(Exception):
 
     exit_code = 1
 
-    def __init__(self, message="", *, hint="", exit_code=None):
+    def __init__(self, message: str = "", *, hint: str = "", exit_code: int | None = None) -> None:
         self.hint = hint
         if hint and message:
             message = f"{message}: {hint}"

@@ -96,5 +96,5 @@ class FileLock:
         self.acquire(None)
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.release()

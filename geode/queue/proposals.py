@@ -31,6 +31,7 @@ import json
 import re
 import time
 from dataclasses import dataclass
+from typing import Any, TypedDict
 
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
@@ -286,7 +287,50 @@ def op_of(before_sha, after_sha) -> str:
     return "modify"
 
 
-def summary(row, paths: list[str]) -> dict:
+class ProposalSummary(TypedDict):
+    """One proposal as the queue lists it: what ``list_proposals`` and ``summary`` return."""
+
+    id: int
+    agent: str
+    kind: str
+    domain: str
+    title: str
+    status: str
+    paths: list[str]
+    run_id: str
+    key: str
+    created_at: str | None
+    updated_at: str | None
+    message: str
+
+
+class ChangeSummary(TypedDict):
+    path: str
+    op: str
+    before_sha: str | None
+    after_sha: str | None
+    mode: str | None
+    before_mode: str | None
+
+
+class ActionSummary(TypedDict):
+    action: str
+    outcome: str
+    who: str
+    at: str | None
+    detail: Any
+
+
+class ProposalDetail(ProposalSummary, total=False):
+    """What ``get`` returns: the summary, then (always set by ``get``) the rest of the proposal."""
+
+    rationale: str
+    evidence: list
+    changes: list[ChangeSummary]
+    actions: list[ActionSummary]
+
+
+def summary(row, paths: list[str]) -> ProposalSummary:
     """One proposal as the queue lists it (the CLI, the page and the API share this shape)."""
     return {
         "id": row["id"],
@@ -313,7 +357,7 @@ def list_proposals(
     domain: str | None = None,
     run_id: str | None = None,
     limit: int | None = None,
-) -> list[dict]:
+) -> list[ProposalSummary]:
     """Proposals matching every filter given, oldest first: ``[{id, agent, kind, domain, title,
     status, paths, run_id, key, created_at, updated_at, message}]``."""
     ensure_tables(engine)
@@ -353,7 +397,7 @@ def load(conn, proposal_id: int):
     return row, list(changes)
 
 
-def get(engine, proposal_id: int) -> dict | None:
+def get(engine, proposal_id: int) -> ProposalDetail | None:
     """Everything about one proposal except the bytes: the summary plus ``rationale``,
     ``evidence``, ``changes`` [{path, op, before_sha, after_sha, mode, before_mode}] and
     ``actions`` [{action, outcome, who, at, detail}]. None when there is no such id."""
@@ -363,7 +407,7 @@ def get(engine, proposal_id: int) -> dict | None:
         if row is None:
             return None
         actions = conn.execute(select(A).where(A.c.proposal_id == proposal_id).order_by(A.c.id)).mappings().all()
-    out = summary(row, [c["path"] for c in changes])
+    out = ProposalDetail(**summary(row, [c["path"] for c in changes]))
     out["rationale"] = row["rationale"]
     out["evidence"] = json.loads(row["evidence"] or "[]")
     out["changes"] = [

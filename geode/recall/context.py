@@ -32,6 +32,7 @@ import time
 from geode.kernel.dates import DateError, parse_date
 from geode.kernel.errors import NotFoundError
 from geode.recall.recall_index import RecallIndex, address, parse_address
+from geode.recall.results import Backlink, ContextResult, NoteLink, NoteRead, RecentActivity, RecentNote, RelatedNote
 from geode.recall.sqlread import NOTE_SELECT, in_list
 
 TYPED_WEIGHT = 1.0
@@ -188,7 +189,7 @@ def anchors_of(idx: RecallIndex, addr: str) -> list[dict]:
 
 def build_context(
     settings, addr: str, depth: int = 2, max_related: int = 10, index: RecallIndex | None = None, refresh: bool = True
-) -> dict:
+) -> ContextResult:
     """The neighbourhood of ``addr`` (see the module docstring for the score)."""
     if not 1 <= int(depth) <= 3:
         raise ValueError("depth must be 1, 2 or 3")
@@ -245,7 +246,7 @@ def build_context(
                 best[other] = (pw, relation, direction, nid)
             stack.append((other, pw, h + 1, path + (other,)))
     ranked = sorted(score, key=lambda i: (-score[i], hops[i], rows[i]["title"]))
-    related = []
+    related: list[RelatedNote] = []
     for i in ranked[:max_related]:
         r = rows[i]
         _pw, relation, direction, via = best[i]
@@ -275,7 +276,7 @@ def build_context(
     }
 
 
-def read_note(settings, addr: str, index: RecallIndex | None = None, refresh: bool = True) -> dict:
+def read_note(settings, addr: str, index: RecallIndex | None = None, refresh: bool = True) -> NoteRead:
     """The note from its file, each relation and link resolved or not, a backlinks summary, and the
     build_context anchor to run next when the note has neighbours."""
     from geode.kernel.note import parse_note
@@ -294,7 +295,7 @@ def read_note(settings, addr: str, index: RecallIndex | None = None, refresh: bo
         text_ = fh.read()
     note = parse_note(text_, row["path"])
     cache: dict = {}
-    links = []
+    links: list[NoteLink] = []
     for lk in note.links:
         hit = resolve_target(idx, row, lk.target, lk.kind, cache) if lk.target else row
         links.append(
@@ -329,7 +330,7 @@ def read_note(settings, addr: str, index: RecallIndex | None = None, refresh: bo
     for _s, rel, _l, _k in back:
         by_rel[rel] = by_rel.get(rel, 0) + 1
     seen = set()
-    back_from = []
+    back_from: list[Backlink] = []
     for src, rel, line, _k in back:
         a = address(src["domain"], src["permalink"])
         if (a, rel) in seen:
@@ -381,7 +382,7 @@ def recent_activity(
     index: RecallIndex | None = None,
     refresh: bool = True,
     now: float | None = None,
-) -> dict:
+) -> RecentActivity:
     """Notes changed within the period, newest first, across domains (or ``domain``)."""
     idx = index or RecallIndex(settings)
     if refresh:
@@ -400,7 +401,7 @@ def recent_activity(
             conn.execute(select(notes_t).where(cond).order_by(c.mtime_ns.desc(), c.path).limit(limit)).mappings().all()
         )
         per = conn.execute(select(c.domain, func.count()).where(cond).group_by(c.domain)).all()
-    results = []
+    results: list[RecentNote] = []
     for r in rows:
         when = dt.datetime.fromtimestamp(r["mtime_ns"] / 1e9, dt.UTC)
         results.append(

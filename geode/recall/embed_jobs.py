@@ -22,7 +22,7 @@ TASK_LIMIT = 512
 
 
 def broker_of(settings) -> str | None:
-    return settings.upkeep.get("broker_url") or None
+    return settings.upkeep.broker_url or None
 
 
 def send_embed_task(settings, limit: int = TASK_LIMIT) -> bool:
@@ -42,7 +42,7 @@ def send_embed_task(settings, limit: int = TASK_LIMIT) -> bool:
         app.send_task(
             TASK,
             args=(settings.home, store, limit),
-            queue=settings.upkeep["queue"],
+            queue=settings.upkeep.queue,
             retry=False,
         )
     except (OperationalError, OSError):

@@ -32,7 +32,7 @@ class FilterError(UsageError, ValueError):
 # -- filters -------------------------------------------------------------------------------
 def tag_aliases(settings) -> dict[str, dict[str, str]]:
     """``{domain: {alias: canonical}}`` from ``[recall.tag_aliases.<domain>]`` (lower-cased)."""
-    raw = settings.recall["tag_aliases"]  # checked by load_settings: {domain: {alias: tag}}
+    raw = settings.recall.tag_aliases  # checked by load_settings: {domain: {alias: tag}}
     return {dom: {k.lower(): v.lower() for k, v in table.items()} for dom, table in raw.items()}
 
 

@@ -91,7 +91,7 @@ class RecallIndex:
     def __init__(self, settings) -> None:
         self.settings = settings
         self.dialect = sqlread.dialect_of(settings.db_url)
-        self._engines = None
+        self._engines: tuple | None = None  # (writer, reader), opened on first use
         self._schema_ok = False
         path = sqlread.sqlite_path(settings.db_url) if self.dialect == "sqlite" else None
         self.sql: sqlread.SqliteReader | sqlread.SAReader

@@ -66,6 +66,7 @@ from geode.delivery.prompt_recall import fts5_query, query_terms
 from geode.recall.filters import FilterError, Where, as_where, filter_where
 from geode.recall.hits import fold, passage_snippet, snippet_and_line, supersedes_chain
 from geode.recall.recall_index import RecallIndex, address, is_retired
+from geode.recall.results import SearchHit, SearchResult
 from geode.recall.sqlread import NOTE_SELECT, db_errors, in_list
 
 #: as ``geode.recall.index_tables`` (a test checks they agree); here as text, so that a search
@@ -449,8 +450,9 @@ class Semantic:
             self.model_id, self.dim = self.embedder.model_id, self.embedder.dim
         else:
             self.model_id, self.dim = known
-        self.share = float(settings.recall.get("passage_share", 0.0))
+        self.share = float(settings.recall.passage_share)
         self.error = ""  # why the vectors cannot answer now (Chroma unreachable); "" when they can
+        self.vs: VectorStore | None
         try:
             self.vs = VectorStore(settings, self.model_id, self.dim, write=False)
         except VectorsUnavailable as exc:
@@ -503,6 +505,11 @@ class Semantic:
         ``note_score``; note id -> its best passage's metadata, for the hit's snippet and line).
         ``started``: ``start_query(query)``'s future, when the embedding was started earlier."""
 
+        vs = self.vs
+        if vs is None:  # callers ask only when ``available``; say why rather than fail on None
+            from geode.recall.vectors import VectorsUnavailable
+
+            raise VectorsUnavailable(self.error or "no vector store")
         qv = started.result() if started is not None else self.embedder.embed_query(query)
         w = as_where(conds)
         with idx.sql.connect() as conn:
@@ -517,17 +524,17 @@ class Semantic:
                         w.params,
                     )
                     nid_of = {(d, p): i for i, d, p in rows}
-                    got = self.vs.passage_similarities(qv, sorted({p for _i, _d, p in rows}))
+                    got = vs.passage_similarities(qv, sorted({p for _i, _d, p in rows}))
                     return self._by_note(got, nid_of, n)
             k = n * PASSAGES_PER_NOTE
-            got = self.vs.query(qv, k, metas=True)
+            got = vs.query(qv, k, metas=True)
             if not got:
                 return {}, {}
             nid_of = _notes_of(conn, got, w)
             # a broad filter: as many passages as an unfiltered search first; eight times that only
             # when fewer than n of their notes pass it (and Chroma had more to give)
             if filtered and len(set(nid_of.values())) < n and len(got) >= k:
-                got = self.vs.query(qv, 8 * k, metas=True)
+                got = vs.query(qv, 8 * k, metas=True)
                 nid_of = _notes_of(conn, got, w)
         return self._by_note(got, nid_of, n)
 
@@ -717,7 +724,7 @@ def search(
     embedder=None,
     index: RecallIndex | None = None,
     chain: bool = True,
-) -> dict:
+) -> SearchResult:
     """Search the recall index. Returns ``{"results": [...], "mode", "pending", "notice", "total"}``.
 
     ``refresh``: first re-read folders whose mtime changed (a fresh note is found by text at once).
@@ -726,8 +733,8 @@ def search(
     if mode not in ("hybrid", "text", "semantic"):
         raise FilterError(f"mode {mode!r}: expected hybrid, text or semantic")
     rc = settings.recall
-    sw = float(rc["salience_weight"] if salience_weight is None else salience_weight)
-    rw = float(rc["retired_weight"] if retired_weight is None else retired_weight)
+    sw = float(rc.salience_weight if salience_weight is None else salience_weight)
+    rw = float(rc.retired_weight if retired_weight is None else retired_weight)
     idx = index or index_for(settings)
     q = (query or "").strip()
     conds, doms = filter_where(settings, domain, type, status, tags, where, after, as_of)
@@ -786,7 +793,7 @@ def search(
             in_scope = set(doms)  # configured (renamed, removed) may still hold notes there
             rows = {i: r for i, r in rows.items() if r["domain"] in in_scope}
         scope_key = None if filtered else "\x00domains " + " ".join(sorted(doms))
-        uw = unknown_weight(sem, float(rc["unknown_below"]), float(rc["unknown_word_weight"]))
+        uw = unknown_weight(sem, float(rc.unknown_below), float(rc.unknown_word_weight))
         idf = term_idf(idx, terms, conds, scope_key, uw) if lex else {}
         cov = {i: _coverage(terms, rows[i], idf) for i in lex if i in rows}
         unembedded = {i for i in lex if i in rows and _waits_for_vector(rows[i], model)} if sem else set()
@@ -794,9 +801,9 @@ def search(
             lex,
             sem,
             cov,
-            blend or rc["blend"],
-            k=float(rc["rrf_k"]),
-            semantic_weight=float(rc["semantic_weight"]),
+            blend or rc.blend,
+            k=float(rc.rrf_k),
+            semantic_weight=float(rc.semantic_weight),
             unembedded=unembedded,
         )
         scored = []
@@ -805,10 +812,10 @@ def search(
                 continue
             scored.append((rel * prior(rows[i], sw, rw), rows[i], a, b))
         scored.sort(key=lambda t: (-t[0], t[1]["path"]))
-        hw = float(rc["hop_weight"] if hop_weight is None else hop_weight)
+        hw = float(rc.hop_weight if hop_weight is None else hop_weight)
         if used == "hybrid":  # both sides answered: text and semantic modes stay one side each
-            scored = neighbour_stage(idx, settings, scored, int(rc["hop_anchors"]), hw)
-            fw = float(rc["feedback_weight"] if feedback_weight is None else feedback_weight)
+            scored = neighbour_stage(idx, settings, scored, int(rc.hop_anchors), hw)
+            fw = float(rc.feedback_weight if feedback_weight is None else feedback_weight)
             if fw > 0 and scored:
                 scored = feedback_stage(idx, s, q, terms, conds, n, filtered, scored, best_passage, fw)
         total = len(scored)
@@ -818,7 +825,7 @@ def search(
         scored = scored[0]
     obs = idx.observations([r["id"] for _s, r, _a, _b in scored])
     chained: set[int] | None = None
-    results = []
+    results: list[SearchHit] = []
     for score, row, a, b in scored:
         snip, line = "", None
         bp = best_passage.get(row["id"])
@@ -826,7 +833,7 @@ def search(
             snip, line = passage_snippet(row, bp, terms)
         if not snip:
             snip, line = snippet_and_line(row, obs.get(row["id"], []), terms)
-        hit = {
+        hit: SearchHit = {
             "address": address(row["domain"], row["permalink"]),
             "domain": row["domain"],
             "path": row["path"],

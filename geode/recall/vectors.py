@@ -95,7 +95,7 @@ def note_of(vid: str) -> tuple[str, str, int]:
 
 def chroma_url(settings) -> str | None:
     """``GEODE_CHROMA_URL``, then ``[recall] chroma_url`` (resolved by load_settings); None: on disk."""
-    return settings.recall["chroma_url"] or None
+    return settings.recall.chroma_url or None
 
 
 def current_folder(settings) -> str | None:
@@ -585,7 +585,7 @@ def spawn_background_embedder(settings) -> bool:
 
     if broker_of(settings) and send_embed_task(settings):
         return True
-    if not settings.recall.get("background_build", True):
+    if not settings.recall.background_build:
         return False  # [recall] background_build = false: `geode reindex` embeds them
     args = [sys.executable, "-m", "geode.recall.vectors", "--home", settings.home]
     if settings.one_off_store:

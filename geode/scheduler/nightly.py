@@ -43,7 +43,7 @@ class ScheduleError(ConfigError, ValueError):
 def schedule_config(settings) -> dict:
     """When the night runs: ``settings.upkeep`` (``GEODE_UPKEEP_AT``, then ``[upkeep] at``, then 03:00)."""
     up = settings.upkeep
-    at = up["at"]
+    at = up.at
     parts = at.split(":")
     try:
         if len(parts) not in (2, 3):
@@ -54,7 +54,7 @@ def schedule_config(settings) -> dict:
             raise ValueError
     except ValueError:
         raise ScheduleError(f'[upkeep] at = {at!r}: expected "HH:MM" (local time), e.g. "03:00"') from None
-    grace_h = up["misfire_grace_hours"]
+    grace_h = up.misfire_grace_hours
     if grace_h < 1:
         raise ScheduleError(
             f"[upkeep] misfire_grace_hours = {grace_h}: a grace under an hour drops nights; use hours (24 by default)"

@@ -58,7 +58,7 @@ def start_on_demand(settings) -> int | None:
     answered warm (about 0.1 s)."""
     import subprocess
 
-    idle = int(settings.recall.get("serve_idle_s") or 0)
+    idle = int(settings.recall.serve_idle_s or 0)
     if idle <= 0 or not os.path.isdir(settings.home) or serve_running(settings):
         return None
     args = [sys.executable, "-m", "geode.cli", "serve", "--home", settings.home, "--idle-exit", str(idle)]

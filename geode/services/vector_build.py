@@ -79,7 +79,7 @@ def start_vector_build(settings) -> VectorBuild:
         return {"state": "not-started", "why": f"{type(exc).__name__}: {exc}"}
     if missing == 0:
         return {"state": "done", "notes": total, "waiting": 0}
-    if not settings.recall.get("background_build", True):
+    if not settings.recall.background_build:
         return {"state": "not-started", "why": "[recall] background_build is off: `geode reindex` embeds them"}
     home = Path(settings.home)
     args = [sys.executable, "-m", "geode.recall.vectors", "--home", str(home)]

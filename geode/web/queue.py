@@ -42,7 +42,7 @@ def who_of(settings, override: str | None = None) -> str:
     """Who decides: ``--who``, else ``[web] who`` in geode.toml, else the OS user."""
     if override:
         return override
-    name = settings.web["who"]  # [web] who, checked by load_settings
+    name = settings.web.who  # [web] who, checked by load_settings
     if isinstance(name, str) and name.strip():
         return name.strip()
     try:
