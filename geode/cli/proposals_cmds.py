@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 from geode.agents.roster import NAMES
 
@@ -93,9 +94,10 @@ def cmd_show(args) -> int:
     from geode.services.invocation import print_json as _print_json
 
     _settings, engine, reconciled = _open(args)
-    p = Q.get(engine, args.id)
-    if p is None:
+    got = Q.get(engine, args.id)
+    if got is None:
         raise CLIError(f"no proposal {args.id}")
+    p: dict[str, Any] = dict(got)
     text = queue_review.diff(engine, args.id)
     if args.json:
         p["diff"] = text

@@ -139,7 +139,7 @@ def cmd_search(args) -> int:
             for q in lines:
                 if not q.strip():
                     continue
-                res = search(settings, q, refresh=first and not args.no_refresh, **kw)
+                res = dict(search(settings, q, refresh=first and not args.no_refresh, **kw))
                 first = False
                 if args.json:
                     print_json(res, compact=True)
@@ -151,7 +151,9 @@ def cmd_search(args) -> int:
             [args.domain, args.type, args.status, args.tag, args.where, args.filter, args.after, args.as_of]
         ):
             raise CLIError("give a query, a filter, or --queries FILE", 2)
-        res = search(settings, args.query or "", refresh=not args.no_refresh, background=not args.no_background, **kw)
+        res = dict(
+            search(settings, args.query or "", refresh=not args.no_refresh, background=not args.no_background, **kw)
+        )
     except (FilterError, ValueError, OSError) as exc:
         raise CLIError(str(exc), 2) from exc
     _log_search(settings, args.query, res)

@@ -10,6 +10,8 @@ import argparse
 import os
 import sys
 import time
+from collections.abc import Mapping
+from typing import Any
 
 from geode.services.invocation import print_json, settings_of
 
@@ -61,7 +63,7 @@ def _when(ts) -> str:
         return str(ts)
 
 
-def render_report(report: dict) -> str:
+def render_report(report: Mapping[str, Any]) -> str:
     ex = report["examined"]
     lines = [
         f"== {report['agent']}: {report['status'].upper()}" + (f" ({report['message']})" if report["message"] else "")
@@ -192,7 +194,7 @@ def cmd_upkeep(args) -> int:
             )
             for i, r in enumerate(waited)
         ]
-    runs = [r.as_dict() for r in reports]
+    runs = [dict(r.as_dict()) for r in reports]
     not_installed = [m for m in missing if not args.agent]
     # whenever `geode doctor` would fail on this store, upkeep fails too, and says why (doctor's
     # own checks, the agents judged by this run's reports; the model is not loaded)

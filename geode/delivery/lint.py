@@ -280,7 +280,7 @@ class LintResult(TypedDict):
     ``Problem.as_dict``, what was examined, and the counts by severity."""
 
     problems: list[dict[str, Any]]
-    examined: dict[str, int]
+    examined: dict[str, int | None]  # ledger_terms: None when the ledger was not read
     errors: int
     warnings: int
 
@@ -289,7 +289,7 @@ def lint_store(settings, today: _dt.date | None = None, term_shares: dict | None
     """Lint every domain. Returns ``{"problems": [...], "examined": {...}, "errors": n, "warnings": n}``.
     ``term_shares`` (``ledger_term_shares``) adds the check of terms that fire on too much."""
     problems: list[Problem] = []
-    examined = {"domains": 0, "files": 0, "notes": 0, "crystals": 0, "skipped": 0}
+    examined: dict[str, int] = {"domains": 0, "files": 0, "notes": 0, "crystals": 0, "skipped": 0}
     for domain, root in settings.domain_roots():
         load = load_store(root, domain, settings.max_file_bytes)
         examined["domains"] += 1
@@ -301,7 +301,7 @@ def lint_store(settings, today: _dt.date | None = None, term_shares: dict | None
     problems.sort(key=lambda p: (p.domain, p.path, p.line, p.code))
     return {
         "problems": [p.as_dict() for p in problems],
-        "examined": examined,
+        "examined": {**examined},
         "errors": sum(1 for p in problems if p.severity == "error"),
         "warnings": sum(1 for p in problems if p.severity == "warning"),
     }

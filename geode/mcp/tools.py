@@ -38,7 +38,7 @@ class Recall(NoteWriter):
         self.lock = threading.Lock()
         self.warm_error: str | None = None
         self._warm_thread: threading.Thread | None = None
-        self._index = None
+        self._index: Any = None  # a RecallIndex, opened on first use
 
     def index(self):
         """One recall index for the server's life (call with the lock held): opening one per call
@@ -102,15 +102,17 @@ class Recall(NoteWriter):
             raise ToolInputError("give a query (the question in plain words) or at least one filter")
         try:
             with self.lock:
-                res = search(
-                    self.settings,
-                    q,
-                    limit=int(limit),
-                    mode=mode,
-                    refresh=True,
-                    background=self.background,
-                    index=self.index(),
-                    **kw,
+                res: dict[str, Any] = dict(
+                    search(
+                        self.settings,
+                        q,
+                        limit=int(limit),
+                        mode=mode,
+                        refresh=True,
+                        background=self.background,
+                        index=self.index(),
+                        **kw,
+                    )
                 )
         except FilterError as exc:
             raise ToolInputError(f"filter: {exc}") from None
@@ -137,8 +139,10 @@ class Recall(NoteWriter):
 
         try:
             with self.lock:
-                return build_context(
-                    self.settings, address, depth=int(depth), max_related=int(max_related), index=self.index()
+                return dict(
+                    build_context(
+                        self.settings, address, depth=int(depth), max_related=int(max_related), index=self.index()
+                    )
                 )
         except NotFound as exc:
             raise ToolInputError(self._not_found(address, str(exc))) from None
@@ -150,7 +154,7 @@ class Recall(NoteWriter):
 
         try:
             with self.lock:
-                res = read_note(self.settings, address, index=self.index())
+                res: dict[str, Any] = dict(read_note(self.settings, address, index=self.index()))
         except NotFound as exc:
             raise ToolInputError(self._not_found(address, str(exc))) from None
         except OSError as exc:
@@ -176,8 +180,8 @@ class Recall(NoteWriter):
                 raise ToolInputError(f"unknown domain {unknown[0]!r}; configured: {', '.join(self.settings.domains)}")
         try:
             with self.lock:
-                return recent_activity(
-                    self.settings, period or "week", domain=doms, limit=int(limit), index=self.index()
+                return dict(
+                    recent_activity(self.settings, period or "week", domain=doms, limit=int(limit), index=self.index())
                 )
         except ValueError as exc:
             raise ToolInputError(str(exc)) from None

@@ -15,6 +15,7 @@ import json
 import os
 import sys
 import time
+from typing import Any
 
 
 def socket_path(settings) -> str:
@@ -127,7 +128,7 @@ def serve(
                     line = self.rfile.readline(1_000_000)
                     req = json.loads(line or b"{}")
                     if req.get("op") == "ping":
-                        reply = {"ok": True, "pid": os.getpid()}
+                        reply: dict[str, Any] = {"ok": True, "pid": os.getpid()}
                     else:
                         with lock:
                             res = search(
@@ -146,7 +147,7 @@ def serve(
                                 refresh=bool(req.get("refresh")),
                                 chain=not req.get("prompt"),
                             )
-                        reply = dict(res, domains=[list(x) for x in sorted(settings.domains.items())])
+                        reply = {**res, "domains": [list(x) for x in sorted(settings.domains.items())]}
                 except Exception as exc:  # serve loop entry: a bad request gets its error, never takes the server down
                     reply = {"error": str(exc)}
                     if not isinstance(exc, (GeodeError, ValueError)):  # not the request's fault: keep the traceback

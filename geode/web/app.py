@@ -360,13 +360,13 @@ def create_app(settings, *, token: str, bound: str, port: int, who: str) -> Guar
         from geode.evidence.stats import render_stats
 
         d = await run_in_threadpool(H.stats, w.settings, w.engine)
-        return JSON(dict(d, text=render_stats(d)))
+        return JSON({**d, "text": render_stats(d)})
 
     async def api_study(request: Request):
         from geode.evidence.study import render_study
 
         d = await run_in_threadpool(H.study, w.settings, w.engine)
-        return JSON(dict(d, text=render_study(d)))
+        return JSON({**d, "text": render_study(d)})
 
     def _doctor(skip_model: bool) -> dict:
         with w.write_lock:

@@ -11,6 +11,7 @@ never on a GET.
 from __future__ import annotations
 
 from geode.agents import contract
+from geode.evidence.results import Stats, Study
 from geode.web.queue import iso, night_label
 
 NIGHT_RUN_ROWS = 400
@@ -58,7 +59,7 @@ def nights(engine, limit: int = 7) -> list[dict]:
     return out
 
 
-def stats(settings, engine, days: float | None = None) -> dict:
+def stats(settings, engine, days: float | None = None) -> Stats:
     from geode.evidence.stats import compute_stats
     from geode.services.crystals import registered_crystals
 
@@ -66,7 +67,7 @@ def stats(settings, engine, days: float | None = None) -> dict:
     return compute_stats(settings, engine, ids, oversize, days=days)
 
 
-def study(settings, engine) -> dict:
+def study(settings, engine) -> Study:
     from geode.evidence.study import compute_study
 
     return compute_study(settings, engine)

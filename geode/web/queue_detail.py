@@ -8,6 +8,8 @@ agents' findings, the ledger and the files under the store.
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import select
 
 from geode.agents import contract
@@ -117,9 +119,10 @@ def detail(settings, engine, proposal_id: int) -> dict:
     """Everything about one proposal: the summary, rationale, evidence (resolved), the change
     list, the history of actions, the unified diff text, the diff as data (``files``) and what
     approving would do now (``check``: ``apply`` | ``conflict`` | ``failed``)."""
-    p = Q.get(engine, proposal_id)
-    if p is None:
+    got = Q.get(engine, proposal_id)
+    if got is None:
         raise QueueError(f"no proposal {proposal_id}", 404)
+    p: dict[str, Any] = dict(got)  # the page's view: the proposal and what the page adds to it
     with engine.connect() as conn:
         row, changes = Q.load(conn, proposal_id)
     p["diff"] = queue_review.diff(engine, proposal_id)

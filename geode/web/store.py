@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import threading
+from typing import Any
 
 from sqlalchemy import func, select
 
@@ -102,7 +103,7 @@ class Store:
         limit = min(page * per, MAX_SEARCH)
         with self.lock:
             try:
-                res = S.search(self.settings, q, limit=limit, index=self.idx, refresh=True, **kw)
+                res: dict[str, Any] = dict(S.search(self.settings, q, limit=limit, index=self.idx, refresh=True, **kw))
             except (S.FilterError, ValueError) as exc:
                 raise StoreError(str(exc)) from exc
             facets = self.facets(kw)
@@ -174,7 +175,7 @@ class Store:
         addr = self.address_of(raw)
         with self.lock:
             try:
-                n = ctx.read_note(self.settings, addr, index=self.idx, refresh=True)
+                n: dict[str, Any] = dict(ctx.read_note(self.settings, addr, index=self.idx, refresh=True))
             except ctx.NotFound as exc:
                 raise StoreError(str(exc), 404) from exc
             except OSError as exc:
@@ -240,7 +241,9 @@ class Store:
             raise StoreError("max_related must lie between 1 and 100")
         with self.lock:
             try:
-                res = ctx.build_context(self.settings, addr, depth=depth, max_related=max_related, index=self.idx)
+                res: dict[str, Any] = dict(
+                    ctx.build_context(self.settings, addr, depth=depth, max_related=max_related, index=self.idx)
+                )
             except ctx.NotFound as exc:
                 raise StoreError(str(exc), 404) from exc
             titles = self._titles(res["anchors"][:50])
@@ -260,7 +263,9 @@ class Store:
             raise StoreError(f"unknown domain {domain!r}; known: {', '.join(self.settings.domains)}")
         with self.lock:
             try:
-                return ctx.recent_activity(self.settings, period=period, domain=domain, limit=limit, index=self.idx)
+                return dict(
+                    ctx.recent_activity(self.settings, period=period, domain=domain, limit=limit, index=self.idx)
+                )
             except ValueError as exc:
                 raise StoreError(str(exc)) from exc
 
