@@ -23,8 +23,7 @@ INT, FLOAT, STR, BOOL, DATE, STRS = "int", "float", "str", "bool", "date", "strs
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable
-
-    from geode.kernel.config import Table
+    from typing import Any
 
     #: a kind of ``config.SCHEMA``: one of the strings above, or ``("map", kind)``
     Kind = str | tuple[str, "Kind"]
@@ -184,7 +183,7 @@ def annotation_of(kind: Kind, dflt: object) -> str:
     return f"{text} | None" if dflt is None else text
 
 
-def table_mismatches(cls: type[Table], spec: dict) -> list[str]:
+def table_mismatches(cls: Any, spec: dict) -> list[str]:  # cls: a config.Table (not imported: no cycle)
     """How a ``config.Table`` class disagrees with its ``SCHEMA`` table ``spec``: a key without a
     field (or a field without a key), fields out of ``SCHEMA``'s order, or a field whose annotation
     is not the one its kind means. Empty when they agree: ``SCHEMA`` stays the one declaration."""
