@@ -11,6 +11,8 @@ import time
 import uuid
 from pathlib import Path
 
+import pytest
+
 from tests.upkeep_helpers import make_store
 from tests.workers import start_worker, stop_group
 
@@ -126,6 +128,7 @@ def _celery_env(tmp_path) -> dict:
     return {"GEODE_BROKER_URL": "redis://127.0.0.1:6379/11", "GEODE_QUEUE": f"geode-doctor-{uuid.uuid4().hex[:10]}"}
 
 
+@pytest.mark.services
 def test_doctor_fails_when_no_worker_serves_the_queue(tmp_path):
     """A broker that answers with no worker alive: queued upkeep would wait forever."""
     root, _ = make_store("clean", tmp_path)
@@ -136,6 +139,7 @@ def test_doctor_fails_when_no_worker_serves_the_queue(tmp_path):
     assert rc == 1 and data["ok"] is False  # ... and doctor is not green
 
 
+@pytest.mark.services
 def test_doctor_passes_the_workers_check_with_a_live_worker(tmp_path):
     root, _ = make_store("clean", tmp_path)
     extra = _celery_env(tmp_path)

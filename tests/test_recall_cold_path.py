@@ -250,6 +250,7 @@ def test_the_full_text_match_drops_only_the_words_bm25_gives_no_weight(tmp_path)
 REDIS_DB = 11
 
 
+@pytest.mark.services
 def test_pending_notes_are_embedded_by_a_real_celery_worker_when_a_broker_is_configured(tmp_path, model):
     import redis
 

@@ -88,6 +88,7 @@ def test_reports_are_kept_and_listed(tmp_path):
     assert kept.status == "ok" and len(kept.findings) == len(expected("skills")["findings"])
 
 
+@pytest.mark.services
 def test_tables_work_on_postgresql(tmp_path):
     from sqlalchemy import create_engine, text
 
