@@ -142,6 +142,7 @@ def test_another_homes_reconcile_never_takes_over_a_live_apply_postgresql(
     _race(tmp_path, monkeypatch, capsys, shared_pg)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("run", range(3))
 def test_another_homes_reconcile_never_takes_over_a_live_apply_sqlite(tmp_path, monkeypatch, capsys, run):
     _race(tmp_path, monkeypatch, capsys, f"sqlite:///{tmp_path / 'shared.db'}")

@@ -41,6 +41,7 @@ def by_name(data):
     return {c["name"]: c for c in data["checks"]}
 
 
+@pytest.mark.slow
 def test_doctor_is_green_on_a_clean_store_with_the_model(tmp_path):
     root, _ = make_store("clean", tmp_path)
     # the recall index is part of the store's parts: without it prompt-time recall hands over nothing
@@ -111,6 +112,7 @@ def test_doctor_reports_an_index_that_does_not_match_the_files(tmp_path):
     assert rc == 1
 
 
+@pytest.mark.slow
 def test_doctor_fails_when_the_configured_broker_does_not_answer(tmp_path):
     root, _ = make_store("clean", tmp_path)
     rc, data, _ = doctor(
@@ -166,6 +168,7 @@ def _init(home: Path) -> None:
     assert r.returncode == 0, r.stderr
 
 
+@pytest.mark.slow
 def test_doctor_fails_on_hooks_that_point_at_a_missing_interpreter(tmp_path):
     """A deleted virtual environment: the installed hook runs nothing on every tool call."""
     home, project = tmp_path / "home", tmp_path / "proj"
@@ -187,6 +190,7 @@ def test_doctor_fails_on_hooks_that_point_at_a_missing_interpreter(tmp_path):
     assert by_name(data)["hooks"]["ok"], by_name(data)["hooks"]
 
 
+@pytest.mark.slow
 def test_doctor_fails_on_hook_errors_newer_than_its_last_run(tmp_path):
     import time
 

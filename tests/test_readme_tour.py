@@ -30,6 +30,7 @@ def test_the_tour_is_found_and_covers_the_first_hour():
     assert LINES[0].words[0] == "export"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tl", [tl for tl in LINES if tl.words[0] == "geode"], ids=lambda tl: " ".join(tl.words[:3]))
 def test_each_tour_command_runs_as_documented(tour, tl):
     run = tour[tl.line]
@@ -49,6 +50,7 @@ def test_the_tour_wrote_into_its_own_homes(tour):
         assert (work / f).is_file(), f
 
 
+@pytest.mark.slow
 def test_a_broken_tour_command_is_caught(tmp_path):
     """The check itself: a README whose tour holds a command that fails, a dict printed for
     people, or JSON that is not, is reported with its README line."""

@@ -121,6 +121,7 @@ def test_tables_work_on_postgresql(tmp_path):
 
 
 # -- the CLI ------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_upkeep_json_has_the_documented_shape(tmp_path):
     from tests.upkeep_helpers import make_store
 
