@@ -37,6 +37,7 @@ def test_each_tour_command_runs_as_documented(tour, tl):
     assert T.problems_of(run) == []
 
 
+@pytest.mark.slow
 def test_the_tour_wrote_into_its_own_homes(tour):
     """The hooks and MCP entries went to the temporary HOME and project, as the README says."""
     run = next(r for r in tour.values() if r.line.words[:3] == ["geode", "hooks", "install"] and len(r.line.words) == 3)
