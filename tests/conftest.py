@@ -12,7 +12,8 @@ developer's fast lane; CI runs everything. So that the lane cannot quietly lose 
 unmarked test that reaches one of them fails and says which and how (``_services_guard``):
 a connection to 127.0.0.1's PostgreSQL or Redis port (sockets and ``psycopg.connect``), a child
 process started with a live broker URL, ``celery`` or a browser, or a first import
-of torch, sentence_transformers or playwright in this process.
+of torch, sentence_transformers or playwright in this process (and, once torch is imported,
+the embedder's loading of its torch runtime).
 """
 
 from __future__ import annotations
@@ -106,6 +107,16 @@ def _watch_popen(real):
     return init
 
 
+def _watch_torch(real):
+    def torch_runtime(*args, **kwargs):
+        model, label, why = real(*args, **kwargs)
+        if model is not None:
+            _Watch.saw("torch", f"the embedder's runtime {label}")
+        return model, label, why
+
+    return torch_runtime
+
+
 @pytest.fixture(autouse=True)
 def _services_guard(request):
     """Fails an unmarked test that reaches a service (see the module's docstring). Its patches
@@ -120,6 +131,9 @@ def _services_guard(request):
         if psycopg is not None:
             mp.setattr(psycopg, "connect", _watch_psycopg(psycopg.connect))
             mp.setattr(psycopg.Connection, "connect", _watch_psycopg(psycopg.Connection.connect))
+        embed = sys.modules.get("geode.recall.embed")
+        if embed is not None:  # torch already imported by an earlier test: watch its loading too
+            mp.setattr(embed, "torch_runtime", _watch_torch(embed.torch_runtime))
         _Watch.active, _Watch.uses = True, []
         before = set(HEAVY_IMPORTS).intersection(sys.modules)
         try:
