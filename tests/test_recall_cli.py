@@ -87,7 +87,6 @@ def test_context_read_recent_commands(env):
     assert bad.returncode == 1 and "no such note" in bad.stderr
 
 
-@pytest.mark.services  # embeds enough passages that `auto` loads torch on a CPU with hardware bf16
 def test_reindex_full_keeps_embeddings_and_wipe_switches(env, monkeypatch):
     """In-process, so the embedding calls of the one cached model can be counted."""
     for k in ("GEODE_HOME", "GEODE_STORE"):

@@ -85,7 +85,6 @@ def imported(stderr: str) -> set[str]:
     return out
 
 
-@pytest.mark.services  # embeds enough notes that `auto` loads torch on a CPU with hardware bf16
 def test_a_cold_search_imports_neither_chromadb_nor_sqlmodel_and_answers_as_the_full_client(tmp_path, model):
     settings, root = make(tmp_path)
     try:
