@@ -177,6 +177,7 @@ def _crash_in_child(settings, pid: int, op: str, step: str, nth: int) -> int:
 STEP_COUNTS = {"journal_intent": 1, "write": 2, "fsync": 2, "chmod": 2, "replace": 3, "dir_fsync": 3, "journal_mark": 1}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("step", CRASH_POINTS + ("journal_intent",))
 def test_crash_at_each_step_leaves_before_or_after_and_reconcile_settles_it(tmp_path, step):
     s = plain_settings(tmp_path / "home", tmp_path / "stores" / "s0")

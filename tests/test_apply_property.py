@@ -119,6 +119,7 @@ def _fresh(base: Path):
     other_mode=0o644,
     space_dir=True,
 )
+@pytest.mark.slow
 @example(
     kind="move",
     content=b"\xff\xfe\x80 invalid",

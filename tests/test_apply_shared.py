@@ -138,6 +138,7 @@ def _proposals(home: Path, store: Path) -> dict[int, dict]:
         engine.dispose()
 
 
+@pytest.mark.slow
 def test_upkeep_in_each_home_files_one_edit_per_note(pristine):
     for name in ("A", "B"):
         props = _proposals(pristine / name, pristine / "S")
@@ -147,6 +148,7 @@ def test_upkeep_in_each_home_files_one_edit_per_note(pristine):
         assert paths == [f"team/n{i:02d}.md" for i in range(1, NOTES + 1)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("run", range(RUNS))
 def test_two_homes_approving_on_one_store_never_mix_notes(pristine, tmp_path, run):
     base = tmp_path / "race"

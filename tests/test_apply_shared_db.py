@@ -134,6 +134,7 @@ def _race(tmp_path, monkeypatch, capsys, url: str) -> None:
         engine.dispose()
 
 
+@pytest.mark.services
 @pytest.mark.parametrize("run", range(RUNS))
 def test_another_homes_reconcile_never_takes_over_a_live_apply_postgresql(
     shared_pg, tmp_path, monkeypatch, capsys, run
@@ -141,11 +142,13 @@ def test_another_homes_reconcile_never_takes_over_a_live_apply_postgresql(
     _race(tmp_path, monkeypatch, capsys, shared_pg)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("run", range(3))
 def test_another_homes_reconcile_never_takes_over_a_live_apply_sqlite(tmp_path, monkeypatch, capsys, run):
     _race(tmp_path, monkeypatch, capsys, f"sqlite:///{tmp_path / 'shared.db'}")
 
 
+@pytest.mark.services
 @pytest.mark.parametrize("backend", ["postgresql", "sqlite"])
 def test_reconcile_settles_the_apply_of_a_home_that_died(shared_pg, tmp_path, monkeypatch, capsys, backend):
     """PA killed (SIGKILL) in the middle of its apply: its lock died with it, so PB's reconcile

@@ -140,6 +140,7 @@ def test_folder_swapped_for_a_symlink_mid_apply_is_never_closed_half_applied(wor
     _applies_and_undoes(s, engine, store, pid, before, monkeypatch)
 
 
+@pytest.mark.slow
 def test_the_literal_repro_with_a_real_process_and_mv(world, tmp_path):
     """``mv store store.away; sleep 0.3; mv store.away store`` half a second into a real ``geode
     proposals approve`` of the 22 files (slowed to ~50 ms a file, so the move lands inside it):

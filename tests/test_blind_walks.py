@@ -16,6 +16,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pytest
+
 from geode.agents import contract
 from geode.kernel import store as S
 from tests.stores import NO_BACKGROUND_BUILD, plain_settings, write
@@ -64,6 +66,7 @@ def _everything_fails(top: Path, store: Path, hidden: str, user: int | None) -> 
     assert "not seen" in problems[0]["message"]
 
 
+@pytest.mark.slow
 def test_an_unreadable_folder_fails_upkeep_doctor_and_lint():
     user = NOBODY if os.geteuid() == 0 else None  # root would read the folder anyway
     with tempfile.TemporaryDirectory(prefix="geode-blind-") as t:
@@ -81,6 +84,7 @@ def test_an_unreadable_folder_fails_upkeep_doctor_and_lint():
             os.chmod(store / "team", 0o755)
 
 
+@pytest.mark.slow
 def test_a_symlinked_folder_outside_the_store_fails_upkeep_doctor_and_lint(tmp_path):
     store, far = tmp_path / "S", tmp_path / "elsewhere"
     for i in range(3):

@@ -46,6 +46,7 @@ def test_ruff_format_is_clean():
     assert m and int(m.group(1)) >= 150, f"ruff format examined too few files: {r.stdout!r}"
 
 
+@pytest.mark.slow
 def test_mypy_is_clean(tmp_path):
     r = _run([_tool("mypy"), "--cache-dir", str(tmp_path / "mypy-cache")])
     assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-2000:]

@@ -38,6 +38,7 @@ def kinds(report) -> dict[str, int]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", STORES)
 def test_cleaner_counts_on_every_fixture(name, tmp_path):
     exp = expected_cleaner(name)
@@ -153,6 +154,7 @@ def _thousand(tmp_path, ledger_days=40):
     return settings, engine, root
 
 
+@pytest.mark.slow
 def test_a_folder_of_a_thousand_gets_the_archives_the_evidence_chooses(tmp_path):
     settings, engine, root = _thousand(tmp_path)
     report = run_agent(settings, engine, "night-1", "cleaner")

@@ -30,6 +30,7 @@ def test_starter_set_is_not_empty():
     assert len(STARTER) >= 8
 
 
+@pytest.mark.slow
 def test_run_creates_store_and_shows_a_delivery(tmp_path):
     home = tmp_path / "home"
     r = geode(home, "run")
@@ -46,6 +47,7 @@ def test_run_creates_store_and_shows_a_delivery(tmp_path):
     assert "(edited)" in r2.stdout
 
 
+@pytest.mark.slow
 def test_init_writes_control_plan_before_data(tmp_path):
     home = tmp_path / "h"
     geode(home, "init")
@@ -59,6 +61,7 @@ def test_init_writes_control_plan_before_data(tmp_path):
     assert len(rows) == 1 and rows[0][0] == pytest.approx(0.10) and rows[0][1] == 100 and rows[0][3]
 
 
+@pytest.mark.slow
 def test_deliver_json_shape_and_ledger_rows(tmp_path):
     home = tmp_path / "h"
     geode(home, "init")
@@ -78,6 +81,7 @@ def test_deliver_json_shape_and_ledger_rows(tmp_path):
     assert s["deliveries"] == 2
 
 
+@pytest.mark.slow
 def test_withhold_rate_one_withholds_everything(tmp_path):
     home = tmp_path / "h"
     geode(home, "init")
@@ -99,6 +103,7 @@ def test_withhold_rate_one_withholds_everything(tmp_path):
     assert st["arms"]["withheld"]["units"] == 1
 
 
+@pytest.mark.slow
 def test_deliver_rejects_unknown_action(tmp_path):
     home = tmp_path / "h"
     geode(home, "init")
@@ -134,6 +139,7 @@ def test_lint_on_an_empty_store_is_a_failure(tmp_path):
     assert [p["code"] for p in json.loads(r.stdout)["problems"]] == ["empty-store"]
 
 
+@pytest.mark.slow
 def test_hooks_print_writes_nothing_and_install_runs_end_to_end(tmp_path):
     home = tmp_path / "h"
     project = tmp_path / "proj"
@@ -171,6 +177,7 @@ def test_hooks_print_writes_nothing_and_install_runs_end_to_end(tmp_path):
     assert "hooks" not in json.loads((project / ".claude" / "settings.local.json").read_text())
 
 
+@pytest.mark.slow
 def test_reindex_counts_what_it_indexed(tmp_path):
     home = tmp_path / "h"
     geode(home, "init")

@@ -78,6 +78,7 @@ def test_approve_reports_every_id_when_one_does_not_exist_json(two_edits):
     assert (store / "a.md").read_bytes() == b"A\n" and (store / "b.md").read_bytes() == b"B\n"
 
 
+@pytest.mark.slow
 def test_approve_reports_every_id_when_one_does_not_exist_text(two_edits):
     home, store, (a, _b) = two_edits
     r = run(home, "proposals", "approve", str(a), "999")
@@ -95,6 +96,7 @@ def test_approve_reports_every_id_when_one_does_not_exist_text(two_edits):
     assert json.loads(r.stdout)["results"][0]["would"] == "error"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("argv", [("proposals", "list"), ("status",), ("reindex",), ("upkeep",)])
 def test_a_corrupt_records_database_is_one_line(tmp_path, argv):
     home, store = tmp_path / "home", tmp_path / "store"
@@ -122,6 +124,7 @@ def test_a_postgresql_url_without_its_driver_is_one_line(tmp_path, argv):
     one_line_message(r, driver, "not installed")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("argv", [("proposals", "list"), ("status",), ("init",)])
 def test_a_read_only_home_is_one_line(argv):
     with tempfile.TemporaryDirectory(prefix="geode-ro-") as top:

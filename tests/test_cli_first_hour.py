@@ -46,6 +46,7 @@ def home(tmp_path_factory) -> Path:
 
 
 # -- 1. a pipe closed early (`| head`) ends the command quietly --------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args",
     [("run",), ("search", "exit code of a pipe"), ("proposals", "list"), ("recent",)],
@@ -135,6 +136,7 @@ def test_a_store_that_is_a_file_is_an_error(tmp_path, monkeypatch, capsys):
     assert f"{f} (--store {f}) is not a folder" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_store_before_the_command_is_used(home, tmp_path):
     """`geode --store DIR cmd` reads DIR, as `geode cmd --store DIR` does."""
     store = tmp_path / "s"
@@ -150,6 +152,7 @@ def test_store_before_the_command_is_used(home, tmp_path):
 
 
 # -- 3. `geode deliver` by hand -----------------------------------------------------------------
+@pytest.mark.slow
 def test_a_hand_delivery_is_never_withheld_and_not_counted(tmp_path):
     """Five hand calls under a withhold rate of one: every one delivers (a hand call is not in
     the control arm), each says so, and stats and study count none of them; the ledger keeps
@@ -172,6 +175,7 @@ def test_a_hand_delivery_is_never_withheld_and_not_counted(tmp_path):
     assert len(sessions) == 5 and all(s.startswith(MANUAL_SESSION_PREFIX) for s in sessions)
 
 
+@pytest.mark.slow
 def test_a_delivery_with_a_session_takes_part_and_says_what_was_withheld_on_stdout(tmp_path):
     h = tmp_path / "home"
     geode(h, "init")
@@ -183,6 +187,7 @@ def test_a_delivery_with_a_session_takes_part_and_says_what_was_withheld_on_stdo
     assert json.loads(geode(h, "study", "--json").stdout)["arms"]["withheld"]["units"] == 1
 
 
+@pytest.mark.slow
 def test_stats_gives_no_per_day_figure_for_a_window_under_a_day(tmp_path):
     h = tmp_path / "home"
     geode(h, "init")
@@ -198,6 +203,7 @@ def test_stats_gives_no_per_day_figure_for_a_window_under_a_day(tmp_path):
 
 
 # -- 4. the scope of `geode hooks install` ------------------------------------------------------
+@pytest.mark.slow
 def test_hooks_install_defaults_to_the_files_nobody_commits(home, tmp_path):
     project, user = tmp_path / "proj", tmp_path / "user"
     project.mkdir()
@@ -212,6 +218,7 @@ def test_hooks_install_defaults_to_the_files_nobody_commits(home, tmp_path):
     assert "warning" not in r.stderr
 
 
+@pytest.mark.slow
 def test_hooks_install_at_project_scope_warns_about_the_paths(home, tmp_path):
     project, user = tmp_path / "proj", tmp_path / "user"
     project.mkdir()
@@ -225,6 +232,7 @@ def test_hooks_install_at_project_scope_warns_about_the_paths(home, tmp_path):
     assert not (project / ".claude" / "settings.local.json").exists()
 
 
+@pytest.mark.slow
 def test_codex_local_scope_is_its_user_file(home, tmp_path):
     project, user = tmp_path / "proj", tmp_path / "user"
     project.mkdir()
@@ -249,6 +257,7 @@ def test_the_local_scope_in_the_library(tmp_path):
 
 
 # -- 5. prompt-time recall works after the set-up, with no other command -------------------------
+@pytest.mark.slow
 def test_set_up_then_the_installed_prompt_hook_recalls_a_starter_note(tmp_path):
     """The README's set-up in a fresh HOME (`geode run`, then `geode hooks install` in a project),
     then straight to the agent: the installed UserPromptSubmit hook hands over a starter note for
@@ -374,6 +383,7 @@ def test_the_command_the_guard_gives_runs_in_a_bare_shell(home, tmp_path, monkey
     assert "exit-code-through-a-pipe" in r.stdout
 
 
+@pytest.mark.slow
 def test_the_boot_note_gives_a_command_that_runs_in_a_bare_shell(tmp_path):
     """The starter boot note, as the agent is handed it at session start: the command it names
     runs in a shell without the venv, and the boot cut does not reach it."""

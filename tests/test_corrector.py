@@ -108,6 +108,7 @@ def test_every_fixture_under_tests_fixtures_is_covered():
     assert sorted(stores) == sorted(STORES)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", STORES)
 def test_every_fixture_after_the_librarian_in_the_same_run(name, tmp_path):
     exp = expected_corrector(name)

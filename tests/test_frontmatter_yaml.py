@@ -398,6 +398,7 @@ def documents(draw):
     return text
 
 
+@pytest.mark.slow
 @settings(max_examples=700, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(documents())
 @example("a: b\n  c: d\n")
@@ -412,6 +413,7 @@ def test_subset_agrees_with_pyyaml(text):
     check(text)
 
 
+@pytest.mark.slow
 def test_the_grammar_reaches_every_outcome():
     """Not green over nothing: the generated documents are read, declined, rejected and warned.
     Derandomized (a fixed sequence of 400 documents): with random draws of 200 a lenient one was

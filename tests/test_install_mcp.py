@@ -282,6 +282,7 @@ def geode(*args: str, home: Path) -> subprocess.CompletedProcess:
     return r
 
 
+@pytest.mark.slow
 def test_hooks_install_registers_the_server_for_both_agents_and_print_writes_nothing(
     project: Path, home_dir: Path, tmp_path: Path
 ) -> None:

@@ -253,6 +253,7 @@ def test_engine_transactions_begin_immediate(tmp_path):
         engine.dispose()
 
 
+@pytest.mark.services
 def test_postgresql_init_db_and_spool_drain(tmp_path, pg_url):
     s = plain_settings(tmp_path, database_url=pg_url, withhold_rate=0.2, stop_units=50)
     evs = [ledger.new_event("delivered", session="pg", crystal_id=f"main:{i}", detail={"i": i}) for i in range(30)]

@@ -58,6 +58,7 @@ def test_librarian_finds_exactly_what_is_broken(name, tmp_path):
         assert {e["finding"] for e in evidence} <= ids
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [n for n in ALL_STORES if expected(n)["proposals"]])
 def test_applying_the_rewrites_fixes_those_links_and_undo_restores_bytes(name, tmp_path):
     settings, engine, root, _ = setup(name, tmp_path)

@@ -124,6 +124,7 @@ def test_the_gate_takes_only_a_resolver_it_would_build(tmp_path):
     assert filing.Baseline(load, own).links is not own
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("agent", ["cleaner", "gardener"])
 def test_reports_are_the_same_with_the_shortcuts_off(tmp_path, monkeypatch, agent):
     """The bench's store and ledger (1,500 notes, 500 a folder over a cap of 50; 30,000 rows),

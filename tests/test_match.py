@@ -311,6 +311,7 @@ def commands(draw):
     return "".join(p + s for p, s in parts)
 
 
+@pytest.mark.slow
 @settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(commands())
 def test_splitter_agrees_with_shlex_on_generated_commands(cmd):
@@ -348,6 +349,7 @@ _PLAIN = st.sampled_from(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=500, deadline=None)
 @given(st.lists(_PLAIN, min_size=1, max_size=8), st.data())
 def test_a_term_never_fires_where_it_is_not_a_substring(words, data):
@@ -360,6 +362,7 @@ def test_a_term_never_fires_where_it_is_not_a_substring(words, data):
         assert term.lower() in cmd.lower()
 
 
+@pytest.mark.slow
 @settings(max_examples=500, deadline=None)
 @given(
     st.text(alphabet="ab._-=/\\ \n\"'xyzENV", max_size=30),

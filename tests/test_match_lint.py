@@ -8,6 +8,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from geode.delivery.engine import Delivery
 from geode.delivery.index import Index
 from geode.delivery.lint import BROAD_MIN_ACTIONS, ledger_term_shares, lint_store
@@ -47,6 +49,7 @@ def test_a_term_whose_meaning_changed_gets_a_message_naming_what_it_no_longer_ma
     assert [p for p in lint_store(g.settings())["problems"] if p["code"] == "match-meaning-changed"] == []
 
 
+@pytest.mark.slow
 def test_a_term_that_fires_on_most_of_the_ledgers_actions_is_flagged(tmp_path):
     from geode.records.models import init_db
 

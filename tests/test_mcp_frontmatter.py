@@ -35,6 +35,7 @@ def _strings(v):
         yield v
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(frontmatter)
 def test_what_write_note_writes_reads_back_as_given(data):

@@ -45,7 +45,7 @@ RECORD_TABLES = [
     "finding",
     "upkeep_night",
 ]
-BACKENDS = ["sqlite", "postgresql"]
+BACKENDS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.services)]
 
 
 # -- databases ----------------------------------------------------------------------------------
@@ -320,6 +320,7 @@ def test_head_constant_and_the_baseline_match_the_scripts():
     assert list(script.get_revision(migrations.BASELINE).module.TABLES) == RECORD_TABLES
 
 
+@pytest.mark.services
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_head_schema_is_what_create_all_makes(backend, tmp_path, pg_new):
     """The migrations and the models' create_all make the same schema: compared with the
@@ -631,6 +632,7 @@ def test_a_newer_revision_stops_a_command_with_a_message(tmp_path):
 
 
 # -- geode init ---------------------------------------------------------------------------------
+@pytest.mark.services
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_geode_init_on_a_fresh_home_creates_the_database_at_head(backend, tmp_path, pg_new):
     home = tmp_path / "fresh"

@@ -110,6 +110,7 @@ def filed_in(reports) -> int:
 
 
 # -- every fixture ----------------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("name", STORES)
 def test_approving_a_whole_night_does_no_harm_and_the_next_nights_file_nothing(name, tmp_path):
     env, _ = fixture_env(name, tmp_path)
@@ -343,6 +344,7 @@ def _geode(*argv, home: Path, cwd: Path | None = None) -> subprocess.CompletedPr
     )
 
 
+@pytest.mark.slow
 def test_upkeep_fails_whenever_doctor_would_and_says_why(tmp_path):
     import json
 
@@ -364,6 +366,7 @@ def test_upkeep_fails_whenever_doctor_would_and_says_why(tmp_path):
     assert json.loads(r.stdout)["doctor"] == {"ok": True, "failed": []}
 
 
+@pytest.mark.slow
 def test_init_never_writes_starter_notes_into_a_folder_that_holds_files(tmp_path):
     store = tmp_path / "rules"
     (store / ".cursor" / "rules").mkdir(parents=True)

@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import REPO
 
 
@@ -48,6 +50,7 @@ def _install(tmp_path: Path) -> Path:
     return target
 
 
+@pytest.mark.slow
 def test_install_puts_one_top_level_package_and_the_hook_runs_from_it(tmp_path):
     target = _install(tmp_path)
     tops = sorted(p.name for p in target.iterdir() if p.name != "bin" and not p.name.endswith(".dist-info"))

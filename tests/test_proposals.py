@@ -21,7 +21,7 @@ from tests.stores import plain_settings, snapshot, write
 from tests.test_apply import draft, status_of
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.services)])
 def queue(request, tmp_path):
     url = request.getfixturevalue("pg_url") if request.param == "postgresql" else None
     s = plain_settings(tmp_path / "home", tmp_path / "store", database_url=url)

@@ -64,6 +64,7 @@ def home(tmp_path):
     return home, store, s, ids
 
 
+@pytest.mark.slow
 def test_list_and_show(home):
     h, store, s, ids = home
     d = ok_json(geode(h, "list", "--json"))
@@ -85,6 +86,7 @@ def test_list_and_show(home):
     assert missing.returncode == 1 and "no proposal 999" in missing.stderr
 
 
+@pytest.mark.slow
 def test_bulk_dry_run_then_approve_undo_reject(home):
     h, store, s, ids = home
     before = snapshot(store)

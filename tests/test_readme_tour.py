@@ -30,12 +30,14 @@ def test_the_tour_is_found_and_covers_the_first_hour():
     assert LINES[0].words[0] == "export"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tl", [tl for tl in LINES if tl.words[0] == "geode"], ids=lambda tl: " ".join(tl.words[:3]))
 def test_each_tour_command_runs_as_documented(tour, tl):
     run = tour[tl.line]
     assert T.problems_of(run) == []
 
 
+@pytest.mark.slow
 def test_the_tour_wrote_into_its_own_homes(tour):
     """The hooks and MCP entries went to the temporary HOME and project, as the README says."""
     run = next(r for r in tour.values() if r.line.words[:3] == ["geode", "hooks", "install"] and len(r.line.words) == 3)
@@ -49,6 +51,7 @@ def test_the_tour_wrote_into_its_own_homes(tour):
         assert (work / f).is_file(), f
 
 
+@pytest.mark.slow
 def test_a_broken_tour_command_is_caught(tmp_path):
     """The check itself: a README whose tour holds a command that fails, a dict printed for
     people, or JSON that is not, is reported with its README line."""

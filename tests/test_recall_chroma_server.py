@@ -120,6 +120,7 @@ def settings_for(tmp_path: Path, root: Path, url: str | None):
     return load_settings(store=str(root), home=str(tmp_path / ("home-server" if url else "home-disk")), env=env)
 
 
+@pytest.mark.slow
 def test_index_and_search_through_a_chroma_server_match_the_embedded_default(tmp_path, server, model):
     root = make_store(tmp_path)
     remote = settings_for(tmp_path, root, server.url)
@@ -147,6 +148,7 @@ def test_index_and_search_through_a_chroma_server_match_the_embedded_default(tmp
         dispose_engines()
 
 
+@pytest.mark.slow
 def test_a_server_gone_mid_reindex_leaves_the_index_usable_and_says_so(tmp_path, server, model):
     root = make_store(tmp_path, n_filler=20)
     s = settings_for(tmp_path, root, server.url)

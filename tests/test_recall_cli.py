@@ -49,6 +49,7 @@ def geode(env, *args, check=True) -> subprocess.CompletedProcess:
     return p
 
 
+@pytest.mark.slow
 def test_reindex_search_queries_status_as_commands(env, tmp_path):
     r = json.loads(geode(env, "reindex", "--json").stdout)
     assert r["recall"]["added"] == 3 and r["vectors"]["embedded"] == 3 and "crystals" in r["bindings"]
@@ -119,6 +120,7 @@ def run_hook(env, prompt: str) -> str:
     return json.loads(p.stdout)["hookSpecificOutput"]["additionalContext"] if p.stdout.strip() else ""
 
 
+@pytest.mark.slow
 def test_prompt_hook_recalls_by_text_and_through_a_warm_server(env):
     geode(env, "reindex", "--json")
     d = env[1].name
@@ -164,6 +166,7 @@ def test_prompt_hook_recalls_by_text_and_through_a_warm_server(env):
     assert not os.path.exists(ready["socket"])
 
 
+@pytest.mark.slow
 def test_status_and_reindex_agree_on_what_reindex_skips(env):
     """A file reindex always skips (binary bytes, bad frontmatter) is not "out of sync" forever:
     status asks reindex's own skip rule and lists it as skipped (issue 15, point 6)."""

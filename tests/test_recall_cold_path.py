@@ -113,6 +113,7 @@ def test_a_cold_search_imports_neither_chromadb_nor_sqlmodel_and_answers_as_the_
         dispose_engines()
 
 
+@pytest.mark.slow
 def test_a_cold_search_that_finds_a_changed_folder_writes_it_through_the_lazy_writer(tmp_path, model):
     """The cold search reads through sqlite3; when the folder check finds a note written a moment
     ago it imports the SQLAlchemy writer, indexes the note and finds it, and the search after it,
@@ -171,6 +172,7 @@ def test_the_lite_reader_answers_as_the_full_chroma_client(tmp_path, model):
         dispose_engines()
 
 
+@pytest.mark.slow
 def test_a_search_that_finds_no_serve_starts_one_and_the_next_search_is_served(tmp_path, model):
     settings, root = make(tmp_path)
     RecallIndex(settings).refresh()
@@ -250,6 +252,7 @@ def test_the_full_text_match_drops_only_the_words_bm25_gives_no_weight(tmp_path)
 REDIS_DB = 11
 
 
+@pytest.mark.services
 def test_pending_notes_are_embedded_by_a_real_celery_worker_when_a_broker_is_configured(tmp_path, model):
     import redis
 

@@ -20,6 +20,8 @@ from geode.recall.search import search
 from geode.recall.vectors import embed_pending
 from tests.stores import GeodeEnv, write
 
+pytestmark = pytest.mark.services  # PostgreSQL
+
 ADMIN = "postgresql://postgres@127.0.0.1:5432/test"
 
 

@@ -306,6 +306,7 @@ def test_snippet_and_observation_line(store, model):
 
 
 # -- the sentence-transformers backend ----------------------------------------------------------------
+@pytest.mark.services
 def test_sentence_transformers_backend_runs_minilm_and_records_its_model(store, monkeypatch):
     settings, root = store
     write(root, "a.md", note("The retry queue drops jobs older than 24 hours.", title="Retry"))

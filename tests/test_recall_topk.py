@@ -82,6 +82,7 @@ def _queries(n: int, seed: int) -> list[list[str]]:
     return [rng.sample(words, rng.randint(2, 6)) for _ in range(n)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", [50, 10])
 def test_top_bm25_answers_as_the_full_query(store, n):
     _settings, idx = store

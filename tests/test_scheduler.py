@@ -26,6 +26,7 @@ def _env(home):
     return env
 
 
+@pytest.mark.slow
 def test_only_one_of_three_scheduler_processes_runs(tmp_path):
     settings, engine, root, _ = setup("skills", tmp_path)
     cmd = [str(BIN / "geode"), "scheduler", "--home", settings.home, "--store", str(root)]
@@ -69,6 +70,7 @@ print(sent)
 """
 
 
+@pytest.mark.slow
 def test_thirty_nights_fired_by_three_racing_processes_enqueue_thirty_runs(tmp_path):
     """Even without the lock, the night's row decides: exactly one enqueue per night."""
     settings, engine, root, _ = setup("skills", tmp_path)

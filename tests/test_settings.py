@@ -484,6 +484,7 @@ def test_no_module_but_config_reads_geode_toml():
 
 
 # -- a typo in [cleaner] fails the upkeep run ----------------------------------------------------
+@pytest.mark.slow
 def test_a_typo_in_cleaner_fails_geode_upkeep_with_file_line_and_key(tmp_path):
     home = tmp_path / "home"
     path = write(home, "[cleaner]\ncap = 10\ncpa = 20\n")
@@ -513,6 +514,7 @@ def test_a_typo_in_cleaner_fails_the_workers_task(tmp_path):
 
 
 # -- geode hooks install --home ------------------------------------------------------------------
+@pytest.mark.slow
 def test_hooks_install_home_flag_beats_geode_home(tmp_path):
     flag_home, env_home, project = tmp_path / "flag-home", tmp_path / "env-home", tmp_path / "project"
     project.mkdir()
@@ -728,6 +730,7 @@ def toml_documents(draw) -> str:
     return "\n".join(out) + draw(st.sampled_from(["", "\n"]))
 
 
+@pytest.mark.slow
 @hsettings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(toml_documents())
 def test_the_line_finder_agrees_with_tomllib_on_generated_documents(text):
@@ -835,6 +838,7 @@ def config_data(draw) -> dict:
 _MODEL = None
 
 
+@pytest.mark.slow
 @hsettings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(config_data())
 def test_the_checker_agrees_with_pydantic(data):

@@ -70,7 +70,7 @@ def hand_built_ledger() -> list[dict]:
     return e
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.services)])
 def loaded(request, tmp_path):
     """(settings, engine) with the hand-built ledger, the plan recorded as rate 0.1, 2 units."""
     url = request.getfixturevalue("pg_url") if request.param == "postgresql" else None

@@ -88,6 +88,7 @@ def test_reports_are_kept_and_listed(tmp_path):
     assert kept.status == "ok" and len(kept.findings) == len(expected("skills")["findings"])
 
 
+@pytest.mark.services
 def test_tables_work_on_postgresql(tmp_path):
     from sqlalchemy import create_engine, text
 
@@ -120,6 +121,7 @@ def test_tables_work_on_postgresql(tmp_path):
 
 
 # -- the CLI ------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_upkeep_json_has_the_documented_shape(tmp_path):
     from tests.upkeep_helpers import make_store
 

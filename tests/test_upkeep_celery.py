@@ -23,6 +23,8 @@ from geode.agents.contract import FINAL_STATUSES, get_report
 from geode.queue import proposals
 from tests.upkeep_helpers import expected, setup
 
+pytestmark = pytest.mark.services  # Redis and real Celery workers
+
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 REDIS_DB = 11

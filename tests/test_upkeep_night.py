@@ -30,6 +30,8 @@ import pytest
 
 from geode.queue import apply
 
+pytestmark = pytest.mark.services  # Redis and real Celery workers
+
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 REDIS_DB = 12

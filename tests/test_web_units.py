@@ -301,6 +301,7 @@ def test_an_install_ships_the_templates_and_assets(tmp_path):
     assert (web / "app.py").is_file() and (web / "command.py").is_file()
 
 
+@pytest.mark.services
 def test_the_queue_and_store_queries_on_postgresql(tmp_path):
     """The page's own SQL (the night ordering subquery, path LIKE, GROUP BY counts, facets)
     on PostgreSQL, the records' database at scale."""

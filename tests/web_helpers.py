@@ -16,6 +16,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -367,3 +369,105 @@ def request(
     status, rh = r.status, {k.lower(): v for k, v in r.getheaders()}
     conn.close()
     return status, rh, out
+
+
+# -- the browser ----------------------------------------------------------------------------------
+#: Debian's chromium, driven by Playwright through ``executable_path``; ``GEODE_CHROMIUM`` names
+#: another executable (and lets a test see what a machine without one sees)
+CHROMIUM = "/usr/bin/chromium"
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def missing_browser() -> str | None:
+    """What is missing for a browser run, said as what to install; None when nothing is."""
+    path = os.environ.get("GEODE_CHROMIUM") or CHROMIUM
+    if not os.access(path, os.X_OK):
+        return (
+            f"{path} is missing: install Debian's chromium package (`apt-get install chromium`;"
+            " .ci/run does), or set GEODE_CHROMIUM to a Chromium executable"
+        )
+    try:
+        import playwright.sync_api  # noqa: F401  (in the test extra)
+    except ImportError:
+        return "Playwright for Python is missing: `pip install -e '.[test]'` (never `playwright install`)"
+    return None
+
+
+@contextmanager
+def open_browser(fail: Callable[..., object]) -> Iterator:
+    """A headless Chromium for the length of the block; ``fail(message, pytrace=False)`` is
+    called (and must raise) when the browser or Playwright is missing."""
+    why = missing_browser()
+    if why is not None:
+        fail(why, pytrace=False)
+        raise RuntimeError(why)  # ``fail`` must not return
+    from playwright import sync_api
+
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=os.environ.get("GEODE_CHROMIUM") or CHROMIUM, args=FLAGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+# -- a queue at size: 5,000 proposals over a store of 10,000 notes ---------------------------------
+def big_queue(tmp_path: Path) -> Path:
+    """A home whose queue holds 5,000 proposals over a store of 10,000 notes (indexed); its path."""
+    from geode.kernel.config import load_settings
+    from geode.queue import proposals as Q
+    from geode.recall.recall_index import RecallIndex
+
+    home, root = tmp_path / "home", tmp_path / "store"
+    home.mkdir()
+    for i in range(10_000):
+        d = root / f"d{i % 100:02d}"
+        d.mkdir(parents=True, exist_ok=True)
+        (d / f"n{i:05d}.md").write_text(
+            f"---\nname: n{i:05d}\ntype: {['fact', 'runbook', 'feedback'][i % 3]}\ntags: [t{i % 17}]\n---\n"
+            f"Note {i} about topic {i % 97}. See [[n{(i + 1) % 10_000:05d}]].\n",
+            encoding="utf-8",
+        )
+    (home / "geode.toml").write_text(f"[domains]\nmain = {json.dumps(str(root))}\n", encoding="utf-8")
+    s = load_settings(home=home, env={})
+    RecallIndex(s).refresh()
+    engine = Q.open_queue(s)
+    agents = ["librarian", "cleaner", "corrector", "gardener"]
+    for i in range(5_000):
+        rel = f"d{i % 100:02d}/n{i:05d}.md"
+        data = (root / rel).read_bytes()
+        Q.file_proposal(
+            s,
+            engine,
+            Q.ProposalDraft(
+                agent=agents[i % 4],
+                kind="edit",
+                domain="main",
+                title=f"Edit n{i:05d}",
+                rationale="speed check",
+                evidence=[{"finding": i + 1}],
+                changes=[Q.FileChange(rel, Q.sha256(data), data + b"\nmore\n")],
+                run_id=f"night-2026-02-{1 + i % 28:02d}",
+                key=f"k{i}",
+            ),
+        )
+    engine.dispose()
+    return home
+
+
+#: the first contentful paint as the browser recorded it (the entry may land just after "load")
+FCP_JS = """new Promise((resolve) => {
+  new PerformanceObserver((list) => {
+    const e = list.getEntriesByName('first-contentful-paint')[0];
+    if (e) resolve(e.startTime);
+  }).observe({type: 'paint', buffered: true});
+})"""
