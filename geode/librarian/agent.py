@@ -72,8 +72,7 @@ class Librarian(Agent):
             report.message = f"move history unavailable ({exc}); renames are matched by name only"
         orders = []
         flavours = []
-        upkeep_cfg = getattr(ctx.settings, "upkeep", None) or {}
-        configured = upkeep_cfg.get("flavour") if isinstance(upkeep_cfg, dict) else None
+        configured = ctx.settings.upkeep.flavour  # [upkeep] flavour: None means detect
         for domain, load in ctx.readable(report):
             ex["folders"] += load.folders
             links = StoreLinks(
