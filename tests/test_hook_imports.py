@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -19,8 +20,9 @@ from tests.helpers import REPO, Geode
 FORBIDDEN = ("sqlmodel", "sqlalchemy", "pydantic", "yaml", "re", "json", "typing", "dataclasses", "pathlib")
 ALLOWED_TOP = set(sys.stdlib_module_names) | {"geode"}
 #: Of geode itself, the hook may load the package root and the modules of two rooms: the kernel
-#: and delivery (whichever of their modules it needs), nothing of any other room.
-HOOK_ROOMS = ("kernel", "delivery")
+#: and delivery (whichever of their modules it needs), nothing of any other room. The same tuple
+#: tells the installer what to byte-compile.
+from geode.delivery.hookmain import HOOK_ROOMS  # noqa: E402
 
 
 def _ours_allowed(name: str) -> bool:
@@ -215,3 +217,24 @@ def test_blocked_lookup_loads_only_the_lean_stdlib(tmp_path):
     payload = _bash_event()
     payload["tool_input"] = {"command": f"grep -r pipe {g.store}"}
     _check(g, payload)
+
+
+def test_the_installer_byte_compiles_every_room_the_hook_loads(tmp_path):
+    """Agent shells often set PYTHONDONTWRITEBYTECODE, so a module the installer did not compile
+    is compiled again on every tool call (the kernel alone cost the hook about 15 ms when only
+    delivery/ was compiled). Run the installer's compile step over a copy of the package with no
+    byte code and check that every module of every room the hook loads has its .pyc."""
+    import importlib.util
+    import shutil
+
+    pkg = tmp_path / "geode"
+    shutil.copytree(REPO / "geode", pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    code = "import sys; sys.path.insert(0, sys.argv[1]); from geode.cli.setup_cmds import _precompile; _precompile()"
+    env = {"PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"}
+    subprocess.run([sys.executable, "-c", code, str(tmp_path)], check=True, env=env, cwd=tmp_path)
+    sources = [p for room in HOOK_ROOMS for p in (pkg / room).rglob("*.py")]
+    assert len(sources) >= 25, f"examined only {len(sources)} modules of {HOOK_ROOMS}"
+    missing = [
+        str(p.relative_to(tmp_path)) for p in sources if not Path(importlib.util.cache_from_source(str(p))).exists()
+    ]
+    assert not missing, missing

@@ -307,9 +307,12 @@ def _precompile() -> None:
     shells) an uncompiled hook recompiles every module on every tool call (~10 ms)."""
     import compileall
 
+    from geode.delivery.hookmain import HOOK_ROOMS
+
     pkg = Path(__file__).resolve().parent.parent
     compileall.compile_file(str(pkg / "__init__.py"), quiet=1)
-    compileall.compile_dir(str(pkg / "delivery"), quiet=1)
+    for room in HOOK_ROOMS:
+        compileall.compile_dir(str(pkg / room), quiet=1)
 
 
 def cmd_hook(args) -> int:
