@@ -245,6 +245,8 @@ def top_bm25(idx: RecallIndex, conn, terms: list[str], n: int) -> list[tuple[int
     dfs = {t: doc_freq(idx, conn, t) for t in terms}
     order = sorted(terms, key=lambda t: dfs[t])  # stable: equal counts keep the query's order
     rows = fts_row_count(idx, conn)
+    if rows == 0:  # an empty store (or scope): nothing to score, and no ratio to take
+        return []
     if rows < max(dfs.values()):  # counts from different moments (a write in between): no bound
         return _bm25_rows(conn, fts5_query(order), n)
 

@@ -143,7 +143,7 @@ def serve(
                                 after=req.get("after"),
                                 as_of=req.get("as_of"),
                                 mode=req.get("mode") or "hybrid",
-                                blend=req.get("blend") or "score",
+                                blend=req.get("blend") or None,  # None: the configured [recall] blend, as cold
                                 refresh=bool(req.get("refresh")),
                                 chain=not req.get("prompt"),
                             )
