@@ -39,7 +39,7 @@ def cmd_run(parsers: Mapping[str, argparse.ArgumentParser], args: argparse.Names
     ``parsers``: the program's subcommand parsers (bound by :func:`register`): lint, stats and
     upkeep run with what their own parsers make of ``--store``/``--home``, so their defaults
     live in one place."""
-    settings = settings_of(args)
+    settings = settings_of(args, creates_home=True)  # the main job creates the default store
     root = settings.domains[settings.default_domain]
     fresh = not holds_files(Path(root))  # never writes the starter set into a folder that holds files
     r = ensure_store(settings) if fresh else None

@@ -40,16 +40,38 @@ def print_json(obj, compact: bool = False) -> None:
         print(json.dumps(obj, indent=2, ensure_ascii=False, default=str))
 
 
-def settings_of(args, *, store_must_exist: bool = True) -> Settings:
+def settings_of(args, *, store_must_exist: bool = True, creates_home: bool = False) -> Settings:
     """The settings for this invocation, read once from its flags, the environment and the file.
 
     A one-off store (``--store`` or ``GEODE_STORE``) that is not a folder is an error naming the
-    path: otherwise a typo reads as "nothing matched" and exits 0. ``store_must_exist=False``
-    for the commands whose job is to create it (``init``)."""
+    path: otherwise a typo reads as "nothing matched" and exits 0. So is a home whose store does
+    not exist (a mistyped ``--home`` or ``GEODE_HOME`` once read as a new empty home, "0 notes,
+    in sync", exit 0). ``store_must_exist=False`` for the command whose job is to create them
+    (``init``); ``creates_home`` for one that creates a home's default store but not a one-off
+    store (``run``)."""
     try:
         settings = load_settings(store=getattr(args, "store", None), home=getattr(args, "home", None))
     except ConfigError as exc:
         raise CLIError(str(exc)) from exc
+    if store_must_exist and not creates_home and not settings.one_off_store:
+        root = settings.domains[settings.default_domain]
+        if not os.path.isdir(root):
+            given = getattr(args, "home", None)
+            source = (
+                f"--home {given}" if given
+                else f"GEODE_HOME={os.environ['GEODE_HOME']}" if os.environ.get("GEODE_HOME")
+                else "the default home"
+            )
+            if not os.path.exists(settings.home):
+                what = "does not exist"
+            elif not os.path.exists(os.path.join(settings.home, "geode.toml")):
+                what = f"holds no geode.toml and no store ({root})"
+            else:
+                what = f"names the store {root}, which does not exist"
+            raise CLIError(
+                f"the geode home {settings.home} ({source}) {what}",
+                hint="check the path, or create a home there with `geode init` (or name a store with --store DIR)",
+            )
     if store_must_exist and settings.one_off_store:
         given = getattr(args, "store", None)
         root = settings.domains[settings.default_domain]
