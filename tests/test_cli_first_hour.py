@@ -403,3 +403,12 @@ def test_the_boot_note_gives_a_command_that_runs_in_a_bare_shell(tmp_path):
         timeout=120,
     )
     assert r.returncode == 0 and "secrets-in-written-files" in r.stdout, r.stderr
+
+
+def test_version_names_the_installed_distribution(capsys):
+    from importlib import metadata
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.strip() == f"geode {metadata.version('geode')}"

@@ -49,11 +49,22 @@ def build_program(registrars: Iterable[Registrar]) -> argparse.ArgumentParser:
         description="Crystal memory for coding agents. The shared options --store DIR, --home DIR and "
         "--json may be given before COMMAND as well as after it.",
     )
+    p.add_argument("--version", action="version", version=f"geode {_version()}")
     sub = p.add_subparsers(dest="command_name", metavar="COMMAND")
     sub.required = True
     for register in registrars:
         register(sub, common)
     return p
+
+
+def _version() -> str:
+    """The installed distribution's version (what a bug report should name), or the tree's."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("geode")
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "0+unknown"
 
 
 def run_program(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> int:
