@@ -208,3 +208,13 @@ def test_every_mcp_tool_on_an_empty_store_answers_without_a_crash(empty_home):
         dispose_engines()
     assert answers["search"]["results"] == [], answers["search"]
     assert len(answers) == 5
+
+
+def test_status_gives_one_verdict_in_sync_or_out_of_sync_never_both(empty_home):
+    rc, out, err = run_in_process(["status"])
+    assert rc == 0, err
+    assert "in sync    the index matches" in out and "out of sync" not in out, out
+    (empty_home / "store" / "new.md").write_text("---\ntitle: New\n---\nA new note.\n", encoding="utf-8")
+    rc, out, err = run_in_process(["status"])
+    assert rc == 0, err
+    assert "out of sync: 1 new" in out and "in sync    the index" not in out, out

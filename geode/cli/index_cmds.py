@@ -200,7 +200,7 @@ def cmd_status(args) -> int:
         print(f"skipped    {o['files_skipped']} files reindex skips (not readable as notes; `geode lint` says why):")
         for e in o["skipped_examples"]:
             print(f"  {e}")
-    else:
+    if not st["in_sync"]:  # one verdict: never "in sync" and "out of sync" together
         print(
             f"out of sync: {o['files_not_indexed']} new, {o['files_changed']} changed, {o['indexed_files_gone']} gone "
             f"files; {o['notes_pending_vectors']} notes wait for a vector; Chroma holds vectors of {o['vectors_in_chroma']} notes "
