@@ -12,7 +12,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -82,12 +81,14 @@ def test_a_warm_search_ranks_as_the_cold_one_over_a_query_set(tmp_path):
     try:
         json.loads(serve.stdout.readline())  # ready
         warm = {q: geode(env, "search", q, "--json", "--no-background") for q in QUERIES}
-    finally:
-        serve.terminate()
+        stopped = geode(env, "serve", "--stop", "--json")  # what the search's notice tells a person to run
+        assert stopped == {"stopped": serve.pid}
         serve.wait(timeout=30)
-    deadline = time.time() + 5
-    while serve.poll() is None and time.time() < deadline:
-        time.sleep(0.1)
+        assert geode(env, "serve", "--stop", "--json") == {"stopped": None}  # none runs now: said, exit 0
+    finally:
+        if serve.poll() is None:
+            serve.terminate()
+            serve.wait(timeout=30)
     assert all(r.get("via") == "serve" for r in warm.values()), [r.get("via") for r in warm.values()]
     differ = {q: (ranked(cold[q]), ranked(warm[q])) for q in QUERIES if ranked(cold[q]) != ranked(warm[q])}
     assert not differ, differ

@@ -165,7 +165,13 @@ def cmd_search(args) -> int:
         sys.stdout.flush()
         started = search_server.start_on_demand(settings)
         if started is not None:
-            print(f"(started geode serve in the background, pid {started}: the next search is warm)", file=sys.stderr)
+            idle = int(settings.recall.serve_idle_s or 0)
+            print(
+                f"(started geode serve in the background, pid {started}: the next search is warm; it stops after "
+                f"{idle // 60 if idle >= 60 else idle} {'min' if idle >= 60 else 's'} without a search, "
+                "or now with `geode serve --stop`)",
+                file=sys.stderr,
+            )
     return 0
 
 

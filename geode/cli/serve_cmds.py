@@ -13,11 +13,40 @@ from geode.services.invocation import print_json, settings_of
 from geode.services.search_server import SERVE_LOCK, serve, socket_path
 
 
+def stop_serve(settings, wait_s: float = 15.0) -> int | None:
+    """Stop this home's warm server: its pid (it answers a ping with it), asked to end with
+    SIGTERM, waited for until its socket is gone. None when none answers."""
+    import signal
+    import time
+
+    from geode.delivery.prompt_recall import ask_server
+
+    reply = ask_server(settings.home, {"op": "ping"}, 5.0)
+    pid = reply.get("pid") if isinstance(reply, dict) else None
+    if not isinstance(pid, int) or pid <= 0:
+        return None
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return None
+    deadline = time.monotonic() + wait_s
+    while os.path.exists(socket_path(settings)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return pid
+
+
 def cmd_serve(args) -> int:
     import signal
     import threading
 
     settings = settings_of(args)
+    if args.stop:
+        pid = stop_serve(settings)
+        if args.json:
+            print_json({"stopped": pid})
+        else:
+            print(f"geode serve: stopped pid {pid}" if pid else f"geode serve: none runs for {settings.home}")
+        return 0
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
@@ -48,4 +77,5 @@ def register(sub, common) -> None:
         metavar="SECONDS",
         help="stop after this many seconds without a request (what a serve started by a search uses)",
     )
+    s.add_argument("--stop", action="store_true", help="stop this home's running serve (one a search started, too)")
     s.set_defaults(func=cmd_serve)
