@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import shlex
 import stat
 import sys
@@ -442,3 +443,33 @@ def test_codex_project_scope_and_scope_errors(hookmain: Path, project: Path, hom
     with pytest.raises(InstallError, match="scope"):
         inst.settings_path("claude", "global")
     assert inst.resolve_agents("all") == ["claude", "codex"]
+
+
+def _git(project: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", "-C", str(project), *args], capture_output=True, text=True, timeout=30)
+
+
+def test_local_scope_in_a_git_work_tree_is_added_to_its_gitignore_once(hookmain: Path, project: Path) -> None:
+    assert _git(project, "init", "-q").returncode == 0
+    (project / ".gitignore").write_text("node_modules", encoding="utf-8")  # no final newline: kept intact
+    res = inst.install("claude", "local", project=project, hookmain=hookmain)
+    local = project / ".claude" / "settings.local.json"
+    assert res["path"] == str(local) and res["gitignore"] == str(project / ".gitignore")
+    assert _git(project, "check-ignore", "-q", ".claude/settings.local.json").returncode == 0
+    assert (project / ".gitignore").read_text(encoding="utf-8").splitlines()[0] == "node_modules"
+    _git(project, "add", "-A")
+    assert ".claude/settings.local.json" not in _git(project, "diff", "--cached", "--name-only").stdout
+    again = inst.install("claude", "local", project=project, hookmain=hookmain)
+    assert "gitignore" not in again  # already ignored: nothing added twice
+    assert (project / ".gitignore").read_text(encoding="utf-8").count("settings.local.json") == 1
+
+
+def test_local_scope_leaves_an_ignoring_or_absent_work_tree_alone(hookmain: Path, project: Path, tmp_path: Path) -> None:
+    res = inst.install("claude", "local", project=project, hookmain=hookmain)  # not a git work tree
+    assert "gitignore" not in res and not (project / ".gitignore").exists()
+    other = tmp_path / "other"
+    other.mkdir()
+    assert _git(other, "init", "-q").returncode == 0
+    (other / ".gitignore").write_text(".claude/\n", encoding="utf-8")
+    res = inst.install("claude", "local", project=other, hookmain=hookmain)
+    assert "gitignore" not in res and (other / ".gitignore").read_text(encoding="utf-8") == ".claude/\n"

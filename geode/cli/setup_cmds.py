@@ -263,6 +263,8 @@ def cmd_hooks(args) -> int:
             print(f"{r['agent']}: hooks {verb} {r['path']} ({scope_words(r['agent'], scope)}): {state}")
             if r.get("notice"):
                 print(f"  {r['notice']}")
+            if r.get("gitignore"):
+                print(f"  added {Path(r['path']).name} to {r['gitignore']}: it holds this machine's paths")
             if m:
                 what = "unchanged" if m["unchanged"] else ("replaced" if m["replaced"] else "added")
                 print(f"{r['agent']}: MCP server {m['name']!r} {what} in {m['path']}")

@@ -364,6 +364,12 @@ def install(
     }
     if agent == "codex":
         result["notice"] = CODEX_TRUST_NOTICE
+    if resolve_scope(agent, scope, local)[1]:  # Claude Code's local scope: settings.local.json
+        from geode.install.gitignore import ignore_local_file
+
+        ignored_in = ignore_local_file(path)
+        if ignored_in is not None:
+            result["gitignore"] = str(ignored_in)
     return result
 
 
