@@ -28,7 +28,7 @@ from geode.gardener.keys import GardenerRun
 from geode.gardener.never_fired import NeverFired
 from geode.gardener.salience import Salience
 from geode.gardener.stubs import Stubs
-from geode.kernel.config import SCHEMA
+from geode.kernel.config import SCHEMA, GardenerSettings
 
 CASES = [
     (Cleaner, CleanerRun, (FolderCaps, Contradictions, NearDuplicates)),
@@ -50,9 +50,10 @@ def test_the_agent_composes_plain_checks_over_one_run_object(agent, run, checks)
     assert not any(issubclass(agent, c) for c in checks)
 
 
-def test_the_gardener_run_holds_every_gardener_setting():
-    fields = {f.name for f in dataclasses.fields(GardenerRun)}
-    assert set(SCHEMA["gardener"]) <= fields
+def test_the_gardener_run_holds_the_gardener_settings_once():
+    fields = {f.name: f for f in dataclasses.fields(GardenerRun)}
+    assert inspect.get_annotations(GardenerRun, eval_str=True)["cfg"] is GardenerSettings
+    assert not set(SCHEMA["gardener"]) & set(fields), "a [gardener] field copied beside the table"
     assert set(Gardener.SETTINGS) == set(SCHEMA["gardener"])
     assert [r for r, _c in Gardener.RULES] == ["stub", "never-fired", "bind", "salience"]
 
@@ -63,7 +64,7 @@ def test_the_cleaner_run_holds_the_cleaner_settings():
 
 
 def test_gardener_run_files_through_held_and_propose():
-    run = GardenerRun("gardener", **{k: 1 for k in SCHEMA["gardener"]})
+    run = GardenerRun("gardener", GardenerSettings(**{k: 1 for k in SCHEMA["gardener"]}))
     run.prior = {"held": {"stub:main:x"}}
     run.rule = "stub"
     assert run.held("stub:main:x")  # pending before

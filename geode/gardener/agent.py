@@ -61,11 +61,9 @@ class Gardener(Agent):
 
     def _configure(self, settings) -> GardenerRun:
         """``settings.gardener`` (``[gardener]``, checked by load_settings), then the constructor's overrides."""
-        values = settings.gardener.as_dict()
-        values.update(self._overrides)
-        run = GardenerRun(name=self.name, **values)
-        run.salience_step = min(max(float(run.salience_step), 0.0), 1.0)
-        return run
+        cfg = settings.gardener.replace(**self._overrides)
+        cfg = cfg.replace(salience_step=min(max(float(cfg.salience_step), 0.0), 1.0))
+        return GardenerRun(name=self.name, cfg=cfg)
 
     # -- the run -----------------------------------------------------------------------
     def examine(self, ctx: Context) -> Report:
@@ -88,7 +86,7 @@ class Gardener(Agent):
         s = scan(
             engine,
             dict(settings.domains),
-            run.window_days * DAY,
+            run.cfg.window_days * DAY,
             watermarks=run.prior["watermarks"],
             consumed=run.prior["consumed"],
         )
@@ -98,7 +96,7 @@ class Gardener(Agent):
             report.message = "; ".join(["nothing to learn from yet: the usage ledger is empty (0 rows)", *messages])
             return report
         ex["window_rows"] = s.rows
-        ex["window_days"] = int(run.window_days)
+        ex["window_days"] = int(run.cfg.window_days)
         ex["window_first_ts"] = int(s.first_ts)
         ex["window_last_ts"] = int(s.last_ts)
         ex["ledger_first_ts"] = int(s.ledger_first_ts)
@@ -108,14 +106,14 @@ class Gardener(Agent):
         ex["blocked_without_terms"] = s.blocked_without_terms
         covered = (s.ledger_last_ts - s.ledger_first_ts) / DAY
         ex["ledger_days"] = int(covered)
-        if covered < run.window_days:
+        if covered < run.cfg.window_days:
             # a ledger younger than the window says too little about use: nothing is filed from it
             report.status = NOTHING_TO_LEARN
             report.message = "; ".join(
                 [
                     f"nothing to learn from yet: the ledger covers {covered:.1f} days of ledger time "
                     f"({s.total_rows} rows from {iso_stamp(s.ledger_first_ts)}), less than the "
-                    f"{run.window_days:g}-day window ([gardener] window_days): nothing is filed from it",
+                    f"{run.cfg.window_days:g}-day window ([gardener] window_days): nothing is filed from it",
                     *messages,
                 ]
             )
@@ -123,7 +121,7 @@ class Gardener(Agent):
         kinds = ", ".join(f"{k} {n}" for k, n in sorted(s.by_kind.items()))
         messages.insert(
             0,
-            f"ledger window {iso_stamp(s.first_ts)} to {iso_stamp(s.last_ts)} (the last {run.window_days:g} days "
+            f"ledger window {iso_stamp(s.first_ts)} to {iso_stamp(s.last_ts)} (the last {run.cfg.window_days:g} days "
             f"of ledger time; the ledger holds {s.total_rows} rows from {iso_stamp(s.ledger_first_ts)}): "
             f"{s.rows} rows examined ({kinds})",
         )
@@ -151,7 +149,7 @@ class Gardener(Agent):
                         0,
                         rule,
                         f"{run.capped[rule]} more {rule} proposal(s) not made "
-                        f"this run: at most {run.max_proposals} per rule",
+                        f"this run: at most {run.cfg.max_proposals} per rule",
                     )
                 )
         report.message = "; ".join(messages)

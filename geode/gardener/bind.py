@@ -37,7 +37,7 @@ class Bind:
         ex = report.examined
         ex["searched_notes"] = len(s.searched)
         for cid, e in sorted(s.searched.items(), key=lambda kv: (-kv[1].count, kv[0])):
-            if e.count < self.run.min_searches:
+            if e.count < self.run.cfg.min_searches:
                 continue
             hit = self.run.notes.get(cid)
             if hit is None:

@@ -16,6 +16,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from geode.agents.contract import Proposed, Report
+from geode.kernel.config import GardenerSettings
 from geode.kernel.note import Note
 
 DAY = 86400.0
@@ -39,26 +40,14 @@ def proposal_key(rule: str, domain: str, path: str) -> str:
 @dataclass
 class GardenerRun:
     """What one Gardener run shares with its rules (``Stubs``, ``NeverFired``, ``Bind``,
-    ``Salience``): the ``[gardener]`` settings (keys and defaults in
-    ``geode.kernel.config.SCHEMA["gardener"]``, the constructor's overrides applied), the notes
+    ``Salience``): the ``[gardener]`` settings as one ``GardenerSettings`` (keys and defaults in
+    ``geode.kernel.config.SCHEMA["gardener"]``, the constructor's overrides applied: one
+    declaration of the table, not a copy of its fields), the notes
     read, what the agent proposed before, and the per-rule cap. Each rule receives it and reads
     nothing off the agent; ``held`` and ``propose`` are the two ways a rule files."""
 
     name: str  # the agent's name, the ``agent`` of every draft
-    # [gardener]
-    window_days: int
-    min_deliveries: int
-    min_blocked: int
-    min_searches: int
-    salience_step: float
-    salience_min_deliveries: int
-    salience_rise_share: float
-    widen_min_observed: int
-    max_new_terms: int
-    max_stub_terms: int
-    stub_folder: str
-    retire_status: str
-    max_proposals: int
+    cfg: GardenerSettings  # [gardener], the constructor's overrides applied
     # this run
     notes: dict[str, tuple[str, Note]] = field(default_factory=dict)  # "domain:path" -> (domain, note)
     prior: dict = field(default_factory=dict)  # {"held", "consumed", "watermarks"}: ``Gardener._prior``
@@ -70,7 +59,7 @@ class GardenerRun:
         """Already proposed and waiting (or refused), or this rule's cap for the run is reached."""
         if any(k in self.prior.get("held", ()) for k in keys):
             return True
-        if sum(1 for p in self.mine if p == self.rule) >= self.max_proposals:
+        if sum(1 for p in self.mine if p == self.rule) >= self.cfg.max_proposals:
             self.capped[self.rule] += 1
             return True
         return False

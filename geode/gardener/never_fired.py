@@ -51,19 +51,19 @@ class NeverFired:
                     0,
                     "never-fired",
                     (
-                        f"not judged: the ledger covers {covered_days:.1f} days, less than the {self.run.window_days:g}-day window"
+                        f"not judged: the ledger covers {covered_days:.1f} days, less than the {self.run.cfg.window_days:g}-day window"
                     ),
                 )
             )
             return
-        if delivered < self.run.min_deliveries:
+        if delivered < self.run.cfg.min_deliveries:
             report.skipped.append(
                 Skipped(
                     "",
                     0,
                     "never-fired",
                     (
-                        f"not judged: the window holds {delivered} deliveries, fewer than the {self.run.min_deliveries} needed"
+                        f"not judged: the window holds {delivered} deliveries, fewer than the {self.run.cfg.min_deliveries} needed"
                     ),
                 )
             )
@@ -120,7 +120,7 @@ class NeverFired:
                 note.path,
                 line,
                 cid,
-                f"matched no action in the {self.run.window_days:g}-day window ({delivered} deliveries of "
+                f"matched no action in the {self.run.cfg.window_days:g}-day window ({delivered} deliveries of "
                 "other crystals in it)",
                 domain,
             )
@@ -157,9 +157,9 @@ class NeverFired:
             new = [
                 t
                 for t, n in sorted(seen.items(), key=lambda kv: (-kv[1], kv[0]))
-                if n >= self.run.widen_min_observed and not any(t in old or old in t for old in b.terms)
+                if n >= self.run.cfg.widen_min_observed and not any(t in old or old in t for old in b.terms)
             ]
-            new = new[: self.run.max_new_terms]
+            new = new[: self.run.cfg.max_new_terms]
             data = open(full, "rb").read()
             if new:
                 try:
@@ -198,7 +198,7 @@ class NeverFired:
                     domain=domain,
                     title=f"Widen the match of {note.path} (+{', '.join(new)})",
                     rationale=(
-                        f"{note.path} matched no action in the last {self.run.window_days:g} days of ledger "
+                        f"{note.path} matched no action in the last {self.run.cfg.window_days:g} days of ledger "
                         f"({delivered} deliveries of other crystals). In {len(sessions)} session(s) where its "
                         f"topic came up, agents hunted or searched for "
                         + ", ".join(f"{t} ({seen[t]}x)" for t in new)
@@ -212,7 +212,7 @@ class NeverFired:
                 self.run.propose(report, Proposed(draft, [finding], ids))
                 continue
             try:
-                change = status_change(ctx.settings, domain, note.path, self.run.retire_status)
+                change = status_change(ctx.settings, domain, note.path, self.run.cfg.retire_status)
             except (ProposalError, UnsafePath, OSError) as exc:  # gone meanwhile, a refused path, unreadable
                 report.skipped.append(Skipped(note.path, line, cid, f"retirement not proposed: {exc}", domain))
                 continue
@@ -222,9 +222,9 @@ class NeverFired:
                 domain=domain,
                 title=f"Retire {note.path} (never fired)",
                 rationale=(
-                    f"{note.path} matched no action in the last {self.run.window_days:g} days of ledger "
+                    f"{note.path} matched no action in the last {self.run.cfg.window_days:g} days of ledger "
                     f"({delivered} deliveries of other crystals), and no term was observed often enough in "
-                    f"sessions where its topic came up to widen it: status {self.run.retire_status}."
+                    f"sessions where its topic came up to widen it: status {self.run.cfg.retire_status}."
                 ),
                 evidence=[],
                 changes=[change],

@@ -32,9 +32,9 @@ class Salience:
 
         ex = report.examined
         ex["salience_judged"] = ex["salience_at_bound"] = 0
-        step = self.run.salience_step
+        step = self.run.cfg.salience_step
         for cid, d in sorted(s.deliveries.items()):
-            if d.count < self.run.salience_min_deliveries:
+            if d.count < self.run.cfg.salience_min_deliveries:
                 continue
             hit = self.run.notes.get(cid)
             if hit is None:
@@ -43,7 +43,7 @@ class Salience:
             if note.crystal is None or note.status in RETIRED_STATUSES:
                 continue
             share = d.unlocked / d.count
-            if share >= self.run.salience_rise_share:
+            if share >= self.run.cfg.salience_rise_share:
                 direction = 1
             elif d.unlocked == 0:
                 direction = -1

@@ -54,18 +54,18 @@ class Stubs:
         report.examined["blocked_groups"] = len(groups)
         used: set[str] = set()
         for _root, group in sorted(groups.items()):
-            if len(group) < self.run.min_blocked:
+            if len(group) < self.run.cfg.min_blocked:
                 continue
             counts = Counter(t for b in group for t in dict.fromkeys(b.terms))
-            terms = [t for t, _n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))][: self.run.max_stub_terms]
+            terms = [t for t, _n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))][: self.run.cfg.max_stub_terms]
             doms = Counter(b.domain for b in group if b.domain in ctx.settings.domains)
             domain = doms.most_common(1)[0][0] if doms else ctx.settings.default_domain
             root = ctx.settings.domains[domain]
             base = f"lookup-{slug(terms[:2])}"
-            path, n = f"{self.run.stub_folder}/{base}.md", 1
+            path, n = f"{self.run.cfg.stub_folder}/{base}.md", 1
             while path in used or os.path.lexists(os.path.join(root, path)):
                 n += 1
-                path = f"{self.run.stub_folder}/{base}-{n}.md"
+                path = f"{self.run.cfg.stub_folder}/{base}-{n}.md"
             used.add(path)
             acts = Counter(a for b in group for a in b.before if a in ACTIONS)
             on = acts.most_common(1)[0][0] if acts else "bash"
