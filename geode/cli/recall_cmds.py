@@ -14,6 +14,7 @@ import sys
 # light imports only (the standard library, the settings): the flags stay quick
 from geode.cli import index_cmds, serve_cmds
 from geode.kernel.dates import argparse_date
+from geode.recall.results import SHOWN_FLOOR
 from geode.services import search_server
 from geode.services.filters import parse_where
 from geode.services.invocation import print_json, settings_of
@@ -42,9 +43,9 @@ def _by_words(counts: dict) -> str:
     return ": " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
-#: Results under this score are not listed for a person (``--json`` keeps them all): a note that
-#: shares one incidental word with the question is noise at the bottom of the list.
-SCORE_FLOOR = 0.1
+#: Results under this score are not listed for a person (``--json`` keeps them all): the one
+#: floor the page and the MCP tool use too (``geode.recall.results.SHOWN_FLOOR``).
+SCORE_FLOOR = SHOWN_FLOOR
 
 
 def _print_hits(res: dict, show_all: bool = False) -> None:

@@ -114,6 +114,9 @@ class Recall(NoteWriter):
                 )
         except FilterError as exc:
             raise ToolInputError(f"filter: {exc}") from None
+        from geode.recall.results import split_weak
+
+        res["results"], res["weak_hidden"] = split_weak(res["results"], q)  # the floor the CLI and page use
         if q and res.get("results"):
             from geode.delivery.search_log import record_search
 

@@ -145,3 +145,19 @@ class RecentActivity(TypedDict):
     results: list[RecentNote]
     total: int
     by_domain: dict[str, int]
+
+
+#: Results under this score are weak: a note that shares one incidental word with the question,
+#: noise at the bottom of the list. The command line, the page and the MCP ``search`` tool hide
+#: them alike (each says how many it hid); ``--json`` and ``?all=1`` keep them. One number, so
+#: that the three surfaces never disagree on what a search found.
+SHOWN_FLOOR = 0.1
+
+
+def split_weak(results: list, query: str | None) -> tuple[list, int]:
+    """``(the results at or above SHOWN_FLOOR, how many under it)``; a listing by filters alone
+    (no query) has no relevance to cut at and keeps them all."""
+    if not query:
+        return list(results), 0
+    shown = [h for h in results if h["score"] >= SHOWN_FLOOR]
+    return shown, len(results) - len(shown)

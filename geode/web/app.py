@@ -26,6 +26,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
+from geode.recall.results import SHOWN_FLOOR
 from geode.services.loopback_guard import Guard, csrf_token_for
 from geode.web import diffview, queue_decide, queue_detail
 from geode.web import health as H
@@ -100,6 +101,7 @@ def create_app(settings, *, token: str, bound: str, port: int, who: str) -> Guar
         split_rows=diffview.split_rows,
         note_href=note_href,
         page_url=_page_url,
+        shown_floor=SHOWN_FLOOR,
         version=w.version,
         who=w.who,
         csrf=w.csrf,

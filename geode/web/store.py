@@ -21,6 +21,7 @@ from geode.recall import search as S
 from geode.recall.filters import filter_conditions
 from geode.recall.index_tables import notes_t, tags_t
 from geode.recall.recall_index import RecallIndex, parse_address
+from geode.recall.results import split_weak
 
 SEARCH_PER_PAGE = 20
 MAX_SEARCH = 500
@@ -107,11 +108,14 @@ class Store:
             except (S.FilterError, ValueError) as exc:
                 raise StoreError(str(exc)) from exc
             facets = self.facets(kw)
-        res["results"] = res["results"][(page - 1) * per : page * per]
+        shown, weak = split_weak(res["results"], q) if not params.get("all") else (res["results"], 0)
+        listed = len(shown) if weak else min(res["total"], MAX_SEARCH)  # weak ones sort last: none beyond
+        res["results"] = shown[(page - 1) * per : page * per]
         res.update(
+            weak_hidden=weak,
             page=page,
             per_page=per,
-            pages=max(1, -(-min(res["total"], MAX_SEARCH) // per)),
+            pages=max(1, -(-listed // per)),
             facets=facets,
             filter={k: v for k, v in kw.items() if v and k not in ("mode", "blend")},
         )
