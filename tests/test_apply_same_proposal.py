@@ -172,3 +172,43 @@ def test_two_homes_on_one_postgresql_race_freely(pg_url, tmp_path, run):
 @pytest.mark.parametrize("run", range(3))
 def test_two_homes_on_one_sqlite_file_race_freely(tmp_path, run):
     _free_race(tmp_path, f"sqlite:///{tmp_path / 'shared.db'}")
+
+
+@pytest.mark.services
+def test_a_reject_that_read_pending_never_overwrites_an_apply_another_home_finished(pg_url, tmp_path, monkeypatch):
+    """PostgreSQL (READ COMMITTED): home PB's reject reads ``pending``; before it writes, home PA
+    (its own settings, engine and connection) applies the proposal and commits. The reject's
+    write is a compare-and-set from ``pending``: it loses, says who applied it, and the proposal
+    stays applied (before, it was set ``rejected`` over applied files)."""
+    from geode.queue import apply as A
+    from geode.queue import review
+
+    store, engine_a, pid = _world(tmp_path, pg_url)
+    sb = load_settings(home=tmp_path / "pb", store=store, env={"GEODE_DATABASE_URL": pg_url})
+    engine_b = Q.open_queue(sb)
+    sa = load_settings(home=tmp_path / "pa", store=store, env={"GEODE_DATABASE_URL": pg_url})
+    real_load = review.load
+    applied: list[dict] = []
+
+    def load_then_another_home_applies(conn, proposal_id):
+        out = real_load(conn, proposal_id)
+        if not applied:
+            applied.append(A.approve(sa, engine_a, proposal_id, "pa"))
+        return out
+
+    monkeypatch.setattr(review, "load", load_then_another_home_applies)
+    try:
+        r = review.reject(sb, engine_b, pid, "pb", "not wanted")
+        assert applied and applied[0]["status"] == "applied", applied
+        assert not r["ok"] and r["status"] == "applied", r
+        assert "already applied by pa" in r["message"], r["message"]
+        full = Q.get(engine_a, pid)
+        assert full["status"] == "applied"
+        assert [(a["action"], a["outcome"]) for a in full["actions"]][-2:] == [
+            ("approve", "applied"),
+            ("reject", "refused"),
+        ]
+        assert A.undo(sa, engine_a, pid, "pa")["status"] == "undone"
+    finally:
+        engine_b.dispose()
+        engine_a.dispose()

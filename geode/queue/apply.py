@@ -26,10 +26,21 @@ open journal a dead process's only while each home had its own records; with one
 database shared by homes, every journal entry has an owner holding a liveness lock on it for its
 life (``geode.queue.journal_owner``: a PostgreSQL advisory lock, or a lock file beside a SQLite
 database), and ``reconcile`` settles only entries whose owner is gone. An abort closes an entry
-as rolled back only when every file it replaced is provably back; a store that went away keeps
+as rolled back only when every file it replaced is provably back; a store it cannot reach keeps
 it open for ``reconcile``. Inside the queue lock they hold the store's lock (``<store>/.geode-store.lock``), so two homes
 that apply to one store take turns, and every temporary file's name carries the home, the pid
 and a random token (``tmp_name``): one home never renames another's temp file over its target.
+
+Two homes deciding the same proposal (issue 22, point 1): every status change is a
+compare-and-set from the status the actor read (``proposals.set_status``), and the proposal is
+read again once the store's lock is held; the loser reports the winner's outcome
+(``proposals.winner``) and writes nothing over it.
+
+One store, one identity (issue 22, point 2): the store is opened once (``safepath.StoreRoot``, a
+directory descriptor) and every file is reached from it, so a folder put at the store's path
+mid-apply (an unmount, a restore) is never written into; the path is checked to still name that
+folder before each file and after the last (one ``stat``), and when it does not the operation
+is rolled back in the store folder itself and says so.
 
 Known gap (a writer that ignores the store lock): between the last sha256 check and ``os.replace`` a writer that
 does not cooperate can still change the file, and that write is lost. The window is one
