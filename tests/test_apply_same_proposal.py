@@ -141,6 +141,7 @@ def test_two_homes_on_one_postgresql_approve_the_same_proposal(pg_url, tmp_path,
     _forced_race(tmp_path, pg_url, op, monkeypatch, capsys)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("op", ["apply", "undo"])
 def test_two_homes_on_one_sqlite_file_approve_the_same_proposal(tmp_path, monkeypatch, capsys, op):
     _forced_race(tmp_path, f"sqlite:///{tmp_path / 'shared.db'}", op, monkeypatch, capsys)
@@ -169,9 +170,44 @@ def test_two_homes_on_one_postgresql_race_freely(pg_url, tmp_path, run):
     _free_race(tmp_path, pg_url)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("run", range(3))
 def test_two_homes_on_one_sqlite_file_race_freely(tmp_path, run):
     _free_race(tmp_path, f"sqlite:///{tmp_path / 'shared.db'}")
+
+
+def test_the_home_that_waited_for_the_store_lock_reports_the_winner_fast_lane(tmp_path, monkeypatch):
+    """The forced race above in one process, for the fast lane: home PB's approve has read
+    ``pending``; when it asks for the store's lock, home PA (its own settings and engine on the
+    same SQLite file) applies the proposal first. PB reports it, never ``conflict``."""
+    from geode.queue import apply as A
+
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    store, engine_a, pid = _world(tmp_path, url)
+    sa = load_settings(home=tmp_path / "pa", store=store, env={"GEODE_DATABASE_URL": url})
+    sb = load_settings(home=tmp_path / "pb", store=store, env={"GEODE_DATABASE_URL": url})
+    engine_b = Q.open_queue(sb)
+    real_lock = A.store_lock
+    first: list[dict] = []
+
+    def lock_after_another_home_applied(*args, **kw):
+        if not first:
+            first.append({})
+            first[0] = A.approve(sa, engine_a, pid, "pa")
+        return real_lock(*args, **kw)
+
+    monkeypatch.setattr(A, "store_lock", lock_after_another_home_applied)
+    try:
+        r = A.approve(sb, engine_b, pid, "pb")
+        assert first[0]["ok"] and first[0]["status"] == "applied", first
+        assert not r["ok"] and r["status"] == "applied", r
+        assert "already applied by pa" in r["message"], r["message"]
+        assert Q.get(engine_a, pid)["status"] == "applied"
+        monkeypatch.setattr(A, "store_lock", real_lock)
+        assert A.undo(sb, engine_b, pid, "pb")["status"] == "undone"
+    finally:
+        engine_b.dispose()
+        engine_a.dispose()
 
 
 @pytest.mark.services

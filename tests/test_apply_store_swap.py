@@ -103,6 +103,7 @@ def test_store_swapped_for_a_restore_mid_undo_writes_nothing_into_it_and_stays_a
     assert A.undo(s, engine, pid, "t")["status"] == "undone"  # undo still possible, here
 
 
+@pytest.mark.slow
 def test_a_real_approve_process_with_the_store_swapped_under_it(world, tmp_path):
     """A real ``geode proposals approve`` held at its middle file (``GEODE_TEST_APPLY_GATE``);
     meanwhile this process renames the store away and puts a restored copy at its path."""
