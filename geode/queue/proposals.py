@@ -451,7 +451,6 @@ _DONE_BY = {
     "rejected": "already rejected",
     "conflict": "already found in conflict",
     "failed": "already marked failed",
-    "pending": "put back to pending",
 }
 
 
@@ -466,6 +465,8 @@ def winner(conn, proposal_id: int) -> tuple[str, str]:
         return "", f"proposal {proposal_id} is gone"
     if row["journal_id"] is not None:
         return row["status"], "another process (this home or another) is applying or undoing it now"
+    if row["status"] not in _DONE_BY:  # pending again: rolled back by another home or process
+        return row["status"], f"it is {row['status']} again (another home or process decided meanwhile)"
     last = (
         conn.execute(
             select(A)
@@ -477,7 +478,7 @@ def winner(conn, proposal_id: int) -> tuple[str, str]:
         .first()
     )
     by = f" by {last['who']}" if last is not None else ""
-    return row["status"], f"{_DONE_BY.get(row['status'], 'now ' + row['status'])}{by} (another home or process)"
+    return row["status"], f"{_DONE_BY[row['status']]}{by} (another home or process)"
 
 
 def set_status(conn, proposal_id: int, seen: str, status: str, message: str, claim: int | None = None, **extra) -> bool:
