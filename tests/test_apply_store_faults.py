@@ -6,7 +6,9 @@ back with nothing rolled back, ``reconcile`` said "nothing to reconcile" and und
 with a folder swapped for a symlink, 12 of 22 files stayed applied under status ``failed``. Now
 the abort closes the journal only when every file it replaced is provably back; otherwise the
 entry stays open and ``reconcile`` finishes it once the store is reachable again, after which
-the proposal applies and undoes as usual.
+the proposal applies and undoes as usual. Since issue 22 (point 2) the apply holds the store
+folder open, so a store moved away is rolled back at once in itself (the two "moved away"
+tests; a folder put at its path is ``tests/test_apply_store_swap.py``).
 
 The deterministic tests act at a known file through the apply loop's seam
 (``geode.queue.apply.before_file``); one test drives the literal repro with a real ``geode``
@@ -69,7 +71,10 @@ def _applies_and_undoes(s, engine, store: Path, pid: int, before: dict, monkeypa
     assert snapshot(store) == before and not (store / "archive").exists()
 
 
-def test_store_moved_away_mid_apply_stays_open_until_it_is_back(world, monkeypatch):
+def test_store_moved_away_mid_apply_is_rolled_back_in_the_store_itself(world, monkeypatch):
+    """Changed by issue 22 (point 2): the apply holds the store open (one directory descriptor),
+    so a store renamed away mid-apply is rolled back at once in the folder itself, wherever it
+    is now, and the journal is closed; before, the entry stayed open until the store was back."""
     s, engine, store, pid = world
     before = snapshot(store)
     away = store.with_name("S.away")
@@ -77,23 +82,18 @@ def test_store_moved_away_mid_apply_stays_open_until_it_is_back(world, monkeypat
     r = A.approve(s, engine, pid, "t")
     assert seen[-1] == MIDDLE  # the fault hit the middle of the apply
     assert not r["ok"] and r["status"] == "pending", r
-    assert "went away" in r["message"] and "reconcile" in r["message"], r["message"]
-    assert len(open_journals(engine)) == 1  # never closed as rolled back: eleven files are not back
-    # while the store is away, reconcile leaves it open and says so
-    (rep,) = A.reconcile(s, engine)
-    assert rep["outcome"] == "error" and "later start" in rep["message"], rep
-    assert len(open_journals(engine)) == 1
+    assert "went away" in r["message"] and "rolled back" in r["message"], r["message"]
+    assert str(away) in r["message"]  # says where the store's folder is now
+    assert not open_journals(engine)  # closed: every file is provably back, in the folder itself
+    assert snapshot(away) == before  # whole, with no temp file or lock left in it
+    assert not store.exists()  # nothing made at the old path
     os.rename(away, store)  # the store is back
-    assert archive_store.states(store, Q.get(engine, pid)).count("after") == MIDDLE  # half applied now
-    (rep,) = A.reconcile(s, engine)
-    assert (rep["outcome"], rep["status"]) == ("rolled_back", "pending"), rep
-    assert snapshot(store) == before and not open_journals(engine)
-    assert not list(store.rglob(".geode*"))
     assert A.reconcile(s, engine) == []
     _applies_and_undoes(s, engine, store, pid, before, monkeypatch)
 
 
-def test_store_moved_away_mid_undo_stays_open_until_it_is_back(world, monkeypatch):
+def test_store_moved_away_mid_undo_is_rolled_back_in_the_store_itself(world, monkeypatch):
+    """As above for an undo (changed by issue 22, point 2): rolled back at once, still applied."""
     s, engine, store, pid = world
     before = snapshot(store)
     assert A.approve(s, engine, pid, "t")["ok"]
@@ -102,11 +102,10 @@ def test_store_moved_away_mid_undo_stays_open_until_it_is_back(world, monkeypatc
     _at(monkeypatch, MIDDLE, lambda: os.rename(store, away))
     r = A.undo(s, engine, pid, "t")
     assert not r["ok"] and r["status"] == "applied" and "went away" in r["message"], r
-    assert len(open_journals(engine)) == 1
+    assert "rolled back" in r["message"] and not open_journals(engine)
+    assert snapshot(away) == applied
     os.rename(away, store)
-    (rep,) = A.reconcile(s, engine)
-    assert (rep["outcome"], rep["status"]) == ("rolled_back", "applied"), rep
-    assert snapshot(store) == applied
+    assert A.reconcile(s, engine) == []
     monkeypatch.setattr(A, "before_file", lambda i, n: None)
     assert A.undo(s, engine, pid, "t")["status"] == "undone"
     assert snapshot(store) == before

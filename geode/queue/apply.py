@@ -26,10 +26,21 @@ open journal a dead process's only while each home had its own records; with one
 database shared by homes, every journal entry has an owner holding a liveness lock on it for its
 life (``geode.queue.journal_owner``: a PostgreSQL advisory lock, or a lock file beside a SQLite
 database), and ``reconcile`` settles only entries whose owner is gone. An abort closes an entry
-as rolled back only when every file it replaced is provably back; a store that went away keeps
+as rolled back only when every file it replaced is provably back; a store it cannot reach keeps
 it open for ``reconcile``. Inside the queue lock they hold the store's lock (``<store>/.geode-store.lock``), so two homes
 that apply to one store take turns, and every temporary file's name carries the home, the pid
 and a random token (``tmp_name``): one home never renames another's temp file over its target.
+
+Two homes deciding the same proposal (issue 22, point 1): every status change is a
+compare-and-set from the status the actor read (``proposals.set_status``), and the proposal is
+read again once the store's lock is held; the loser reports the winner's outcome
+(``proposals.winner``) and writes nothing over it.
+
+One store, one identity (issue 22, point 2): the store is opened once (``safepath.StoreRoot``, a
+directory descriptor) and every file is reached from it, so a folder put at the store's path
+mid-apply (an unmount, a restore) is never written into; the path is checked to still name that
+folder before each file and after the last (one ``stat``), and when it does not the operation
+is rolled back in the store folder itself and says so.
 
 Known gap (a writer that ignores the store lock): between the last sha256 check and ``os.replace`` a writer that
 does not cooperate can still change the file, and that write is lost. The window is one
@@ -109,31 +120,52 @@ def _execute(settings, engine, proposal_id: int, who: str, op: str, hold) -> dic
         raise ProposalError(f"no proposal {proposal_id}")
     files = files_of(changes)
     prior = row["status"]
+    verb = "applied" if op == "apply" else "undone"
+
+    def lost(conn) -> dict:
+        """Another actor changed the status since it was read: report its outcome, write none."""
+        status, why = proposals.winner(conn, proposal_id)
+        message = f"not {verb} by this home: {why}"
+        record(conn, proposal_id, action, "refused", who, {"message": message, "seen": prior})
+        return result(proposal_id, action, False, status, message, files)
 
     def settle(ok: bool, outcome: str, message: str, status: str | None = None, detail=None) -> dict:
+        """Record the outcome; a status change is a compare-and-set from ``prior`` (an actor that
+        lost the race to another home reports the winner's outcome instead)."""
         with engine.begin() as conn:
             if status is not None and status != prior:
-                conn.execute(
-                    P.update()
-                    .where(P.c.id == proposal_id)
-                    .values(status=status, message=message, updated_at=proposals.now_ts())
-                )
+                if not proposals.set_status(conn, proposal_id, prior, status, message):
+                    return lost(conn)
+            else:
+                now = conn.execute(P.select().with_only_columns(P.c.status).where(P.c.id == proposal_id)).first()
+                if now is None or now.status != prior:
+                    return lost(conn)
             record(conn, proposal_id, action, outcome, who, dict(detail or {}, message=message))
         return result(proposal_id, action, ok, status or prior, message, files)
 
     allowed = proposals.APPROVABLE if op == "apply" else ("applied",)
     if prior not in allowed:
         why = f"it is {prior}" if op == "apply" or prior != "undone" else "it is already undone"
-        return settle(False, "refused", f"not {'applied' if op == 'apply' else 'undone'}: {why}")
-    root = settings.domains.get(row["domain"])
-    if root is None:
+        return settle(False, "refused", f"not {verb}: {why}")
+    name = settings.domains.get(row["domain"])
+    if name is None:
         return settle(
             False, "failed", f"domain {row['domain']!r} is not configured here", "failed" if op == "apply" else None
         )
     try:
-        hold(store_lock(root))  # held until the result: the checks below see what is put
+        # the store, opened once: every file below is reached from this folder, never by its path
+        # again (a folder swapped in at the path mid-apply is never written into)
+        root = hold(safepath.StoreRoot(name))
+        hold(store_lock(name, at=root))  # held until the result: the checks below see what is put
     except OSError as exc:
         return settle(False, "error", f"I/O error, nothing changed: cannot take the store lock: {exc}")
+    with engine.connect() as conn:  # again, under the store's lock: another home may have decided
+        row, changes = proposals.load(conn, proposal_id)
+    if row is None:
+        raise ProposalError(f"no proposal {proposal_id}")
+    if row["status"] != prior:
+        with engine.begin() as conn:
+            return lost(conn)
 
     ordered = list(changes) if op == "apply" else list(reversed(changes))
     plan, stale, unsafe = [], [], []
@@ -203,6 +235,12 @@ def _execute(settings, engine, proposal_id: int, who: str, op: str, hold) -> dic
             owner.release()
         conn.close()
         return settle(False, "error", f"I/O error, nothing changed: cannot take the journal's lock: {exc}")
+    except _Lost:  # another actor changed the status since it was read: nothing was committed
+        for owner in held:
+            owner.release()
+        conn.close()
+        with engine.begin() as wconn:
+            return lost(wconn)
     except BaseException:  # clean up, then re-raise: nothing is caught here
         for owner in held:
             owner.release()
@@ -246,8 +284,8 @@ def _write_intent(settings, engine, conn, proposal_id, op, prior, who, now, plan
     claimed = conn.execute(
         P.update().where(P.c.id == proposal_id, P.c.status == prior, P.c.journal_id.is_(None)).values(journal_id=jid)
     )
-    if claimed.rowcount != 1:
-        raise ProposalError(f"proposal {proposal_id} changed while being {action}d; try again")
+    if claimed.rowcount != 1:  # another actor changed it since it was read: nothing is committed
+        raise _Lost(f"proposal {proposal_id} changed while being {action}d")
     if op == "apply":
         for e in plan:
             conn.execute(
@@ -264,14 +302,15 @@ def _carry_out(settings, engine, row, op, jid, plan, changes, who, files, root) 
 
     content = content_of(changes, op)
     started: list[dict] = []
-    root_id = _root_id(root)
     try:
         for i, e in enumerate(plan):
             before_file(i, len(plan))
+            _same_store(root, op)  # one stat a file: stop as soon as the path names another folder
             started.append(e)  # it may be replaced even if a later step (the folder fsync) fails
             put(root, e["path"], content[e["seq"]][1], e["to_mode"], e["from_sha"], e["tmp"])
+        _same_store(root, op)  # after: every file was put in the folder the path still names
     except (FileConflict, safepath.UnsafePath, OSError) as exc:
-        return _abort(settings, engine, row, op, jid, plan, started, content, exc, who, files, root_id)
+        return _abort(settings, engine, row, op, jid, plan, started, content, exc, who, files, root)
 
     new_status = "applied" if op == "apply" else "undone"
     with engine.begin() as conn:
@@ -283,11 +322,10 @@ def _carry_out(settings, engine, row, op, jid, plan, changes, who, files, root) 
                 f"proposal {proposal_id}: journal {jid} was settled by another process during the {op}; "
                 "see `geode proposals show`"
             )
-        conn.execute(
-            P.update()
-            .where(P.c.id == proposal_id)
-            .values(status=new_status, journal_id=None, message="", updated_at=proposals.now_ts())
-        )
+        if not proposals.set_status(conn, proposal_id, row["status"], new_status, "", jid, journal_id=None):
+            raise ProposalError(  # the claim makes this unreachable; the transaction is not committed
+                f"proposal {proposal_id}: its status changed under journal {jid}; see `geode proposals show`"
+            )
         record(conn, proposal_id, action, new_status, who, {"journal": jid})
     atomic_put.after_step("journal_mark", "")
     if op == "undo":
@@ -318,31 +356,40 @@ class _NotBack(StoreError):
     """Raised inside ``_abort`` when a file it replaced is not back (or cannot be seen)."""
 
 
-def _root_id(root: str) -> tuple[int, int] | None:
-    """The store root's identity (device, inode), None when it cannot be reached now."""
-    try:
-        st = os.stat(root)
-    except OSError:
-        return None
-    return (st.st_dev, st.st_ino)
+class _Lost(ProposalError):
+    """Another actor changed the proposal's status between our read and our claim."""
 
 
-def _abort(settings, engine, row, op, jid, plan, started, content, exc, who, files, root_id=None) -> dict:
+class StoreSwapped(safepath.StoreUnavailable):
+    """The store path no longer names the folder the operation opened (it was moved away, or
+    another folder was put at its path): the operation cannot finish against the same folder."""
+
+
+def _same_store(root: safepath.StoreRoot, op: str) -> None:
+    if not root.same():
+        raise StoreSwapped(f"the store folder {root.path} was moved away or replaced by another folder during the {op}")
+
+
+def _abort(settings, engine, row, op, jid, plan, started, content, exc, who, files, root) -> dict:
     """Put back, in reverse order, the files already replaced; record why.
 
-    The journal is closed as rolled back only when every file this operation replaced is
-    provably back: the store root is the folder the operation started on, and no file is still
-    in its new state or behind a symlink. Otherwise (the store moved away, a folder swapped for
-    a symlink, a disk that fails again) the entry stays open, going back, the proposal stays
-    claimed, and ``reconcile`` finishes the rollback once the store is reachable again."""
+    Every file is put back in the folder the operation opened (``root``, a ``StoreRoot``),
+    wherever that folder is now: a store renamed away, or with another folder put at its path,
+    is rolled back in itself and nothing is written into the other folder. The journal is
+    closed as rolled back only when every file this operation replaced is provably back (no
+    file still in its new state or behind a symlink). Otherwise (a folder swapped for a symlink,
+    a disk that fails again) the entry stays open, going back, the proposal stays claimed, and
+    ``reconcile`` finishes the rollback once the store is reachable again."""
     P, _C, _A, J = queue_tables.TABLES
     action = "approve" if op == "apply" else "undo"
     prior = row["status"]
-    root = settings.domains[row["domain"]]
-    gone = root_id is not None and _root_id(root) != root_id
-    if gone:
+    if isinstance(exc, StoreSwapped) or not root.same():
         outcome, status = "error", prior
-        message = f"I/O error: the store folder {root} went away during the {op} ({exc})"
+        message = (
+            f"I/O error: the store folder {root.path} went away (moved, or another folder put at its path) "
+            f"during the {op}; rolled back in the store folder itself (now at {root.where()}), "
+            "nothing written anywhere else"
+        )
     elif isinstance(exc, FileConflict):
         outcome, status = ("conflict", "conflict") if op == "apply" else ("refused", prior)
         message = f"changed since proposed: {exc}" if op == "apply" else f"changed after the apply: {exc}"
@@ -361,9 +408,7 @@ def _abort(settings, engine, row, op, jid, plan, started, content, exc, who, fil
             if state == "to":
                 put(root, e["path"], content[e["seq"]][0], e["from_mode"], e["to_sha"], e["tmp"])
                 done.append(e)
-        # every file is back, seen again in the folder the operation started on
-        if root_id is not None and _root_id(root) != root_id:
-            raise _NotBack(f"the store folder {root} is not the one the {op} started on")
+        # every file is back, seen again in the folder the operation started on (its descriptor)
         not_back = [
             e["path"] for e in started if file_state(root, e["path"], e["from_sha"], e["to_sha"]) in ("to", "unsafe")
         ]
@@ -373,11 +418,8 @@ def _abort(settings, engine, row, op, jid, plan, started, content, exc, who, fil
             remove_tmp(root, e["path"], e["tmp"])
         with engine.begin() as conn:
             conn.execute(J.update().where(J.c.id == jid).values(state="rolled_back", finished_at=proposals.now_ts()))
-            conn.execute(
-                P.update()
-                .where(P.c.id == row["id"])
-                .values(status=status, journal_id=None, message=message, updated_at=proposals.now_ts())
-            )
+            if not proposals.set_status(conn, row["id"], prior, status, message, jid, journal_id=None):
+                raise _NotBack(f"its status changed under journal {jid}")  # unreachable while claimed
             record(
                 conn,
                 row["id"],
@@ -398,7 +440,9 @@ def _abort(settings, engine, row, op, jid, plan, started, content, exc, who, fil
         try:
             with engine.begin() as conn:
                 conn.execute(
-                    P.update().where(P.c.id == row["id"]).values(message=message, updated_at=proposals.now_ts())
+                    P.update()
+                    .where(P.c.id == row["id"], P.c.journal_id == jid)
+                    .values(message=message, updated_at=proposals.now_ts())
                 )
                 record(
                     conn, row["id"], action, "error", who, {"journal": jid, "error": str(exc), "rollback": str(exc2)}

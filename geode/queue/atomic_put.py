@@ -72,7 +72,7 @@ def _unlink_quiet(name: str, dirfd: int) -> None:
         pass
 
 
-def put(root: str, rel: str, data: bytes | None, mode: int | None, expect_sha: str | None, tmp: str) -> None:
+def put(root: safepath.Root, rel: str, data: bytes | None, mode: int | None, expect_sha: str | None, tmp: str) -> None:
     """Make ``rel`` hold ``data`` with ``mode`` (None data: remove it), atomically, provided
     its sha256 is ``expect_sha`` immediately before (``FileConflict`` otherwise)."""
     try:
@@ -123,7 +123,7 @@ def put(root: str, rel: str, data: bytes | None, mode: int | None, expect_sha: s
         os.close(dirfd)
 
 
-def remove_tmp(root: str, rel: str, tmp: str) -> None:
+def remove_tmp(root: safepath.Root, rel: str, tmp: str) -> None:
     try:
         dirfd, _leaf = safepath.open_parent(root, rel)
     except (FileNotFoundError, safepath.UnsafePath):
@@ -134,7 +134,7 @@ def remove_tmp(root: str, rel: str, tmp: str) -> None:
         os.close(dirfd)
 
 
-def file_state(root: str, rel: str, from_sha: str | None, to_sha: str | None) -> str:
+def file_state(root: safepath.Root, rel: str, from_sha: str | None, to_sha: str | None) -> str:
     try:
         cur = safepath.read(root, rel)
     except safepath.UnsafePath:

@@ -36,18 +36,18 @@ def content_of(changes, op: str) -> dict[int, tuple[bytes | None, bytes | None]]
     return out
 
 
-def missing_folders(root: str, rel: str) -> list[str]:
+def missing_folders(root: safepath.Root, rel: str) -> list[str]:
     """The folders above ``rel`` that are not there yet, outermost first."""
     parts = rel.split("/")[:-1]
     out: list[str] = []
     for i in range(1, len(parts) + 1):
         folder = "/".join(parts[:i])
-        if out or not os.path.lexists(os.path.join(root, folder)):
+        if out or not safepath.lexists(root, folder):
             out.append(folder)
     return out
 
 
-def remove_made_folders(engine, root: str, proposal_id: int) -> None:
+def remove_made_folders(engine, root: safepath.Root, proposal_id: int) -> None:
     """After an undo: remove the folders the proposal's last apply made (``_remove_folders``)."""
     _P, _C, _A, J = queue_tables.TABLES
     with engine.connect() as conn:
@@ -61,7 +61,7 @@ def remove_made_folders(engine, root: str, proposal_id: int) -> None:
     remove_folders(root, json.loads(plan or "[]"))
 
 
-def remove_folders(root: str, plan: list[dict]) -> None:
+def remove_folders(root: safepath.Root, plan: list[dict]) -> None:
     """Remove, deepest first, the folders an apply's ``plan`` made (after its undo, or after it
     was rolled back), each only when it is empty again (``rmdir`` refuses otherwise) and reached
     without following a symlink. Best effort: a folder someone filled or removed meanwhile is

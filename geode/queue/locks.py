@@ -15,6 +15,7 @@ import zlib
 from contextlib import contextmanager
 
 from geode.kernel.locks import FileLock
+from geode.queue.safepath import StoreRoot, StoreUnavailable
 
 _locks: dict[str, list] = {}
 _tlock = threading.RLock()
@@ -62,38 +63,79 @@ class _StoreLock(FileLock):
     file it locked is still the one at the path (the same inode); a waiter that locked a file
     since removed lets it go and tries again on the new one."""
 
+    #: a duplicate of the descriptor of the store folder the holder works in (``store_lock``'s
+    #: ``at``), so the lock is proved to be in that folder and removed from it, never by a path
+    #: that may name another folder by then
+    dir_fd: int | None = None
+
     def take(self) -> _StoreLock:
         while True:
             if not os.path.isdir(os.path.dirname(self.path)):  # FileLock would make the folder
                 raise FileNotFoundError(2, "the store folder is not there", os.path.dirname(self.path))
             self.acquire(None)
             assert self.fd is not None
-            mine = os.fstat(self.fd)
-            try:
-                there = os.stat(self.path)
-            except FileNotFoundError:
-                there = None
-            if there is not None and (there.st_dev, there.st_ino) == (mine.st_dev, mine.st_ino):
+            mine = _ident(os.fstat(self.fd))
+            if _ident_at(self.path) == mine:
+                if self.dir_fd is not None and _ident_at(STORE_LOCK, self.dir_fd) != mine:
+                    FileLock.release(self)
+                    self._close_dir()
+                    raise StoreUnavailable(
+                        f"the store folder {os.path.dirname(self.path)} was replaced by another folder "
+                        "while its lock was taken; nothing changed, try again"
+                    )
                 return self
             FileLock.release(self)
 
     def release(self) -> None:
         if self.fd is not None:
+            mine = _ident(os.fstat(self.fd))
             try:
-                os.unlink(self.path)  # while still held: a waiter then sees its file is gone
+                # while still held: a waiter then sees its file is gone; removed from the folder it
+                # is in, and only while it is the file there
+                if self.dir_fd is not None:
+                    if _ident_at(STORE_LOCK, self.dir_fd) == mine:
+                        os.unlink(STORE_LOCK, dir_fd=self.dir_fd)
+                elif _ident_at(self.path) == mine:
+                    os.unlink(self.path)
             except OSError:
                 pass  # left for the next holder, who takes it over as it is
         FileLock.release(self)
+        self._close_dir()
+
+    def _close_dir(self) -> None:
+        fd, self.dir_fd = self.dir_fd, None
+        if fd is not None:
+            os.close(fd)
 
 
-def store_lock(root: str):
+def _ident(st: os.stat_result) -> tuple[int, int]:
+    return (st.st_dev, st.st_ino)
+
+
+def _ident_at(path: str, dir_fd: int | None = None) -> tuple[int, int] | None:
+    try:
+        return _ident(os.stat(path, dir_fd=dir_fd, follow_symlinks=False))
+    except OSError:
+        return None
+
+
+def store_lock(root: str, at: StoreRoot | None = None):
     """The store's lock (``<root>/.geode-store.lock``), taken inside the queue lock around every
     apply, undo and reconcile that touches the store: homes with their own queues and records
     (journal ids start at 1 in each) never interleave their files on one store. A store that is
     not there is an ``OSError``, never recreated. Created 0664 less the umask, so that people
-    who share a store's folder can share its lock."""
+    who share a store's folder can share its lock. ``at``: the store folder the holder opened
+    once; the lock taken must be the file in that folder (``StoreUnavailable`` otherwise: the
+    path was swapped for another folder meanwhile), and it is removed from that folder."""
     path = os.path.join(os.path.abspath(root), STORE_LOCK)
-    return _held(path, lambda: _StoreLock(path, mode=0o664).take())
+
+    def take() -> _StoreLock:
+        lock = _StoreLock(path, mode=0o664)
+        if at is not None and at.fd is not None:
+            lock.dir_fd = os.dup(at.fd)
+        return lock.take()
+
+    return _held(path, take)
 
 
 def tmp_name(home: str, jid: int, seq: int) -> str:

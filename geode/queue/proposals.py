@@ -444,6 +444,57 @@ def stored_bytes(value) -> bytes | None:
     return None if value is None else bytes(value)
 
 
+# -- races between actors sharing one records database --------------------------------------
+_DONE_BY = {
+    "applied": "already applied",
+    "undone": "already undone",
+    "rejected": "already rejected",
+    "conflict": "already found in conflict",
+    "failed": "already marked failed",
+}
+
+
+def winner(conn, proposal_id: int) -> tuple[str, str]:
+    """``(status, message)`` for an actor that lost a compare-and-set on the proposal's status:
+    what the proposal is now and who made it so, from the last action that set that status.
+    Why: two homes sharing one records database approve the same proposal; the one that waited
+    must say "already applied by pa", never write its own stale verdict over the winner's
+    (issue 22, point 1)."""
+    row = conn.execute(select(P).where(P.c.id == proposal_id)).mappings().first()
+    if row is None:
+        return "", f"proposal {proposal_id} is gone"
+    if row["journal_id"] is not None:
+        return row["status"], "another process (this home or another) is applying or undoing it now"
+    if row["status"] not in _DONE_BY:  # pending again: rolled back by another home or process
+        return row["status"], f"it is {row['status']} again (another home or process decided meanwhile)"
+    last = (
+        conn.execute(
+            select(A)
+            .where(A.c.proposal_id == proposal_id, A.c.outcome == row["status"])
+            .order_by(A.c.id.desc())
+            .limit(1)
+        )
+        .mappings()
+        .first()
+    )
+    by = f" by {last['who']}" if last is not None else ""
+    return row["status"], f"{_DONE_BY[row['status']]}{by} (another home or process)"
+
+
+def set_status(conn, proposal_id: int, seen: str, status: str, message: str, claim: int | None = None, **extra) -> bool:
+    """Compare-and-set the status: ``UPDATE ... WHERE id = :id AND status = :seen`` and the
+    proposal claimed by the journal entry ``claim`` (None: claimed by nobody); ``extra``: more
+    columns to set (``journal_id=None`` to release the claim). False when another actor changed
+    it first (``winner`` says how); nothing is written then."""
+    cond = P.c.journal_id.is_(None) if claim is None else P.c.journal_id == claim
+    done = conn.execute(
+        P.update()
+        .where(P.c.id == proposal_id, P.c.status == seen, cond)
+        .values(status=status, message=message, updated_at=now_ts(), **extra)
+    )
+    return done.rowcount == 1
+
+
 # -- a decision's result (reject here and in queue_review; approve, undo in apply) -----------
 def result(proposal_id: int, action: str, ok: bool, status: str, message: str, files: list) -> dict:
     return {"id": proposal_id, "action": action, "ok": ok, "status": status, "message": message, "files": files}

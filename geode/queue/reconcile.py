@@ -95,12 +95,13 @@ def _reconcile_one(settings, engine, jid: int, who: str, hold) -> dict | None:
         "message": "",
         "files": [],
     }
-    root = settings.domains.get(row["domain"])
-    if root is None:
+    name = settings.domains.get(row["domain"])
+    if name is None:
         report["message"] = f"domain {row['domain']!r} is not configured here; left for a later start"
         return report
     try:
-        hold(store_lock(root))
+        root = hold(safepath.StoreRoot(name))  # opened once: every file below is reached from it
+        hold(store_lock(name, at=root))
     except OSError as exc:
         report["message"] = f"cannot take the store lock ({exc}); left for a later start"
         return report
@@ -153,11 +154,12 @@ def _reconcile_one(settings, engine, jid: int, who: str, hold) -> dict | None:
             .where(J.c.id == jid)
             .values(state="done" if outcome == "finished" else "rolled_back", finished_at=proposals.now_ts())
         )
-        conn.execute(
-            P.update()
-            .where(P.c.id == row["id"])
-            .values(status=status, journal_id=None, message=message, updated_at=proposals.now_ts())
-        )
+        # compare-and-set: the entry's claim is the condition (``set_status``); it holds while the
+        # entry is open, and this reconcile holds the entry's liveness lock
+        if not proposals.set_status(conn, row["id"], row["status"], status, message, jid, journal_id=None):
+            raise proposals.ProposalError(
+                f"proposal {row['id']}: its status changed under journal {jid}; see `geode proposals show`"
+            )
         record(conn, row["id"], "reconcile", outcome, who, {"journal": jid, "op": op, "files": report["files"]})
     if op == "apply" and outcome == "rolled_back":
         remove_folders(root, plan)  # the folders this apply made for its new files

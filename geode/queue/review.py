@@ -13,14 +13,15 @@ from geode.queue.proposals import (
     REJECTABLE,
     ProposalError,
     load,
-    now_ts,
     op_of,
     record,
     result,
+    set_status,
     sha256,
     stored_bytes,
+    winner,
 )
-from geode.queue.tables import P, ensure_tables
+from geode.queue.tables import ensure_tables
 
 
 def _lines(data: bytes) -> list[str]:
@@ -88,9 +89,10 @@ def reject(settings, engine, proposal_id: int, who: str, reason: str = "") -> di
             )
             record(conn, proposal_id, "reject", "refused", who, {"reason": reason, "why": why})
             return result(proposal_id, "reject", False, row["status"], f"not rejected: {why}", files)
-        conn.execute(
-            P.update().where(P.c.id == proposal_id).values(status="rejected", message=reason or "", updated_at=now_ts())
-        )
+        if not set_status(conn, proposal_id, row["status"], "rejected", reason or ""):
+            status, why = winner(conn, proposal_id)  # another actor decided first: its outcome stands
+            record(conn, proposal_id, "reject", "refused", who, {"reason": reason, "why": why})
+            return result(proposal_id, "reject", False, status, f"not rejected: {why}", files)
         record(conn, proposal_id, "reject", "rejected", who, {"reason": reason} if reason else None)
     return result(proposal_id, "reject", True, "rejected", reason or "rejected", files)
 

@@ -12,6 +12,12 @@ out of it. The walk opens each folder with ``O_NOFOLLOW | O_DIRECTORY`` relative
 before (``openat``), so a symlink swapped in between a check and a use is refused by the
 kernel instead of followed: every later operation (read, temp file, replace, unlink) is made
 relative to the folder descriptor the walk returned.
+
+The root itself: an apply or undo opens the store once (``StoreRoot``, a directory descriptor)
+and every walk starts from that descriptor, not from the path again, so a store folder renamed
+away and replaced by another one at its path (an unmount, a restore) mid-apply is never written
+into: the operation goes on in the folder it started on, and ``StoreRoot.same`` tells it the
+path no longer names that folder.
 """
 
 from __future__ import annotations
@@ -42,6 +48,55 @@ class StoreUnavailable(StoreError, OSError):
     as a file or folder inside it being absent, which ``read`` answers with None. Why its own
     class: an abort that took a missing root for "every file absent" closed an apply as rolled
     back with nothing rolled back (issue 15, point 3)."""
+
+
+class StoreRoot:
+    """A store folder opened once (``O_DIRECTORY``) for a whole apply, undo or reconcile.
+
+    Why: each file operation re-opening the store path wrote an archive copy into another
+    folder mounted or restored at that path mid-apply (issue 22, point 2). Every function here
+    that takes a ``root`` accepts this handle as well as a path; with the handle, every walk
+    starts from its descriptor. ``identity`` is the folder's ``(st_dev, st_ino)``."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.fd: int | None = _open_root_path(path)
+        st = os.fstat(self.fd)
+        self.identity = (st.st_dev, st.st_ino)
+
+    def same(self) -> bool:
+        """Whether the store path still names the folder this handle holds (one ``stat``)."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return False
+        return (st.st_dev, st.st_ino) == self.identity
+
+    def where(self) -> str:
+        """Where the held folder is now (it may have been renamed), for messages; the path it was
+        opened by when that cannot be told."""
+        try:
+            return os.readlink(f"/proc/self/fd/{self.fd}")
+        except OSError:
+            return self.path
+
+    def close(self) -> None:
+        fd, self.fd = self.fd, None
+        if fd is not None:
+            os.close(fd)
+
+    def __enter__(self) -> StoreRoot:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __str__(self) -> str:
+        return self.path
+
+
+#: a store root as the functions here take it: its path, or the folder opened once
+Root = str | StoreRoot
 
 
 def split(rel) -> tuple[str, ...]:
@@ -77,7 +132,17 @@ def split(rel) -> tuple[str, ...]:
     return parts
 
 
-def _root_fd(root: str) -> int:
+def _root_fd(root: Root) -> int:
+    """A descriptor of the root for one walk, closed by the caller: a duplicate of a
+    ``StoreRoot``'s (the folder it holds, wherever it is now), or the path opened afresh."""
+    if isinstance(root, StoreRoot):
+        if root.fd is None:
+            raise StoreUnavailable(f"the store folder {root.path} was closed")
+        return os.dup(root.fd)
+    return _open_root_path(root)
+
+
+def _open_root_path(root: str) -> int:
     """The root may itself be reached through symlinks (settings store it resolved); an error
     opening it is an I/O error (``OSError``), not a refused path."""
     try:
@@ -86,7 +151,7 @@ def _root_fd(root: str) -> int:
         raise StoreUnavailable(f"the store folder {root} cannot be opened: {exc.strerror or exc}") from exc
 
 
-def open_parent(root: str, rel: str, create: bool = False) -> tuple[int, str]:
+def open_parent(root: Root, rel: str, create: bool = False) -> tuple[int, str]:
     """``(dirfd, leaf)``: the folder holding ``rel``, opened without following any symlink.
 
     ``create`` makes missing folders (mode 0o777 less the umask). The caller closes
@@ -172,7 +237,21 @@ def read_at(dirfd: int, leaf: str, rel: str = "") -> tuple[bytes, int] | None:
         os.close(fd)
 
 
-def read(root: str, rel: str) -> tuple[bytes, int] | None:
+def lexists(root: Root, rel: str) -> bool:
+    """Whether anything (a symlink too, never followed at the leaf) is at ``rel`` in ``root``."""
+    fd = _root_fd(root)
+    try:
+        os.stat(rel, dir_fd=fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    except NotADirectoryError:
+        return False
+    finally:
+        os.close(fd)
+    return True
+
+
+def read(root: Root, rel: str) -> tuple[bytes, int] | None:
     """``(bytes, mode)`` of ``rel`` inside ``root``; None when it (or its folder) is absent."""
     try:
         dirfd, leaf = open_parent(root, rel)
