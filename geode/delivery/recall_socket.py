@@ -51,7 +51,7 @@ def run_dir(home: str) -> str:
     return os.path.join(home, RUN_DIR)
 
 
-def _check_private_dir(path: str, what: str) -> None:
+def check_private_dir(path: str, what: str) -> None:
     try:
         st = os.lstat(path)
     except FileNotFoundError:
@@ -64,7 +64,7 @@ def _check_private_dir(path: str, what: str) -> None:
         raise Untrusted(f"{what} {path} may be written by others (mode {stat.S_IMODE(st.st_mode):o})")
 
 
-def _read_private_file(path: str, limit: int = 4096) -> str:
+def read_private_file(path: str, limit: int = 4096) -> str:
     """A small file of ours that nobody else can read or write; its text, stripped."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     try:
@@ -94,7 +94,7 @@ def trusted_socket(home: str) -> tuple[str, str] | None:
     connecting; None when there is none. Raises ``Untrusted`` when there is one it must not use."""
     rd = run_dir(home)
     try:
-        _check_private_dir(rd, "the run directory")
+        check_private_dir(rd, "the run directory")
     except FileNotFoundError:
         return None
     direct = os.path.join(rd, SOCKET)
@@ -102,13 +102,13 @@ def trusted_socket(home: str) -> tuple[str, str] | None:
         path = direct
     else:
         try:
-            path = _read_private_file(os.path.join(rd, WHERE))
+            path = read_private_file(os.path.join(rd, WHERE))
         except FileNotFoundError:
             return None
         if not path or not os.path.isabs(path) or len(path) >= MAX_PATH + 8:
             raise Untrusted(f"{os.path.join(rd, WHERE)} does not hold a usable socket path")
         try:
-            _check_private_dir(os.path.dirname(path), "the socket directory")
+            check_private_dir(os.path.dirname(path), "the socket directory")
         except FileNotFoundError:
             return None
     try:
@@ -120,7 +120,7 @@ def trusted_socket(home: str) -> tuple[str, str] | None:
     if st.st_uid != os.geteuid():
         raise Untrusted(f"the socket {path} belongs to uid {st.st_uid}, not to this user (uid {os.geteuid()})")
     try:
-        token = _read_private_file(os.path.join(rd, TOKEN))
+        token = read_private_file(os.path.join(rd, TOKEN))
     except FileNotFoundError:
         raise Untrusted(f"no token at {os.path.join(rd, TOKEN)}: the socket was not made by geode serve") from None
     return path, token

@@ -12,14 +12,14 @@ from typing import Any
 
 def _private_dir(path: str) -> None:
     """Make ``path`` a directory of ours with mode 0700, or raise naming what is wrong with it."""
-    from geode.delivery.recall_socket import Untrusted, _check_private_dir
+    from geode.delivery.recall_socket import Untrusted, check_private_dir
 
     try:
         os.mkdir(path, 0o700)
     except FileExistsError:
         pass
     try:
-        _check_private_dir(path, "the run directory")
+        check_private_dir(path, "the run directory")
     except Untrusted as exc:
         raise Untrusted(f"{exc}: geode serve will not put its socket there", hint=f"remove {path}") from None
     os.chmod(path, 0o700)
@@ -46,7 +46,7 @@ def home_token(home: str) -> str:
 
     path = os.path.join(recall_socket.run_dir(home), recall_socket.TOKEN)
     try:
-        tok = recall_socket._read_private_file(path)
+        tok = recall_socket.read_private_file(path)
         if len(tok) >= 32:
             return tok
     except (OSError, recall_socket.Untrusted):
@@ -76,7 +76,7 @@ def place_socket(home: str) -> tuple[str, Any]:
     old = recall_socket.socket_path(home)
     if old and len(old) < recall_socket.MAX_PATH:
         try:
-            recall_socket._check_private_dir(os.path.dirname(old), "the socket directory")
+            recall_socket.check_private_dir(os.path.dirname(old), "the socket directory")
             folder = os.path.dirname(old)
         except (OSError, recall_socket.Untrusted):
             folder = None
@@ -87,7 +87,7 @@ def place_socket(home: str) -> tuple[str, Any]:
         xdg = os.environ.get("XDG_RUNTIME_DIR")
         if xdg and os.path.isabs(xdg) and len(xdg) < recall_socket.MAX_PATH - 40:
             try:
-                recall_socket._check_private_dir(xdg, "XDG_RUNTIME_DIR")
+                recall_socket.check_private_dir(xdg, "XDG_RUNTIME_DIR")
                 base = xdg
             except (OSError, recall_socket.Untrusted):
                 base = None

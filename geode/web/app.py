@@ -27,6 +27,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from geode.services.loopback_guard import Guard, csrf_token_for
+from geode.services.request_bounds import RequestBounds
 from geode.web import diffview, queue_decide, queue_detail
 from geode.web import health as H
 from geode.web import queue as WQ
@@ -83,7 +84,7 @@ def _page_url(path: str, params: dict, **over) -> str:
     return path + ("?" + urlencode(p, doseq=True) if p else "")
 
 
-def create_app(settings, *, token: str, bound: str, port: int, who: str) -> Guard:
+def create_app(settings, *, token: str, bound: str, port: int, who: str) -> RequestBounds:
     """The app for one server start (the token and port are this start's)."""
     import jinja2
 
@@ -406,4 +407,5 @@ def create_app(settings, *, token: str, bound: str, port: int, who: str) -> Guar
     ]
     app = Starlette(routes=routes)
     app.state.web = w
-    return Guard(app, token, bound, port)
+    # outermost: an oversized path, parameter or body is refused before the guard or a route reads it
+    return RequestBounds(Guard(app, token, bound, port))
