@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 import select
 import socket
 import sqlite3
@@ -33,8 +32,14 @@ def _home(tmp_path: Path) -> Geode:
     g = Geode(tmp_path)
     g.write("ops/retry.md", "---\ntitle: Retry queue\n---\nThe retry queue drops jobs after a day.\n")
     env = g.env(PYTHONPATH=str(REPO))
-    subprocess.run([sys.executable, "-m", "geode", "reindex", "--no-wait", "--json"], env=env, cwd=REPO,
-                   check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [sys.executable, "-m", "geode", "reindex", "--no-wait", "--json"],
+        env=env,
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     return g
 
 
@@ -94,11 +99,24 @@ class Stdio:
         self.stderr_path = stderr
         self.p = subprocess.Popen(
             [sys.executable, "-m", "geode", "mcp", "--no-background", "--no-warm"],
-            env=g.env(PYTHONPATH=str(REPO)), cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            env=g.env(PYTHONPATH=str(REPO)),
+            cwd=REPO,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
             stderr=open(stderr, "wb"),
         )
-        self.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}})
+        self.send(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "t", "version": "0"},
+                },
+            }
+        )
         assert b'"id":1' in self.read(60)
         self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
 
@@ -173,10 +191,18 @@ def test_http_server_stops_on_sigterm_even_with_a_call_that_never_returns(tmp_pa
     g = _home(tmp_path)
     port = _free_port()
     env = g.env(PYTHONPATH=str(REPO), GEODE_MCP_TOKEN="tok-" + "1" * 40)
-    p = subprocess.Popen([sys.executable, "-m", "geode", "mcp", "--http", str(port), "--no-background", "--no-warm"],
-                         env=env, cwd=REPO, stderr=subprocess.DEVNULL)
-    headers = {"Authorization": "Bearer tok-" + "1" * 40, "Content-Type": "application/json",
-               "Accept": "application/json, text/event-stream", "Host": f"127.0.0.1:{port}"}
+    p = subprocess.Popen(
+        [sys.executable, "-m", "geode", "mcp", "--http", str(port), "--no-background", "--no-warm"],
+        env=env,
+        cwd=REPO,
+        stderr=subprocess.DEVNULL,
+    )
+    headers = {
+        "Authorization": "Bearer tok-" + "1" * 40,
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "Host": f"127.0.0.1:{port}",
+    }
 
     def post(msg: dict, sid: str | None = None, timeout: float = 30):
         c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
@@ -189,8 +215,18 @@ def test_http_server_stops_on_sigterm_even_with_a_call_that_never_returns(tmp_pa
         deadline = time.monotonic() + 120
         while True:
             try:
-                r, _ = post({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-                    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}})
+                r, _ = post(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": 1,
+                        "method": "initialize",
+                        "params": {
+                            "protocolVersion": "2025-06-18",
+                            "capabilities": {},
+                            "clientInfo": {"name": "t", "version": "0"},
+                        },
+                    }
+                )
                 break
             except OSError:
                 assert time.monotonic() < deadline and p.poll() is None, "the server did not start"
@@ -198,14 +234,22 @@ def test_http_server_stops_on_sigterm_even_with_a_call_that_never_returns(tmp_pa
         sid = r.getheader("mcp-session-id")
         post({"jsonrpc": "2.0", "method": "notifications/initialized"}, sid)
         if not busy:  # a body over the stated 2 MB is refused before it is parsed
-            big = {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-                   "params": {"name": "read_note", "arguments": {"address": "x" * (3 * 1024 * 1024)}}}
+            big = {
+                "jsonrpc": "2.0",
+                "id": 3,
+                "method": "tools/call",
+                "params": {"name": "read_note", "arguments": {"address": "x" * (3 * 1024 * 1024)}},
+            }
             r, out = post(big, sid)
             assert r.status == 413 and b"at most 2,097,152 are accepted" in out, (r.status, out[:300])
         if busy:
             lock = _stuck(g)
-            msg = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                   "params": {"name": STUCK_CALL[0], "arguments": STUCK_CALL[1]}}
+            msg = {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "tools/call",
+                "params": {"name": STUCK_CALL[0], "arguments": STUCK_CALL[1]},
+            }
 
             def stuck_call():
                 try:

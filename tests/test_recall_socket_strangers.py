@@ -102,8 +102,16 @@ class Squatter:
         script.write_text(SQUATTER)
         os.chmod(script, 0o644)
         self.proc = subprocess.Popen(
-            [SETPRIV, f"--reuid={STRANGER}", f"--regid={STRANGER}", "--clear-groups", "/usr/bin/python3", str(script),
-             str(self.log), *paths],
+            [
+                SETPRIV,
+                f"--reuid={STRANGER}",
+                f"--regid={STRANGER}",
+                "--clear-groups",
+                "/usr/bin/python3",
+                str(script),
+                str(self.log),
+                *paths,
+            ],
             stderr=subprocess.PIPE,
             text=True,
         )
@@ -154,8 +162,9 @@ def _env(g: Geode, base: Path) -> dict:
 
 def _hook(env: dict, prompt: str) -> str:
     data = json.dumps({"hook_event_name": "UserPromptSubmit", "prompt": prompt, "session_id": "s1", "cwd": str(REPO)})
-    p = subprocess.run(["/bin/sh", "-c", hook_command("claude")], input=data, env=env, capture_output=True,
-                       text=True, timeout=120)
+    p = subprocess.run(
+        ["/bin/sh", "-c", hook_command("claude")], input=data, env=env, capture_output=True, text=True, timeout=120
+    )
     assert p.returncode == 0, p.stderr
     return p.stdout
 
@@ -163,7 +172,11 @@ def _hook(env: dict, prompt: str) -> str:
 def _search(env: dict, query: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "geode.cli", "search", query, "--json", "--no-background"],
-        env=env, cwd=REPO, capture_output=True, text=True, timeout=300,
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
 
 
@@ -228,7 +241,7 @@ def test_a_strangers_socket_moved_into_our_private_directory_is_caught_by_its_pe
         os.chmod(run / "token", 0o600)
         # the stranger's listening sockets, at the paths the client asks (today's and the private
         # one), owned by us on disk: every check on the files passes, only the peer can tell
-        for src, dst in zip(own, (g.home / "recall.sock", run / "recall.sock")):
+        for src, dst in zip(own, (g.home / "recall.sock", run / "recall.sock"), strict=True):
             os.rename(src, dst)
             os.lchown(dst, os.geteuid(), os.getegid())
         out = _hook(env, SECRET)
@@ -263,7 +276,7 @@ def test_our_own_server_socket_is_trusted_and_sent_the_token(shared_tmp):
             srv.listen(1)
             got: list[bytes] = []
 
-            def answer():
+            def answer(srv=srv, got=got):
                 c, _ = srv.accept()
                 got.append(c.recv(65536))
                 c.sendall(b'{"results": []}\n')
@@ -286,10 +299,22 @@ def test_our_own_server_socket_is_trusted_and_sent_the_token(shared_tmp):
 def test_the_real_server_of_a_long_home_answers_its_owner_and_refuses_a_request_without_the_token(shared_tmp):
     g = _home(shared_tmp, long=True)
     env = _env(g, shared_tmp)
-    subprocess.run([sys.executable, "-m", "geode.cli", "reindex", "--json"], env=env, cwd=REPO, check=True,
-                   capture_output=True, timeout=600)
-    serve = subprocess.Popen([sys.executable, "-m", "geode.cli", "serve", "--json"], env=env, cwd=REPO,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    subprocess.run(
+        [sys.executable, "-m", "geode.cli", "reindex", "--json"],
+        env=env,
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "geode.cli", "serve", "--json"],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         ready = json.loads(serve.stdout.readline())
         sock = ready["socket"]

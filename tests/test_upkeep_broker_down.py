@@ -62,7 +62,11 @@ def _upkeep(tmp_path, url: str, *extra: str) -> tuple[subprocess.CompletedProces
     t0 = time.monotonic()
     p = subprocess.run(
         [sys.executable, "-m", "geode", "upkeep", "--wait", "5", *extra],
-        env=env, cwd=REPO, capture_output=True, text=True, timeout=120,
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     return p, time.monotonic() - t0
 

@@ -55,7 +55,9 @@ def test_an_oversized_body_is_refused_and_changes_nothing(served):
 
 def test_within_the_bounds_the_page_still_answers(served):
     _n, srv = served
-    status, _h, out = request(srv, "GET", f"/api/search?q={quote('pipeline ' + 'x' * (MAX_PARAM_CHARS - 20))}&mode=text")
+    status, _h, out = request(
+        srv, "GET", f"/api/search?q={quote('pipeline ' + 'x' * (MAX_PARAM_CHARS - 20))}&mode=text"
+    )
     assert status == 200, out[:300]
     status, _h, _o = request(srv, "GET", "/api/search?q=pipeline&mode=text")
     assert status == 200

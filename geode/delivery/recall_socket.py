@@ -70,7 +70,9 @@ def read_private_file(path: str, limit: int = 4096) -> str:
     try:
         st = os.fstat(fd)
         if st.st_uid != os.geteuid() or st.st_mode & 0o077 or not stat.S_ISREG(st.st_mode):
-            raise Untrusted(f"{path} is not a private file of this user (uid {st.st_uid}, mode {stat.S_IMODE(st.st_mode):o})")
+            raise Untrusted(
+                f"{path} is not a private file of this user (uid {st.st_uid}, mode {stat.S_IMODE(st.st_mode):o})"
+            )
         return os.read(fd, limit).decode("utf-8", "replace").strip()
     finally:
         os.close(fd)

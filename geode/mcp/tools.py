@@ -84,8 +84,17 @@ class Recall(NoteWriter):
     ) -> dict:
         from geode.recall.search import FilterError, search
 
-        for name, value in (("query", query), ("domain", domain), ("type", type), ("tag", tag), ("status", status),
-                            ("where", where), ("as_of", as_of), ("after", after), ("mode", mode)):
+        for name, value in (
+            ("query", query),
+            ("domain", domain),
+            ("type", type),
+            ("tag", tag),
+            ("status", status),
+            ("where", where),
+            ("as_of", as_of),
+            ("after", after),
+            ("mode", mode),
+        ):
             bounded(name, value)  # before any query: a megabyte argument is refused, never searched
         kw: dict[str, Any] = dict(
             domain=strs(domain, "domain"),

@@ -40,7 +40,9 @@ class RequestBounds:
             return await self.app(scope, receive, send)
         path = scope.get("path") or ""
         if len(path) > MAX_PATH_CHARS:
-            return await _refuse(send, 414, f"the path is {len(path):,} characters; at most {MAX_PATH_CHARS:,} are accepted")
+            return await _refuse(
+                send, 414, f"the path is {len(path):,} characters; at most {MAX_PATH_CHARS:,} are accepted"
+            )
         qs = scope.get("query_string", b"") or b""
         if len(qs) > MAX_QUERY_CHARS:
             return await _refuse(

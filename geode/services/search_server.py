@@ -98,6 +98,7 @@ def serve(
     if not home_lock.acquire(0):
         return False
     try:
+        import hmac
         import logging
         import socketserver
         import threading
@@ -106,9 +107,6 @@ def serve(
         from geode.recall import vectors
         from geode.recall.recall_index import RecallIndex
         from geode.recall.search import forget_term_stats, index_for, search, semantic_for
-
-        import hmac
-
         from geode.services.serve_socket import home_token, place_socket
 
         path, cleanup = place_socket(settings.home)
@@ -132,7 +130,9 @@ def serve(
                 try:
                     line = self.rfile.readline(1_000_000)
                     req = json.loads(line or b"{}")
-                    if not isinstance(req, dict) or not hmac.compare_digest(str(req.get("token") or "").encode("utf-8"), token):
+                    if not isinstance(req, dict) or not hmac.compare_digest(
+                        str(req.get("token") or "").encode("utf-8"), token
+                    ):
                         reply = {"error": "refused: no valid token for this home (GEODE_HOME/run/token)"}
                         logging.getLogger(__name__).warning("geode serve: refused a request without this home's token")
                     elif req.get("op") == "ping":

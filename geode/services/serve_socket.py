@@ -96,7 +96,9 @@ def place_socket(home: str) -> tuple[str, Any]:
     if len(path) >= recall_socket.MAX_PATH:
         from geode.kernel.errors import ServiceUnavailable
 
-        raise ServiceUnavailable(f"no socket path short enough for this home: {path}", hint="set TMPDIR to a short folder")
+        raise ServiceUnavailable(
+            f"no socket path short enough for this home: {path}", hint="set TMPDIR to a short folder"
+        )
     _write_private(where, path + "\n")
 
     def cleanup() -> None:
