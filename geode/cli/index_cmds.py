@@ -168,7 +168,7 @@ def recall_status(settings) -> dict:
             "count": vcount,
             "writer_active": vectors.writer_active(settings),
         },
-        "serve": os.path.exists(socket_path(settings.home)),
+        "serve": os.path.exists(socket_path(settings.home) or ""),
         "out_of_sync": out_of_sync,
         "in_sync": in_sync,
     }

@@ -85,7 +85,10 @@ def _via_server(settings, query: str, kw: dict) -> dict | None:
     from geode.delivery.prompt_recall import ask_server
 
     req = {"op": "search", "q": query, "refresh": True, **kw}
-    reply = ask_server(settings.home, req, 30.0)
+    refused: list[str] = []
+    reply = ask_server(settings.home, req, 30.0, refused=refused)
+    for why in refused:  # a socket this user cannot trust: said once, then the search runs cold
+        print(f"geode: not using the warm search server: {why}", file=sys.stderr)
     if reply is None or "results" not in reply:
         return None
     return reply
@@ -110,7 +113,8 @@ def cmd_search(args) -> int:
     if not args.queries and not args.no_server and args.query is not None:
         from geode.delivery.prompt_recall import socket_path
 
-        if os.path.exists(socket_path(settings.home)):
+        sock = socket_path(settings.home)
+        if sock and os.path.lexists(sock):
             try:
                 kw = _search_kwargs(args)
             except ValueError as exc:

@@ -169,7 +169,6 @@ def cmd_upkeep(args) -> int:
             raise CLIError(f"agent {n!r} is not installed (its module cannot be imported)")
     run_id = args.run_id or upkeep.new_run_id()
     app = _celery(settings)
-    from geode.agents.celery_app import enqueue_upkeep
 
     reports: list[contract.Report]
     if app.conf.task_always_eager or args.in_process:
@@ -181,7 +180,12 @@ def cmd_upkeep(args) -> int:
                 say(f"upkeep: {n} examining the store ({i} of {len(names)} agents done)")
                 reports.append(upkeep.run_agent(settings, engine, run_id, n, "manual"))
     else:
-        enqueue_upkeep(settings, run_id, names, trigger="manual")
+        sent = _send_run(settings, app, run_id, names)
+        if sent is not None:  # the broker did not take the run: one line (or one JSON object), exit 1
+            if args.json:
+                print_json({"run_id": run_id, "runs": [], "error": sent["error"], "broker": sent["broker"]})
+            print(f"geode: {sent['error']}", file=sys.stderr)
+            return EXIT_FAILED
         waited = _wait_for(engine, run_id, names, args.wait)
         reports = [
             r
@@ -224,6 +228,38 @@ def cmd_upkeep(args) -> int:
                 print(f"   FAIL  {c['name']}: {c['message']}")
     failed = any(r.status == contract.FAILED for r in reports) or bool(failing)
     return EXIT_FAILED if failed else EXIT_OK
+
+
+#: seconds one broker socket may wait (to connect, or for an answer) while ``geode upkeep``
+#: sends a run; without it a port that accepts and never answers holds the command forever
+SEND_SOCKET_TIMEOUT_S = 5.0
+
+
+def _send_run(settings, app, run_id: str, names: list[str]) -> dict | None:
+    """Send the run to the broker; None when it was taken, else ``{"error", "broker"}``.
+
+    Why here: a broker that refuses or never answers raised a kombu traceback (or hung) and
+    printed no JSON. The sockets of this sending process get a timeout (the worker's own
+    connection, which blocks on purpose while it waits for tasks, is left alone), and the
+    errors kombu and the Redis client raise for a broker that cannot be reached are said in one
+    line naming the broker, its password hidden."""
+    from kombu.exceptions import KombuError, OperationalError
+    from kombu.utils.url import maybe_sanitize_url
+
+    from geode.agents.celery_app import enqueue_upkeep
+
+    opts = dict(app.conf.broker_transport_options or {})
+    opts.setdefault("socket_timeout", SEND_SOCKET_TIMEOUT_S)
+    opts.setdefault("socket_connect_timeout", SEND_SOCKET_TIMEOUT_S)
+    app.conf.broker_transport_options = opts
+    app.conf.broker_connection_timeout = SEND_SOCKET_TIMEOUT_S
+    broker = maybe_sanitize_url(str(app.conf.broker_url))
+    try:
+        enqueue_upkeep(settings, run_id, names, trigger="manual")
+    except (OperationalError, KombuError, OSError, TimeoutError) as exc:
+        why = " ".join(str(exc).split())[:300] or type(exc).__name__
+        return {"error": f"the broker {broker} did not take the upkeep run ({why}); is it running?", "broker": broker}
+    return None
 
 
 # -- worker and scheduler --------------------------------------------------------------------

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import time
-import zlib
 
 from geode.kernel import fastjson
 from geode.kernel.config import default
@@ -86,26 +85,41 @@ def fts5_query(terms: list[str]) -> str:
     return " OR ".join(f'"{t}"*' for t in terms)
 
 
-def socket_path(home: str) -> str:
-    p = os.path.join(home, "recall.sock")
-    if len(p) < 100:
-        return p
-    return os.path.join("/tmp", f"geode-{zlib.crc32(home.encode()):08x}.sock")
+def socket_path(home: str) -> str | None:
+    """The socket this home's warm server answers on (``geode.delivery.recall_socket``), or None."""
+    from geode.delivery import recall_socket
+
+    return recall_socket.socket_path(home)
 
 
-def ask_server(home: str, request: dict, timeout_s: float):
+def ask_server(home: str, request: dict, timeout_s: float, refused: list | None = None):
     """One request to the warm search server (``geode serve``); None when none answers in time.
-    The client half of ``geode.services.search_server``: the hook and ``geode search`` ask it."""
-    path = socket_path(home)
-    if not os.path.exists(path):
+    The client half of ``geode.services.search_server``: the hook and ``geode search`` ask it.
+
+    Only a socket that passes ``recall_socket``'s checks (private directory, owner, the peer's
+    uid) is sent the request, with the home's token; one that fails them is treated as no server
+    (the cold path answers) and its reason is appended to ``refused`` when given."""
+    from geode.delivery import recall_socket
+
+    try:
+        found = recall_socket.trusted_socket(home)
+    except recall_socket.Untrusted as exc:
+        if refused is not None:
+            refused.append(str(exc))
         return None
+    except OSError:
+        return None
+    if found is None:
+        return None
+    path, token = found
     import _socket
 
     s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         s.settimeout(timeout_s)
         s.connect(path)
-        s.sendall(fastjson.dumps(request).encode("utf-8") + b"\n")
+        recall_socket.check_peer(s, path)  # before a byte of the prompt leaves this process
+        s.sendall(fastjson.dumps({**request, "token": token}).encode("utf-8") + b"\n")
         chunks = []
         deadline = time.monotonic() + timeout_s
         while True:
@@ -121,6 +135,10 @@ def ask_server(home: str, request: dict, timeout_s: float):
                 break
         reply = fastjson.loads(b"".join(chunks).decode("utf-8"))
         return reply if isinstance(reply, dict) else None
+    except recall_socket.Untrusted as exc:
+        if refused is not None:
+            refused.append(str(exc))
+        return None
     except (OSError, ValueError):
         return None
     finally:

@@ -65,6 +65,11 @@ def cmd_mcp(args) -> int:
         except ToolInputError as exc:
             raise CLIError(str(exc), 2) from exc
         return 0
+    import signal
+
+    # stdio: SIGTERM ends the process at once, whatever a tool call is doing (an ignored SIGTERM
+    # inherited from the agent that started it would keep a stuck server alive)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     server.run("stdio")
     return 0
 

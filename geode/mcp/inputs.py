@@ -63,3 +63,53 @@ def parse_where_input(where) -> dict | None:
             ) from None
         out.update(part)
     return out
+
+
+#: The most characters a short argument may hold (an address, a query, a period, a domain, a
+#: type, a tag, a status, a ``where`` expression, a title, a folder, an essence). A real one is
+#: tens of characters; a megabyte one went into a LIKE pattern and an error log whole (issue 22).
+MAX_TEXT_CHARS = 4096
+#: The most items a list argument may hold (domains, types, tags, statuses, ``where`` parts).
+MAX_ITEMS = 100
+#: The most characters a structured argument may hold once written as JSON (``where`` as an
+#: object, ``write_note``'s ``frontmatter`` and ``crystal``).
+MAX_JSON_CHARS = 16_384
+
+
+def clip(text: str, keep: int = 200) -> str:
+    """``text`` cut to ``keep`` characters with its length said: what an error (or a log) may
+    echo of an argument, never the whole of a long one."""
+    text = str(text)
+    if len(text) <= keep:
+        return text
+    return f"{text[:keep]}... ({len(text):,} characters in all)"
+
+
+def bounded(name: str, value, limit: int = MAX_TEXT_CHARS):
+    """``value`` unchanged when it is within the bounds, else a :class:`ToolInputError` naming
+    the argument and its size, raised before any query. Text: at most ``limit`` characters; a
+    list: at most ``MAX_ITEMS`` items of text within ``limit``; a dict: at most
+    ``MAX_JSON_CHARS`` as JSON."""
+    if value is None:
+        return value
+    if isinstance(value, str):
+        if len(value) > limit:
+            raise ToolInputError(
+                f"{name}: {len(value):,} characters, more than the {limit:,} this tool accepts "
+                f"(it begins {value[:60]!r})"
+            )
+        return value
+    if isinstance(value, dict):
+        import json
+
+        size = len(json.dumps(value, ensure_ascii=False, default=str))
+        if size > MAX_JSON_CHARS:
+            raise ToolInputError(f"{name}: {size:,} characters as JSON, more than the {MAX_JSON_CHARS:,} accepted")
+        return value
+    if isinstance(value, (list, tuple)):
+        if len(value) > MAX_ITEMS:
+            raise ToolInputError(f"{name}: {len(value):,} items, more than the {MAX_ITEMS} accepted")
+        for i, v in enumerate(value):
+            bounded(f"{name}[{i}]", v, limit)
+        return value
+    return value

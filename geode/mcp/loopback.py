@@ -9,6 +9,11 @@ import os
 
 from geode.mcp.inputs import ToolInputError
 from geode.services.loopback_guard import Guard as LoopbackGuard
+from geode.services.request_bounds import RequestBounds
+
+#: the most bytes one HTTP message may hold: a ``write_note`` body at its limit (200,000
+#: characters), escaped as JSON, fits; anything larger is refused before it is parsed
+MAX_BODY_BYTES = 2 * 1024 * 1024
 
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 TOKEN_ENV = "GEODE_MCP_TOKEN"
@@ -98,7 +103,7 @@ def http_app(settings, server, port: int, token: str, host: str = "127.0.0.1"):
         enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=[f"http://{h}" for h in hosts]
     )
     app = server.streamable_http_app(streamable_http_path="/mcp", transport_security=sec, host=host)
-    return Guard(app, token, host, port)
+    return RequestBounds(Guard(app, token, host, port), max_body=MAX_BODY_BYTES)
 
 
 def run_http(settings, server, port: int, host: str = "127.0.0.1", ready=None) -> None:
@@ -109,7 +114,41 @@ def run_http(settings, server, port: int, host: str = "127.0.0.1", ready=None) -
     token = load_token(settings)
     bind = "::1" if host == "::1" else "127.0.0.1"
     app = http_app(settings, server, port, token, bind)
-    config = uvicorn.Config(app, host=bind, port=port, log_level="warning", lifespan="on")
+    config = uvicorn.Config(
+        app, host=bind, port=port, log_level="warning", lifespan="on", timeout_graceful_shutdown=STOP_GRACE_S
+    )
     if ready is not None:
         ready()
-    uvicorn.Server(config).run()
+    _PromptServer(config).run()
+
+
+#: seconds a SIGTERM (or SIGINT) waits for the calls in flight before the server ends anyway
+STOP_GRACE_S = 2
+
+
+class _PromptServer:
+    """uvicorn's server, ended within ``STOP_GRACE_S`` (and a second) of a SIGTERM.
+
+    Why: uvicorn's graceful shutdown waits for every request in flight, and a tool call runs on
+    a worker thread that cannot be cancelled: a call stuck for minutes kept the server up, and
+    its port taken, long after it was told to stop (issue 22). The signal starts a timer; when
+    the graceful path has not ended the process by then, it ends with 128 + the signal's number,
+    as a process killed by it would."""
+
+    def __new__(cls, config):
+        import uvicorn
+
+        class Server(uvicorn.Server):
+            def handle_exit(self, sig, frame):
+                _exit_after(STOP_GRACE_S + 1.0, 128 + int(sig))
+                super().handle_exit(sig, frame)
+
+        return Server(config)
+
+
+def _exit_after(seconds: float, code: int) -> None:
+    import threading
+
+    t = threading.Timer(seconds, lambda: os._exit(code))
+    t.daemon = True
+    t.start()

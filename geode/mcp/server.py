@@ -44,12 +44,14 @@ serves, while the client runs its handshake; the first tool call waits for it
 """
 
 import logging
+import traceback
 from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
 from geode.kernel.config import ConfigError
 from geode.kernel.errors import GeodeError
+from geode.mcp.inputs import clip
 from geode.mcp.models import ContextOut, Crystal, NoteOut, RecentOut, SearchOut, WriteOut
 from geode.mcp.routing import CONTEXT_DOC, READ_DOC, RECENT_DOC, SEARCH_DOC, WRITE_DOC, instructions
 from geode.mcp.tools import Recall
@@ -57,6 +59,8 @@ from geode.mcp.tools import Recall
 log = logging.getLogger("geode.mcp")
 
 SERVER_NAME = "geode"
+#: the most characters of an error message the log and the agent get (``inputs.clip``)
+MAX_ERROR_CHARS = 2000
 
 
 def build_server(settings, recall: Recall | None = None, warm: bool = False):
@@ -89,13 +93,16 @@ def build_server(settings, recall: Recall | None = None, warm: bool = False):
         try:
             return fn(*a, **kw)
         except ConfigError as exc:
-            raise ToolError(f"configuration: {exc}") from None
+            raise ToolError(f"configuration: {clip(str(exc), MAX_ERROR_CHARS)}") from None
         except GeodeError as exc:  # said for a person (bad input, not found, a part unavailable): said as is
-            raise ToolError(str(exc)) from None
+            raise ToolError(clip(str(exc), MAX_ERROR_CHARS)) from None
         except Exception as exc:  # tool boundary: a bug becomes a tool error, logged; the server keeps answering
-            log.exception("%s failed", fn.__name__)
+            # the message of a database error holds the statement and its parameters, so the
+            # arguments: the log and the reply get its start and its length, never all of it
+            said = clip(f"{type(exc).__name__}: {exc}", MAX_ERROR_CHARS)
+            log.error("%s failed: %s\n%s", fn.__name__, said, "".join(traceback.format_tb(exc.__traceback__)))
             raise ToolError(
-                f"{fn.__name__} failed: {type(exc).__name__}: {exc}. The server keeps running; "
+                f"{fn.__name__} failed: {said}. The server keeps running; "
                 "`geode status` shows whether the index needs `geode reindex`."
             ) from None
 

@@ -12,7 +12,7 @@ import threading
 from typing import Any
 
 from geode.kernel.errors import GeodeError
-from geode.mcp.inputs import ToolInputError, check_date, parse_where_input, strs
+from geode.mcp.inputs import ToolInputError, bounded, check_date, parse_where_input, strs
 from geode.mcp.models import MAX_CONTENT_CHARS
 from geode.mcp.write_note import NoteWriter
 
@@ -82,6 +82,18 @@ class Recall(NoteWriter):
     ) -> dict:
         from geode.recall.search import FilterError, search
 
+        for name, value in (
+            ("query", query),
+            ("domain", domain),
+            ("type", type),
+            ("tag", tag),
+            ("status", status),
+            ("where", where),
+            ("as_of", as_of),
+            ("after", after),
+            ("mode", mode),
+        ):
+            bounded(name, value)  # before any query: a megabyte argument is refused, never searched
         kw: dict[str, Any] = dict(
             domain=strs(domain, "domain"),
             type=strs(type, "type"),
@@ -138,6 +150,7 @@ class Recall(NoteWriter):
     def build_context(self, address: str, depth: int = 2, max_related: int = 10) -> dict:
         from geode.recall.context import NotFound, build_context
 
+        bounded("address", address)
         try:
             with self.lock:
                 return dict(
@@ -153,6 +166,7 @@ class Recall(NoteWriter):
     def read_note(self, address: str) -> dict:
         from geode.recall.context import NotFound, read_note
 
+        bounded("address", address)
         try:
             with self.lock:
                 res: dict[str, Any] = dict(read_note(self.settings, address, index=self.index()))
@@ -174,6 +188,8 @@ class Recall(NoteWriter):
     def recent_activity(self, period: str = "week", domain=None, limit: int = 50) -> dict:
         from geode.recall.context import recent_activity
 
+        bounded("period", period)
+        bounded("domain", domain)
         doms = strs(domain, "domain")
         if doms:
             unknown = [d for d in doms if d not in self.settings.domains]

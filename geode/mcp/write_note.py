@@ -16,7 +16,7 @@ import unicodedata
 from typing import Any
 
 from geode.kernel.errors import GeodeError
-from geode.mcp.inputs import ToolInputError
+from geode.mcp.inputs import MAX_JSON_CHARS, ToolInputError, bounded
 
 log = logging.getLogger("geode.mcp")
 
@@ -129,6 +129,11 @@ class NoteWriter:
         crystal: dict | None = None,
         essence: str | None = None,
     ) -> dict:
+        for name, value in (("title", title), ("folder", folder), ("domain", domain), ("essence", essence)):
+            bounded(name, value)  # before anything is read or written
+        bounded("body", body, MAX_BODY_CHARS)
+        bounded("frontmatter", frontmatter, MAX_JSON_CHARS)
+        bounded("crystal", crystal, MAX_JSON_CHARS)
         from geode.delivery.lint import lint_note
         from geode.kernel.note import ESSENCE_CLOSE, ESSENCE_OPEN, parse_note
         from geode.queue import changes, safepath
@@ -140,8 +145,6 @@ class NoteWriter:
             raise ToolInputError("title: give the note a title (one line)")
         if not (body or "").strip() and not (essence or "").strip():
             raise ToolInputError("body: a note needs a body")
-        if len(body or "") > MAX_BODY_CHARS:
-            raise ToolInputError(f"body: {len(body):,} characters; a note holds at most {MAX_BODY_CHARS:,}")
         domain = domain or settings.default_domain
         if domain not in settings.domains:
             raise ToolInputError(f"unknown domain {domain!r}; configured: {', '.join(settings.domains)}")

@@ -14,7 +14,7 @@ import os
 from collections.abc import Mapping
 from typing import Any, TypedDict
 
-from geode.services import doctor_reach
+from geode.services import doctor_reach, doctor_serve
 
 
 class Check(TypedDict):
@@ -57,6 +57,7 @@ def doctor_checks(
     if hooks is not None:
         checks.append(check("hooks", *hooks))
     checks.append(check("hook-errors", *doctor_reach.hook_errors_check(settings.home)))
+    checks += [check("serve-socket", *c) for c in [doctor_serve.serve_socket_check(settings.home)] if c]
     checks += broker_checks(settings)
     if not skip_model:
         model = model_check(settings)

@@ -18,9 +18,9 @@ import time
 from typing import Any
 
 
-def socket_path(settings) -> str:
-    """The UNIX socket this home's server answers on (the one its client asks)."""
-    from geode.delivery.prompt_recall import socket_path as home_socket
+def socket_path(settings) -> str | None:
+    """The UNIX socket this home's server answers on (the one its client asks), once placed."""
+    from geode.delivery.recall_socket import socket_path as home_socket
 
     return home_socket(settings.home)
 
@@ -98,6 +98,7 @@ def serve(
     if not home_lock.acquire(0):
         return False
     try:
+        import hmac
         import logging
         import socketserver
         import threading
@@ -106,8 +107,10 @@ def serve(
         from geode.recall import vectors
         from geode.recall.recall_index import RecallIndex
         from geode.recall.search import forget_term_stats, index_for, search, semantic_for
+        from geode.services.serve_socket import home_token, place_socket
 
-        path = socket_path(settings)
+        path, cleanup = place_socket(settings.home)
+        token = home_token(settings.home).encode("utf-8")
         try:
             os.unlink(path)
         except FileNotFoundError:
@@ -127,7 +130,12 @@ def serve(
                 try:
                     line = self.rfile.readline(1_000_000)
                     req = json.loads(line or b"{}")
-                    if req.get("op") == "ping":
+                    if not isinstance(req, dict) or not hmac.compare_digest(
+                        str(req.get("token") or "").encode("utf-8"), token
+                    ):
+                        reply = {"error": "refused: no valid token for this home (GEODE_HOME/run/token)"}
+                        logging.getLogger(__name__).warning("geode serve: refused a request without this home's token")
+                    elif req.get("op") == "ping":
                         reply: dict[str, Any] = {"ok": True, "pid": os.getpid()}
                     else:
                         with lock:
@@ -157,7 +165,11 @@ def serve(
         class Server(socketserver.ThreadingUnixStreamServer):
             daemon_threads = True
 
-        server = Server(path, Handler)
+        old_umask = os.umask(0o177)  # the socket is 0600 from its first moment, not after a chmod
+        try:
+            server = Server(path, Handler)
+        finally:
+            os.umask(old_umask)
         os.chmod(path, 0o600)
 
         def background():
@@ -200,6 +212,7 @@ def serve(
                 os.unlink(path)
             except OSError:
                 pass
+            cleanup()
     finally:
         home_lock.release()
     return True

@@ -28,6 +28,7 @@ from starlette.templating import Jinja2Templates
 
 from geode.recall.results import SHOWN_FLOOR
 from geode.services.loopback_guard import Guard, csrf_token_for
+from geode.services.request_bounds import RequestBounds
 from geode.web import diffview, queue_decide, queue_detail
 from geode.web import health as H
 from geode.web import queue as WQ
@@ -84,7 +85,7 @@ def _page_url(path: str, params: dict, **over) -> str:
     return path + ("?" + urlencode(p, doseq=True) if p else "")
 
 
-def create_app(settings, *, token: str, bound: str, port: int, who: str) -> Guard:
+def create_app(settings, *, token: str, bound: str, port: int, who: str) -> RequestBounds:
     """The app for one server start (the token and port are this start's)."""
     import jinja2
 
@@ -408,4 +409,5 @@ def create_app(settings, *, token: str, bound: str, port: int, who: str) -> Guar
     ]
     app = Starlette(routes=routes)
     app.state.web = w
-    return Guard(app, token, bound, port)
+    # outermost: an oversized path, parameter or body is refused before the guard or a route reads it
+    return RequestBounds(Guard(app, token, bound, port))
