@@ -50,6 +50,7 @@ from geode.agents.contract import Agent, Context, Finding, Proposed, Report, Ski
 from geode.corrector.edits import FileLines, changed_lines, check_edit, line_map, unified
 from geode.corrector.fixes import CorrectorRun, Fix, Fixes
 from geode.kernel.frontmatter_edit import FrontmatterEditError, set_key
+from geode.kernel.header_format import is_tool_header
 
 #: the stored finding kinds the Corrector acts on
 LINK_KINDS = ("broken-link", "signpost-stale")
@@ -163,6 +164,8 @@ class Corrector(Agent):
                 if fix is not None:
                     fixes.setdefault(f.path, []).append(fix)
         for note in load.notes:  # the lenient forms no agent before it flags
+            if is_tool_header(note.path, note.text):
+                continue  # its tool's own format (a Cursor rule's header): not YAML to repair
             for line, code, message in note.fm_warnings:
                 if code == "lenient-block-indicator" and (note.path, line) not in flagged:
                     f = Finding(

@@ -201,16 +201,29 @@ def _raw_path(raw: str) -> str:
 def parse_note(text: str, path: str) -> Note:
     """Parse one note. Raises ``NoteError`` (with file and line) when it cannot be read."""
     c = parse_crystal_text(text, path)
-    essence_problems = extract_essence(c.body, c.body_line)[2]
+    frontmatter, fm_lines, has_fm, body, body_line = c.frontmatter, c.fm_lines, c.has_frontmatter, c.body, c.body_line
+    if not has_fm and (text.lstrip("\ufeff")[:3] == "+++" or "::" in text[:4096]):
+        # a header in its tool's own format (Hugo's TOML, Logseq's properties): read, so a
+        # title, aliases and tags come through (``geode.kernel.header_format``)
+        from geode.kernel.header_format import tool_frontmatter
+
+        found = tool_frontmatter(path, text)
+        if found is not None:
+            frontmatter, fm_lines, spans = found
+            has_fm = True
+            if spans:
+                parts = text.split("\n", spans)
+                body, body_line = (parts[spans] if len(parts) > spans else ""), spans + 1
+    essence_problems = extract_essence(body, body_line)[2]
     return Note(
         path=path,
         text=text,
-        frontmatter=c.frontmatter,
-        fm_lines=c.fm_lines,
+        frontmatter=frontmatter,
+        fm_lines=fm_lines,
         fm_warnings=c.fm_warnings,
-        has_frontmatter=c.has_frontmatter,
-        body=c.body,
-        body_line=c.body_line,
+        has_frontmatter=has_fm,
+        body=body,
+        body_line=body_line,
         essence=c.essence,
         essence_line=c.essence_line,
         essence_problems=essence_problems,
