@@ -161,6 +161,28 @@ def tool_frontmatter(path: str, text: str) -> tuple[dict, dict[str, int], int] |
     return None
 
 
+def cursor_fields(text: str) -> tuple[dict, dict[str, int], int] | None:
+    """A Cursor rule's header as Cursor reads it, line by line: ``key: raw value`` (quotes and
+    all, ``alwaysApply`` as a bool), with ``(data, key -> line, lines it spans)``; None when
+    there is no ``---`` header. The reading for a rule whose header YAML cannot parse
+    (``description: [WIP] Go``): to Cursor it is a rule like any other."""
+    span = _fenced(text, "---")
+    if span is None:
+        return None
+    data: dict = {}
+    lines_of: dict[str, int] = {}
+    for i, ln in enumerate(_lines(text.lstrip("\ufeff"))[1 : span[1]], start=2):
+        key, sep, value = ln.rstrip("\r").partition(":")
+        if not sep or not key.strip() or key != key.lstrip():
+            continue
+        v: object = value.strip()
+        if key.strip() == "alwaysApply" and str(v).lower() in ("true", "false"):
+            v = str(v).lower() == "true"
+        data[key.strip()] = v
+        lines_of[key.strip()] = i
+    return data, lines_of, span[1] + 1
+
+
 def tool_header_change(path: str, before: str, after: str) -> str:
     """Why ``after`` would be read differently by the note's tool than ``before`` ("" when it
     is read the same, or the header is YAML, geode's own to check)."""
