@@ -117,6 +117,8 @@ MKDOCS = {
     "docs/setup.md": "# Setup\n\nInstall it. Edit mkdocs.yml and docs/index.md to change the site; release\n"
     "notes are in docs/changes.md (not written yet).\n\n"
     '--8<-- "docs/snippets/Note.md"\n',
+    "docs/about.md": "# About\n\nThis site is built from docs/ with mkdocs; the changelog page includes\n"
+    "CHANGELOG.md from the repository root. Questions go to [setup](setup.md#setup).\n",
     "docs/snippets/note.md": "!!! note\n    Snippets are included, not linked.\n",
 }
 

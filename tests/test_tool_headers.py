@@ -101,6 +101,8 @@ def test_three_nights_of_approving_everything_keep_each_tools_headers(name, tmp_
         reports = run_upkeep(settings, engine, f"night-{night}")
         assert all(r.status in ("ok", "nothing-to-learn") for r in reports), [(r.agent, r.message) for r in reports]
         filed.append(sum(len(r.proposals) for r in reports))
+        if night == 1:
+            first = {r.agent: r for r in reports}
         moves.update(_moves(engine, _approve_all(settings, engine)))
         for r in reports:  # never "invalid YAML" about a Cursor rule
             bad = [f for f in r.findings if f.kind == "frontmatter-not-yaml" and f.path.endswith(".mdc")]
@@ -127,6 +129,14 @@ def test_three_nights_of_approving_everything_keep_each_tools_headers(name, tmp_
         if links_after[(dom, moves.get(src, src), moves.get(dest, dest))] < n
     ]
     assert lost == [], f"{name}: links that resolved and no longer do: {lost}"
+    if name in ("hugo", "logseq"):  # the headers were read: a freshness duty met, never a key added
+        fresh = "content/docs/install.md" if name == "hugo" else "pages/Project Alpha.md"
+        assert any(
+            sk.path == fresh and sk.target == "review_due" and "never edited" in sk.reason
+            for sk in first["corrector"].skipped
+        ), first["corrector"].skipped
+    if name == "logseq":  # alias:: names the page to Logseq: [[PA]] and [[alpha]] resolve
+        assert not [f for f in first["librarian"].findings if f.kind == "broken-link"], first["librarian"].findings
     if name == "git":  # the plain move is evidence: its links were rewritten and now resolve
         assert "](help/faq.md)" in after["index.md"], after["index.md"]
         assert "](tutorial.md)" in after["index.md"] and "tutorial-v" not in after["index.md"]
@@ -182,6 +192,27 @@ def test_a_draft_that_quotes_a_rules_globs_is_not_filed_whoever_made_it(tmp_path
             assert "Cursor rule header" in f.message and "rust.mdc" in f.message
         else:
             assert len(report.proposed) == 1, report.findings
+
+
+def test_the_one_frontmatter_editor_on_a_toml_or_logseq_note_is_not_filed(tmp_path):
+    """What ``set_key`` makes of a header that is not YAML (a YAML block put in front of it):
+    the gate refuses it, whichever agent asks."""
+    from geode.kernel.frontmatter_edit import set_key
+    from tests.foreign_stores import make_hugo, make_logseq
+
+    for make, rel in ((make_hugo, "content/docs/install.md"), (make_logseq, "pages/Project Alpha.md")):
+        _p, store = make(tmp_path / make.__name__)
+        settings, engine, root = GeodeEnv(tmp_path / make.__name__, root=store)
+        data = (root / rel).read_bytes()
+        after = set_key(data, "review_due", "2020-03-31", path=rel, after="last_verified")
+        domain = settings.domain_roots()[0][0]
+        draft = ProposalDraft(
+            "anyone", "edit", domain, "t", "r", [], [FileChange(rel, hashlib.sha256(data).hexdigest(), after)], "r", "k"
+        )
+        report = Report(agent="anyone", proposed=[Proposed(draft, [Finding("stale", rel, 1, "")])])
+        filing.screen(Context(settings, engine, "r"), "anyone", report)
+        assert report.proposed == [] and report.held_back == {"would-change-header": 1}, rel
+        assert "another format" in report.findings[0].message
 
 
 def test_tool_header_change_says_what_each_tool_would_read_differently():
