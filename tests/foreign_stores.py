@@ -75,7 +75,7 @@ HUGO = {
     "[params]\n  author = 'Ann'\n+++\n\n# Install\n\nDownload the release, then [configure](configure.md).\n"
     "The file hugo.toml holds the site settings.\n",
     "content/docs/configure.md": "+++\ntitle = 'Configure: every option'\nweight = 2\n"
-    "categories = [\"guides\"]\nlast_verified = 2021-06-01\n+++\n\n# Configure\n\nBack to [install](install.md).\n"
+    'categories = ["guides"]\nlast_verified = 2021-06-01\n+++\n\n# Configure\n\nBack to [install](install.md).\n'
     'See also {{< ref "install.md" >}}.\n',
     "content/blog/first.md": "+++\ntitle = \"First post\"\ndate = '2023-02-01'\ntags = ['news']\n+++\n\n"
     "Read the [docs](../docs/_index.md).\n",

@@ -26,8 +26,8 @@ from geode.agents.contract import Context, Finding, Proposed, Report
 from geode.agents.upkeep import run_upkeep
 from geode.kernel import header_format as hf
 from geode.kernel.note import parse_note
-from geode.links.relink import git_renames, is_include_directive, rewrite_line
 from geode.links.refs import Ref
+from geode.links.relink import git_renames, is_include_directive, rewrite_line
 from geode.queue import apply, proposals
 from geode.queue.proposals import FileChange, ProposalDraft
 from tests.foreign_stores import CURSOR_RULES, MAKERS, make_cursor, make_git
@@ -142,9 +142,9 @@ def test_three_nights_of_approving_everything_keep_each_tools_headers(name, tmp_
         assert "](tutorial.md)" in after["index.md"] and "tutorial-v" not in after["index.md"]
         assert "tutorial-v" not in after["guide.md"]
     if name == "mkdocs":
-        assert after == before or all(
-            after[p] == before[p] for p in ("changelog.md", "index.md")
-        ), "the snippet page or the prose page was edited"
+        assert after == before or all(after[p] == before[p] for p in ("changelog.md", "index.md")), (
+            "the snippet page or the prose page was edited"
+        )
 
 
 # -- reading -----------------------------------------------------------------------------------

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from geode.agents.contract import Context, Finding, Report, Skipped
 from geode.corrector.edits import quote_value
 from geode.kernel.crystal import RETIRED_STATUSES
-from geode.kernel.header_format import KIND_WORDS, header_kind
 from geode.kernel.dates import DateError, ValidityWindow, optional_date
+from geode.kernel.header_format import KIND_WORDS, header_kind
 from geode.links.refs import Ref
 
 #: frontmatter read leniently that strict YAML rejects, repaired by quoting the value
@@ -138,7 +138,9 @@ class Fixes:
         kind = header_kind(note.path, note.text)
         if kind in KIND_WORDS:  # no key is added to a header its own tool reads
             report.skipped.append(
-                Skipped(note.path, note.line_of("last_verified"), REVIEW_KEY, f"{KIND_WORDS[kind]}: never edited", domain)
+                Skipped(
+                    note.path, note.line_of("last_verified"), REVIEW_KEY, f"{KIND_WORDS[kind]}: never edited", domain
+                )
             )
             return None
         today = self.run.today or _dt.date.today()

@@ -110,8 +110,17 @@ def git_renames(root: str, project_root: str, limit: int = 5000) -> dict[str, st
     try:
         proc = subprocess.run(
             [
-                "git", "-C", root, "log", "--name-status", "--diff-filter=AR", "-M",
-                "--format=%x1fcommit", f"-n{limit}", "--", ".",
+                "git",
+                "-C",
+                root,
+                "log",
+                "--name-status",
+                "--diff-filter=AR",
+                "-M",
+                "--format=%x1fcommit",
+                f"-n{limit}",
+                "--",
+                ".",
             ],  # fmt: skip
             capture_output=True,
             text=True,
