@@ -16,6 +16,9 @@ it proposes, one ``edit`` proposal per file:
   quoting its first line would end it there). The delivery core reads these leniently
   and no agent before it flags the ``match: |`` form, so the Corrector takes those from the
   parser's own warnings (``lenient-block-indicator``) and records them as its own findings.
+  Never a header its own tool reads in its own format (``geode.kernel.header_format``): a Cursor
+  rule's ``globs: **/*.rs`` is Cursor's syntax (quoted, Cursor keeps the quotes and the rule
+  stops attaching), Hugo's TOML and Logseq's properties are not YAML either.
 - **notes past their freshness duty** (``stale``): the note gets one new frontmatter line,
   ``review_due: <last_verified + freshness_days>``, right after ``last_verified``. Its status
   is left alone (a ``status`` rewrite would lose what the note was, and the Cleaner reads
