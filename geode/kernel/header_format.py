@@ -48,8 +48,11 @@ def _lines(text: str) -> list[str]:
 
 def _fenced(text: str, fence: str) -> tuple[int, int] | None:
     """(first, closing) 0-based line indexes of a header fenced by ``fence`` at the top."""
-    lines = _lines(text.lstrip("\ufeff"))
-    if not lines or lines[0].rstrip("\r").rstrip() != fence:
+    body = text.lstrip("\ufeff")
+    if not body.startswith(fence):  # most notes: nothing to split
+        return None
+    lines = _lines(body)
+    if lines[0].rstrip("\r").rstrip() != fence:
         return None
     for i in range(1, len(lines)):
         if lines[i].rstrip("\r").rstrip() == fence:
@@ -86,7 +89,10 @@ def page_property_lines(text: str) -> list[str]:
     """The Logseq page properties: the ``key:: value`` lines the file opens with (its first
     block), raw."""
     out: list[str] = []
-    for i, line in enumerate(_lines(text.lstrip("\ufeff"))):
+    head = text.lstrip("\ufeff")
+    if "::" not in head.split("\n", 1)[0]:  # a page's properties start on its first line
+        return out
+    for i, line in enumerate(head.split("\n", 400)[:400]):
         m = _PROP.match(line.rstrip("\r"))
         if m is None or (i and m.group(1).strip().startswith("-")):
             break
