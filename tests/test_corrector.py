@@ -179,12 +179,16 @@ def test_unquoted_glob_is_quoted_keeping_bom_crlf_and_no_final_newline(geode_env
         BOM
         + b"---\r\ndescription: Python style\r\nglobs: **/*.py\r\nalwaysApply: false\r\n---\r\n# Style\r\nUse hints."
     )
-    settings, engine, root = geode_env.files({"py.mdc": before, "other.mdc": b'---\nglobs: "*.sql"\n---\nSQL.\n'})
+    # geode's own note (.md: its header is YAML to geode); the same bytes as a Cursor rule are
+    # never quoted (test_tool_headers)
+    settings, engine, root = geode_env.files(
+        {"py.md": before, "other.md": b'---\nglobs: "*.sql"\n---\nSQL.\n', "rule.mdc": before}
+    )
     run_agent(settings, engine, "r", "librarian")
     report = run_agent(settings, engine, "r", "corrector")
     assert report.status == "ok", report.message
     (p,) = report.proposals
-    assert p["paths"] == ["py.mdc"]
+    assert p["paths"] == ["py.md"]
     want = (
         BOM
         + b'---\r\ndescription: Python style\r\nglobs: "**/*.py"\r\nalwaysApply: false\r\n---\r\n# Style\r\nUse hints.'
@@ -200,7 +204,7 @@ def test_unquoted_glob_is_quoted_keeping_bom_crlf_and_no_final_newline(geode_env
 
 def test_a_glob_in_a_list_and_one_before_a_comment(geode_env):
     before = b"---\ndescription: x\nglobs:\n  - **/*.py\n  - src/**\nname: &anchor   # trailing\nalwaysApply: false\n---\nBody\n"
-    settings, engine, root = geode_env.files({"r.mdc": before})
+    settings, engine, root = geode_env.files({"r.md": before})
     run_agent(settings, engine, "r", "librarian")
     report = run_agent(settings, engine, "r", "corrector")
     (p,) = report.proposals
@@ -374,8 +378,8 @@ def test_a_file_another_pending_proposal_changes_is_deferred_not_conflicted(geod
     """A quote for a file whose links the Librarian rewrites: two proposals on the same bytes
     would conflict once one is applied, so the Corrector waits; after the Librarian's is
     approved, the next run proposes the quote."""
-    before = b"---\nglobs: **/*.py\n---\n# Py\nSee [db](Database.mdc).\n"  # the same file in another case
-    settings, engine, root = geode_env.files({"py.mdc": before, "database.mdc": b"---\ndescription: db\n---\n# DB\n"})
+    before = b"---\nglobs: **/*.py\n---\n# Py\nSee [db](Database.md).\n"  # the same file in another case
+    settings, engine, root = geode_env.files({"py.md": before, "database.md": b"---\ndescription: db\n---\n# DB\n"})
     lib = run_agent(settings, engine, "n1", "librarian")
     (lp,) = lib.proposals
     report = run_agent(settings, engine, "n1", "corrector")
@@ -388,7 +392,7 @@ def test_a_file_another_pending_proposal_changes_is_deferred_not_conflicted(geod
     run_agent(settings, engine, "n2", "librarian")
     second = run_agent(settings, engine, "n2", "corrector")
     (p,) = second.proposals
-    assert after_bytes(engine, p["id"]) == b'---\nglobs: "**/*.py"\n---\n# Py\nSee [db](database.mdc).\n'
+    assert after_bytes(engine, p["id"]) == b'---\nglobs: "**/*.py"\n---\n# Py\nSee [db](database.md).\n'
 
 
 # -- the bound ----------------------------------------------------------------------------------
@@ -441,11 +445,11 @@ def test_an_edit_at_the_bound_is_proposed(geode_env):
 
 def test_a_frontmatter_value_that_is_not_one_line_is_left_for_a_person(geode_env):
     before = b"---\nglobs: **/*.py\n  src/**/*.py\n---\nBody\n"  # a plain scalar continued on the next line
-    settings, engine, root = geode_env.files({"r.mdc": before})
+    settings, engine, root = geode_env.files({"r.md": before})
     run_agent(settings, engine, "r", "librarian")
     report = run_agent(settings, engine, "r", "corrector")
     assert report.proposals == []
-    assert [(f.kind, f.path, f.line) for f in report.findings] == [("correction-not-mechanical", "r.mdc", 2)]
+    assert [(f.kind, f.path, f.line) for f in report.findings] == [("correction-not-mechanical", "r.md", 2)]
     assert "would break the note" in report.findings[0].message
 
 
@@ -546,8 +550,11 @@ def test_an_interrupted_attempt_is_finished_without_duplicates(tmp_path):
     """The first attempt filed its proposals and died before the report was written: the
     second attempt files none twice and lists the same ids."""
     from geode.agents.recording import begin_attempt
+    from tests.stores import GeodeEnv
 
-    settings, engine, root = fixture("cursor_rules", tmp_path)
+    settings, engine, root = GeodeEnv(tmp_path).files(
+        {"a.md": b"---\nglobs: **/*.py\n---\nA.\n", "b.md": b"---\nglobs: **/*.sql\n---\nB.\n"}
+    )
     run_agent(settings, engine, "cut", "librarian")
     agent = Corrector()
     from geode.agents.contract import Context

@@ -419,6 +419,7 @@ def screen(ctx, agent: str, report: Report) -> None:
             continue
         seen.add(fp)
         keep.append(prop)
+    keep = _header_screen(ctx, keep, report, counts)
     by_domain: dict[str, list[int]] = {}
     for i, prop in enumerate(keep):
         by_domain.setdefault(prop.draft.domain, []).append(i)
@@ -449,3 +450,37 @@ def screen(ctx, agent: str, report: Report) -> None:
         counts[WOULD_HARM] += 1
     report.proposed = [p for i, p in enumerate(keep) if i not in harmful]
     report.held_back = {k: counts[k] for k in sorted(counts)}
+
+
+def _header_screen(ctx, keep: list[Proposed], report: Report, counts: Counter) -> list[Proposed]:
+    """The drafts that leave every tool's own header as its tool reads it
+    (``geode.agents.header_gate``); the others become findings."""
+    from geode.agents.header_gate import HEADER_FINDING, WOULD_CHANGE_HEADER, header_harms
+
+    out: list[Proposed] = []
+    roots: dict[str, str | None] = {}
+    for prop in keep:
+        d = prop.draft
+        if d.domain not in roots:
+            try:
+                roots[d.domain] = ctx.load(d.domain).root
+            except (KeyError, OSError):
+                roots[d.domain] = None
+        root = roots[d.domain]
+        why = header_harms(root, d) if root else []
+        if not why:
+            out.append(prop)
+            continue
+        report.findings.append(
+            Finding(
+                HEADER_FINDING,
+                d.changes[0].path if d.changes else "",
+                0,
+                d.key,
+                f"not filed: {d.title} ({d.kind}): " + "; ".join(why[:5]),
+                d.domain,
+                severity="warning",
+            )
+        )
+        counts[WOULD_CHANGE_HEADER] += 1
+    return out

@@ -207,6 +207,10 @@ def cmd_upkeep(args) -> int:
     failing = [
         c for c in doctor_checks(settings, skip_model=True, reports={r.agent: r for r in reports}) if not c["ok"]
     ]
+    # what the exit says: whether every agent could do its job. A recall index (or vectors)
+    # still being built is the state of another part: said as pending, never a failed night
+    agents_failing = [c for c in failing if agent_job_check(c["name"])]
+    pending = [c for c in failing if not agent_job_check(c["name"])]
     if args.json:
         print_json(
             {
@@ -214,6 +218,8 @@ def cmd_upkeep(args) -> int:
                 "runs": runs,
                 "not_installed": not_installed,
                 "doctor": {"ok": not failing, "failed": failing},
+                "agents_ok": not agents_failing and not any(r.status == contract.FAILED for r in reports),
+                "pending": [c["name"] for c in pending],
             }
         )
     else:
@@ -222,11 +228,14 @@ def cmd_upkeep(args) -> int:
             print(render_report(run))
         if not_installed:
             print(f"(not installed, their module cannot be imported: {', '.join(not_installed)})")
-        if failing:
-            print(f"geode doctor would fail on this store ({len(failing)} check(s)):")
-            for c in failing:
+        if agents_failing:
+            print(f"geode doctor would fail on this store ({len(agents_failing)} check(s)):")
+            for c in agents_failing:
                 print(f"   FAIL  {c['name']}: {c['message']}")
-    failed = any(r.status == contract.FAILED for r in reports) or bool(failing)
+        for c in pending:
+            what = "index pending" if c["name"] in ("recall", "vectors", "index") else "not ready"
+            print(f"   {what}  {c['name']}: {c['message']} (the agents' work does not wait on it)")
+    failed = any(r.status == contract.FAILED for r in reports) or bool(agents_failing)
     return EXIT_FAILED if failed else EXIT_OK
 
 
@@ -260,6 +269,16 @@ def _send_run(settings, app, run_id: str, names: list[str]) -> dict | None:
         why = " ".join(str(exc).split())[:300] or type(exc).__name__
         return {"error": f"the broker {broker} did not take the upkeep run ({why}); is it running?", "broker": broker}
     return None
+
+
+#: doctor's checks that say whether an agent could do its job on the store (the rest, the
+#: recall index, the vectors, the hooks, the broker, are other parts' state)
+AGENT_JOB_CHECKS = ("store", "ledger", "agents")
+
+
+def agent_job_check(name: str) -> bool:
+    """Whether doctor's check ``name`` is about an agent doing its job (``geode upkeep``'s exit)."""
+    return name in AGENT_JOB_CHECKS or name.startswith("agent:")
 
 
 # -- worker and scheduler --------------------------------------------------------------------

@@ -16,6 +16,9 @@ it proposes, one ``edit`` proposal per file:
   quoting its first line would end it there). The delivery core reads these leniently
   and no agent before it flags the ``match: |`` form, so the Corrector takes those from the
   parser's own warnings (``lenient-block-indicator``) and records them as its own findings.
+  Never a header its own tool reads in its own format (``geode.kernel.header_format``): a Cursor
+  rule's ``globs: **/*.rs`` is Cursor's syntax (quoted, Cursor keeps the quotes and the rule
+  stops attaching), Hugo's TOML and Logseq's properties are not YAML either.
 - **notes past their freshness duty** (``stale``): the note gets one new frontmatter line,
   ``review_due: <last_verified + freshness_days>``, right after ``last_verified``. Its status
   is left alone (a ``status`` rewrite would lose what the note was, and the Cleaner reads
@@ -50,6 +53,7 @@ from geode.agents.contract import Agent, Context, Finding, Proposed, Report, Ski
 from geode.corrector.edits import FileLines, changed_lines, check_edit, line_map, unified
 from geode.corrector.fixes import CorrectorRun, Fix, Fixes
 from geode.kernel.frontmatter_edit import FrontmatterEditError, set_key
+from geode.kernel.header_format import is_tool_header
 
 #: the stored finding kinds the Corrector acts on
 LINK_KINDS = ("broken-link", "signpost-stale")
@@ -163,6 +167,8 @@ class Corrector(Agent):
                 if fix is not None:
                     fixes.setdefault(f.path, []).append(fix)
         for note in load.notes:  # the lenient forms no agent before it flags
+            if is_tool_header(note.path, note.text):
+                continue  # its tool's own format (a Cursor rule's header): not YAML to repair
             for line, code, message in note.fm_warnings:
                 if code == "lenient-block-indicator" and (note.path, line) not in flagged:
                     f = Finding(

@@ -18,6 +18,7 @@ from geode.agents.contract import Context, Finding, Report, Skipped
 from geode.corrector.edits import quote_value
 from geode.kernel.crystal import RETIRED_STATUSES
 from geode.kernel.dates import DateError, ValidityWindow, optional_date
+from geode.kernel.header_format import KIND_WORDS, header_kind
 from geode.links.refs import Ref
 
 #: frontmatter read leniently that strict YAML rejects, repaired by quoting the value
@@ -111,6 +112,12 @@ class Fixes:
         if note is None:
             report.skipped.append(Skipped(f.path, f.line, f.target, "the note is no longer in the store", f.domain))
             return None
+        kind = header_kind(note.path, note.text)
+        if kind in KIND_WORDS:
+            report.skipped.append(
+                Skipped(f.path, f.line, f.target, f"{KIND_WORDS[kind]}: its lines are kept as they are", f.domain)
+            )
+            return None
         codes = [code for line, code, _m in note.fm_warnings if line == f.line]
         if not codes:
             report.skipped.append(Skipped(f.path, f.line, f.target, "the frontmatter reads cleanly now", f.domain))
@@ -127,6 +134,14 @@ class Fixes:
 
         fm = note.frontmatter
         if "last_verified" not in fm or note.status in RETIRED_STATUSES:
+            return None
+        kind = header_kind(note.path, note.text)
+        if kind in KIND_WORDS:  # no key is added to a header its own tool reads
+            report.skipped.append(
+                Skipped(
+                    note.path, note.line_of("last_verified"), REVIEW_KEY, f"{KIND_WORDS[kind]}: never edited", domain
+                )
+            )
             return None
         today = self.run.today or _dt.date.today()
         if ValidityWindow.from_frontmatter(fm).closed_before(today):

@@ -198,19 +198,52 @@ def _raw_path(raw: str) -> str:
     return raw.split("#", 1)[0]
 
 
+def _cursor_rule(text: str, path: str):
+    """A Cursor rule whose header strict and lenient YAML both reject, read as Cursor reads it
+    (``geode.kernel.header_format.cursor_fields``), the body after it as any note's."""
+    from geode.kernel.crystal import CrystalText
+    from geode.kernel.header_format import cursor_fields
+
+    data, lines, spans = cursor_fields(text) or ({}, {}, 0)
+    parts = text.split("\n", spans)
+    body = parts[spans] if len(parts) > spans else ""
+    essence, essence_line, _problems = extract_essence(body, spans + 1)
+    out = CrystalText(path, data, lines, [], essence, essence_line, body, spans + 1, text)
+    out.has_frontmatter = True
+    return out
+
+
 def parse_note(text: str, path: str) -> Note:
     """Parse one note. Raises ``NoteError`` (with file and line) when it cannot be read."""
-    c = parse_crystal_text(text, path)
-    essence_problems = extract_essence(c.body, c.body_line)[2]
+    try:
+        c = parse_crystal_text(text, path)
+    except NoteError as exc:
+        if exc.code != "bad-frontmatter" or not path.lower().endswith(".mdc"):
+            raise
+        c = _cursor_rule(text, path)  # Cursor reads its header line by line, never as YAML
+    frontmatter, fm_lines, has_fm, body, body_line = c.frontmatter, c.fm_lines, c.has_frontmatter, c.body, c.body_line
+    if not has_fm and (text.lstrip("\ufeff")[:3] == "+++" or "::" in text[:4096]):
+        # a header in its tool's own format (Hugo's TOML, Logseq's properties): read, so a
+        # title, aliases and tags come through (``geode.kernel.header_format``)
+        from geode.kernel.header_format import tool_frontmatter
+
+        found = tool_frontmatter(path, text)
+        if found is not None:
+            frontmatter, fm_lines, spans = found
+            has_fm = True
+            if spans:
+                parts = text.split("\n", spans)
+                body, body_line = (parts[spans] if len(parts) > spans else ""), spans + 1
+    essence_problems = extract_essence(body, body_line)[2]
     return Note(
         path=path,
         text=text,
-        frontmatter=c.frontmatter,
-        fm_lines=c.fm_lines,
+        frontmatter=frontmatter,
+        fm_lines=fm_lines,
         fm_warnings=c.fm_warnings,
-        has_frontmatter=c.has_frontmatter,
-        body=c.body,
-        body_line=c.body_line,
+        has_frontmatter=has_fm,
+        body=body,
+        body_line=body_line,
         essence=c.essence,
         essence_line=c.essence_line,
         essence_problems=essence_problems,

@@ -19,6 +19,7 @@ import hashlib
 from geode.agents.contract import Agent, Context, Finding, Proposed, Report, Skipped
 from geode.delivery.lint import lint_note
 from geode.kernel.crystal import RETIRED_STATUSES
+from geode.kernel.header_format import KIND_WORDS, header_kind
 from geode.links.names import is_signpost
 from geode.links.relink import move_history, rewrite_line
 from geode.links.resolver import StoreLinks
@@ -89,6 +90,10 @@ class Librarian(Agent):
                     f"{sum(links.wiki_order_votes.values())} piped links decided)"
                 )
             self._domain(ctx, domain, load, links, report)
+        tool = {k: report.examined.get(f"header:{k}", 0) for k in KIND_WORDS}
+        if any(tool.values()):
+            said = ", ".join(f"{n} {KIND_WORDS[k]}" for k, n in tool.items() if n)
+            report.message = "; ".join(filter(None, [report.message, f"headers in their tool's own format: {said}"]))
         if flavours:
             report.message = "; ".join(filter(None, [report.message, "flavour " + ", ".join(flavours)]))
         if orders:
@@ -109,7 +114,11 @@ class Librarian(Agent):
                 ex["mdc_rules"] += 1
             signpost = is_signpost(note)
             ex["signposts"] += signpost
-            for line, code, message in note.fm_warnings:
+            kind = header_kind(note.path, note.text)
+            if kind in KIND_WORDS:
+                # the tool's own format: read as its tool reads it, never judged as YAML
+                ex[f"header:{kind}"] = ex.get(f"header:{kind}", 0) + 1
+            for line, code, message in note.fm_warnings if kind not in KIND_WORDS else ():
                 if code in _NOT_YAML:
                     report.findings.append(
                         Finding(

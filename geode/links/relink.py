@@ -8,6 +8,7 @@ Corrector), and the history reads the approval queue, which resolution never doe
 
 from __future__ import annotations
 
+import re
 from urllib.parse import unquote
 
 from geode.links.refs import Ref
@@ -22,10 +23,8 @@ def rewrite_line(line: str, ref: Ref, new_text: str) -> str | None:
     from geode.kernel.mdread import read_markdown
 
     old = ref.raw or ref.target
-    if ref.syntax == "mention":
-        return None
-    if ref.syntax == "path":
-        return _replace_word(line, old, new_text)
+    if ref.syntax not in LINK_SYNTAXES or is_include_directive(line):
+        return None  # a file name in prose or code, or an include: words, not a link target
     found = read_markdown(line.lstrip()).links
     if ref.syntax in ("wiki", "relation"):
         for lk in found:
@@ -73,22 +72,35 @@ def rewrite_line(line: str, ref: Ref, new_text: str) -> str | None:
     return None
 
 
-def _replace_word(line: str, old: str, new_text: str) -> str | None:
-    idx = line.find(old)
-    while idx >= 0:
-        before = line[idx - 1] if idx > 0 else " "
-        after = line[idx + len(old)] if idx + len(old) < len(line) else " "
-        if not (before.isalnum() or before in "/.-_") and not (after.isalnum() or after in "/_-"):
-            return line[:idx] + new_text + line[idx + len(old) :]
-        idx = line.find(old, idx + 1)
-    return None
+#: the reference syntaxes whose target is a link target, the only text a rewrite may change
+#: (a bare path in prose, ``path``, and one in backticks, ``mention``, are the author's words)
+LINK_SYNTAXES = ("wiki", "relation", "markdown", "reference")
+
+#: include directives: the file is pulled into the page at build time, from a base path the
+#: tool names (pymdownx snippets, Jinja/Liquid includes, Hugo's readfile shortcode, mdBook's
+#: include); never a link, never rewritten
+_INCLUDE = re.compile(
+    r"""(?:^\s*-{1,2}8<-{1,2}\s)|\{%-?\s*(?:include|include_relative|import|from)\b|\{\{[<%]\s*(?:readfile|include|code)\b|\{\{#(?:include|rustdoc_include|playground)\b"""
+)
+
+
+def is_include_directive(line: str) -> bool:
+    """Whether ``line`` holds an include directive (``--8<-- "file"``, ``{% include %}``,
+    ``{{< readfile >}}``, ``{{#include}}``)."""
+    return bool(_INCLUDE.search(line))
 
 
 def git_renames(root: str, project_root: str, limit: int = 5000) -> dict[str, str]:
     """``{old path: new path}`` (relative to the store) from the renames in the git history of
-    the repository holding the store (``git log --name-status --diff-filter=R``), oldest first
-    so a chain ends at the latest name. Empty when git is missing or the store is not in a
-    repository: a rename with no record is never guessed."""
+    the repository holding the store, oldest first so a chain ends at the latest name. Empty
+    when git is missing or the store is not in a repository: a rename with no record is never
+    guessed.
+
+    A rename counts only where it is evidence that this very document moved: git's ``R`` is a
+    guess from similar content, so a commit that renames a file *and* adds a sibling (a note in
+    the folder it left or the folder it went to, or a new file at the old path) is not
+    evidence of which of the two the old name's readers meant (``tutorial.md`` renamed to
+    ``tutorial-v1.md`` beside a new ``tutorial-v2.md``); its renames are left out."""
     import os
     import shutil
     import subprocess
@@ -97,7 +109,19 @@ def git_renames(root: str, project_root: str, limit: int = 5000) -> dict[str, st
         return {}
     try:
         proc = subprocess.run(
-            ["git", "-C", root, "log", "--name-status", "--diff-filter=R", "-M", "--format=", f"-n{limit}", "--", "."],
+            [
+                "git",
+                "-C",
+                root,
+                "log",
+                "--name-status",
+                "--diff-filter=AR",
+                "-M",
+                "--format=%x1fcommit",
+                f"-n{limit}",
+                "--",
+                ".",
+            ],  # fmt: skip
             capture_output=True,
             text=True,
             timeout=60,
@@ -108,16 +132,42 @@ def git_renames(root: str, project_root: str, limit: int = 5000) -> dict[str, st
         return {}
     prefix = os.path.relpath(os.path.realpath(root), os.path.realpath(project_root)).replace(os.sep, "/")
     prefix = "" if prefix == "." else prefix + "/"
-    out: dict[str, str] = {}
-    for row in reversed(proc.stdout.splitlines()):
+    commits: list[list[list[str]]] = []
+    for row in proc.stdout.splitlines():
+        if row.startswith("\x1f"):
+            commits.append([])
+            continue
         parts = row.split("\t")
-        if len(parts) != 3 or not parts[0].startswith("R"):
-            continue
-        old, new = parts[1], parts[2]
-        if prefix and not (old.startswith(prefix) and new.startswith(prefix)):
-            continue
-        out[old[len(prefix) :]] = new[len(prefix) :]
+        if commits and len(parts) >= 2:
+            commits[-1].append(parts)
+    out: dict[str, str] = {}
+    for rows in reversed(commits):  # oldest first
+        added = [r[1] for r in rows if r[0].startswith("A")]
+        for r in rows:
+            if len(r) != 3 or not r[0].startswith("R"):
+                continue
+            old, new = r[1], r[2]
+            if prefix and not (old.startswith(prefix) and new.startswith(prefix)):
+                continue
+            if _sibling_added(old, new, added):
+                continue
+            out[old[len(prefix) :]] = new[len(prefix) :]
     return out
+
+
+def _sibling_added(old: str, new: str, added: list[str]) -> bool:
+    """Whether the commit that renamed ``old`` to ``new`` also added a note beside either."""
+    import posixpath
+
+    from geode.kernel.crystal import NOTE_SUFFIXES
+
+    folders = {posixpath.dirname(old), posixpath.dirname(new)}
+    for a in added:
+        if a == old:
+            return True
+        if a.lower().endswith(NOTE_SUFFIXES) and posixpath.dirname(a) in folders:
+            return True
+    return False
 
 
 def move_history(engine) -> dict[str, dict[str, str]]:

@@ -86,7 +86,13 @@ def _name_keys(n: Note) -> tuple[set[str], str, set[str]]:
     }
     if n.frontmatter.get("title"):
         keys.add(str(n.frontmatter["title"]).casefold())
-    return keys, n.stem.casefold(), {a.strip().casefold() for a in n.aliases if a.strip()}
+    aliases = {a.strip().casefold() for a in n.aliases if a.strip()}
+    if aliases and isinstance(n.frontmatter.get("alias"), str):
+        from geode.kernel.header_format import LOGSEQ, header_kind
+
+        if header_kind(n.path, n.text) == LOGSEQ:
+            keys |= aliases  # Logseq's alias:: names the page: [[alias]] opens it, nothing to rewrite
+    return keys, n.stem.casefold(), aliases
 
 
 class StoreLinks:
