@@ -209,3 +209,32 @@ def test_provenance_follows_moves_and_forgets_what_a_person_rewrote(tmp_path):
     assert prov.wrote("kept/old.md", "name", "old") is None  # never changed by a proposal: the person's
     assert prov.wrote("kept/old.md", "status", "stable") is None  # a value geode did not write
     assert prov.made_by_geode("kept/old.md") is None  # a moved note is still the person's
+
+
+@pytest.mark.parametrize(
+    "files, note, expect",
+    [
+        ({"mkdocs.yml": "site_name: x\n"}, "docs/a.md", ".geode/drafts/docs/a.merge.md"),
+        ({"mkdocs.yml": "site_name: x\ndocs_dir: pages\n"}, "docs/a.md", "docs/a.merge.md"),
+        ({"mkdocs.yml": "site_name: x\ndocs_dir: pages\n"}, "pages/a.md", ".geode/drafts/pages/a.merge.md"),
+        ({"book.toml": '[book]\ntitle = "x"\n'}, "src/a.md", ".geode/drafts/src/a.merge.md"),
+        ({"book.toml": '[book]\nsrc = "chapters"\n'}, "chapters/a.md", ".geode/drafts/chapters/a.merge.md"),
+        ({"hugo.toml": 'baseURL = "https://x.org/"\n'}, "content/posts/a.md", ".geode/drafts/content/posts/a.merge.md"),
+        ({"config.toml": 'title = "x"\n', "content/_index.md": "# x\n"}, "content/a.md", ".geode/drafts/content/a.merge.md"),
+        ({"config.toml": 'title = "x"\n'}, "notes/a.md", "notes/a.merge.md"),  # a config.toml alone is no site
+        ({}, "notes/a.md", "notes/a.merge.md"),
+        ({"mkdocs.yml": "site_name: x\n"}, "README.md", "README.merge.md"),  # outside docs/: not published
+    ],
+)
+def test_drafts_go_where_the_stores_tool_publishes_nothing(tmp_path, files, note, expect):
+    from geode.cleaner.published import draft_path
+
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text, encoding="utf-8")
+    assert draft_path(str(tmp_path), note, note.rsplit("/", 1)[-1][:-3]) == expect
+    # a store that is the published folder itself has no place for a draft
+    if expect.startswith(".geode/drafts/"):
+        tree = expect.split("/")[2]
+        (tmp_path / tree).mkdir(exist_ok=True)
+        assert draft_path(str(tmp_path / tree), "a.md", "a") is None

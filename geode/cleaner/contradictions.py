@@ -99,7 +99,8 @@ class Contradictions:
                     f"supersede:{self.run.domain}:{r}",
                     f"Mark {r} superseded (superseded by {p})",
                     f"{p} names {r} in its supersedes, yet {r} is still status: stable; two "
-                    f"versions of one truth would both be delivered.",
+                    f"versions of one truth would both be delivered. Facts: {p}: supersedes {r} "
+                    f"(written by a person: no applied proposal wrote it).",
                     [f],
                 )
         # 3. two stable notes on one subject with overlapping validity
@@ -153,7 +154,8 @@ class Contradictions:
                         f"overlap:{self.run.domain}:{a.path}",
                         f"Mark {a.path} superseded by the newer {b.path}",
                         f"Both are status: stable on the same subject and their validity windows "
-                        f"overlap; {a.path} is the older (valid_from/last_verified).",
+                        f"overlap; {a.path} is the older (valid_from/last_verified). Facts: both "
+                        f"statuses stable (written by a person: no applied proposal wrote them).",
                         [f],
                     )
 
