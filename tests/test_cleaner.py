@@ -245,9 +245,9 @@ def test_two_versions_of_one_truth_applied_then_nothing_new_then_undone(tmp_path
     by_title = {p["title"]: p for p in report.proposals}
     loop = by_title["Break the supersedes loop at cache-ttl-b.md"]
     assert loop["paths"] == ["cache-ttl-b.md", "cache-ttl-a.md"]
-    merge = by_title["Merge stub for near-duplicates restarting-workers.md and worker-restart.md"]
+    merge = by_title["Draft a merge of near-duplicates restarting-workers.md and worker-restart.md"]
     assert merge["kind"] == "new_note"
-    assert merge["paths"] == ["restarting-workers.merge.md", "restarting-workers.md", "worker-restart.md"]
+    assert merge["paths"] == ["restarting-workers.merge.md"]  # the draft only: a merge retires nothing by itself
     # the near-duplicate needs both tests: worker-scale-out is close in meaning, not in text
     dup = [f for f in report.findings if f.kind == "near-duplicate"]
     assert [(f.path, f.target) for f in dup] == [("restarting-workers.md", "worker-restart.md")]
@@ -256,19 +256,19 @@ def test_two_versions_of_one_truth_applied_then_nothing_new_then_undone(tmp_path
     b = (root / "cache-ttl-b.md").read_text(encoding="utf-8")
     assert "status: superseded" in b and "cache-ttl-c" not in b.split("---")[1]
     stub = (root / "restarting-workers.merge.md").read_text(encoding="utf-8")
-    assert "[[restarting-workers]]" in stub and "[[worker-restart]]" in stub and "status: draft" in stub
+    assert "](restarting-workers.md)" in stub and "](worker-restart.md)" in stub and "status: draft" in stub
+    assert "supersedes" not in stub.split("---")[1]  # no one is retired by geode's draft
     assert "Celery" not in stub  # no wording of theirs: the merge is a person's to write
-    for name in (
-        "restarting-workers.md",
-        "worker-restart.md",
-        "retry-cutoff-2025.md",
-        "deploy-window-2025.md",
-        "cache-ttl-a.md",
-    ):
+    for name in ("retry-cutoff-2025.md", "deploy-window-2025.md", "cache-ttl-a.md"):
         assert "status: superseded" in (root / name).read_text(encoding="utf-8"), name
+    for name in ("restarting-workers.md", "worker-restart.md"):  # a person says which stays
+        assert "superseded" not in (root / name).read_text(encoding="utf-8"), name
     again = run_agent(settings, engine, "night-2", "cleaner")
-    assert again.status == "ok" and again.examined["notes"] == 12
-    assert again.findings == [] and again.proposals == []
+    assert again.status == "ok" and again.examined["notes"] == 12 and again.examined["notes_geode_made"] == 1
+    assert again.proposals == []
+    [left] = again.findings  # the pair is still two notes, until a person merges them
+    assert (left.kind, left.path, left.target) == ("near-duplicate", "restarting-workers.md", "worker-restart.md")
+    assert "a merge draft is at restarting-workers.merge.md" in left.message
     for p in reversed(report.proposals):
         assert apply.undo(settings, engine, p["id"], "tester")["ok"]
     assert snapshot(root) == before

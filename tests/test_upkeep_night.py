@@ -227,12 +227,8 @@ NIGHT_1 = {
 NIGHT_1_CLEANER = {
     ("cleaner", "archive", ("archive/inbox/idea-1.md", "inbox/idea-1.md")),
     ("cleaner", "archive", ("archive/inbox/idea-2.md", "inbox/idea-2.md")),
-    # the merge stub beside the first of the pair (by path), both originals set superseded
-    (
-        "cleaner",
-        "new_note",
-        ("notes/retry-policy-again.merge.md", "notes/retry-policy-again.md", "notes/retry-policy.md"),
-    ),
+    # the merge draft beside the first of the pair (by path); neither original is touched
+    ("cleaner", "new_note", ("notes/retry-policy-again.merge.md",)),
 }
 NIGHT_1_GARDENER = {
     ("gardener", "new_note", ("stubs/lookup-kubeconfig.md",)),
@@ -460,4 +456,6 @@ def test_one_night_end_to_end_then_the_next_finds_nothing_new(night):
             }
         if kind == "never-fires":  # the Gardener's stub: its essence is a person's to write
             assert paths == {"stubs/lookup-kubeconfig.md"}
-    assert not left.get("cleaner") and not left.get("gardener")
+    # the pair stays two notes until a person merges them (its draft is there): the one Cleaner finding
+    assert left.get("cleaner", {}) == {"near-duplicate": {"notes/retry-policy-again.md"}}
+    assert not left.get("gardener")

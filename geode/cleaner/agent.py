@@ -5,8 +5,9 @@ state (``geode.cleaner.notes.CleanerRun``):
 
 - folders over their cap, and the archive proposals that bring them down
   (``geode.cleaner.caps``);
-- near-duplicates, two versions of one truth by their text and embedding
-  (``geode.cleaner.duplicates``, with the MinHash blocking in ``geode.cleaner.similar``);
+- near-duplicates, two versions of one truth by their subject, their text beyond their folder's
+  template and their embedding (``geode.cleaner.duplicates``, with the MinHash blocking in
+  ``geode.cleaner.similar`` and the template and subject in ``geode.cleaner.template``);
 - contradictions, two versions of one truth by their frontmatter: overlapping stable notes on
   one subject, superseded notes still stable, ``supersedes`` loops
   (``geode.cleaner.contradictions``).
@@ -28,6 +29,7 @@ from geode.cleaner.caps import FolderCaps
 from geode.cleaner.contradictions import Contradictions
 from geode.cleaner.duplicates import EMBED_MIN, TEXT_MIN, NearDuplicates
 from geode.cleaner.hierarchy import dendron_like_store, group_of
+from geode.cleaner.template import SUBJECT_MIN
 from geode.cleaner.notes import CleanerRun, folder_of
 from geode.kernel.config import default
 
@@ -40,6 +42,7 @@ EXAMINED_KEYS = (
     "folders",
     "folders_capped",
     "folders_over_cap",
+    "notes_geode_made",
     "ledger_rows",
     "notes_used",
     "stable_notes",
@@ -49,6 +52,7 @@ EXAMINED_KEYS = (
     "notes_too_short",
     "pairs_compared",
     "pairs_text_similar",
+    "pairs_other_subject",
     "pairs_embedded",
     "notes_embedded",
     "vectors_reused",
@@ -98,7 +102,8 @@ class Cleaner(Agent):
                 [
                     report.message,
                     (
-                        f"near-duplicate: text Jaccard >= {TEXT_MIN:.2f} (character 5-grams, boilerplate dropped) "
+                        f"near-duplicate: same subject (name words Jaccard >= {SUBJECT_MIN:.2f}), "
+                        f"text Jaccard >= {TEXT_MIN:.2f} (character 5-grams of what the folder's template leaves) "
                         f"and embedding cosine >= {EMBED_MIN:.2f} ({run.model_id or 'model not loaded: no pair passed the text test'}); "
                         f"cap {run.cap} per folder"
                         + (

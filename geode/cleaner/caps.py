@@ -19,7 +19,13 @@ next candidate is taken. ``[cleaner] max_archives`` bounds the archives of one r
 Apart from the run (``geode.cleaner.agent``) because it is the one check that moves files and
 rewrites other notes' links; it is handed the run's state (``CleanerRun``: ``notes``,
 ``domain``, ``links``, ``used``, ``cap``, ``caps``, ``archive_dir``, ``resolve``, ``archived``,
-``bytes_of``, ``free``) and reads nothing off the agent.
+``bytes_of``, ``free``, ``prov``) and reads nothing off the agent.
+
+Geode's own edits are never evidence (``geode.queue.provenance``): a folder counts the person's
+notes, never a file an applied proposal created (a merge draft, a Gardener stub); a retired
+status, a ``supersedes`` or a ``valid_to`` that an applied proposal wrote (and the note still
+holds) does not choose a note to archive. Each reason in an archive's rationale says it was
+written by a person.
 """
 
 from __future__ import annotations
@@ -52,7 +58,11 @@ class FolderCaps:
                 continue  # the archive grows by design
             ex["folders_capped"] += 1
             cap = self.run.caps.get(folder, self.run.cap)
-            members = folders[folder]
+            # the person's notes: a file an applied proposal created (a merge draft, a stub) is
+            # geode's, and a folder is never "over its cap" by geode's own files
+            made = [p for p in folders[folder] if self.run.prov.made_by_geode(p)]
+            ex["notes_geode_made"] += len(made)
+            members = [p for p in folders[folder] if not self.run.prov.made_by_geode(p)]
             if len(members) <= cap:
                 continue
             ex["folders_over_cap"] += 1
@@ -121,13 +131,15 @@ class FolderCaps:
         in an empty or young ledger is not evidence. Empty: no evidence, never archived."""
         n = self.run.notes[path]
         why = []
-        if n.status in RETIRED_STATUSES:
-            why.append(f"status {n.status}")
+        # a fact geode wrote (a status, a supersedes, a date an applied proposal set) is not
+        # evidence: each night's approvals would justify the next night's
+        if n.status in RETIRED_STATUSES and not self.run.geode_wrote(path, "status"):
+            why.append(f"status {n.status} (written by a person)")
         if path in self._superseded_targets():
-            why.append("superseded by a live note")
+            why.append("superseded by a live note (its supersedes written by a person)")
         valid_to = date_of(n, "valid_to")
-        if valid_to is not None and valid_to < _dt.date.today():
-            why.append(f"validity window closed {valid_to.isoformat()}")
+        if valid_to is not None and valid_to < _dt.date.today() and not self.run.geode_wrote(path, "valid_to"):
+            why.append(f"validity window closed {valid_to.isoformat()} (written by a person)")
         if self.run.ledger_days >= self.run.evidence_days:
             _uses, last, _ = self.run.used.get(path, (0, 0.0, 0))
             if last < self.run.ledger_last - self.run.evidence_days * 86400.0:
@@ -142,7 +154,7 @@ class FolderCaps:
         uses, last, _ = self.run.used.get(path, (0, 0.0, 0))
         superseded = any(r == path for r in self._superseded_targets())
         return (
-            0 if n.status in RETIRED_STATUSES else 1,
+            0 if n.status in RETIRED_STATUSES and not self.run.geode_wrote(path, "status") else 1,
             0 if superseded else 1,
             0 if not uses else 1,
             date_of(n, "last_verified") or _dt.date.min,
@@ -156,8 +168,8 @@ class FolderCaps:
             return cached[1]
         out: set[str] = set()
         for n in self.run.notes.values():
-            if n.status in RETIRED_STATUSES:
-                continue
+            if n.status in RETIRED_STATUSES or self.run.geode_wrote(n.path, "supersedes"):
+                continue  # a supersedes geode wrote (or in a file geode made) retires no one
             for t in supersedes_targets(n.frontmatter.get("supersedes")):
                 r = self.run.resolve(t)
                 if r and r != n.path:

@@ -14,7 +14,12 @@
 Apart from the run (``geode.cleaner.agent``) because it is one check with its own graph work
 (strongly connected components of the ``supersedes`` edges) and its own frontmatter edit; it is
 handed the run's state (``CleanerRun``: ``notes``, ``domain``, ``resolve``, ``bytes_of``,
-``free``, ``status_proposal``) and reads nothing off the agent.
+``free``, ``status_proposal``, ``prov``) and reads nothing off the agent.
+
+Only a person's word counts (``geode.queue.provenance``): a ``supersedes`` an applied proposal
+wrote (or in a file one created, such as a merge draft) makes no edge, and a ``status: stable``
+geode set is not compared. This is the one way a note becomes superseded: a person writes
+``supersedes:`` in the note that stays, and this check proposes that one status change.
 """
 
 from __future__ import annotations
@@ -40,6 +45,8 @@ class Contradictions:
         notes = self.run.notes
         edges: dict[str, list[tuple[str, str]]] = {}  # path -> [(target text, resolved path)]
         for p, n in notes.items():
+            if self.run.geode_wrote(p, "supersedes"):
+                continue  # a supersedes geode wrote (a file it made, an edit it applied) is no one's word
             for t in supersedes_targets(n.frontmatter.get("supersedes")):
                 ex["supersedes_edges"] += 1
                 r = self.run.resolve(t)
@@ -92,15 +99,16 @@ class Contradictions:
                     f"supersede:{self.run.domain}:{r}",
                     f"Mark {r} superseded (superseded by {p})",
                     f"{p} names {r} in its supersedes, yet {r} is still status: stable; two "
-                    f"versions of one truth would both be delivered.",
+                    f"versions of one truth would both be delivered. Facts: {p}: supersedes {r} "
+                    f"(written by a person: no applied proposal wrote it).",
                     [f],
                 )
         # 3. two stable notes on one subject with overlapping validity
         related = {(a, b) for a, es in edges.items() for _t, b in es}
         subjects: dict[str, list] = {}
         for n in notes.values():
-            if n.status != "stable":
-                continue
+            if n.status != "stable" or self.run.geode_wrote(n.path, "status"):
+                continue  # a stable status geode set is not a person's claim to compare
             ex["stable_notes"] += 1
             subj = n.frontmatter.get("subject") or n.title
             key = loose(str(subj))
@@ -146,7 +154,8 @@ class Contradictions:
                         f"overlap:{self.run.domain}:{a.path}",
                         f"Mark {a.path} superseded by the newer {b.path}",
                         f"Both are status: stable on the same subject and their validity windows "
-                        f"overlap; {a.path} is the older (valid_from/last_verified).",
+                        f"overlap; {a.path} is the older (valid_from/last_verified). Facts: both "
+                        f"statuses stable (written by a person: no applied proposal wrote them).",
                         [f],
                     )
 

@@ -17,6 +17,7 @@ from geode.kernel.dates import DateError, optional_date
 from geode.kernel.note import Note
 from geode.links.names import loose
 from geode.links.resolver import StoreLinks
+from geode.queue.provenance import ABSENT, Provenance, load_provenance
 from geode.recall.embed import Embedder
 
 
@@ -91,6 +92,9 @@ class CleanerRun:
     by_name: dict[str, tuple[str, ...]] = field(default_factory=dict)  # a name's key -> the paths it names
     # folder caps: the targets of live notes' supersedes, for one domain's notes
     sup_cache: tuple[dict[str, Note], set[str]] | None = None
+    #: what the applied proposals of this domain wrote (``geode.queue.provenance``): a fact geode
+    #: wrote is never evidence for another proposal
+    prov: Provenance = field(default_factory=Provenance)
 
     def enter(self, domain: str, notes: dict[str, Note], links: StoreLinks) -> None:
         """Start on a domain: its notes, its links, and the names they answer to."""
@@ -98,6 +102,7 @@ class CleanerRun:
         self.notes = notes
         self.links = links
         self.touched = set()
+        self.prov = load_provenance(self.ctx.engine, domain)
         by: dict[str, list[str]] = {}
         for p, n in notes.items():
             keys = {p.casefold(), p.rsplit(".", 1)[0].casefold()}
@@ -135,6 +140,12 @@ class CleanerRun:
         if text.lstrip("\ufeff") != self.notes[path].text.lstrip("\ufeff"):
             return None  # changed since it was read: the next run proposes on what is there
         return cur[0]
+
+    def geode_wrote(self, path: str, key: str) -> int | None:
+        """The applied proposal whose value of frontmatter ``key`` this note still holds, or None
+        when the value is a person's."""
+        n = self.notes.get(path)
+        return self.prov.wrote(path, key, n.frontmatter.get(key, ABSENT) if n is not None else ABSENT)
 
     def archived(self, path: str) -> bool:
         return path == self.archive_dir or path.startswith(self.archive_dir + "/")
