@@ -14,7 +14,7 @@ import os
 from collections.abc import Mapping
 from typing import Any, TypedDict
 
-from geode.services import doctor_reach
+from geode.services import doctor_index_build, doctor_reach
 
 
 class Check(TypedDict):
@@ -48,7 +48,7 @@ def doctor_checks(
     installed = agents_installed_check(have, missing)
     if installed is not None:
         checks.append(installed)
-    checks += index_checks(settings, counted.notes)
+    checks += doctor_index_build.building_checks(settings) or index_checks(settings, counted.notes)
     checks.append(check("recall", *doctor_reach.recall_check(settings, counted.notes)))
     vec = doctor_reach.vectors_check(settings, skip_model)
     if vec is not None:
