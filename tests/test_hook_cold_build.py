@@ -173,7 +173,8 @@ def test_doctor_says_index_building_while_a_builder_runs_and_the_hook_stays_quie
     from geode.services import doctor, doctor_index_build
 
     def index_part():  # the line of doctor_checks that says the index's state (its other checks need services)
-        return doctor_index_build.building_checks(g.settings()) or doctor.index_checks(g.settings(), 1)
+        building = doctor_index_build.building(g.settings())
+        return [doctor.check("index", *building)] if building else doctor.index_checks(g.settings(), 1)
 
     g = Geode(tmp_path, config=CONFIG)
     g.crystal("build.md", "Run the build with --verbose to see the failing step.", match='"npm run build"')

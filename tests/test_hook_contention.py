@@ -14,7 +14,6 @@ to the store (so every hook sees a changed folder and wants to refresh).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -141,7 +140,9 @@ def test_a_call_that_cannot_read_the_index_leaves_an_index_busy_row(tmp_path):
     g = Geode(tmp_path)
     _store(g)
     holder = subprocess.Popen(
-        [sys.executable, "-c", _EXCLUSIVE, index_path(g.settings())], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        [sys.executable, "-c", _EXCLUSIVE, index_path(g.settings())],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
         text=True,
     )
     try:

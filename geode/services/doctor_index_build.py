@@ -13,8 +13,9 @@ import time
 from typing import Any
 
 
-def building(settings) -> dict[str, Any] | None:
-    """The ``index`` check while a background build runs; None when none runs."""
+def building(settings) -> tuple[bool, dict[str, Any], str] | None:
+    """``(ok, examined, message)`` of the ``index`` check while a background build runs (never
+    ok); None when none runs."""
     from geode.delivery.index import index_path
     from geode.delivery.index_build import running
 
@@ -23,19 +24,9 @@ def building(settings) -> dict[str, Any] | None:
         return None
     pid, started = int(info.get("pid") or 0), float(info.get("started_at") or 0.0)
     since = f", started {max(0, round(time.time() - started))} s ago" if started else ""
-    return {
-        "name": "index",
-        "ok": False,
-        "examined": {"building": True, "pid": pid},
-        "message": (
-            f"index building: the first build of the binding index runs in the background (process {pid}{since}); "
-            "the hook delivers nothing until it finishes"
-        ),
-    }
-
-
-def building_checks(settings) -> list[dict[str, Any]]:
-    """``[the "index building" check]`` while a background build runs, else ``[]`` (doctor then
-    runs its usual index checks)."""
-    now = building(settings)
-    return [now] if now is not None else []
+    return (
+        False,
+        {"building": True, "pid": pid},
+        f"index building: the first build of the binding index runs in the background (process {pid}{since}); "
+        "the hook delivers nothing until it finishes",
+    )
