@@ -158,3 +158,11 @@ def test_a_call_that_cannot_read_the_index_leaves_an_index_busy_row(tmp_path):
     assert g.error_log() == ""
     after = g.bash("npm run build", session="after")  # the holder is gone: delivery resumes
     assert "--verbose" in after.context, after
+    from geode.evidence.stats import compute_stats
+    from geode.records.models import init_db
+
+    engine = init_db(g.settings())
+    try:
+        assert compute_stats(g.settings(), engine, 1, 0)["unserved_calls"] == 4  # the evidence counts them
+    finally:
+        engine.dispose()
