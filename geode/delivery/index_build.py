@@ -36,6 +36,8 @@ except ImportError:  # pragma: no cover - Windows
 
 from geode.kernel.crystal import NOTE_SUFFIXES, SKIP_DIRS  # noqa: E402 - after the path, when run by path
 
+_MAX_LOG = 256 * 1024
+
 
 def lock_path(index_file: str) -> str:
     return index_file + ".build"
@@ -102,7 +104,12 @@ def start(settings, index_file: str, env: dict) -> dict:
 
     script = os.path.abspath(__file__)
     os.makedirs(os.path.dirname(index_file), exist_ok=True)
-    log = os.path.join(settings.home, "index-build.log")
+    log = os.path.join(settings.home, "index-build.log")  # the builder's stderr: why a build failed
+    try:
+        if os.path.getsize(log) > _MAX_LOG:
+            os.replace(log, log + ".1")
+    except OSError:
+        pass  # no log yet
     with open(log, "ab") as err:
         proc = subprocess.Popen(
             [sys.executable, script],
