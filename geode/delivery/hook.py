@@ -22,7 +22,7 @@ import time
 from geode.delivery import guard
 from geode.delivery.engine import Delivery, clip_action, content_hash
 from geode.delivery.events import HANDLED as HOOK_EVENTS
-from geode.delivery.index import Index
+from geode.delivery.index import Index, IndexBuilding, is_busy
 from geode.delivery.match import command_words
 from geode.kernel import fastjson
 from geode.kernel.config import CLAUDE_CONTEXT_CAP, load_settings
@@ -137,9 +137,36 @@ class HookRun:
         self.cwd = str(data.get("cwd") or os.getcwd())
         self.agent = agent_of(data, env)
         self.idx = Index(self.settings)
-        self.idx.ensure()
-        self.idx.refresh()
         self.d = Delivery(self.settings, self.session, self.agent, self.idx)
+
+    def ready(self) -> None:
+        """Bring the index up to date, or raise why it cannot serve this call: ``IndexBuilding``
+        (the first build of a large store runs in the background) or a busy ``sqlite3`` error
+        (another process held the index past the read budget). A refresh that cannot take the
+        write lock is no error: the index is read as it is (``Index.snapshot``)."""
+        idx = self.idx
+        if not idx.is_built():
+            from geode.delivery import index_build
+
+            s = self.settings
+            if index_build.running(idx.path) is not None or index_build.more_files_than(s, s.hook_build_files):
+                raise IndexBuilding(index_build.start(s, idx.path, self.env))
+            idx.build()
+        idx.refresh()
+
+    def unserved(self, kind: str, event: str, detail: dict) -> None:
+        """The ledger row of a call the index could not serve (``index_busy``, ``index_building``):
+        the call delivers nothing, and the evidence can count it rather than never know."""
+        self.d.events = [e for e in self.d.events if e["kind"] not in ("delivered", "withheld")]
+        action = event
+        if event == "PreToolUse":
+            actions = action_of(str(self.data.get("tool_name") or ""), self.data.get("tool_input") or {})[0]
+            action = ("commit" if "commit" in actions else actions[0]) if actions else "none"
+        channel = {"PreToolUse": "act", "SessionStart": "boot", "UserPromptSubmit": "inject"}.get(event, "")
+        self.d.record(kind, action, channel, detail=fastjson.dumps({"event": event, **detail}))
+        ends = event == "SessionEnd" or (event == "Stop" and self.kind == "codex")
+        if ends and not any(e["kind"] == "session_end" for e in self.d.events):
+            self.session_end(str(self.data.get("reason") or "stop"))  # the end needs no index
 
     def close(self) -> None:
         try:
@@ -344,20 +371,31 @@ def run(agent_kind: str, raw: str, env: dict | None = None) -> tuple[int, str]:
     if event not in HOOK_EVENTS:
         return 0, ""
     h = HookRun(agent_kind, data, env)
+    out = None
     try:
-        if event == "PreToolUse":
-            out = h.pre_tool_use()
-        elif event == "SessionStart":
-            out = h.session_start()
-        elif event == "UserPromptSubmit":
-            out = h.prompt()
-        elif event == "Stop":
-            out = h.stop()
-        elif event == "SessionEnd":
-            h.session_end(str(data.get("reason") or ""))
-            out = None
-        else:
-            out = None
+        try:
+            h.ready()
+            out = _dispatch(h, event, data)
+        except sqlite3.OperationalError as exc:
+            if not is_busy(exc):
+                raise
+            h.unserved("index_busy", event, {"error": str(exc)[:200], "read_ms": h.idx.read_ms})
+        except IndexBuilding as exc:
+            h.unserved("index_building", event, exc.state)
     finally:
         h.close()
     return 0, fastjson.dumps(out) if out else ""
+
+
+def _dispatch(h: HookRun, event: str, data: dict) -> dict | None:
+    if event == "PreToolUse":
+        return h.pre_tool_use()
+    if event == "SessionStart":
+        return h.session_start()
+    if event == "UserPromptSubmit":
+        return h.prompt()
+    if event == "Stop":
+        return h.stop()
+    if event == "SessionEnd":
+        h.session_end(str(data.get("reason") or ""))
+    return None

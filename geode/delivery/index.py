@@ -76,6 +76,25 @@ CREATE TABLE IF NOT EXISTS sess(session TEXT, kind TEXT, item TEXT, ts REAL, n I
 """
 
 
+class IndexBuilding(Exception):
+    """The first build of a large index runs in the background (``index_build``): the hook
+    answers nothing this call and records an ``index_building`` row."""
+
+    def __init__(self, state: dict):
+        super().__init__(f"the binding index is building in the background ({state.get('state')})")
+        self.state = state
+
+
+def is_busy(exc: BaseException) -> bool:
+    """Whether a SQLite error is another process holding a lock (SQLITE_BUSY or SQLITE_LOCKED),
+    as opposed to a bug or a broken file."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (5, 6)
+    msg = str(exc)
+    return "locked" in msg or "busy" in msg
+
+
 def index_path(settings) -> str:
     """One index per set of domains (a one-off ``--store`` gets its own)."""
     ident = SEP.join(f"{k}={v}" for k, v in sorted(settings.domains.items()))
@@ -138,19 +157,35 @@ class CrystalRow:
 
 
 class Index:
-    """One open connection to the binding index; cheap to create per hook call."""
+    """One open connection to the binding index; cheap to create per hook call.
+
+    Two budgets (issue 22): a read waits up to ``index_read_ms`` for a lock (rare in WAL mode: a
+    checkpoint, the first open of the WAL), a write only ``lock_budget_ms``. A hook whose refresh
+    cannot take the write lock reads the index as it is (``snapshot`` is then True): it may miss
+    a change made in the last moments, never deliver a wrong text (that is always read from the
+    file). ``busy_ms`` (the commands: reindex, doctor) sets both."""
 
     def __init__(self, settings, busy_ms: int | None = None):
         self.settings = settings
         self.path = index_path(settings)
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        busy = settings.lock_budget_ms if busy_ms is None else busy_ms
+        if busy_ms is None:
+            self.write_ms = settings.lock_budget_ms
+            self.read_ms = max(settings.index_read_ms, self.write_ms)
+        else:
+            self.write_ms = self.read_ms = busy_ms
+        busy = self.read_ms
         self.conn = sqlite3.connect(self.path, timeout=busy / 1000.0, isolation_level=None, check_same_thread=False)
         self.conn.execute(f"PRAGMA busy_timeout={int(busy)}")
+        self.snapshot = False  # a refresh could not take the write lock: the index was read as it was
         # Derived data: an application crash cannot corrupt a WAL database even with
         # synchronous=OFF; a power cut might, and then the hook rebuilds it (see ``hook.py``).
         # NORMAL costs ~1 ms per hook call (the commit and the checkpoint at close).
-        self.conn.execute("PRAGMA synchronous=OFF")
+        try:
+            self.conn.execute("PRAGMA synchronous=OFF")
+        except sqlite3.OperationalError as exc:  # the first statement opens the WAL: it may find it held
+            if not is_busy(exc):
+                raise  # a busy index is said by the first read, which the hook turns into an index_busy row
         self._queue: list[tuple[str, list]] = []
         self._pending_grams: list | None = None
         self._short: tuple[int, ...] | None = None  # key lengths, read once
@@ -160,12 +195,32 @@ class Index:
         self.commit()
         self.conn.close()
 
+    def _begin_write(self) -> bool:
+        """``BEGIN IMMEDIATE`` within the write budget; False when another process holds the
+        write lock that long (any other error is raised)."""
+        c = self.conn
+        other = self.write_ms != self.read_ms
+        if other:
+            c.execute(f"PRAGMA busy_timeout={int(self.write_ms)}")
+        try:
+            c.execute("BEGIN IMMEDIATE")
+            return True
+        except sqlite3.OperationalError as exc:
+            if not is_busy(exc):
+                raise
+            return False
+        finally:
+            if other:
+                c.execute(f"PRAGMA busy_timeout={int(self.read_ms)}")
+
     # -- schema and build ----------------------------------------------------
     def _meta(self, key: str) -> str | None:
         try:
             row = self.conn.execute("SELECT v FROM meta WHERE k=?", (key,)).fetchone()
-        except sqlite3.OperationalError:
-            return None
+        except sqlite3.OperationalError as exc:
+            if is_busy(exc):  # locked past the read budget: not "unbuilt", which would start a build
+                raise
+            return None  # no meta table yet: not built
         return row[0] if row else None
 
     def is_built(self) -> bool:
@@ -185,7 +240,8 @@ class Index:
         if mode != "wal":
             c.execute("PRAGMA journal_mode=WAL")
         c.execute("PRAGMA synchronous=NORMAL")
-        c.execute("BEGIN IMMEDIATE")
+        if not self._begin_write():
+            raise sqlite3.OperationalError("database is locked: another process writes the binding index")
         try:
             for stmt in _SCHEMA.strip().split(";"):
                 if stmt.strip():
@@ -482,7 +538,9 @@ class Index:
         expired = [(d, p) for d, p, since in dirty if now - since > DIRTY_TTL_S]
         if not stale_dirs and not suspects and not expired:
             return 0
-        c.execute("BEGIN IMMEDIATE")
+        if not self._begin_write():
+            self.snapshot = True  # another process writes the index: read it as it is this call
+            return 0
         try:
             counts: dict = {}
             for domain, rel_dir in stale_dirs:
@@ -591,7 +649,8 @@ class Index:
             return True
         queue, self._queue = self._queue, []
         try:
-            self.conn.execute("BEGIN IMMEDIATE")
+            if not self._begin_write():
+                return False
         except sqlite3.OperationalError:
             return False
         try:
@@ -618,10 +677,10 @@ class Index:
         if known is not None and tuple(known) == (st.st_mtime_ns, st.st_size):
             return parsed, False
         try:
-            self.conn.execute("BEGIN IMMEDIATE")
-            rel_dir = rel.rsplit("/", 1)[0] if "/" in rel else ""
-            self._load_file(domain, root, rel, rel_dir, st.st_mtime_ns, st.st_size, parsed=parsed)
-            self.conn.execute("COMMIT")
+            if self._begin_write():  # else another process writes: deliver from the file, index later
+                rel_dir = rel.rsplit("/", 1)[0] if "/" in rel else ""
+                self._load_file(domain, root, rel, rel_dir, st.st_mtime_ns, st.st_size, parsed=parsed)
+                self.conn.execute("COMMIT")
         except sqlite3.OperationalError:
             try:
                 self.conn.execute("ROLLBACK")

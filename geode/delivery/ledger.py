@@ -84,6 +84,8 @@ KINDS: tuple[str, ...] = (
     "searched",
     "read",  # a note read on demand (geode read, the MCP read_note tool): search_log.read_event
     "write_requested",  # the MCP write_note tool asked to change a note; its proposal cites the row
+    "index_busy",  # a hook call another process kept from the binding index: it delivered nothing
+    "index_building",  # a hook call while the first build of a large index ran in the background
 )
 
 SPOOL_NAME = "events.jsonl"

@@ -56,6 +56,7 @@ class Stats(TypedDict):
     halves: list[Half]
     withheld_units: int
     withheld_events: int
+    unserved_calls: int  # hook calls the binding index could not serve (index_busy, index_building)
     spool_pending: int
     spool_rejected: int
 

@@ -29,6 +29,8 @@ from geode.records.models import LedgerEvent, table_of
 T = TypeVar("T")
 
 LOOKUP_KINDS = ("blocked", "lookup_marked")
+#: hook calls that delivered nothing because the binding index could not serve them (issue 22)
+UNSERVED_KINDS = ("index_busy", "index_building")
 TOP_N = 10
 DAY = 86400.0
 
@@ -106,6 +108,8 @@ def compute_stats(
           ] | [],                            # empty when the window is unknown (no events)
           "withheld_units": int,             # distinct (session, crystal) withheld in window
           "withheld_events": int,
+          "unserved_calls": int,             # hook calls the binding index could not serve:
+                                             # index_busy and index_building rows (nothing delivered)
           "spool_pending": int, "spool_rejected": int   # lines not (yet) in the ledger
         }
     """
@@ -136,7 +140,7 @@ def compute_stats(
         by_kind: dict[str, int] = dict(
             conn.execute(
                 select(t.c.kind, func.count())
-                .where(cond, t.c.kind.in_(LOOKUP_KINDS + ("withheld",)))
+                .where(cond, t.c.kind.in_(LOOKUP_KINDS + ("withheld",) + UNSERVED_KINDS))
                 .group_by(t.c.kind)
             ).all()
         )
@@ -204,6 +208,7 @@ def compute_stats(
             "halves": halves,
             "withheld_units": int(withheld_units),
             "withheld_events": int(by_kind.get("withheld", 0)),
+            "unserved_calls": sum(int(by_kind.get(k, 0)) for k in UNSERVED_KINDS),
             "spool_pending": ledger.pending_count(settings),
             "spool_rejected": ledger.rejected_count(settings),
         }
@@ -264,6 +269,8 @@ def render_stats(d: Stats) -> str:
     if never:
         out.append("")
         out.append("never fired: " + ", ".join(never))
+    if d.get("unserved_calls"):
+        out.append(f"{d['unserved_calls']} hook call(s) the binding index could not serve (busy or building).")
     if d.get("spool_pending"):
         out.append(f"{d['spool_pending']} event(s) still in the spool, not counted above.")
     if d.get("spool_rejected"):

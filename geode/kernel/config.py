@@ -89,6 +89,12 @@ SCHEMA: dict = {
         "lookup_marker": (STR, "geode:lookup", None),
         "repeat_backoff_s": (INT, 0, None),
         "lock_budget_ms": (INT, 40, None),  # the hook's ledger lock budget
+        # how long a hook waits to read the binding index while another process writes it
+        # (longer than a write waits: a hook that cannot write reads the index as it is)
+        "index_read_ms": (INT, 250, None),
+        # a first build of the binding index over more note files than this runs in the
+        # background, off the hook (which says nothing until it exists); smaller stores build inline
+        "hook_build_files": (INT, 2000, None),
         "max_file_bytes": (INT, 1_000_000, None),
         "freshness_days": (INT, 90, None),  # lint: last_verified older than this is stale
         "stop_min_actions": (INT, 5, None),
@@ -397,6 +403,8 @@ _FLAT = {
     "lookup_marker": ("delivery", "lookup_marker"),
     "repeat_backoff_s": ("delivery", "repeat_backoff_s"),
     "lock_budget_ms": ("delivery", "lock_budget_ms"),
+    "index_read_ms": ("delivery", "index_read_ms"),
+    "hook_build_files": ("delivery", "hook_build_files"),
     "max_file_bytes": ("delivery", "max_file_bytes"),
     "freshness_days": ("delivery", "freshness_days"),
     "stop_min_actions": ("delivery", "stop_min_actions"),
@@ -452,6 +460,8 @@ class Settings:
     lookup_marker: str
     repeat_backoff_s: int
     lock_budget_ms: int
+    index_read_ms: int
+    hook_build_files: int
     max_file_bytes: int
     freshness_days: int
     stop_min_actions: int

@@ -14,7 +14,7 @@ import os
 from collections.abc import Mapping
 from typing import Any, TypedDict
 
-from geode.services import doctor_reach, doctor_serve
+from geode.services import doctor_index_build, doctor_reach, doctor_serve
 
 
 class Check(TypedDict):
@@ -48,7 +48,8 @@ def doctor_checks(
     installed = agents_installed_check(have, missing)
     if installed is not None:
         checks.append(installed)
-    checks += index_checks(settings, counted.notes)
+    building = doctor_index_build.building(settings)  # a background first build runs: say only that
+    checks += [check("index", *building)] if building else index_checks(settings, counted.notes)
     checks.append(check("recall", *doctor_reach.recall_check(settings, counted.notes)))
     vec = doctor_reach.vectors_check(settings, skip_model)
     if vec is not None:
