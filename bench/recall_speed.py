@@ -349,7 +349,7 @@ def run_size(n: int, a) -> dict:
     subprocess.run(
         [sys.executable, "-m", "geode.cli", "search", qs[0], "--json"], env=env_serve, capture_output=True, cwd=CODE
     )
-    while not os.path.exists(socket_path(home)) and time.perf_counter() - t0 < 600:
+    while not os.path.exists(socket_path(home) or "") and time.perf_counter() - t0 < 600:
         time.sleep(0.1)
     out["serve_on_demand_ready_s"] = round(time.perf_counter() - t0, 2)
     try:

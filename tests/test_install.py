@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import shlex
 import stat
+import subprocess
 import sys
 from pathlib import Path
 

@@ -29,8 +29,8 @@ from geode.cleaner.caps import FolderCaps
 from geode.cleaner.contradictions import Contradictions
 from geode.cleaner.duplicates import EMBED_MIN, TEXT_MIN, NearDuplicates
 from geode.cleaner.hierarchy import dendron_like_store, group_of
-from geode.cleaner.template import SUBJECT_MIN
 from geode.cleaner.notes import CleanerRun, folder_of
+from geode.cleaner.template import SUBJECT_MIN
 from geode.kernel.config import default
 
 #: ledger kinds that mean a note was used

@@ -30,7 +30,7 @@ def stop_serve(settings, wait_s: float = 15.0) -> int | None:
     except ProcessLookupError:
         return None
     deadline = time.monotonic() + wait_s
-    while os.path.exists(socket_path(settings)) and time.monotonic() < deadline:
+    while os.path.exists(socket_path(settings) or "") and time.monotonic() < deadline:
         time.sleep(0.1)
     return pid
 

@@ -17,6 +17,7 @@ from geode.kernel.crystal import (  # noqa: F401  (re-exported)
     ESSENCE_OPEN,
     NOTE_SUFFIXES,
     RETIRED_STATUSES,
+    CrystalText,
     NoteError,
     extract_essence,
     parse_crystal_text,
@@ -198,10 +199,9 @@ def _raw_path(raw: str) -> str:
     return raw.split("#", 1)[0]
 
 
-def _cursor_rule(text: str, path: str):
+def _cursor_rule(text: str, path: str) -> CrystalText:
     """A Cursor rule whose header strict and lenient YAML both reject, read as Cursor reads it
     (``geode.kernel.header_format.cursor_fields``), the body after it as any note's."""
-    from geode.kernel.crystal import CrystalText
     from geode.kernel.header_format import cursor_fields
 
     data, lines, spans = cursor_fields(text) or ({}, {}, 0)

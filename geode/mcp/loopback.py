@@ -6,6 +6,7 @@ MCP client) and the uvicorn server. stdio needs none of it.
 """
 
 import os
+from typing import Any
 
 from geode.mcp.inputs import ToolInputError
 from geode.services.loopback_guard import Guard as LoopbackGuard
@@ -135,7 +136,7 @@ class _PromptServer:
     the graceful path has not ended the process by then, it ends with 128 + the signal's number,
     as a process killed by it would."""
 
-    def __new__(cls, config):
+    def __new__(cls, config) -> Any:
         import uvicorn
 
         class Server(uvicorn.Server):

@@ -127,6 +127,7 @@ def serve(
         class Handler(socketserver.StreamRequestHandler):
             def handle(self):
                 last_request[0] = time.monotonic()
+                reply: dict[str, Any]
                 try:
                     line = self.rfile.readline(1_000_000)
                     req = json.loads(line or b"{}")
@@ -136,7 +137,7 @@ def serve(
                         reply = {"error": "refused: no valid token for this home (GEODE_HOME/run/token)"}
                         logging.getLogger(__name__).warning("geode serve: refused a request without this home's token")
                     elif req.get("op") == "ping":
-                        reply: dict[str, Any] = {"ok": True, "pid": os.getpid()}
+                        reply = {"ok": True, "pid": os.getpid()}
                     else:
                         with lock:
                             res = search(
@@ -155,7 +156,7 @@ def serve(
                                 refresh=bool(req.get("refresh")),
                                 chain=not req.get("prompt"),
                             )
-                        reply = {**res, "domains": [list(x) for x in sorted(settings.domains.items())]}
+                        reply = {**dict(res), "domains": [list(x) for x in sorted(settings.domains.items())]}
                 except Exception as exc:  # serve loop entry: a bad request gets its error, never takes the server down
                     reply = {"error": str(exc)}
                     if not isinstance(exc, (GeodeError, ValueError)):  # not the request's fault: keep the traceback
