@@ -81,9 +81,7 @@ def mark_never_ran(engine, run_id: str, why: str) -> list[str]:
     run, _f = tables()
     now = time.time()
     with engine.begin() as conn:
-        names = [
-            a for (a,) in conn.execute(select(run.c.agent).where(run.c.run_id == run_id, run.c.status == QUEUED))
-        ]
+        names = [a for (a,) in conn.execute(select(run.c.agent).where(run.c.run_id == run_id, run.c.status == QUEUED))]
         if names:
             conn.execute(
                 update(run)

@@ -116,7 +116,9 @@ def store_lock_paths(settings) -> list[str]:
     out = []
     for root in sorted({os.path.realpath(r) for _d, r in settings.domain_roots()}):
         git = os.path.join(root, ".git")
-        out.append(os.path.join(git, "geode-scheduler.lock") if os.path.isdir(git) else os.path.join(root, STORE_LOCK_NAME))
+        out.append(
+            os.path.join(git, "geode-scheduler.lock") if os.path.isdir(git) else os.path.join(root, STORE_LOCK_NAME)
+        )
     return out
 
 

@@ -31,8 +31,12 @@ def nights_check(settings, engine) -> tuple[bool, dict[str, Any], str] | None:
     last = night_states(runs, stale_s=settings.upkeep.visibility_timeout)[0]
     examined = {"run_id": last["run_id"], "expected": len(last["expected"]), "never_ran": last["never_ran"]}
     if last["never_ran"]:
-        return False, examined, (
-            f"the last upkeep run {last['run_id']} did not finish: {last['message']}; "
-            "run `geode upkeep` (is `geode worker` running, does the broker answer?)"
+        return (
+            False,
+            examined,
+            (
+                f"the last upkeep run {last['run_id']} did not finish: {last['message']}; "
+                "run `geode upkeep` (is `geode worker` running, does the broker answer?)"
+            ),
         )
     return True, examined, f"the last upkeep run {last['run_id']}: {last['status']} ({last['message']})"
