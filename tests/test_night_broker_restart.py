@@ -7,8 +7,8 @@ runs, Redis is killed and started again on the same port.
   send_retry_s``) and the whole night runs; Celery's default gave up after 0.6 s and the
   Gardener and Corrector never ran while the two before them said ok.
 - Longer than ``send_retry_s``: the night cannot finish, and it says so: the two agents that did
-  not run are failed, never run, and ``geode upkeep --list``, the page's nights and ``geode
-  doctor`` call the night failed: ``partial: gardener, corrector never ran``.
+  not run are failed, never run, and ``geode upkeep --list``, the page (``/health``, ``/api/nights``) and
+  ``geode doctor`` call the night failed: ``partial: gardener, corrector never ran``.
 """
 
 from __future__ import annotations
@@ -234,10 +234,15 @@ def test_a_night_the_broker_outlasts_is_failed_as_partial_everywhere(night_facto
     state = next(n for n in json.loads(as_json.stdout)["nights"] if n["run_id"] == night.run_id)
     assert (state["status"], state["never_ran"], state["message"]) == ("failed", ["gardener", "corrector"], said)
 
-    from geode.web import health
+    from tests.web_helpers import Server, request
 
-    page = next(n for n in health.nights(night.engine, stale_s=7200) if n["run_id"] == night.run_id)
-    assert (page["status"], page["message"]) == ("failed", said)
+    with Server(Path(night.settings.home), "--store", str(night.root)) as web:
+        status, _h, body = request(web, "GET", "/api/nights")
+        assert status == 200, body
+        page = next(n for n in json.loads(body)["nights"] if n["run_id"] == night.run_id)
+        assert (page["status"], page["message"], page["never_ran"]) == ("failed", said, ["gardener", "corrector"])
+        status, _h, html = request(web, "GET", "/health")
+        assert status == 200 and said.encode() in html, html[:2000]
 
     doctor = night.geode("doctor", "--json", "--skip-model")
     assert doctor.returncode == 1, doctor.stdout + doctor.stderr

@@ -34,7 +34,12 @@ def test_a_night_with_agents_that_never_ran_is_failed_as_partial():
     got = nights.judge(rows, now=1002.0)
     assert got["status"] == "failed"
     assert got["message"] == "partial: gardener, corrector never ran"
-    assert got["ran"] == ["librarian", "cleaner"] and got["expected"] == ["librarian", "cleaner", "gardener", "corrector"]
+    assert got["ran"] == ["librarian", "cleaner"] and got["expected"] == [
+        "librarian",
+        "cleaner",
+        "gardener",
+        "corrector",
+    ]
 
 
 def test_queued_agents_are_waiting_until_the_night_stops_moving_for_a_visibility_timeout():
