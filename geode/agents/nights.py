@@ -22,7 +22,7 @@ view and doctor (``geode.services.doctor_nights``) all read it, so they say the 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from geode.agents import roster
@@ -38,10 +38,9 @@ def expect(engine, run_id: str, names: Iterable[str], trigger: str) -> None:
     run, _f = tables()
     now = time.time()
     with engine.begin() as conn:
-        if conn.dialect.name == "postgresql":
-            from sqlalchemy.dialects.postgresql import insert
-        else:
-            from sqlalchemy.dialects.sqlite import insert
+        from sqlalchemy.dialects import postgresql, sqlite
+
+        insert: Any = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
         for name in names:
             ins = insert(run).values(
                 run_id=run_id,
@@ -104,7 +103,7 @@ def never_ran(row: Mapping[str, Any], last_moved: float, now: float, stale_s: fl
     return row["status"] == QUEUED and now - last_moved > stale_s
 
 
-def judge(rows: list[Mapping[str, Any]], now: float | None = None, stale_s: float = 7200.0) -> dict[str, Any]:
+def judge(rows: Sequence[Mapping[str, Any]], now: float | None = None, stale_s: float = 7200.0) -> dict[str, Any]:
     """One night's state from its ``upkeep_run`` rows (``contract.list_runs`` dicts):
     ``status`` ok | failed | running, the agents ``expected``, ``ran`` and ``never_ran``, and a
     ``message`` (``partial: gardener, corrector never ran`` for a night that did not finish)."""
@@ -134,7 +133,7 @@ def judge(rows: list[Mapping[str, Any]], now: float | None = None, stale_s: floa
     }
 
 
-def night_states(runs: list[Mapping[str, Any]], stale_s: float, now: float | None = None) -> list[dict[str, Any]]:
+def night_states(runs: Sequence[Mapping[str, Any]], stale_s: float, now: float | None = None) -> list[dict[str, Any]]:
     """``judge`` for each run id of ``runs`` (newest first, as ``contract.list_runs`` gives them)."""
     by_id: dict[str, list[Mapping[str, Any]]] = {}
     for r in runs:

@@ -161,9 +161,9 @@ def cmd_upkeep(args) -> int:
                     f"notes {r['examined'].get('notes', 0):>6}  findings {r['findings']:>5}  "
                     f"proposals {r['proposals']:>3}  {r['message'][:80]}"
                 )
-            for n in states:
-                if n["status"] != "ok":
-                    print(f"{n['run_id']}: {n['status'].upper()} ({n['message']})")
+            for st in states:
+                if st["status"] != "ok":
+                    print(f"{st['run_id']}: {st['status'].upper()} ({st['message']})")
         return EXIT_OK
 
     have, missing = upkeep.available(settings)

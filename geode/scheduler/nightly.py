@@ -132,6 +132,12 @@ def _read_claim(fd: int) -> dict:
     return got if isinstance(got, dict) else {}
 
 
+def _fd(lock: FileLock) -> int:
+    if lock.fd is None:
+        raise RuntimeError(f"{lock.path}: not held")
+    return lock.fd
+
+
 class StoreNight:
     """The stores' scheduler locks, held while one home decides and sends a night; what each
     lock file says afterwards is the last night sent on that store and by which home."""
@@ -167,7 +173,7 @@ class StoreNight:
     def held_by_other(self) -> str | None:
         """Who sent this night on one of the stores, when that is another home (else None)."""
         for lock in self.locks:
-            claim = _read_claim(lock.fd)
+            claim = _read_claim(_fd(lock))
             if claim.get("run_id") == self.run_id and claim.get("home") != self.home:
                 return f"home {claim.get('home')} (pid {claim.get('pid', '?')}) sent it, as {lock.path} says"
         return None
@@ -177,8 +183,8 @@ class StoreNight:
 
         line = json.dumps({"run_id": self.run_id, "home": self.home, "pid": os.getpid(), "at": time.time()})
         for lock in self.locks:
-            os.ftruncate(lock.fd, 0)
-            os.pwrite(lock.fd, (line + "\n").encode("utf-8"), 0)
+            os.ftruncate(_fd(lock), 0)
+            os.pwrite(_fd(lock), (line + "\n").encode("utf-8"), 0)
 
     def __exit__(self, *exc: object) -> None:
         for lock in reversed(self.locks):

@@ -354,7 +354,9 @@ def create_app(settings, *, token: str, bound: str, port: int, who: str) -> Guar
             limit = max(1, min(_int(request.query_params.get("limit"), "limit", 7), 100))
         except WQ.QueueError as exc:
             return error_json(exc, exc.status)
-        return JSON({"nights": await run_in_threadpool(H.nights, w.engine, limit, w.settings.upkeep.visibility_timeout)})
+        return JSON(
+            {"nights": await run_in_threadpool(H.nights, w.engine, limit, w.settings.upkeep.visibility_timeout)}
+        )
 
     async def api_stats(request: Request):
         from geode.evidence.stats import render_stats
