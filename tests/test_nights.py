@@ -100,3 +100,26 @@ def test_expected_agents_are_queued_and_a_failed_task_marks_the_rest_never_run(t
     assert nights.mark_never_ran(engine, "night-y", "the librarian task failed") == ["cleaner", "gardener"]
     state = nights.night_states(list_runs(engine), stale_s=7200)[0]
     assert state["message"] == "partial: cleaner, gardener never ran"
+
+
+def test_an_agent_running_past_the_visibility_timeout_never_finished():
+    rows = [_row("librarian", "ok"), _row("cleaner", "running", started=1000.0, finished=0)]
+    assert nights.judge(rows, now=1500.0, stale_s=7200)["status"] == "running"
+    late = nights.judge(rows, now=1000.0 + 7201, stale_s=7200)
+    assert (late["status"], late["message"], late["never_finished"]) == (
+        "failed",
+        "partial: cleaner never finished",
+        ["cleaner"],
+    )
+
+
+def test_an_agent_that_never_ran_runs_when_its_night_is_sent_again(tmp_path):
+    """Marked never run is not the agent's last word: a rerun of the night id runs it."""
+    from geode.agents.upkeep import run_agent
+
+    settings, engine, _r, _ = setup("skills", tmp_path)
+    nights.expect(engine, "night-z", ["librarian"], "schedule")
+    nights.mark_never_ran(engine, "night-z", "the broker went away")
+    report = run_agent(settings, engine, "night-z", "librarian", "manual")
+    assert report.attempts == 1 and report.status != "failed", report.message
+    assert nights.night_states(list_runs(engine), stale_s=7200)[0]["status"] == "ok"

@@ -12,7 +12,11 @@ did not run is in the records too:
   (``mark_never_ran``; the worker's ``task_failure`` handler in ``geode.agents.celery_app``);
 - an agent still queued long after the night last moved (the visibility timeout: a message
   Redis still held would have been handed out again by then; a broker restarted without
-  persistence lost it) is counted as never run as well.
+  persistence lost it) is counted as never run as well, and one still running that long after
+  it started as never finished.
+
+An agent marked never run runs when its night is sent again (``geode upkeep --run-id
+night-...``): ``recording.begin_attempt`` treats a failure with no attempt as not final.
 
 ``judge`` reads one night's rows; the command line (``geode upkeep --list``), the page's health
 view and doctor (``geode.services.doctor_nights``) all read it, so they say the same:
@@ -26,7 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from geode.agents import roster
-from geode.agents.contract import FAILED, FINAL_STATUSES, QUEUED, tables
+from geode.agents.contract import FAILED, FINAL_STATUSES, QUEUED, RUNNING, tables
 
 #: how a night whose agents did not all run is named (the start of its message)
 PARTIAL = "partial"
@@ -112,11 +116,22 @@ def judge(rows: Sequence[Mapping[str, Any]], now: float | None = None, stale_s: 
     missing = _in_order(r["agent"] for r in rows if never_ran(r, last_moved, now, stale_s))
     ran = _in_order(r["agent"] for r in rows if r["status"] != QUEUED and r["agent"] not in missing)
     failed = _in_order(r["agent"] for r in rows if r["status"] == FAILED and r["agent"] not in missing)
-    waiting = [r for r in rows if r["status"] not in FINAL_STATUSES and r["agent"] not in missing]
-    if missing:
-        status, message = FAILED, f"{PARTIAL}: {', '.join(missing)} never ran"
-        if failed:
-            message += f"; failed: {', '.join(failed)}"
+    # running long past any time limit: its worker died and its message is gone (a broker that
+    # restarted without persistence); it started but will never finish
+    stuck = _in_order(r["agent"] for r in rows if r["status"] == RUNNING and now - float(r["started_at"]) > stale_s)
+    waiting = [r for r in rows if r["status"] not in FINAL_STATUSES and r["agent"] not in missing + stuck]
+    if missing or stuck:
+        status = FAILED
+        message = "; ".join(
+            filter(
+                None,
+                [
+                    f"{PARTIAL}: {', '.join(missing)} never ran" if missing else "",
+                    f"{'' if missing else PARTIAL + ': '}{', '.join(stuck)} never finished" if stuck else "",
+                    f"failed: {', '.join(failed)}" if failed else "",
+                ],
+            )
+        )
     elif failed:
         status, message = FAILED, f"failed: {', '.join(failed)}"
     elif waiting:
@@ -129,6 +144,7 @@ def judge(rows: Sequence[Mapping[str, Any]], now: float | None = None, stale_s: 
         "expected": _in_order(r["agent"] for r in rows),
         "ran": ran,
         "never_ran": missing,
+        "never_finished": stuck,
         "message": message,
     }
 

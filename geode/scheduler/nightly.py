@@ -146,16 +146,16 @@ class StoreNight:
         self.settings, self.run_id, self.wait_s = settings, run_id, wait_s
         self.home = os.path.realpath(settings.home)
         self.locks: list[FileLock] = []
+        self.busy: str | None = None
 
     def __enter__(self) -> StoreNight:
         for path in store_lock_paths(self.settings):
             lock = FileLock(path)
             try:
                 if not lock.acquire(self.wait_s):
+                    self.busy = f"another home held {path} for over {self.wait_s:.0f} s: it is sending the night now"
                     self.__exit__()
-                    raise SchedulerLocked(
-                        f"{self.run_id}: another home held {path} for over {self.wait_s:.0f} s while sending it"
-                    )
+                    return self
             except OSError as exc:  # a read-only store: this home's own lock still holds its nights
                 import logging
 
@@ -172,6 +172,8 @@ class StoreNight:
 
     def held_by_other(self) -> str | None:
         """Who sent this night on one of the stores, when that is another home (else None)."""
+        if self.busy is not None:
+            return self.busy
         for lock in self.locks:
             claim = _read_claim(_fd(lock))
             if claim.get("run_id") == self.run_id and claim.get("home") != self.home:
