@@ -2,7 +2,7 @@
 
 Why each setting (a night fires once, and survives a restart):
 
-- One scheduler process per store: a lock file (``GEODE_HOME/scheduler.lock``, ``flock``) is
+- One scheduler process per home: a lock file (``GEODE_HOME/scheduler.lock``, ``flock``) is
   taken before the scheduler starts; a second process exits with ``SchedulerLocked``.
   Behind the lock, every night is also a row of ``upkeep_night`` (unique run id): a night is
   enqueued once even if two schedulers were ever to fire it.
