@@ -203,7 +203,7 @@ def test_cli_environment_database_url_beats_the_file(tmp_path):
         env={"GEODE_HOME": str(home), "GEODE_DATABASE_URL": f"sqlite:///{db}"},
     )
     assert r.returncode == 0, r.stderr
-    assert db.exists() and json.loads(r.stdout) == {"reports": []}
+    assert db.exists() and json.loads(r.stdout) == {"reports": [], "nights": []}
 
 
 def test_cli_home_flag_beats_the_environment(tmp_path):

@@ -5,6 +5,7 @@
 - ``Gated``: the Librarian, but the first attempt stops after filing one proposal, writes its
   pid and waits to be killed (``GEODE_TEST_GATE_DIR``).
 - ``Poison``: counts its executions in a file and kills its own process (``os._exit(1)``).
+- ``HeldCleaner``: the Cleaner, held at its start until the test lets it go.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import time
 
 from geode.agents import upkeep
 from geode.agents.contract import Agent, Report
+from geode.cleaner.agent import Cleaner
 from geode.librarian.agent import Librarian
 
 
@@ -69,3 +71,18 @@ class Poison(Agent):
         with open(path, "a") as fh:
             fh.write(f"{os.getpid()}\n")
         os._exit(1)
+
+
+class HeldCleaner(Cleaner):
+    """The real Cleaner, held at its start until the test says go: the test takes the broker
+    away while it runs, so the send of the night's next agent meets the outage
+    (``GEODE_TEST_GATE_DIR``: writes ``cleaner-started``, waits for ``cleaner-go``)."""
+
+    def examine(self, ctx):
+        gate = os.environ["GEODE_TEST_GATE_DIR"]
+        with open(os.path.join(gate, "cleaner-started"), "w") as fh:
+            fh.write(str(os.getpid()))
+        deadline = time.monotonic() + 120
+        while not os.path.exists(os.path.join(gate, "cleaner-go")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return super().examine(ctx)

@@ -17,6 +17,12 @@ Why these settings (a task is never lost, never run twice, never left hanging):
   ever sent with a countdown or an ETA.
 - ``worker_prefetch_multiplier = 1``: a worker holds one upkeep task at a time; the others
   stay in the queue for other workers.
+- ``task_publish_retry_policy`` from ``[upkeep] send_retry_s`` (60 s by default): every send,
+  the worker's send of a night's next agent included, keeps retrying with backoff for that long.
+  Celery's default (3 retries, 0.6 s) dropped the rest of a night when Redis restarted under
+  it (issue 22, point 7). A night's expected agents are recorded before it is sent and an
+  agent whose task fails or whose successor cannot be sent leaves the rest marked as never run
+  (``geode.agents.nights``), so a night that did not finish says so.
 - Idempotent by run id (``geode.agents.upkeep.run_agent``); a task that kills its worker is run at
   most ``MAX_ATTEMPTS`` times and then marked failed, never redelivered forever.
 """
@@ -25,7 +31,7 @@ from __future__ import annotations
 
 import os
 
-from celery import Celery, chain
+from celery import Celery, chain, signals
 
 from geode.agents import roster
 from geode.agents.recording import MAX_ATTEMPTS
@@ -51,13 +57,32 @@ def broker_settings(settings) -> dict:
             f"[upkeep] limits must satisfy 0 < soft_time_limit ({soft}) <= time_limit ({hard}) "
             f"< visibility_timeout ({vt}): a task still running at the visibility timeout is given to a second worker"
         )
+    if not up.send_retry_s >= 0:
+        raise CeleryConfigError(
+            f"[upkeep] send_retry_s = {up.send_retry_s}: seconds a task send keeps retrying, 0 or more"
+        )
     return {
         "broker_url": up.broker_url or None,
+        "send_retry_s": float(up.send_retry_s),
         "visibility_timeout": vt,
         "time_limit": hard,
         "soft_time_limit": soft,
         "queue": up.queue,
     }
+
+
+#: the backoff of a send while the broker is away: 0, 0.5, 1, 1.5, 2, 2, ... seconds
+RETRY_STEP_S, RETRY_MAX_S = 0.5, 2.0
+
+
+def publish_retry_policy(seconds: float) -> dict:
+    """A kombu retry policy whose waits add up to at least ``seconds`` (at least one retry), so
+    a send rides out a broker restart of that length instead of Celery's 0.6 s."""
+    waited, retries = 0.0, 0
+    while waited < seconds or retries == 0:
+        waited += min(retries * RETRY_STEP_S, RETRY_MAX_S)
+        retries += 1
+    return {"max_retries": retries, "interval_start": 0, "interval_step": RETRY_STEP_S, "interval_max": RETRY_MAX_S}
 
 
 def _conf(settings) -> dict:
@@ -74,6 +99,8 @@ def _conf(settings) -> dict:
         task_serializer="json",
         accept_content=["json"],
         broker_connection_retry_on_startup=True,
+        task_publish_retry=True,
+        task_publish_retry_policy=publish_retry_policy(cfg["send_retry_s"]),
         worker_hijack_root_logger=False,
         worker_send_task_events=False,
         broker_transport_options={"visibility_timeout": cfg["visibility_timeout"]},
@@ -208,7 +235,47 @@ def enqueue_upkeep(
     store = settings.domains[settings.default_domain] if settings.one_off_store else None
     sigs = [signature_for(n, run_id, home, store, trigger, celery_app) for n in names]
     c = chain(*sigs) if len(sigs) > 1 else sigs[0]
-    return c.apply_async()
+    from geode.agents import nights
+
+    engine = records_engine(settings)
+    nights.expect(engine, run_id, names, trigger)  # what the night expects, before it is sent
+    try:
+        return c.apply_async()
+    except BaseException:  # clean up, then re-raise: nothing is caught here
+        nights.forget_expected(engine, run_id, names)  # not sent: nothing of it is queued
+        raise
+
+
+@signals.task_failure.connect
+def _rest_never_ran(sender=None, exception=None, args=None, **_kw) -> None:
+    """An upkeep task failed (its agent raised, or the next agent could not be sent within
+    ``[upkeep] send_retry_s``): the chain stops here, so the agents of its night still queued
+    will never run; they are marked so (``geode.agents.nights``), never left looking fine."""
+    name = getattr(sender, "name", "") or ""
+    if not name.startswith("geode.upkeep.") or not args:
+        return
+    from geode.agents import nights
+    from geode.kernel.config import load_settings
+
+    if name == "geode.upkeep.agent":
+        run_id, agent, home, store = (list(args) + [None] * 4)[:4]
+    else:
+        run_id, home, store = (list(args) + [None] * 3)[:3]
+        agent = name.rsplit(".", 1)[1]
+    from kombu.exceptions import OperationalError
+
+    if isinstance(exception, OperationalError):
+        why = f"after {agent} the broker refused the next task for longer than [upkeep] send_retry_s ({exception})"
+    else:
+        why = f"the {agent} task failed ({type(exception).__name__}: {exception}), so the rest of the night was not run"
+    settings = load_settings(store=store, home=home)
+    missed = nights.mark_never_ran(records_engine(settings), run_id, why)
+    if missed:
+        import logging
+
+        logging.getLogger(__name__).error(
+            "upkeep %s: %s never ran: the %s task failed: %s", run_id, ", ".join(missed), agent, exception
+        )
 
 
 def ping(celery_app: Celery | None = None, timeout: float = 2.0) -> tuple[bool, str]:

@@ -28,8 +28,8 @@ if TYPE_CHECKING:  # the queue imports SQLAlchemy: only its name is needed here,
 
 #: statuses of a finished run
 OK, FAILED, NOTHING_TO_LEARN = "ok", "failed", "nothing-to-learn"
-#: statuses of a run that has not finished
-RUNNING = "running"
+#: statuses of a run that has not finished: sent and waiting for a worker (``geode.agents.nights``), or running
+QUEUED, RUNNING = "queued", "running"
 FINAL_STATUSES = frozenset({OK, FAILED, NOTHING_TO_LEARN})
 
 

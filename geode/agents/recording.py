@@ -69,7 +69,9 @@ def begin_attempt(engine, run_id: str, agent: str, trigger: str = "", max_attemp
         if conn.dialect.name == "postgresql":
             q = q.with_for_update()
         row = conn.execute(q).mappings().one()
-        if row["status"] in FINAL_STATUSES:
+        # an agent marked never run (failed before any attempt: ``geode.agents.nights``) runs
+        # when its night is sent again; every other final status is the run's last word
+        if row["status"] in FINAL_STATUSES and not (row["status"] == FAILED and int(row["attempts"]) == 0):
             return "done", report_from_row(row, conn)
         attempts = int(row["attempts"]) + 1
         if attempts > max_attempts:

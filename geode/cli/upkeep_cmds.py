@@ -146,8 +146,11 @@ def cmd_upkeep(args) -> int:
                 print("\n".join(render_report(r.as_dict()) for r in stored if r) or f"no run {args.run_id}")
             return EXIT_OK
         runs = contract.list_runs(engine, limit=args.limit)
+        from geode.agents.nights import night_states  # a night whose agents did not all run is failed
+
+        states = night_states(runs, stale_s=settings.upkeep.visibility_timeout)
         if args.json:
-            print_json({"reports": runs})
+            print_json({"reports": runs, "nights": states})
         else:
             if not runs:
                 print("no upkeep reports kept yet")
@@ -158,6 +161,9 @@ def cmd_upkeep(args) -> int:
                     f"notes {r['examined'].get('notes', 0):>6}  findings {r['findings']:>5}  "
                     f"proposals {r['proposals']:>3}  {r['message'][:80]}"
                 )
+            for st in states:
+                if st["status"] != "ok":
+                    print(f"{st['run_id']}: {st['status'].upper()} ({st['message']})")
         return EXIT_OK
 
     have, missing = upkeep.available(settings)

@@ -179,6 +179,9 @@ SCHEMA: dict = {
         "queue": (STR, "geode-upkeep", "GEODE_QUEUE"),
         "at": (STR, "03:00", "GEODE_UPKEEP_AT"),  # the nightly run, local time
         "misfire_grace_hours": (FLOAT, 24.0, None),
+        # seconds a task send keeps retrying while the broker is away (a Redis restart): the
+        # worker sends each next agent of a night; Celery's own default gives up after 0.6 s
+        "send_retry_s": (FLOAT, 60.0, "GEODE_SEND_RETRY_S"),
         # how the Librarian reads links (obsidian, dendron, mkdocs, mdbook, cursor, skills,
         # basic-memory, plain); none: detected from the store itself
         "flavour": (STR, None, None),
@@ -345,6 +348,7 @@ class UpkeepSettings(Table):
         "queue",
         "at",
         "misfire_grace_hours",
+        "send_retry_s",
         "flavour",
     )
     agents: dict[str, str]
@@ -355,6 +359,7 @@ class UpkeepSettings(Table):
     queue: str
     at: str
     misfire_grace_hours: float
+    send_retry_s: float
     flavour: str | None
 
 

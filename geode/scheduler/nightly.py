@@ -2,10 +2,18 @@
 
 Why each setting (a night fires once, and survives a restart):
 
-- One scheduler process per store: a lock file (``GEODE_HOME/scheduler.lock``, ``flock``) is
+- One scheduler process per home: a lock file (``GEODE_HOME/scheduler.lock``, ``flock``) is
   taken before the scheduler starts; a second process exits with ``SchedulerLocked``.
   Behind the lock, every night is also a row of ``upkeep_night`` (unique run id): a night is
   enqueued once even if two schedulers were ever to fire it.
+- One night per store, whatever the homes: two homes with separate records on one store each
+  ran their own scheduler, both fired, and the night ran twice into two queues (issue 22, point
+  13). ``fire`` decides under the store's own lock (``store_lock_paths``: an ``flock`` on
+  ``<store>/.geode-scheduler.lock``, or ``<store>/.git/geode-scheduler.lock`` when the store is
+  a git work tree, so ``git status`` never shows it; the walk skips dot files) and writes into
+  it which home sent which night. A second home that finds this night sent by another skips
+  it and says so ("skipped night-...: another home ... holds this store's night"); a night no
+  home sent (the other home's scheduler was down) it sends itself.
 - A persistent SQLAlchemy job store (the records database): the next fire time survives a
   restart, so a night missed while the machine was down is noticed when it comes back.
 - ``coalesce=True``: however many nights were missed, one catch-up run.
@@ -98,6 +106,94 @@ def lock_path(settings) -> str:
     return os.path.join(settings.home, "scheduler.lock")
 
 
+# -- one night per store, across homes -------------------------------------------------------
+STORE_LOCK_NAME = ".geode-scheduler.lock"
+
+
+def store_lock_paths(settings) -> list[str]:
+    """The scheduler lock of each store folder the home's nights run over (sorted, so two homes
+    take them in one order): inside the folder, where every home that shares it finds it."""
+    out = []
+    for root in sorted({os.path.realpath(r) for _d, r in settings.domain_roots()}):
+        git = os.path.join(root, ".git")
+        out.append(
+            os.path.join(git, "geode-scheduler.lock") if os.path.isdir(git) else os.path.join(root, STORE_LOCK_NAME)
+        )
+    return out
+
+
+def _read_claim(fd: int) -> dict:
+    import json
+
+    try:
+        got = json.loads(os.pread(fd, 4096, 0).decode("utf-8") or "{}")
+    except (OSError, UnicodeDecodeError, ValueError):
+        return {}
+    return got if isinstance(got, dict) else {}
+
+
+def _fd(lock: FileLock) -> int:
+    if lock.fd is None:
+        raise RuntimeError(f"{lock.path}: not held")
+    return lock.fd
+
+
+class StoreNight:
+    """The stores' scheduler locks, held while one home decides and sends a night; what each
+    lock file says afterwards is the last night sent on that store and by which home."""
+
+    def __init__(self, settings, run_id: str, wait_s: float):
+        self.settings, self.run_id, self.wait_s = settings, run_id, wait_s
+        self.home = os.path.realpath(settings.home)
+        self.locks: list[FileLock] = []
+        self.busy: str | None = None
+
+    def __enter__(self) -> StoreNight:
+        for path in store_lock_paths(self.settings):
+            lock = FileLock(path)
+            try:
+                if not lock.acquire(self.wait_s):
+                    self.busy = f"another home held {path} for over {self.wait_s:.0f} s: it is sending the night now"
+                    self.__exit__()
+                    return self
+            except OSError as exc:  # a read-only store: this home's own lock still holds its nights
+                import logging
+
+                logging.getLogger(__name__).warning(
+                    "geode scheduler: cannot take the store's scheduler lock %s (%s); two homes on this store "
+                    "could both run %s",
+                    path,
+                    exc,
+                    self.run_id,
+                )
+                continue
+            self.locks.append(lock)
+        return self
+
+    def held_by_other(self) -> str | None:
+        """Who sent this night on one of the stores, when that is another home (else None)."""
+        if self.busy is not None:
+            return self.busy
+        for lock in self.locks:
+            claim = _read_claim(_fd(lock))
+            if claim.get("run_id") == self.run_id and claim.get("home") != self.home:
+                return f"home {claim.get('home')} (pid {claim.get('pid', '?')}) sent it, as {lock.path} says"
+        return None
+
+    def mark_sent(self) -> None:
+        import json
+
+        line = json.dumps({"run_id": self.run_id, "home": self.home, "pid": os.getpid(), "at": time.time()})
+        for lock in self.locks:
+            os.ftruncate(_fd(lock), 0)
+            os.pwrite(_fd(lock), (line + "\n").encode("utf-8"), 0)
+
+    def __exit__(self, *exc: object) -> None:
+        for lock in reversed(self.locks):
+            lock.release()
+        self.locks = []
+
+
 # -- the enqueue log ---------------------------------------------------------------------------
 def night_table():
     """The ``upkeep_night`` table (``geode.scheduler.tables``), imported on first use: this
@@ -114,8 +210,9 @@ def _engine(settings):
 
 
 def fire(home: str | None = None, store: str | None = None, now: float | None = None) -> str | None:
-    """The job: enqueue this night's upkeep once. Returns the run id, or None when this night
-    was enqueued before (by this or any other process)."""
+    """The job: enqueue this night's upkeep once. Returns the run id, None when this night was
+    enqueued before (by this or any other process of this home), or ``"skipped <run id>: ..."``
+    when another home sent it on this store (``StoreNight``)."""
     from sqlalchemy.exc import IntegrityError
 
     from geode.agents.celery_app import enqueue_upkeep
@@ -131,22 +228,32 @@ def fire(home: str | None = None, store: str | None = None, now: float | None = 
     from geode.scheduler.tables import UpkeepNight
 
     engine = _engine(settings)
-    night = UpkeepNight(run_id=run_id, due=due.isoformat(), enqueued_at=time.time(), pid=str(os.getpid()))
-    try:
-        with Session(engine) as session:
-            session.add(night)
-            session.commit()  # the primary key: a night enqueued before is an IntegrityError here
-    except IntegrityError:
-        return None
-    try:
-        enqueue_upkeep(settings, run_id, trigger="schedule")
-    except BaseException:  # clean up, then re-raise: nothing is caught here
-        with Session(engine) as session:  # not sent: the night stays open for the next attempt
-            stored = session.get(UpkeepNight, run_id)
-            if stored is not None:
-                session.delete(stored)
-                session.commit()
-        raise
+    # the other home may be sending this night now (its sends retry for send_retry_s): wait for it
+    with StoreNight(settings, run_id, wait_s=settings.upkeep.send_retry_s + 30) as store_night:
+        other = store_night.held_by_other()
+        if other is not None:
+            import logging
+
+            said = f"skipped {run_id}: another home holds this store's night ({other})"
+            logging.getLogger(__name__).warning("geode scheduler: %s", said)
+            return said
+        night = UpkeepNight(run_id=run_id, due=due.isoformat(), enqueued_at=time.time(), pid=str(os.getpid()))
+        try:
+            with Session(engine) as session:
+                session.add(night)
+                session.commit()  # the primary key: a night enqueued before is an IntegrityError here
+        except IntegrityError:
+            return None
+        try:
+            enqueue_upkeep(settings, run_id, trigger="schedule")
+        except BaseException:  # clean up, then re-raise: nothing is caught here
+            with Session(engine) as session:  # not sent: the night stays open for the next attempt
+                stored = session.get(UpkeepNight, run_id)
+                if stored is not None:
+                    session.delete(stored)
+                    session.commit()
+            raise
+        store_night.mark_sent()
     return run_id
 
 

@@ -213,7 +213,7 @@ def create_app(settings, *, token: str, bound: str, port: int, who: str) -> Requ
         return page(request, "note.html", {"n": n})
 
     async def health_page(request: Request):
-        data = await run_in_threadpool(H.nights, w.engine, 7)
+        data = await run_in_threadpool(H.nights, w.engine, 7, w.settings.upkeep.visibility_timeout)
         return page(request, "health.html", {"nights": data})
 
     # -- API: the queue --------------------------------------------------------------------------
@@ -357,7 +357,9 @@ def create_app(settings, *, token: str, bound: str, port: int, who: str) -> Requ
             limit = max(1, min(_int(request.query_params.get("limit"), "limit", 7), 100))
         except WQ.QueueError as exc:
             return error_json(exc, exc.status)
-        return JSON({"nights": await run_in_threadpool(H.nights, w.engine, limit)})
+        return JSON(
+            {"nights": await run_in_threadpool(H.nights, w.engine, limit, w.settings.upkeep.visibility_timeout)}
+        )
 
     async def api_stats(request: Request):
         from geode.evidence.stats import render_stats

@@ -17,8 +17,9 @@ from geode.web.queue import iso, night_label
 NIGHT_RUN_ROWS = 400
 
 
-def nights(engine, limit: int = 7) -> list[dict]:
-    """The last ``limit`` runs (nights or manual runs), newest first, each with its agents."""
+def nights(engine, limit: int = 7, stale_s: float = 7200.0) -> list[dict]:
+    """The last ``limit`` runs (nights or manual runs), newest first, each with its agents and
+    its state (``geode.agents.nights.judge``; ``stale_s``: ``[upkeep] visibility_timeout``)."""
     contract.ensure_tables(engine)
     runs = contract.list_runs(engine, limit=NIGHT_RUN_ROWS)
     out: list[dict] = []
@@ -54,8 +55,17 @@ def nights(engine, limit: int = 7) -> list[dict]:
             n["status"] = "failed"
         elif r["status"] not in contract.FINAL_STATUSES and n["status"] != "failed":
             n["status"] = "running"
+    from geode.agents.nights import judge
+
+    rows_of: dict[str, list[dict]] = {}
+    for r in runs:
+        rows_of.setdefault(r["run_id"], []).append(r)
     for n in out:
         n["agents"].sort(key=lambda a: a["agent"])
+        # the night as a whole, as `geode upkeep --list` and doctor judge it: one whose agents did
+        # not all run is failed ("partial: gardener, corrector never ran")
+        state = judge(rows_of[n["run_id"]], stale_s=stale_s)
+        n["status"], n["message"], n["never_ran"] = state["status"], state["message"], state["never_ran"]
     return out
 
 
