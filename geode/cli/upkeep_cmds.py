@@ -261,13 +261,16 @@ def _send_run(settings, app, run_id: str, names: list[str]) -> dict | None:
     from kombu.exceptions import KombuError, OperationalError
     from kombu.utils.url import maybe_sanitize_url
 
-    from geode.agents.celery_app import enqueue_upkeep
+    from geode.agents.celery_app import enqueue_upkeep, publish_retry_policy
 
     opts = dict(app.conf.broker_transport_options or {})
     opts.setdefault("socket_timeout", SEND_SOCKET_TIMEOUT_S)
     opts.setdefault("socket_connect_timeout", SEND_SOCKET_TIMEOUT_S)
     app.conf.broker_transport_options = opts
     app.conf.broker_connection_timeout = SEND_SOCKET_TIMEOUT_S
+    # A person waits at the terminal: the first send retries for a few seconds, not the night's
+    # [upkeep] send_retry_s (the worker's sends of the next agents keep that, to ride out a restart).
+    app.conf.task_publish_retry_policy = publish_retry_policy(min(settings.upkeep.send_retry_s, SEND_SOCKET_TIMEOUT_S))
     broker = maybe_sanitize_url(str(app.conf.broker_url))
     try:
         enqueue_upkeep(settings, run_id, names, trigger="manual")
