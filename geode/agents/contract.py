@@ -21,7 +21,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from geode.kernel.store import StoreLoad, iter_note_paths, load_store, unentered
+from geode.kernel.store import NAME_NOT_UTF8, StoreLoad, iter_note_paths, load_store, unentered
 
 if TYPE_CHECKING:  # the queue imports SQLAlchemy: only its name is needed here, for the checker
     from geode.queue.proposals import ProposalDraft
@@ -304,7 +304,7 @@ def unreadable_findings(load: StoreLoad) -> list[Finding]:
     for p in load.problems:
         if p.code == "no-store":
             continue
-        if p.code.startswith("skip-") and p.severity == "error":
+        if (p.code.startswith("skip-") or p.code == NAME_NOT_UTF8) and p.severity == "error":
             out.append(
                 Finding("unreadable", p.path, p.line, "", f"{p.message} [{p.code}]", load.domain, severity="error")
             )
