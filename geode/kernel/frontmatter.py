@@ -68,6 +68,10 @@ class NotInSubset(FrontmatterError):
 #: declines is an error there (the note is skipped), never handed to PyYAML.
 FULL_PARSER = True
 
+#: the most frontmatter (the text between the fences) either reader is given: a note's keys
+#: are a few hundred characters; a file of megabytes between fences is no note's metadata
+MAX_FRONTMATTER_CHARS = 65_536
+
 
 class ParsedFrontmatter:
     """``data``; ``lines``: key path ("crystal.match") -> 1-based line of the key;
@@ -893,16 +897,25 @@ def parse_frontmatter(text: str, first_line: int = 2) -> ParsedFrontmatter:
     """Parse frontmatter text (without the ``---`` fences); ``first_line`` is its file line.
 
     What the subset declines is read by the full parser (``geode.kernel.frontmatter_full``)
-    unless ``FULL_PARSER`` is off (the hook), where ``NotInSubset`` is raised."""
+    unless ``FULL_PARSER`` is off (the hook), where ``NotInSubset`` is raised. Over
+    ``MAX_FRONTMATTER_CHARS`` it is a ``FrontmatterError``: what either reader spends on it is
+    bounded whatever the text (PyYAML's pure reader takes seconds a megabyte)."""
+    if len(text) > MAX_FRONTMATTER_CHARS:
+        raise FrontmatterError(
+            first_line,
+            f"{len(text):,} characters of frontmatter, over the {MAX_FRONTMATTER_CHARS:,} geode reads; not read",
+        )
     try:
         return parse_subset(text, first_line)
     except NotInSubset as exc:
         if not FULL_PARSER:
             raise
-        from geode.kernel.frontmatter_full import NotYaml, parse_full  # noqa: PLC0415 - off the hook only
+        from geode.kernel.frontmatter_full import NotYaml, YamlTooLarge, parse_full  # noqa: PLC0415 - off the hook only
 
         try:
             data, lines = parse_full(text, first_line, exc.line)
+        except YamlTooLarge as bomb:  # never read leniently: the note is skipped and named
+            raise FrontmatterError(bomb.line, bomb.message) from None
         except NotYaml as bad:
             # not YAML either (a Cursor glob, a crystal's `match: | tail` beside an `&x`): the
             # lenient reading, every construct strict YAML reads otherwise said by a warning
