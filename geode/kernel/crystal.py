@@ -104,12 +104,7 @@ def read_text(root: str, rel: str, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
         raise NoteError(rel, 0, "skip-unreadable", f"cannot read: {exc.strerror or exc}") from None
     nul = data.find(b"\0")  # the whole file (memchr, well under a millisecond a megabyte), not its first 8 KB
     if nul >= 0:
-        raise NoteError(
-            rel,
-            data[:nul].count(b"\n") + 1,
-            "skip-binary",
-            f"binary file (a NUL byte at offset {nul}); skipped",
-        )
+        raise NoteError(rel, 0, "skip-binary", f"binary file (a NUL byte at offset {nul:,}); skipped")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
