@@ -51,7 +51,7 @@ def good_text(rng: random.Random, i: int, crystal: bool = False) -> str:
     if rng.random() < 0.2:
         fm.append(f"tags: [{_words(rng, 1)}, {_words(rng, 1)}]")
     if crystal:
-        fm += ["crystal:", "  deliver: act", "  on: bash", f"  match: \"{rng.choice(WORDS)}-{i}\""]
+        fm += ["crystal:", "  deliver: act", "  on: bash", f'  match: "{rng.choice(WORDS)}-{i}"']
     body = f"# note {i}\n\n{_words(rng, rng.randint(5, 40))}\n"
     if crystal:
         body = ESSENCE.format(f"essence {i}: {_words(rng, 8)}") + body
@@ -164,7 +164,9 @@ def _made(rng: random.Random, i: int) -> Made:
     elif kind == "unclosed":
         data, must = ("---\ntitle: never closed\n" + _words(rng, 20) + "\n").encode(), True
     elif kind == "huge_fm":
-        data = ("---\n" + "".join(f"k{j}: {_words(rng, 2)}\n" for j in range(rng.randint(5000, 9000))) + "---\n").encode()
+        data = (
+            "---\n" + "".join(f"k{j}: {_words(rng, 2)}\n" for j in range(rng.randint(5000, 9000))) + "---\n"
+        ).encode()
         must = True
     elif kind == "bomb":
         levels = rng.randint(5, 9)  # 9**5 = 59,049 nodes and up: past the budget

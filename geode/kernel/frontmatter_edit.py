@@ -312,7 +312,9 @@ def set_key(data: bytes, key: str, value, *, path: str = "", after: str | None =
 
 
 def _unplaced(path: str, key: str, exc: Exception) -> FrontmatterEditError:
-    return FrontmatterEditError(path, key, f"the editor cannot find the key's lines ({type(exc).__name__}: {exc}); not edited")
+    return FrontmatterEditError(
+        path, key, f"the editor cannot find the key's lines ({type(exc).__name__}: {exc}); not edited"
+    )
 
 
 def remove_key(data: bytes, key: str, *, path: str = "") -> bytes:

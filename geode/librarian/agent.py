@@ -310,8 +310,7 @@ class Librarian(Agent):
             kind="edit",
             domain=domain,
             title=f"Rewrite {len(applied)} link(s) in {path}",
-            rationale=f"Each link names a note that does not exist and exactly one note is its good target: "
-            f"{targets}.",
+            rationale=f"Each link names a note that does not exist and exactly one note is its good target: {targets}.",
             evidence=[],
             changes=[FileChange(path, hashlib.sha256(data).hexdigest(), after)],
             run_id=ctx.run_id or "adhoc",
