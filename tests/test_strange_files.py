@@ -244,3 +244,35 @@ def test_one_note_that_breaks_an_agent_is_a_finding_and_the_run_goes_on(geode_en
     failed = [f for f in rep.findings if f.kind == NOTE_FAILED]
     assert [f.path for f in failed] == ["a.md"] and "ZeroDivisionError" in failed[0].message
     assert [p.draft.changes[0].path for p in rep.proposed] == ["b.md"]
+
+
+@pytest.mark.parametrize(
+    "fm",
+    [
+        "k: [\n" + "a,\n" * 20000 + "]",  # a flow list over 20,000 lines (60 KB, under the cap)
+        "k: {\n" + "a: 1,\n" * 10000 + "}",
+        'k: "' + "x\n" * 20000 + '"',
+    ],
+    ids=["flow-list", "flow-map", "quoted"],
+)
+def test_the_standard_library_reader_reads_a_value_over_many_lines_in_linear_time(tmp_path, fm):
+    """The hook's own reader re-read a value spanning lines once per added line: 278 s for the
+    flow list here. A child process with a limit, so today's code fails rather than hangs."""
+    script = textwrap.dedent(
+        f"""
+        import sys, time
+        from geode.kernel.frontmatter import parse_subset
+        t = time.monotonic()
+        parse_subset(sys.stdin.read())
+        print(time.monotonic() - t)
+        """
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    try:
+        r = subprocess.run(
+            [sys.executable, "-c", script], input=fm, capture_output=True, text=True, env=env, timeout=30
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("the standard-library reader took over 30 s on 60 KB of frontmatter")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert float(r.stdout) < 3, r.stdout

@@ -785,23 +785,40 @@ class _Parser:
             chunks.extend(breaks)
         return "".join(chunks)
 
+    def more(self, buf: str, batch: int) -> str:
+        """``buf`` and the next ``batch`` lines: a value that spans lines is read again with
+        twice as many lines each time it is incomplete, not one more, so a 20,000-line flow
+        list is read in linear time (one more line a try took 278 s on 60 KB)."""
+        stop = min(len(self.lines), self.i + batch)
+        buf += "\n" + "\n".join(self.lines[self.i : stop])
+        self.i = stop
+        return buf
+
+    def closed_at(self, buf: str, end: int, key_line: int) -> str:
+        """After a value spanning lines that ended at ``buf[end]``: the lines read past its
+        closing line are given back; the rest of the closing line is returned (its tail)."""
+        self.i = key_line + 1 + buf.count("\n", 0, end)
+        nl = buf.find("\n", end)
+        return buf[end:] if nl < 0 else buf[end:nl]
+
     def quoted(self, rest: str, key_line: int):
         buf = rest
         self.i = key_line + 1
+        batch = 1
         while True:
             try:
                 val, end = _scan_quoted(buf, 0)
             except _Incomplete:
                 if self.i >= len(self.lines):
                     raise self.err(f"unclosed {rest[0]} quote", key_line) from None
-                buf += "\n" + self.lines[self.i]
-                self.i += 1
+                buf = self.more(buf, batch)
+                batch *= 2
                 continue
             except ValueError as exc:
                 raise self.err(str(exc), key_line) from None
             except _Decline as exc:
                 raise self.decline(str(exc), key_line) from None
-            self.tail(buf[end:], key_line, "the closing quote")
+            self.tail(self.closed_at(buf, end, key_line), key_line, "the closing quote")
             return val
 
     def tail(self, tail: str, key_line: int, what: str) -> None:
@@ -817,14 +834,15 @@ class _Parser:
         buf = rest
         self.i = key_line + 1
         close = "]" if rest[0] == "[" else "}"
+        batch = 1
         while True:
             try:
                 val, end = _flow_node(buf, 0)
             except _Incomplete:
                 if self.i >= len(self.lines):
                     raise self.err(f"unclosed {rest[0]!r}: expected {close!r}", key_line) from None
-                buf += "\n" + self.lines[self.i]
-                self.i += 1
+                buf = self.more(buf, batch)
+                batch *= 2
                 continue
             except ValueError as exc:
                 raise self.err(str(exc), key_line) from exc
@@ -832,7 +850,7 @@ class _Parser:
                 if not _closes(buf + "\n" + "\n".join(self.lines[self.i :])):
                     raise self.err(f"unclosed {rest[0]!r}: expected {close!r}", key_line) from None
                 raise self.decline(str(exc), key_line) from None
-            self.tail(buf[end:], key_line, repr(close))
+            self.tail(self.closed_at(buf, end, key_line), key_line, repr(close))
             return val
 
 
