@@ -123,10 +123,11 @@ def _made(rng: random.Random, i: int) -> Made:
             "too_large",
             "bom",
             "odd_name",
+            "long_flow",
         ],
         # about a quarter readable: the garbage is what is under test, and the agents' time
         # grows with the notes they can read
-        weights=[5, 3, 2, 14, 14, 8, 12, 14, 3, 2, 2, 8, 6, 0.3, 4, 2, 2, 1, 0.03, 1, 1],
+        weights=[5, 3, 2, 14, 14, 8, 12, 14, 3, 2, 2, 8, 6, 0.3, 4, 2, 2, 1, 0.03, 1, 1, 0.5],
     )[0]
     name = f"n{i}.md".encode()
     good = good_text(rng, i, crystal=kind == "crystal")
@@ -183,6 +184,9 @@ def _made(rng: random.Random, i: int) -> Made:
         data, must = good.encode() + b"x" * 1_100_000, True
     elif kind == "bom":
         data, must = b"\xef\xbb\xbf" + good.encode(), False
+    elif kind == "long_flow":  # a value over thousands of lines, under the cap: read in linear time
+        n = rng.randint(2000, 15000)
+        data, must = ("---\nk: [\n" + "a,\n" * n + "]\n---\n# long\n").encode(), False
     else:  # odd_name: spaces, unicode, a leading dash, a dot in the middle: all UTF-8
         name = rng.choice(["with space {}.md", "ünïcødé {}.md", "-dash{}.md", "a.b.{}.md", "日本{}.md", "emoji🦀{}.md"])
         name = name.format(i).encode()
