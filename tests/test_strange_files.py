@@ -259,7 +259,7 @@ def test_the_standard_library_reader_reads_a_value_over_many_lines_in_linear_tim
     """The hook's own reader re-read a value spanning lines once per added line: 278 s for the
     flow list here. A child process with a limit, so today's code fails rather than hangs."""
     script = textwrap.dedent(
-        f"""
+        """
         import sys, time
         from geode.kernel.frontmatter import parse_subset
         t = time.monotonic()
