@@ -68,6 +68,11 @@ ALLOWED = {
         "plugin",
         "importing an agent module named in [upkeep] agents may raise anything",
     ),
+    ("geode/agents/contract.py", "one_note"): (
+        "plugin",
+        "an agent's work on one note: whatever one note makes it raise is a finding naming the note, and "
+        "the run goes on to the rest of the store",
+    ),
     ("geode/services/doctor.py", "_examined_now"): (
         "plugin",
         "the doctor runs every configured agent; one that raises fails its check with the reason",

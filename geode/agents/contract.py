@@ -17,11 +17,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from geode.kernel.store import StoreLoad, iter_note_paths, load_store, unentered
+from geode.kernel.store import NAME_NOT_UTF8, StoreLoad, iter_note_paths, load_store, unentered
 
 if TYPE_CHECKING:  # the queue imports SQLAlchemy: only its name is needed here, for the checker
     from geode.queue.proposals import ProposalDraft
@@ -304,11 +307,42 @@ def unreadable_findings(load: StoreLoad) -> list[Finding]:
     for p in load.problems:
         if p.code == "no-store":
             continue
-        if p.code.startswith("skip-") and p.severity == "error":
+        if (p.code.startswith("skip-") or p.code == NAME_NOT_UTF8) and p.severity == "error":
             out.append(
                 Finding("unreadable", p.path, p.line, "", f"{p.message} [{p.code}]", load.domain, severity="error")
             )
     return out
+
+
+#: the finding kind of a note an agent could not finish: the rest of its run went on
+NOTE_FAILED = "note-failed"
+
+
+@contextmanager
+def one_note(report: Report, agent: str, domain: str, path: str) -> Iterator[None]:
+    """The work an agent does on one note (reading it again, editing it, filing its proposal):
+    whatever that one note makes it raise is a ``note-failed`` finding naming the note, and the
+    run goes on to the next. One note with LF CR line endings took the Corrector's whole run
+    down ("examined no notes") before; the store's other notes deserve their upkeep."""
+    try:
+        yield
+    except Exception as exc:  # plugin boundary: one note's failure (a bug included) never ends the whole run
+        logging.getLogger(__name__).warning(
+            "%s: %s:%s failed: %s: %s", agent, domain, path, type(exc).__name__, exc, exc_info=True
+        )
+        report.findings.append(
+            Finding(
+                NOTE_FAILED,
+                path,
+                0,
+                "",
+                f"the {agent} could not finish this note ({type(exc).__name__}: {exc}); nothing was proposed "
+                "for it, the rest of the store was examined",
+                domain,
+                severity="error",
+            )
+        )
+        report.examined[NOTE_FAILED] = report.examined.get(NOTE_FAILED, 0) + 1
 
 
 # -- tables --------------------------------------------------------------------------------

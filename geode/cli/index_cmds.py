@@ -89,7 +89,7 @@ def recall_status(settings) -> dict:
     from sqlalchemy import select
 
     from geode.delivery.prompt_recall import socket_path
-    from geode.kernel.store import iter_note_paths
+    from geode.kernel.store import NAME_NOT_UTF8, StoreLoad, iter_note_paths
     from geode.recall import vectors
     from geode.recall.embed import get_embedder, model_spec, runtime_choice
     from geode.recall.index_tables import notes_t
@@ -112,7 +112,8 @@ def recall_status(settings) -> dict:
     for domain, root in settings.domain_roots():
         if not os.path.isdir(root):
             continue
-        for rel in iter_note_paths(root):
+        walked = StoreLoad(root=root, domain=domain)
+        for rel in iter_note_paths(root, walked):
             try:
                 st = os.stat(os.path.join(root, rel))
             except OSError:
@@ -128,6 +129,7 @@ def recall_status(settings) -> dict:
                     skipped.append(f"{domain}:{rel}:{why.line} ({why.code})")
             elif known[k] != (st.st_mtime_ns, st.st_size):
                 changed.append(f"{domain}:{rel}")
+        skipped += [f"{domain}:{p.path}:0 ({p.code})" for p in walked.problems if p.code == NAME_NOT_UTF8]
     removed = [f"{d}:{p}" for (d, p) in known if d in settings.domains and (d, p) not in seen]
     vs = vectors.VectorStore(settings, emb.model_id, emb.dim)
     vcount = vs.note_count()  # notes with vectors (each note is one or more passages)

@@ -49,7 +49,7 @@ import datetime as _dt
 import hashlib
 import os
 
-from geode.agents.contract import Agent, Context, Finding, Proposed, Report, Skipped
+from geode.agents.contract import Agent, Context, Finding, Proposed, Report, Skipped, one_note
 from geode.corrector.edits import FileLines, changed_lines, check_edit, line_map, unified
 from geode.corrector.fixes import CorrectorRun, Fix, Fixes
 from geode.kernel.frontmatter_edit import FrontmatterEditError, set_key
@@ -195,7 +195,8 @@ class Corrector(Agent):
             return
         pending = self._pending(ctx, domain, sorted(fixes))
         for path in sorted(fixes):
-            self._propose(ctx, domain, load.root, notes[path], fixes[path], pending.get(path, []), report)
+            with one_note(report, self.name, domain, path):
+                self._propose(ctx, domain, load.root, notes[path], fixes[path], pending.get(path, []), report)
 
     # -- the queue -------------------------------------------------------------------------
     def _pending(self, ctx: Context, domain: str, paths: list[str]) -> dict[str, list[dict]]:
@@ -244,6 +245,23 @@ class Corrector(Agent):
             report.skipped.append(
                 Skipped(path, 0, "", "changed since it was read; the next run proposes on what is there", domain)
             )
+            return
+        if "\r" in text.replace("\r\n", ""):
+            # a CR that ends no line (LF CR, CR alone): the readers break lines there and the
+            # line editor does not, so a fix's line number would name another line: for a person
+            for fix in fixes:
+                ex["not_mechanical"] += 1
+                report.findings.append(
+                    Finding(
+                        NOT_MECHANICAL,
+                        path,
+                        fix.line,
+                        fix.finding.target,
+                        f"{fix.finding.kind}: {fix.describe}; the file has a carriage return that does not end "
+                        "a line (LF CR or CR line endings), which no edit is made on; for a person",
+                        domain,
+                    )
+                )
             return
         sha = hashlib.sha256(data).hexdigest()
         live = [p for p in pending if p["sha"] == sha]  # a pending proposal on older bytes can never apply

@@ -43,6 +43,7 @@ from geode.kernel.crystal import (
     NoteError,
     content_hash,
     extract_essence,
+    name_is_utf8,
     parse_crystal_text,
     read_text,
     split_frontmatter,
@@ -316,6 +317,10 @@ class Index:
         seen_dirs = set()
         for e in entries:
             name = e.name
+            if not name_is_utf8(name):  # no row can hold it; lint and doctor name it
+                counts["problems"] = counts.get("problems", 0) + 1
+                counts["bad_names"] = counts.get("bad_names", 0) + 1
+                continue
             rel = f"{rel_dir}/{name}" if rel_dir else name
             try:
                 if e.is_dir(follow_symlinks=False):

@@ -105,6 +105,16 @@ class _Split:
             if nl < 0:
                 raise FrontmatterEditError(path, key, "the frontmatter opened on line 1 is never closed", 1)
             content = line.rstrip(b"\r")
+            if b"\r" in content:
+                # LF CR ("\n\r") or a CR alone: YAML (and the readers) break the line there,
+                # the byte editor does not, so every key's line would be off: refused, never guessed
+                raise FrontmatterEditError(
+                    path,
+                    key,
+                    "a carriage return that does not end a line (LF CR or CR line endings); "
+                    "not edited: save the file with LF or CRLF line endings",
+                    len(self.lines) + 2,
+                )
             try:
                 self.lines.append(content.decode("utf-8"))
             except UnicodeDecodeError:
@@ -295,13 +305,25 @@ def set_key(data: bytes, key: str, value, *, path: str = "", after: str | None =
     ``value`` (str, int, float, bool, None, date, list, dict; ``Quoted`` for double quotes).
     ``after``: when the key is added, put it right after this sibling key (when present).
     Raises ``FrontmatterEditError`` (naming ``path`` and ``key``) when it cannot be done safely."""
-    return _Doc(data, path, key).set(value, after)
+    try:
+        return _Doc(data, path, key).set(value, after)
+    except (IndexError, KeyError) as exc:  # the key's place not found in the lines: this one note refused
+        raise _unplaced(path, key, exc) from exc
+
+
+def _unplaced(path: str, key: str, exc: Exception) -> FrontmatterEditError:
+    return FrontmatterEditError(
+        path, key, f"the editor cannot find the key's lines ({type(exc).__name__}: {exc}); not edited"
+    )
 
 
 def remove_key(data: bytes, key: str, *, path: str = "") -> bytes:
     """``data`` without frontmatter ``key`` and its value's lines; unchanged when it is absent.
     Removing the last key of a nested mapping leaves the mapping as ``{}``."""
-    return _Doc(data, path, key).remove()
+    try:
+        return _Doc(data, path, key).remove()
+    except (IndexError, KeyError) as exc:  # as in set_key
+        raise _unplaced(path, key, exc) from exc
 
 
 def value_form(data: bytes, key: str, *, path: str = "") -> str:

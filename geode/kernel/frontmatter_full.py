@@ -26,6 +26,53 @@ class NotYaml(StoreError, ValueError):
         self.message = message
 
 
+class YamlTooLarge(NotYaml):
+    """The frontmatter's aliases expand past ``ALIAS_BUDGET`` nodes, or refer to themselves: a
+    "billion laughs" document (430 bytes, 9 levels of 9 aliases, is 387 million nodes to every
+    walk of its keys). Refused, never read leniently: the note is skipped and named."""
+
+
+#: how many nodes a document's aliases may add to it once each is expanded: enough for any
+#: frontmatter that reuses a block, far below what would take a walk of the keys seconds
+ALIAS_BUDGET = 10_000
+
+
+def _expanded_size(root: Node) -> tuple[int, int]:
+    """``(distinct nodes, nodes once every alias is expanded)`` of a composed document, by a
+    loop (no recursion, so any depth) that stops as soon as the expansion passes the budget;
+    ``YamlTooLarge`` on a node that contains itself."""
+    size: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[Node, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        kids: list[Node]
+        if isinstance(node, MappingNode):
+            kids = [n for pair in node.value for n in pair]
+        elif isinstance(node, SequenceNode):
+            kids = list(node.value)
+        else:
+            kids = []
+        if done:
+            on_path.discard(key)
+            size[key] = 1 + sum(size[id(k)] for k in kids)
+            if size[key] > len(size) + ALIAS_BUDGET:
+                raise YamlTooLarge(
+                    node.start_mark.line + 1,
+                    f"its aliases expand past {ALIAS_BUDGET:,} nodes (an alias bomb); not read",
+                )
+            continue
+        if key in size:
+            continue
+        if key in on_path:
+            raise YamlTooLarge(node.start_mark.line + 1, "an alias refers to the node that holds it; not read")
+        on_path.add(key)
+        stack.append((node, True))
+        stack.extend((k, False) for k in kids if id(k) not in size)
+    return len(size), size[id(root)]
+
+
 class GeodeLoader(yaml.SafeLoader):
     """PyYAML's safe loader, with the two differences geode states: no timestamp resolver (a
     date stays its ISO text) and keys that are their text (``on:`` is ``"on"``, not ``True``)."""
@@ -56,6 +103,8 @@ def load(text: str):
     loader = GeodeLoader(doc)
     try:
         node = loader.get_single_node()
+        if node is not None:
+            _expanded_size(node)  # before anything walks the aliases
         data = loader.construct_document(node) if node is not None else None
     finally:
         loader.dispose()
@@ -79,6 +128,8 @@ def parse_full(text: str, first_line: int, fallback_line: int) -> tuple[dict, di
     file line (``fallback_line`` when PyYAML gives none) when it is not YAML either."""
     try:
         data, node = load(text)
+    except YamlTooLarge as exc:
+        raise YamlTooLarge(first_line + exc.line - 1, exc.message) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = first_line + mark.line if mark is not None else fallback_line

@@ -10,7 +10,15 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from geode.kernel.crystal import DEFAULT_MAX_BYTES, NOTE_SUFFIXES, SKIP_DIRS, NoteError, read_text
+from geode.kernel.crystal import (
+    DEFAULT_MAX_BYTES,
+    NOTE_SUFFIXES,
+    SKIP_DIRS,
+    NoteError,
+    name_is_utf8,
+    read_text,
+    shown_name,
+)
 from geode.kernel.note import Note, parse_note
 from geode.kernel.problems import Problem
 
@@ -26,17 +34,33 @@ class StoreLoad:
 
     @property
     def skipped(self) -> list[Problem]:
-        return [p for p in self.problems if p.code.startswith("skip-")]
+        return [p for p in self.problems if p.code.startswith("skip-") or p.code == NAME_NOT_UTF8]
 
 
 def is_note_file(name: str) -> bool:
     return name.endswith(NOTE_SUFFIXES) and not name.startswith(".")
 
 
+#: the problem code of a file or folder whose name is not UTF-8: named (its bad bytes as
+#: ``\\xNN``) and skipped by every walk, since no index, ledger or JSON can hold the name
+NAME_NOT_UTF8 = "name-not-utf8"
+
+
+def bad_name_problem(rel: str, domain: str = "", folder: bool = False) -> Problem:
+    """The ``name-not-utf8`` problem of ``rel`` (as the walk decoded it, ``surrogateescape``)."""
+    what = "folder name" if folder else "file name"
+    seen = ": the notes in it are not seen" if folder else ""
+    return Problem(
+        shown_name(rel), 0, NAME_NOT_UTF8, "error", f"{what} is not UTF-8; skipped (rename it){seen}", domain
+    )
+
+
 def read_note_file(
     root: str | os.PathLike[str], rel: str, max_bytes: int = DEFAULT_MAX_BYTES, domain: str = ""
 ) -> Note | Problem:
     """Read and parse one file, or say exactly why it cannot be a note."""
+    if not name_is_utf8(rel):
+        return bad_name_problem(rel, domain)
     try:
         return parse_note(read_text(str(root), rel, max_bytes), rel)
     except NoteError as exc:
@@ -116,6 +140,11 @@ def iter_note_paths(root: str | os.PathLike[str], load: StoreLoad | None = None)
         for d in sorted(dirnames):
             if d in SKIP_DIRS:
                 continue
+            if not name_is_utf8(d):
+                if load is not None:
+                    rel = os.path.relpath(os.path.join(dirpath, d), root).replace(os.sep, "/")
+                    load.problems.append(bad_name_problem(rel, load.domain, folder=True))
+                continue
             full = os.path.join(dirpath, d)
             if os.path.islink(full):
                 if load is not None:
@@ -140,6 +169,12 @@ def iter_note_paths(root: str | os.PathLike[str], load: StoreLoad | None = None)
             load.folders += 1
         for name in sorted(filenames):
             if is_note_file(name):
+                if not name_is_utf8(name):
+                    if load is not None:
+                        load.files_seen += 1
+                        rel = os.path.relpath(os.path.join(dirpath, name), root).replace(os.sep, "/")
+                        load.problems.append(bad_name_problem(rel, load.domain))
+                    continue
                 yield os.path.relpath(os.path.join(dirpath, name), root).replace(os.sep, "/")
 
 

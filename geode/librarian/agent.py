@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 
-from geode.agents.contract import Agent, Context, Finding, Proposed, Report, Skipped
+from geode.agents.contract import Agent, Context, Finding, Proposed, Report, Skipped, one_note
 from geode.delivery.lint import lint_note
 from geode.kernel.crystal import RETIRED_STATUSES
 from geode.kernel.header_format import KIND_WORDS, header_kind
@@ -268,50 +268,61 @@ class Librarian(Agent):
     def _propose(self, ctx: Context, domain: str, load, links: StoreLinks, rewrites, report: Report) -> None:
         if not rewrites:
             return
+        root = load.root
+        for path, items in sorted(rewrites.items()):
+            with one_note(report, self.name, domain, path):
+                self._propose_one(ctx, domain, root, links, path, items, report)
+
+    def _propose_one(
+        self, ctx: Context, domain: str, root: str, links: StoreLinks, path: str, items, report: Report
+    ) -> None:
+        """The rewrite proposal of one note's links (none when it changed since it was read)."""
         import os
 
         from geode.queue.proposals import FileChange, ProposalDraft
 
-        root = load.root
-        for path, items in sorted(rewrites.items()):
-            full = os.path.join(root, path)
-            with open(full, "rb") as fh:
-                data = fh.read()
-            note = links.notes[path]
-            try:
-                text = data.decode("utf-8")
-            except UnicodeDecodeError:
-                continue
-            if text != note.text:  # changed since it was read: the next run proposes on what is there
-                continue
-            lines = text.split("\n")
-            applied: list[Finding] = []
-            for ref, new_text, finding in items:
-                i = ref.line - 1
-                if not 0 <= i < len(lines):
-                    continue
-                new = rewrite_line(lines[i], ref, new_text)
-                if new is None or new == lines[i]:
-                    continue
-                lines[i] = new
-                applied.append(finding)
-            if not applied:
-                continue
-            after = "\n".join(lines).encode("utf-8")
-            key = f"rewrite:{domain}:{path}"
-            if len(key) > 255:
-                key = "rewrite:" + hashlib.sha256(key.encode()).hexdigest()
-            targets = ", ".join(f"{f.target} -> {f.suggestion}" for f in applied)
-            draft = ProposalDraft(
-                agent=self.name,
-                kind="edit",
-                domain=domain,
-                title=f"Rewrite {len(applied)} link(s) in {path}",
-                rationale=f"Each link names a note that does not exist and exactly one note is its good target: "
-                f"{targets}.",
-                evidence=[],
-                changes=[FileChange(path, hashlib.sha256(data).hexdigest(), after)],
-                run_id=ctx.run_id or "adhoc",
-                key=key,
+        full = os.path.join(root, path)
+        with open(full, "rb") as fh:
+            data = fh.read()
+        note = links.notes[path]
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            return
+        if text != note.text:  # changed since it was read: the next run proposes on what is there
+            return
+        if "\r" in text.replace("\r\n", ""):  # a CR alone breaks lines the reader counts and split("\n") does not
+            report.skipped.append(
+                Skipped(path, 0, "", "a carriage return that does not end a line: links not rewritten", domain)
             )
-            report.proposed.append(Proposed(draft, applied))
+            return
+        lines = text.split("\n")
+        applied: list[Finding] = []
+        for ref, new_text, finding in items:
+            i = ref.line - 1
+            if not 0 <= i < len(lines):
+                continue
+            new = rewrite_line(lines[i], ref, new_text)
+            if new is None or new == lines[i]:
+                continue
+            lines[i] = new
+            applied.append(finding)
+        if not applied:
+            return
+        after = "\n".join(lines).encode("utf-8")
+        key = f"rewrite:{domain}:{path}"
+        if len(key) > 255:
+            key = "rewrite:" + hashlib.sha256(key.encode()).hexdigest()
+        targets = ", ".join(f"{f.target} -> {f.suggestion}" for f in applied)
+        draft = ProposalDraft(
+            agent=self.name,
+            kind="edit",
+            domain=domain,
+            title=f"Rewrite {len(applied)} link(s) in {path}",
+            rationale=f"Each link names a note that does not exist and exactly one note is its good target: {targets}.",
+            evidence=[],
+            changes=[FileChange(path, hashlib.sha256(data).hexdigest(), after)],
+            run_id=ctx.run_id or "adhoc",
+            key=key,
+        )
+        report.proposed.append(Proposed(draft, applied))

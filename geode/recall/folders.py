@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 
+from geode.kernel.crystal import name_is_utf8
 from geode.kernel.store import SKIP_DIRS
 
 
@@ -24,7 +25,7 @@ def folder_mtimes(root: str, recurse_known: dict | None = None, prefix: str = ""
             return out_k
         with it:
             for e in it:
-                if e.name in SKIP_DIRS:
+                if e.name in SKIP_DIRS or not name_is_utf8(e.name):  # the walk names it; no row holds it
                     continue
                 try:
                     if not e.is_dir(follow_symlinks=False):
@@ -53,7 +54,7 @@ def folder_mtimes(root: str, recurse_known: dict | None = None, prefix: str = ""
             continue
         with it:
             for e in it:
-                if e.name in SKIP_DIRS:
+                if e.name in SKIP_DIRS or not name_is_utf8(e.name):  # the walk names it; no row holds it
                     continue
                 try:
                     if e.is_dir(follow_symlinks=False):

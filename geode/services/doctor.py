@@ -14,7 +14,7 @@ import os
 from collections.abc import Mapping
 from typing import Any, TypedDict
 
-from geode.services import doctor_index_build, doctor_nights, doctor_reach, doctor_serve
+from geode.services import doctor_files, doctor_index_build, doctor_nights, doctor_reach, doctor_serve
 
 
 class Check(TypedDict):
@@ -41,6 +41,7 @@ def doctor_checks(
 
     counted = contract.census(settings)
     checks = [store_check(settings, counted)]
+    checks.append(check("names", *doctor_files.names_check(settings)))
     ledger, engine = ledger_check(settings)
     checks.append(ledger)
     have, missing = upkeep.available(settings)
