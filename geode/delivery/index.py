@@ -48,6 +48,7 @@ from geode.kernel.crystal import (
     read_text,
     split_frontmatter,
 )
+from geode.kernel.errors import GeodeError
 from geode.kernel.sqlite import sqlite3
 
 INDEX_VERSION = "9"
@@ -77,7 +78,7 @@ CREATE TABLE IF NOT EXISTS sess(session TEXT, kind TEXT, item TEXT, ts REAL, n I
 """
 
 
-class IndexBuilding(Exception):
+class IndexBuilding(GeodeError):
     """The first build of a large index runs in the background (``index_build``): the hook
     answers nothing this call and records an ``index_building`` row."""
 
