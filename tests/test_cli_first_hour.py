@@ -430,4 +430,3 @@ def test_read_of_a_one_letter_typo_suggests_the_note(tmp_path, monkeypatch, caps
     assert "did you mean geode://notes/ops/retry-queue (Retry queue cutoff)" in err, err
     rc = main(["read", "geode://notes/zzzzqqq"])
     assert rc == 1 and "geode search" in capsys.readouterr().err  # nothing close: a way on, not a dead end
-

@@ -135,11 +135,21 @@ def test_a_serving_command_with_a_missing_home_refuses_before_it_serves(tmp_path
 def test_the_hook_with_a_missing_home_fails_open_and_says_nothing(tmp_path):
     env = dict(os.environ, GEODE_HOME=str(tmp_path / "hoem"))
     env.pop("GEODE_STORE", None)
-    event = {"session_id": "s1", "hook_event_name": "PreToolUse", "tool_name": "Bash",
-             "tool_input": {"command": "git push --force"}, "cwd": str(tmp_path)}
+    event = {
+        "session_id": "s1",
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Bash",
+        "tool_input": {"command": "git push --force"},
+        "cwd": str(tmp_path),
+    }
     p = subprocess.run(
-        [sys.executable, "-m", "geode", "hook", "claude"], input=json.dumps(event), env=env, cwd=REPO,
-        capture_output=True, text=True, timeout=60,
+        [sys.executable, "-m", "geode", "hook", "claude"],
+        input=json.dumps(event),
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
     assert not p.stdout.strip() or json.loads(p.stdout)  # nothing, or a valid hook answer
@@ -157,10 +167,27 @@ def test_every_page_route_on_an_empty_store_answers_without_a_server_error(empty
     client.headers["Authorization"] = "Bearer t0ken"
     addr = "geode://main/nothing"
     gets = [
-        "/", "/queue", "/proposals/1", "/history", "/store", "/store?q=retry+queue", f"/note?address={addr}",
-        "/health", "/api/status", "/api/proposals", "/api/proposals/1", "/api/bulk?agent=cleaner", "/api/actions",
-        "/api/search?q=retry+queue", "/api/search?q=retry&mode=text", f"/api/notes/{addr}", f"/api/context/{addr}",
-        "/api/recent", "/api/nights", "/api/stats", "/api/study",
+        "/",
+        "/queue",
+        "/proposals/1",
+        "/history",
+        "/store",
+        "/store?q=retry+queue",
+        f"/note?address={addr}",
+        "/health",
+        "/api/status",
+        "/api/proposals",
+        "/api/proposals/1",
+        "/api/bulk?agent=cleaner",
+        "/api/actions",
+        "/api/search?q=retry+queue",
+        "/api/search?q=retry&mode=text",
+        f"/api/notes/{addr}",
+        f"/api/context/{addr}",
+        "/api/recent",
+        "/api/nights",
+        "/api/stats",
+        "/api/study",
     ]
     answered = {}
     try:

@@ -464,7 +464,9 @@ def test_local_scope_in_a_git_work_tree_is_added_to_its_gitignore_once(hookmain:
     assert (project / ".gitignore").read_text(encoding="utf-8").count("settings.local.json") == 1
 
 
-def test_local_scope_leaves_an_ignoring_or_absent_work_tree_alone(hookmain: Path, project: Path, tmp_path: Path) -> None:
+def test_local_scope_leaves_an_ignoring_or_absent_work_tree_alone(
+    hookmain: Path, project: Path, tmp_path: Path
+) -> None:
     res = inst.install("claude", "local", project=project, hookmain=hookmain)  # not a git work tree
     assert "gitignore" not in res and not (project / ".gitignore").exists()
     other = tmp_path / "other"

