@@ -142,6 +142,7 @@ def run_tour(work: Path, readme: str | None = None, before: dict | None = None) 
     geode_home = work / "geode-home"
     env = _env(geode_home, user)
     done_before: set[str] = set()
+    state: dict = {}  # what one step leaves for the next: the approved id, the store before it
     runs: list[TourRun] = []
     for tl in tour_lines(readme):
         words = list(tl.words)
@@ -156,21 +157,18 @@ def run_tour(work: Path, readme: str | None = None, before: dict | None = None) 
                 fn(env, project)
                 done_before.add(prefix)
         notes = []
-        if "ID" in words:  # a placeholder: the first pending proposal's id
-            listed = subprocess.run(
-                [sys.executable, "-m", "geode", "proposals", "list", "--json"],
-                capture_output=True,
-                text=True,
-                env=env,
-                cwd=project,
-                timeout=300,
-            )
-            props = json.loads(listed.stdout)
-            props = props.get("proposals", props) if isinstance(props, dict) else props
-            pending = [p for p in props if p.get("status") == "pending"]
-            assert pending, f"README.md:{tl.line}: no pending proposal to put in for ID"
-            words = [str(pending[0]["id"]) if w == "ID" else w for w in words]
-            notes.append(f"ID = {pending[0]['id']}")
+        if "ID" in words:  # a placeholder: the proposal the tour approved (undo), else the first pending
+            if words[1:3] == ["proposals", "undo"] and "approved" in state:
+                pid = state["approved"]
+            else:
+                pending = [p for p in _proposals(env, project) if p.get("status") == "pending"]
+                assert pending, f"README.md:{tl.line}: no pending proposal to put in for ID"
+                pid = pending[0]["id"]
+            words = [str(pid) if w == "ID" else w for w in words]
+            notes.append(f"ID = {pid}")
+            if words[1:3] == ["proposals", "approve"]:
+                state["approved"] = pid
+                state["before"] = _store_bytes(geode_home)
         argv = [sys.executable, "-m", "geode", *words[1:]]
         t0 = time.perf_counter()
         if words[1] == "web":
@@ -179,8 +177,75 @@ def run_tour(work: Path, readme: str | None = None, before: dict | None = None) 
         else:
             r = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=project, timeout=600)
             rc, out, err = r.returncode, r.stdout, r.stderr
-        runs.append(TourRun(tl, argv, rc, out, err, round(time.perf_counter() - t0, 2), notes))
+        seconds = round(time.perf_counter() - t0, 2)
+        if rc == 0:
+            notes += meaning_of(words, out, env, project, geode_home, state)
+        runs.append(TourRun(tl, argv, rc, out, err, seconds, notes))
     return runs
+
+
+def _proposals(env: dict, cwd: Path) -> list[dict]:
+    """The queue as ``geode proposals list --json`` prints it."""
+    listed = subprocess.run(
+        [sys.executable, "-m", "geode", "proposals", "list", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=300,
+    )
+    props = json.loads(listed.stdout)
+    return props.get("proposals", props) if isinstance(props, dict) else props
+
+
+def _store_bytes(geode_home: Path) -> dict[str, bytes]:
+    """Every file of the tour's store, by path: what approve must change and undo must restore."""
+    store = geode_home / "store"
+    return {str(p.relative_to(store)): p.read_bytes() for p in sorted(store.rglob("*")) if p.is_file()}
+
+
+#: the fewest proposals upkeep must file on the demo store (``geode init --demo``: the Librarian's
+#: relink, the Cleaner's superseded mark, the Corrector's review date)
+MIN_PROPOSED = 3
+
+
+def meaning_of(words: list[str], out: str, env: dict, cwd: Path, geode_home: Path, state: dict) -> list[str]:
+    """What a step that exited 0 must also have done for a person to see what it is for: the demo
+    store written, upkeep proposing, show printing a diff, approve changing the store, undo
+    restoring its bytes. A ``FAILED: ...`` note for each step that did not (``problems_of``)."""
+    cmd = words[1:3]
+    bad = []
+    if words[1] == "init" and "--demo" in words:
+        store = geode_home / "store"
+        demo = sorted(p.name for p in store.glob("*.md") if p.name in DEMO_NOTES)
+        if demo != sorted(DEMO_NOTES):
+            bad.append(f"FAILED: init --demo wrote {demo}, not the demo notes {sorted(DEMO_NOTES)}")
+    elif words[1] == "upkeep":
+        filed = [p for p in _proposals(env, cwd) if p.get("status") == "pending"]
+        agents = sorted({p["agent"] for p in filed})
+        if len(filed) < MIN_PROPOSED:
+            bad.append(f"FAILED: upkeep proposed {len(filed)} (at least {MIN_PROPOSED} expected on the demo store)")
+        state["proposed"] = len(filed)
+        bad.append(f"proposed {len(filed)}, by {', '.join(agents)}")
+    elif cmd == ["proposals", "list"] and "--json" not in words:
+        if state.get("proposed") and "pending" not in out:
+            bad.append("FAILED: the list shows no pending proposal")
+    elif cmd == ["proposals", "show"]:
+        if not re.search(r"^[+-][^+-]", out, re.M):
+            bad.append("FAILED: show printed no diff line")
+    elif cmd == ["proposals", "approve"]:
+        after = _store_bytes(geode_home)
+        changed = sorted(k for k in set(after) | set(state.get("before", {})) if after.get(k) != state["before"].get(k))
+        status = {p["id"]: p["status"] for p in _proposals(env, cwd)}.get(state.get("approved"))
+        if not changed or status != "applied":
+            bad.append(f"FAILED: approve changed {changed} and left the proposal {status!r}")
+        bad.append(f"approve changed {', '.join(changed)}")
+    elif cmd == ["proposals", "undo"]:
+        if _store_bytes(geode_home) != state.get("before"):
+            bad.append("FAILED: undo did not restore the store's bytes from before the apply")
+        else:
+            bad.append("undo restored every byte")
+    return bad
 
 
 def problems_of(run: TourRun) -> list[str]:
@@ -207,26 +272,11 @@ def problems_of(run: TourRun) -> list[str]:
     return bad
 
 
-def seed_a_broken_link(env: dict, cwd: Path) -> None:
-    """A note whose wikilink names another note by an alias that note declares: the starter set
-    has nothing for the agents to fix, and the tour approves a proposal (the Librarian's relink
-    to ``[[release-notes-2026|Release notes]]``; a declared alias is evidence, a similar name is
-    not). Written before the tour's ``geode reindex``, as a person adds notes and then reindexes."""
-    store = Path(env["GEODE_HOME"]) / "store"
-    (store / "deploy-checklist.md").write_text(
-        "---\ntitle: Deploy checklist\ntype: reference\n---\n"
-        "Before a deploy, read [[Release notes]]: a green tail is not a green build.\n",
-        encoding="utf-8",
-    )
-    (store / "release-notes-2026.md").write_text(
-        "---\ntitle: Release notes 2026\ntype: reference\naliases: [Release notes]\n---\n"
-        "What shipped this year, and the [[deploy-checklist]] each release followed.\n",
-        encoding="utf-8",
-    )
+#: The notes ``geode init --demo`` writes beside the starter set (geode/delivery/starter/demo/).
+DEMO_NOTES = {p.name for p in (ROOT / "geode" / "delivery" / "starter" / "demo").glob("*.md")}
 
-
-#: What the tour needs that a fresh starter store does not hold: something to approve.
-BEFORE = {"geode reindex": seed_a_broken_link}
+#: Nothing is added by hand any more: the tour's ``geode init --demo`` gives upkeep its work.
+BEFORE: dict = {}
 
 
 def main(argv: list[str]) -> int:

@@ -257,9 +257,12 @@ def test_stale_note_gets_review_due_after_last_verified_and_keeps_its_status(geo
     ]
     assert report.examined["stale_checked"] == 2
     (p,) = report.proposals
+    # a date ahead to act by (today + 14 days), never last_verified + the duty (2020-03-31: past)
+    due = (dt.date.today() + dt.timedelta(days=14)).isoformat().encode()
     assert after_bytes(engine, p["id"]) == before.replace(
-        b"last_verified: 2020-01-01\r\n", b"last_verified: 2020-01-01\r\nreview_due: 2020-03-31\r\n"
+        b"last_verified: 2020-01-01\r\n", b"last_verified: 2020-01-01\r\nreview_due: " + due + b"\r\n"
     )
+    assert dt.date.fromisoformat(due.decode()) > dt.date.today()
     approve_and_undo_exactly(settings, engine, root, p["id"])
 
 
@@ -272,7 +275,7 @@ def test_review_due_follows_the_configured_freshness_duty_and_a_last_line_withou
     (p,) = report.proposals
     import datetime as dt
 
-    due = (dt.date(2020, 1, 1) + dt.timedelta(days=days)).isoformat().encode()
+    due = (dt.date.today() + dt.timedelta(days=14)).isoformat().encode()
     assert (
         after_bytes(engine, p["id"])
         == b"---\nlast_verified: 2020-01-01\nreview_due: " + due + b"\n---\nno final newline"

@@ -66,6 +66,8 @@ def test_install_puts_one_top_level_package_and_the_hook_runs_from_it(tmp_path):
     for room in rooms:
         assert (target / "geode" / room / "__init__.py").is_file(), room
     assert len(list((target / "geode" / "delivery" / "starter").glob("*.md"))) >= 5
+    demo = sorted(p.name for p in (REPO / "geode" / "delivery" / "starter" / "demo").glob("*.md"))
+    assert demo and sorted(p.name for p in (target / "geode" / "delivery" / "starter" / "demo").glob("*.md")) == demo
     # the records migrations travel too (revisions, env.py, the template) and run from the install
     mig = target / "geode" / "records" / "migrations"
     assert (mig / "env.py").is_file() and (mig / "script.py.mako").is_file()

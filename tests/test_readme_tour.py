@@ -2,7 +2,9 @@
 GEODE_HOME and HOME through subprocesses (``tests/readme_tour.py``): each exits as documented
 (0; ``lint`` may exit 1 only where the README says so), prints something a person can read (no
 traceback, no Python dict, no epoch seconds), and ``--json`` prints JSON. A README edit that
-breaks a tour command fails here (issue 14)."""
+breaks a tour command fails here (issue 14). The queue steps must also do what they are for
+(issue 24): ``init --demo`` writes the demo notes, ``upkeep`` files at least three proposals,
+``show`` prints a diff, ``approve`` changes the store and ``undo`` restores every byte."""
 
 from __future__ import annotations
 
@@ -28,6 +30,31 @@ def test_the_tour_is_found_and_covers_the_first_hour():
     for must in ("geode init", "geode hooks", "geode deliver", "geode lint", "geode search", "geode upkeep"):
         assert must in firsts, f"the README's tour lost {must!r}"
     assert LINES[0].words[0] == "export"
+    # the queue steps, on a store that gives upkeep work (issue 24: on the bare starter set the
+    # queue was empty, and approve had nothing to approve)
+    words = [tl.words for tl in LINES]
+    assert ["geode", "init", "--demo"] in words
+    for step in ("show", "approve", "undo"):
+        assert ["geode", "proposals", step, "ID"] in words, f"the tour lost `geode proposals {step} ID`"
+    assert T.DEMO_NOTES and T.BEFORE == {}  # nothing seeded by hand: the tour's own init gives the work
+
+
+def test_a_step_that_runs_but_does_nothing_is_caught(tmp_path):
+    """The meaning checks themselves: upkeep that proposes too little, approve that changes no
+    file, undo that leaves other bytes each fail with a FAILED note, which ``problems_of`` reports."""
+    home = tmp_path / "geode-home"
+    (home / "store").mkdir(parents=True)
+    (home / "store" / "a.md").write_bytes(b"before\n")
+    state = {"approved": 1, "before": {"a.md": b"before\n"}}
+    (home / "store" / "a.md").write_bytes(b"after, not undone\n")
+    notes = T.meaning_of(["geode", "proposals", "undo", "1"], "proposal 1 undone.", {}, tmp_path, home, state)
+    assert any(n.startswith("FAILED: undo did not restore") for n in notes)
+    (home / "store" / "a.md").write_bytes(b"before\n")
+    assert T.meaning_of(["geode", "proposals", "undo", "1"], "", {}, tmp_path, home, state) == ["undo restored every byte"]
+    show = T.meaning_of(["geode", "proposals", "show", "1"], "proposal 1: nothing\n", {}, tmp_path, home, state)
+    assert show == ["FAILED: show printed no diff line"]
+    tl = next(t for t in LINES if t.words[:3] == ["geode", "proposals", "undo"])
+    assert T.problems_of(T.TourRun(tl, [], 0, "proposal 1 undone: every byte is back as it was\n", "", 0.0, notes))
 
 
 @pytest.mark.slow

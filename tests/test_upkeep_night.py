@@ -420,13 +420,14 @@ def test_one_night_end_to_end_then_the_next_finds_nothing_new(night):
     diffs = {p["paths"][0]: queue_review.diff(night.engine, p["id"]) for p in filed if p["agent"] == "corrector"}
     assert "rules/python.mdc" not in diffs  # Cursor reads its header raw: never quoted
     assert '+  match: "| tail, |tail"' in diffs["crystals/tail.md"]
-    assert "+review_due: 2020-03-31" in diffs["facts/db-host.md"]
+    due = (dt.date.today() + dt.timedelta(days=14)).isoformat()  # ahead, never 2020-03-31
+    assert f"+review_due: {due}" in diffs["facts/db-host.md"]
 
     # a person approves every one of them
     for p in filed:
         res = apply.approve(night.settings, night.engine, p["id"], "person")
         assert res["ok"], (p, res)
-    assert "review_due: 2020-03-31" in (night.root / "facts/db-host.md").read_text()
+    assert f"review_due: {due}" in (night.root / "facts/db-host.md").read_text()
     assert "[Deploy](runbooks/deploy-checklist.md)" in (night.root / "README.md").read_text()
 
     # the next night: nothing new

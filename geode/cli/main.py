@@ -132,7 +132,13 @@ def register(sub, common) -> None:
 
     s = sub.add_parser("init", parents=[common], help="create GEODE_HOME, geode.toml and a store with the starter set")
     s.add_argument("store_dir", nargs="?", help="create the store here instead (a one-off store)")
-    s.add_argument("--empty", action="store_true", help="no starter crystals")
+    g = s.add_mutually_exclusive_group()
+    g.add_argument("--empty", action="store_true", help="no starter crystals")
+    g.add_argument(
+        "--demo",
+        action="store_true",
+        help="the starter set plus a few notes with real problems for upkeep to find (the tour's queue)",
+    )
     s.set_defaults(func=cmd_init)
 
     s = sub.add_parser("hooks", parents=[common], help="install or remove the agent hooks and the MCP server")

@@ -165,6 +165,8 @@ def _sentence(r: dict) -> str:
         status = r["status"] if r["status"] not in (verb, r["action"]) else ""
         tail = f" and {status}" if status else ""
         extra = f" ({msg})" if msg and msg not in (r["status"], verb) else ""
+        if r["action"] == "undo" and not extra:  # say what an undo did, not just that it ran
+            extra = ": every file it changed holds its bytes from before the apply again"
         return f"proposal {r['id']} {verb}{tail}{extra}."
     if r["status"] is None:  # no such proposal
         return f"proposal {r['id']} was not {verb}: {msg or 'no such proposal'}."

@@ -20,6 +20,9 @@ from geode.kernel.config import Settings, load_settings
 from geode.services.invocation import EXIT_OK, CLIError, engine_of, print_json, settings_of
 
 STARTER_DIR = Path(__file__).resolve().parent.parent / "delivery" / "starter"
+#: ``geode init --demo``: honest notes, each with a problem the upkeep agents find by their own
+#: rules (its README.txt says which), so a new user's queue has proposals to approve and undo
+DEMO_DIR = STARTER_DIR / "demo"
 
 
 # -- init -----------------------------------------------------------------------------
@@ -84,9 +87,10 @@ def holds_files(root: Path) -> bool:
     return False
 
 
-def ensure_store(settings: Settings, with_starter: bool = True) -> dict:
+def ensure_store(settings: Settings, with_starter: bool = True, demo: bool = False) -> dict:
     """Create the config, the store with the starter set (never overwriting, and never into a
-    folder that already holds files), the ledger, the index."""
+    folder that already holds files), the ledger, the index. ``demo``: the demo notes too, under
+    the same rule."""
     from geode.delivery.index import Index
 
     created = []
@@ -97,7 +101,8 @@ def ensure_store(settings: Settings, with_starter: bool = True) -> dict:
     existing = holds_files(root)
     root.mkdir(parents=True, exist_ok=True)
     if with_starter and not existing:
-        for src in sorted(STARTER_DIR.glob("*.md")):
+        sources = sorted(STARTER_DIR.glob("*.md")) + (sorted(DEMO_DIR.glob("*.md")) if demo else [])
+        for src in sources:
             dest = root / src.name
             if not dest.exists():
                 shutil.copyfile(src, dest)
@@ -167,7 +172,8 @@ def cmd_init(args) -> int:
     settings = settings_of(args, store_must_exist=False)  # creating the store is init's job
     if args.store_dir:
         settings = load_settings(store=args.store_dir, home=args.home)
-    r = ensure_store(settings, with_starter=not args.empty)
+    demo = bool(getattr(args, "demo", False))
+    r = ensure_store(settings, with_starter=not args.empty, demo=demo)
     out = {
         "home": r["settings"].home,
         "store": r["store"],
@@ -177,12 +183,18 @@ def cmd_init(args) -> int:
         "recall": r["recall"],
         "vectors": r["vectors"],
         "config": r["settings"].config_path,
+        "demo": sorted(p.name for p in DEMO_DIR.glob("*.md") if p.name in r["created"]) if demo else [],
     }
     if args.json:
         print_json(out)
     else:
         print(f"geode home  {out['home']}")
-        if r["created"]:
+        if out["demo"]:
+            print(
+                f"store       {out['store']}  ({len(r['created']) - len(out['demo'])} starter crystals and "
+                f"{len(out['demo'])} demo notes with problems for upkeep written)"
+            )
+        elif r["created"]:
             print(f"store       {out['store']}  ({len(r['created'])} starter crystals written)")
         elif r["existing"]:
             print(f"store       {out['store']}  (already holds files: indexed what is there, no starter notes written)")
@@ -193,7 +205,10 @@ def cmd_init(args) -> int:
         print(f"index       {r['index']['crystals']} crystals in {r['index']['files']} note files")
         print(f"recall      {r['recall']['files']} notes in the text index (prompt-time recall is on)")
         print(f"vectors     {describe(r['vectors'])}")
-        print("next        geode hooks install   (then: geode deliver --on bash --text 'npm test | tail')")
+        if out["demo"]:
+            print("next        geode upkeep          (then: geode proposals list; geode proposals approve ID)")
+        else:
+            print("next        geode hooks install   (then: geode deliver --on bash --text 'npm test | tail')")
     return EXIT_OK
 
 

@@ -20,7 +20,7 @@ it proposes, one ``edit`` proposal per file:
   rule's ``globs: **/*.rs`` is Cursor's syntax (quoted, Cursor keeps the quotes and the rule
   stops attaching), Hugo's TOML and Logseq's properties are not YAML either.
 - **notes past their freshness duty** (``stale``): the note gets one new frontmatter line,
-  ``review_due: <last_verified + freshness_days>``, right after ``last_verified``. Its status
+  ``review_due: <today + 14 days>`` (a date to act by, never one past), right after ``last_verified``. Its status
   is left alone (a ``status`` rewrite would lose what the note was, and the Cleaner reads
   statuses). No agent before it stores ``stale`` findings today, so when none is stored the
   Corrector takes them from the delivery lint (``geode.delivery.lint.lint_note``, code ``stale``),

@@ -25,6 +25,10 @@ from geode.links.refs import Ref
 QUOTABLE = ("unquoted-special", "reserved-indicator", "lenient-block-indicator", "unquoted-colon")
 AWAITING_REVIEW = "awaiting-review"
 REVIEW_KEY = "review_due"
+#: days a person is given to re-verify a stale note: ``review_due`` is today plus these, a date
+#: to act by. Never ``last_verified + freshness_days``: for a note verified two years ago that is
+#: a date long past, a deadline nobody can meet (issue 24)
+REVIEW_WITHIN_DAYS = 14
 
 
 @dataclass
@@ -158,9 +162,10 @@ class Fixes:
             report.findings.append(f)
         if lv is None:
             return None
-        due = lv + _dt.timedelta(days=days)
+        duty = lv + _dt.timedelta(days=days)  # the day it fell stale
+        due = today + _dt.timedelta(days=REVIEW_WITHIN_DAYS)  # the day to re-verify it by: ahead
         marked = _date(fm.get(REVIEW_KEY), REVIEW_KEY) if REVIEW_KEY in fm else None
-        if marked is not None and marked >= due:
+        if marked is not None and marked >= duty:  # marked since it fell stale: a person's turn
             report.examined["awaiting_review"] += 1
             report.findings.append(
                 Finding(
@@ -177,7 +182,8 @@ class Fixes:
             return None
         report.examined["findings_acted_on"] += 1
         describe = (
-            f"last_verified {lv.isoformat()} is past its {days}-day freshness duty: {REVIEW_KEY}: {due.isoformat()}"
+            f"last_verified {lv.isoformat()} is past its {days}-day freshness duty (since {duty.isoformat()}): "
+            f"{REVIEW_KEY}: {due.isoformat()}, {REVIEW_WITHIN_DAYS} days from today"
         )
         # an older mark (re-verified once, stale again) is moved forward; a new one goes right
         # after last_verified

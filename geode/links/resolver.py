@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
 from geode.kernel.crystal import NOTE_SUFFIXES
+from geode.kernel.linkpath import markdown_candidates, markdown_rel
 from geode.kernel.note import Note
 from geode.kernel.store import SKIP_DIRS, StoreLoad
 from geode.kernel.store import walk as store_walk
@@ -413,17 +414,9 @@ class StoreLinks:
         return None
 
     def _rel(self, note: Note, target: str) -> str | None:
-        """The target relative to the store root (None when it leaves the store)."""
-        if target.startswith("/"):
-            p = posixpath.normpath(target.lstrip("/"))
-        else:
-            base = note.path.rsplit("/", 1)[0] if "/" in note.path else ""
-            p = posixpath.normpath(posixpath.join(base, target))
-        if p == ".":
-            return ""
-        if p.startswith("../") or p == "..":
-            return None
-        return p
+        """The target relative to the store root (None when it leaves the store): the rule the
+        note page shares (``geode.kernel.linkpath``)."""
+        return markdown_rel(note.path, target)
 
     def _outside(self, note: Note, target: str) -> bool | None:
         """Whether a target that leaves the store exists on disk (None: cannot tell)."""
@@ -474,10 +467,9 @@ class StoreLinks:
             return Resolution("skipped", rel, reason="generated page (.html with no markdown source in the store)")
         if rel in self.files or rel in self.dirs:
             return self._anchored(rel, ref)
-        if not low.endswith(NOTE_SUFFIXES) and "." not in rel.rsplit("/", 1)[-1]:
-            for cand in (rel + ".md", rel + "/README.md", rel + "/index.md"):
-                if cand in self.files:
-                    return self._anchored(cand, ref)
+        for cand in markdown_candidates(rel)[1:]:
+            if cand in self.files:
+                return self._anchored(cand, ref)
         if low.endswith(NOTE_SUFFIXES) or "." not in rel.rsplit("/", 1)[-1]:
             sugg = self.suggest(rel if "." in rel.rsplit("/", 1)[-1] else rel + ".md", note.path)
             return Resolution("broken", rel, suggestion=sugg, reason="no such note")

@@ -28,9 +28,11 @@ import datetime as dt
 import os
 import posixpath
 import time
+from urllib.parse import unquote
 
 from geode.kernel.dates import DateError, parse_date
 from geode.kernel.errors import NotFoundError
+from geode.kernel.linkpath import markdown_candidates, markdown_rel
 from geode.recall.recall_index import RecallIndex, address, parse_address
 from geode.recall.results import Backlink, ContextResult, NoteLink, NoteRead, RecentActivity, RecentNote, RelatedNote
 from geode.recall.sqlread import NOTE_SELECT, in_list
@@ -89,13 +91,25 @@ def _resolve(idx: RecallIndex, src: dict, target: str, kind: str) -> dict | None
     if t.startswith("geode://") or (":" in t and t.split(":", 1)[0] in doms):
         d, p = parse_address(t, idx.settings)
         return find_note(idx, d, p) if d in doms else None
-    if kind in ("markdown", "reference") or t.endswith((".md", ".mdc", ".markdown")):
+    same_path = "recall_note.domain = :d AND recall_note.path = :p"
+    if kind in ("markdown", "reference") and "://" not in t:
+        # a path, judged as the Librarian judges it (``geode.kernel.linkpath``): the file is
+        # there or the link is unresolved, never a name lookup elsewhere (issue 24)
+        rel = markdown_rel(src["path"], unquote(t))
+        if rel is None:
+            return None
+        with idx.sql.connect() as conn:
+            for cand in markdown_candidates(rel):
+                r = _row(conn, same_path, {"d": src["domain"], "p": cand})
+                if r is not None:
+                    return r
+        return None
+    if t.endswith((".md", ".mdc", ".markdown")):
         rel = (
             posixpath.normpath(posixpath.join(posixpath.dirname(src["path"]), t))
             if not t.startswith("/")
             else t.lstrip("/")
         )
-        same_path = "recall_note.domain = :d AND recall_note.path = :p"
         with idx.sql.connect() as conn:
             r = _row(conn, same_path, {"d": src["domain"], "p": rel})
             if r is None:
