@@ -27,15 +27,16 @@ from pathlib import Path
 
 import pytest
 
+from tests.prereqs import absent
 from tests.web_helpers import FCP_JS, NOTES, REPO, Server, big_queue, make_night, open_browser, request, snapshot
 
 
 @pytest.fixture(scope="module")
 def browser():
     """Chromium through Playwright. A missing browser fails each test that asks for it, with
-    what to install, never the collection of the suite (nor a skip: a skipped browser test would
-    be green over nothing, as a missing PostgreSQL or Redis is not skipped either)."""
-    with open_browser(fail=pytest.fail) as b:
+    what to install, never the collection of the suite; it is skipped, with the same line, only
+    where ``scripts/test`` said it could not install one (tests/prereqs.py)."""
+    with open_browser(fail=lambda why, pytrace=False: absent("browser", why)) as b:
         yield b
 
 
