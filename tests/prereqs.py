@@ -29,7 +29,7 @@ def declared_missing() -> set[str]:
 
 def absent(what: str, why: str) -> None:
     """Skip (when ``scripts/test`` declared ``what`` missing) or fail, with one line; never returns."""
-    line = f"{why}: {HOW[what]}" if HOW[what] not in why else why
+    line = why if "`" in why else f"{why}: {HOW[what]}"  # a message that names its command already says how
     if what in declared_missing():
         pytest.skip(f"{what} missing on this machine, skipped: {line}")
     pytest.fail(line, pytrace=False)
