@@ -164,12 +164,18 @@ def geode_env(tmp_path):
 @pytest.fixture()
 def pg_url(request):
     """A freshly created PostgreSQL database, dropped afterwards. Fails if PostgreSQL is down:
-    a records backend nobody tests is one that silently loses rows, so there is no skip."""
+    a records backend nobody tests is one that silently loses rows, so there is no skip unless
+    ``scripts/test`` said it could not start one here (tests/prereqs.py)."""
     needs_services(request)
     import psycopg
 
+    from tests.prereqs import absent
+
     name = "geode_test_" + os.urandom(6).hex()
-    admin = psycopg.connect(PG_ADMIN, autocommit=True)  # raises (test error) when unreachable
+    try:
+        admin = psycopg.connect(PG_ADMIN, autocommit=True)
+    except psycopg.OperationalError as e:
+        absent("postgres", f"PostgreSQL is not answering on 127.0.0.1:5432 ({str(e).strip().splitlines()[0]})")
     admin.execute(f'CREATE DATABASE "{name}"')
     try:
         yield f"postgresql://postgres@127.0.0.1:5432/{name}"

@@ -27,15 +27,16 @@ from pathlib import Path
 
 import pytest
 
+from tests.prereqs import absent
 from tests.web_helpers import FCP_JS, NOTES, REPO, Server, big_queue, make_night, open_browser, request, snapshot
 
 
 @pytest.fixture(scope="module")
 def browser():
     """Chromium through Playwright. A missing browser fails each test that asks for it, with
-    what to install, never the collection of the suite (nor a skip: a skipped browser test would
-    be green over nothing, as a missing PostgreSQL or Redis is not skipped either)."""
-    with open_browser(fail=pytest.fail) as b:
+    what to install, never the collection of the suite; it is skipped, with the same line, only
+    where ``scripts/test`` said it could not install one (tests/prereqs.py)."""
+    with open_browser(fail=lambda why, pytrace=False: absent("browser", why)) as b:
         yield b
 
 
@@ -319,7 +320,8 @@ def test_a_missing_browser_fails_the_browser_tests_only_and_says_what_to_install
     the set-up of each), each with the package to install, and a test of another file in the same run still passes (no
     collection error, no exit 2 with nothing run)."""
     missing = tmp_path / "no-such-chromium"
-    env = dict(os.environ, GEODE_CHROMIUM=str(missing))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GEODE_TESTS_")}  # CI's strict: fail, no skip
+    env["GEODE_CHROMIUM"] = str(missing)
     here = "tests/test_web_browser.py::"
     argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--no-header"]
     argv += [here + "test_search_a_note_and_its_graph", here + "test_health_page"]
@@ -330,3 +332,30 @@ def test_a_missing_browser_fails_the_browser_tests_only_and_says_what_to_install
     assert "1 passed, 2 errors" in out, out  # each browser test fails at its set-up (the fixture)
     assert out.count(f"{missing} is missing: install Debian's chromium package") >= 2, out
     assert "apt-get install chromium" in out and "RuntimeError" not in out, out
+
+
+@pytest.mark.services
+def test_without_the_token_the_page_says_how_to_get_in_and_a_pasted_token_opens_the_queue(browser, night, tmp_path):
+    """A tab opened without the token (or kept from before a restart): the token page, not JSON;
+    the token pasted into its form sets the cookie, leaves the address and lands on the queue."""
+    n, srv = night
+    shots = Shots(tmp_path)
+    errors: list[str] = []
+    ctx, page = new_page(browser, errors)
+    resp = page.goto(f"{srv.base}/queue")
+    assert resp is not None and resp.status == 401
+    page.wait_for_selector("main#token-page")
+    text = page.inner_text("main#token-page")
+    assert "geode web needs its token" in text and f"http://127.0.0.1:{srv.port}/?token=" in text, text
+    shots.take(page, "token-page")
+    # the browser logs the page's own 401 as a failed load: that one, and nothing else, is expected
+    assert [e for e in errors if "status of 401" not in e] == [], errors
+    errors.clear()
+    page.fill("#token-form input[name='token']", srv.url)  # the whole printed URL, as a person copies it
+    page.click("#token-form button[type='submit']")
+    settle(page, "li.proposal")
+    assert page.url == f"{srv.base}/queue", page.url
+    assert page.locator("li.proposal").count() == len(n.ids), page.url
+    assert [c["name"] for c in ctx.cookies()] == [f"geode_token_{srv.port}"]
+    ctx.close()
+    assert not errors, errors

@@ -393,7 +393,7 @@ def missing_browser() -> str | None:
     if not os.access(path, os.X_OK):
         return (
             f"{path} is missing: install Debian's chromium package (`apt-get install chromium`;"
-            " .ci/run does), or set GEODE_CHROMIUM to a Chromium executable"
+            " scripts/test does), or set GEODE_CHROMIUM to a Chromium executable"
         )
     try:
         import playwright.sync_api  # noqa: F401  (in the test extra)

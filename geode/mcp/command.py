@@ -78,14 +78,16 @@ def register(sub, common) -> None:
     import argparse
 
     s = sub.add_parser(
-        "mcp", parents=[common], help="the recall tools for agents over MCP (stdio; --http PORT for loopback HTTP)"
+        "mcp", parents=[common], help="the recall tools for agents over MCP (stdio; --http [PORT] for loopback HTTP)"
     )
     s.add_argument(
         "--http",
         type=int,
+        nargs="?",
+        const=8766,  # geode.mcp.loopback.DEFAULT_PORT (not imported: every geode command loads this module)
         metavar="PORT",
-        help="streamable HTTP on 127.0.0.1:PORT/mcp instead of stdio "
-        "(a bearer token from $GEODE_MCP_TOKEN or GEODE_HOME/mcp-token is required)",
+        help="streamable HTTP on 127.0.0.1:PORT/mcp instead of stdio (PORT: default 8766; geode web's is 8765); "
+        "a bearer token from $GEODE_MCP_TOKEN or GEODE_HOME/mcp-token is required",
     )
     s.add_argument(
         "--host",

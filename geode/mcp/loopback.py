@@ -69,6 +69,9 @@ class Guard(LoopbackGuard):
     """
 
     METHODS = ("GET", "POST", "DELETE")
+    #: named in the 401's message (set by :func:`http_app`)
+    token_file = "GEODE_HOME/mcp-token"
+    from_env = False
 
     async def __call__(self, scope, receive, send):
         if scope["type"] == "lifespan":
@@ -84,11 +87,19 @@ class Guard(LoopbackGuard):
         if headers.get("sec-fetch-site", "none") not in ("none", "same-origin"):
             return await self._deny(send, 403, "cross-site request refused")
         auth = headers.get("authorization", "")
-        if not self._token_ok(auth[7:].strip() if auth[:7].lower() == "bearer " else None):
+        sent = auth[7:].strip() if auth[:7].lower() == "bearer " else None
+        if not self._token_ok(sent):
+            # WWW-Authenticate: an MCP client that gets a bare 401 says "Failed to connect" or
+            # starts an OAuth flow; this names the scheme and, in the body, the file to read
+            where = f"the token in {self.token_file}" + (
+                f" (or ${TOKEN_ENV}, set for this server)" if self.from_env else ""
+            )
+            challenge = 'Bearer realm="geode mcp"' + (', error="invalid_token"' if sent else "")
             return await self._deny(
                 send,
                 401,
-                f"a token is needed: send Authorization: Bearer TOKEN (${TOKEN_ENV}, or the file GEODE_HOME/mcp-token)",
+                f"{'a wrong' if sent else 'no'} token: send Authorization: Bearer TOKEN, {where}",
+                [(b"www-authenticate", challenge.encode())],
             )
         if scope["method"].upper() not in self.METHODS:
             return await self._deny(send, 405, f"{scope['method']} is not used by the MCP transport")
@@ -104,7 +115,10 @@ def http_app(settings, server, port: int, token: str, host: str = "127.0.0.1"):
         enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=[f"http://{h}" for h in hosts]
     )
     app = server.streamable_http_app(streamable_http_path="/mcp", transport_security=sec, host=host)
-    return RequestBounds(Guard(app, token, host, port), max_body=MAX_BODY_BYTES)
+    guard = Guard(app, token, host, port)
+    guard.token_file = token_path(settings)
+    guard.from_env = bool(os.environ.get(TOKEN_ENV, "").strip())
+    return RequestBounds(guard, max_body=MAX_BODY_BYTES)
 
 
 def run_http(settings, server, port: int, host: str = "127.0.0.1", ready=None) -> None:
@@ -114,13 +128,42 @@ def run_http(settings, server, port: int, host: str = "127.0.0.1", ready=None) -
         raise ToolInputError(f"--host {host}: geode mcp listens on loopback only ({', '.join(LOOPBACK)})")
     token = load_token(settings)
     bind = "::1" if host == "::1" else "127.0.0.1"
+    sock = bind_port(bind, port)  # before "serving": a taken port is said as such, and nothing is served
     app = http_app(settings, server, port, token, bind)
     config = uvicorn.Config(
         app, host=bind, port=port, log_level="warning", lifespan="on", timeout_graceful_shutdown=STOP_GRACE_S
     )
     if ready is not None:
         ready()
-    _PromptServer(config).run()
+    try:
+        _PromptServer(config).run(sockets=[sock])
+    finally:
+        sock.close()
+
+
+#: ``geode mcp --http`` without a port; ``geode web``'s is 8765, so both run side by side
+DEFAULT_PORT = 8766
+
+
+def bind_port(host: str, port: int):
+    """A listening socket on ``host:port``, or a ToolInputError that says the port is taken."""
+    import errno
+    import socket
+
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise ToolInputError(
+                f"--http {port}: port {port} on {host} is taken (another geode mcp --http, or geode web?): "
+                "choose another with --http PORT"
+            ) from exc
+        raise ToolInputError(f"--http {port}: cannot bind {host}:{port}: {exc.strerror or exc}") from exc
+    sock.listen(128)
+    return sock
 
 
 #: seconds a SIGTERM (or SIGINT) waits for the calls in flight before the server ends anyway

@@ -7,7 +7,9 @@ itself.
   The first request with ``?token=`` sets an HttpOnly, SameSite=Strict cookie (named with the
   port: cookies ignore ports, and two servers must not share one) and redirects to the same URL
   without it, so the token does not stay in the address bar or the history. Other tools send
-  ``Authorization: Bearer TOKEN``. Without it: 401 and no data.
+  ``Authorization: Bearer TOKEN``. Without it: 401 and no data; a browser's navigation (Accept
+  names text/html, not under ``/api/``) gets the token page instead of JSON, saying where the URL
+  is printed and offering a form to paste the token (``geode.services.token_page``).
 - **Host.** A request whose ``Host`` is not the bound address or ``localhost`` (with the bound
   port, or none) is refused with 403 before anything else: a DNS-rebinding page at
   ``evil.example`` that resolves to 127.0.0.1 sends ``Host: evil.example``.
@@ -31,6 +33,8 @@ import json
 import socket
 from http.cookies import CookieError, SimpleCookie
 from urllib.parse import parse_qsl, urlencode, urlsplit
+
+from geode.services import token_page
 
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
@@ -126,6 +130,9 @@ class Guard:
             return await self._deny(send, 403, "this server answers only to its own address (Host refused)")
         query = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
         url_token = next((v for k, v in query if k == "token"), None)
+        if url_token is not None:  # the token page's form takes the token or the whole printed URL
+            url_token = token_page.token_from_paste(url_token)
+        html = method in SAFE_METHODS and token_page.wants_html(headers.get("accept", ""), scope["path"])
         cookie_token = None
         if "cookie" in headers:
             jar = SimpleCookie()
@@ -140,6 +147,8 @@ class Guard:
 
         if url_token is not None:
             if not self._token_ok(url_token):
+                if html:
+                    return await self._page(send, 403, scope["path"], "wrong")
                 return await self._deny(send, 403, "wrong token")
             if method in SAFE_METHODS and not scope["path"].startswith("/api/"):
                 rest = urlencode([(k, v) for k, v in query if k != "token"])
@@ -148,6 +157,8 @@ class Guard:
                 return await self._redirect(send, location)
         via_cookie = self._token_ok(cookie_token)
         if not (self._token_ok(bearer) or via_cookie or self._token_ok(url_token)):
+            if html:
+                return await self._page(send, 401, scope["path"], "stale" if cookie_token else "none")
             return await self._deny(
                 send,
                 401,
@@ -207,8 +218,17 @@ class Guard:
         await send({"type": "http.response.start", "status": 303, "headers": hs})
         await send({"type": "http.response.body", "body": b""})
 
-    async def _deny(self, send, status: int, message: str):
+    async def _page(self, send, status: int, path: str, reason: str):
+        """The token page (HTML for a browser), with its own CSP (its one inline style, by hash)."""
+        body = token_page.token_page(self.port, path, reason)
+        hs = [(b"content-type", b"text/html; charset=utf-8"), (b"content-length", str(len(body)).encode())]
+        hs += [(k, token_page.CSP.encode() if k == b"content-security-policy" else v) for k, v in self._headers()]
+        await send({"type": "http.response.start", "status": status, "headers": hs})
+        await send({"type": "http.response.body", "body": body})
+
+    async def _deny(self, send, status: int, message: str, extra: list[tuple[bytes, bytes]] | None = None):
         body = json.dumps({"error": message}).encode()
         hs = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())] + self._headers()
+        hs += extra or []
         await send({"type": "http.response.start", "status": status, "headers": hs})
         await send({"type": "http.response.body", "body": body})

@@ -16,6 +16,8 @@ from __future__ import annotations
 import sys
 
 DEFAULT_PORT = 8765
+#: ``geode mcp --http``'s default (geode.mcp.loopback.DEFAULT_PORT): never taken by the page's search
+MCP_PORT = 8766
 #: With the default port busy, the next ones are tried (an explicit ``--port`` is not moved).
 PORT_TRIES = 20
 
@@ -44,7 +46,8 @@ def _bind(host: str, port: int | None):
     from geode.services.invocation import CLIError
 
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    tries = [port] if port is not None else [DEFAULT_PORT + i for i in range(PORT_TRIES)] + [0]
+    tries = [port] if port is not None else [p for p in range(DEFAULT_PORT, DEFAULT_PORT + PORT_TRIES) if p != MCP_PORT]
+    tries += [0] if port is None else []
     last: OSError | None = None
     for p in tries:
         sock = socket.socket(family, socket.SOCK_STREAM)
@@ -56,6 +59,11 @@ def _bind(host: str, port: int | None):
             last = exc
             if exc.errno in (errno.EADDRINUSE, errno.EACCES) and port is None:
                 continue
+            if exc.errno == errno.EADDRINUSE:
+                raise CLIError(
+                    f"--port {p}: port {p} on {host} is taken (another geode web, or geode mcp --http?): "
+                    "choose another with --port, or leave --port out to take the next free one"
+                ) from exc
             raise CLIError(f"cannot bind {host}:{p}: {exc.strerror or exc}") from exc
         sock.listen(128)
         sock.set_inheritable(True)
