@@ -66,7 +66,8 @@ def _term_checks(b, line: int, add, term_shares: dict | None, migrating: bool = 
                     seen.add((code, message))
                     add(line, code, severity, message)
             compiled = _match.compile_term(term, action)
-            k = (action, compiled.mode, compiled.key)
+            form = " ".join(x.text for x in compiled.words) if compiled.words else compiled.key
+            k = (action, compiled.mode, form)
             if compiled.key and k in keys and keys[k] != term:
                 msg = (
                     f"terms {keys[k]!r} and {term!r} are the same term under token-aware matching "
