@@ -98,6 +98,29 @@ def _term_checks(b, line: int, add, term_shares: dict | None, migrating: bool = 
         )
 
 
+def _grammar_checks(b, line: int, add) -> None:
+    """The term grammar (``match.py``): a command term that no form of its command can reach
+    (the term itself, with options between its words, behind ``sudo``, in a pipe, in ``sh -c``),
+    named as written: lint never shows a folded term, since ``-D`` and ``-d`` are different
+    options."""
+    if "act" not in b.deliver or not b.terms or not b.on:
+        return
+    for term in b.terms:
+        for action in b.on:
+            forms = _match.unreachable(term, action)
+            if forms:
+                add(
+                    line,
+                    "match-unreachable",
+                    "warning",
+                    f"term {term!r} fires on no form of its command under the term grammar (tried "
+                    + ", ".join(repr(f) for f in forms[:3])
+                    + f"); write it as the command is typed, or '{_match.EXACT_MARK}{term}' / "
+                    f"'{_match.SUBSTRING_MARK}{term}' for the older rules",
+                )
+                break
+
+
 def ledger_term_shares(conn) -> dict[str, tuple[float, int, int]]:
     """``{term: (share, actions, actions it selected crystals on)}`` from the ledger's act
     channel. An action is the rows of one session stamped with one time (older rows: less than
@@ -166,6 +189,7 @@ def lint_note(
             term_shares,
             migrating=getattr(settings, "terms_written_for", "substring") != "tokens",
         )
+        _grammar_checks(b, note.fm_lines.get("crystal.match") or note.line_of("crystal"), add)
         if note.essence is None:
             if not note.essence_problems:
                 add(

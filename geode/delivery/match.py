@@ -1120,9 +1120,10 @@ def meaning_changes(term: str, action: str) -> tuple[list[str], list[str]]:
 def term_problems(term: str, action: str) -> list[tuple[str, str, str]]:
     """(code, severity, message) for one term bound to one action: too broad, never matching,
     or meaning something else than under the substring rule."""
-    t = term.lower().strip()
+    written = term.strip()  # shown and matched as written: an option's case is part of the term
+    t = written.lower()
     out: list[tuple[str, str, str]] = []
-    body = t[len(SUBSTRING_MARK) :].strip() if t.startswith(SUBSTRING_MARK) else t
+    body = written[len(SUBSTRING_MARK) :].strip() if t.startswith(SUBSTRING_MARK) else written
     if not body:
         return [("match-never", "warning", f"term {term!r} is empty after {SUBSTRING_MARK!r}; it never matches")]
     if len(body) == 2:
@@ -1134,7 +1135,7 @@ def term_problems(term: str, action: str) -> list[tuple[str, str, str]]:
             )
         )
     if action in BASH_KINDS and not t.startswith(SUBSTRING_MARK):
-        words = split_shell(t, lenient=True)[0]
+        words = split_shell(written, lenient=True)[0]
         if not words:
             out.append(
                 (
@@ -1144,7 +1145,7 @@ def term_problems(term: str, action: str) -> list[tuple[str, str, str]]:
                 )
             )
             return out
-        if not term_matches(t, (action,), t):
+        if not term_matches(written, (action,), written):
             out.append(
                 (
                     "match-never",
@@ -1154,7 +1155,7 @@ def term_problems(term: str, action: str) -> list[tuple[str, str, str]]:
                 )
             )
             return out
-        if len(words) == 1 and words[0].text in COMMON_SHELL_WORDS:
+        if len(words) == 1 and words[0].text.lower() in COMMON_SHELL_WORDS:
             out.append(
                 (
                     "match-too-broad",
@@ -1173,7 +1174,43 @@ def term_problems(term: str, action: str) -> list[tuple[str, str, str]]:
                 "info",
                 f"term {term!r} no longer fires on "
                 + ", ".join(repr(p) for p in narrowed[:3])
-                + f" (token-aware matching; write '{SUBSTRING_MARK}{t}' for the old substring rule)",
+                + f" (token-aware matching; write '{SUBSTRING_MARK}{written}' for the old substring rule)",
             )
         )
     return out
+
+
+# -- what lint says about a term under the grammar ---------------------------------------------
+
+
+def grammar_forms(term: str) -> list[str]:
+    """Commands a grammar term is written for, built from the term itself: the term; an option
+    and its value between each pair of its words (``git -x v push -x v --force``); behind
+    ``sudo``; as the second stage of a pipe; inside ``sh -c '...'``. A term that fires on none of
+    them cannot be reached by any form of its command (lint ``match-unreachable``)."""
+    toks = split_shell(term.strip(), lenient=True)[0]
+    plain = [t.text for t in toks]
+    if not plain:
+        return []
+    spread = " -x v ".join(plain)
+    body = " ".join(plain)
+    return [term.strip(), body, spread, "sudo " + body, "true | " + body, "sh -c '" + body.replace("'", "") + "'"]
+
+
+def unreachable(term: str, action: str) -> list[str]:
+    """The forms tried (``grammar_forms``) when the term fires on none of them, else []: a term
+    of the grammar (``bash``, ``commit``) that no form of its command can reach."""
+    if action not in BASH_KINDS:
+        return []
+    low = term.strip().lower()
+    if low.startswith(SUBSTRING_MARK) or low.startswith(EXACT_MARK):
+        return []
+    forms = grammar_forms(term)
+    acts = (action,)
+    for f in forms:
+        try:
+            if term_matches(term, acts, f):
+                return []
+        except (ShellParseError, ValueError, IndexError):
+            continue
+    return forms
