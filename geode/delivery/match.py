@@ -691,8 +691,8 @@ def _run_at(words: list[Tok], seg: list[Tok], s: int, open_end: bool, fold: bool
                 return False
             continue
         a, b = tw.text, ct.text
-        if not fold and tw.cased[:1] == "-" and tw.cased != a:
-            a, b = tw.cased, ct.cased  # an option with a capital is read as written (-D is not -d)
+        if not fold and _short_option(tw.cased):
+            a, b = tw.cased, ct.cased  # a short option is read as written (-D is not -d, -R not -r)
         if j == 0:
             if not b.endswith(a) or not _left_ok(a, _word_class(a), b, len(b) - len(a), ct.cased):
                 return False
@@ -713,7 +713,7 @@ def shell_match(term: Term, p: Prepared) -> bool:
     k = len(words)
     if k == 1 and not words[0].op:
         tw = words[0].text
-        cased_opt = not term.fold and words[0].cased[:1] == "-" and words[0].cased != tw
+        cased_opt = not term.fold and _short_option(words[0].cased)
         for seg in p.segments:
             for ct in seg:
                 if (
@@ -721,6 +721,7 @@ def shell_match(term: Term, p: Prepared) -> bool:
                     and not ct.prose
                     and not ct.spaced
                     and tw in ct.text
+                    and (words[0].cased in ct.cased if cased_opt else True)
                     and (
                         _single(words[0].cased, ct.cased, term.open_end, ct.cased)
                         if cased_opt
@@ -876,10 +877,17 @@ def _simple_commands(p: Prepared) -> list[list[tuple[list[Tok], list[int]]]]:
     return pipes
 
 
+def _short_option(text: str) -> bool:
+    """A single-dash option (``-D``, ``-rf``): its case is its meaning (``git branch -D`` deletes
+    what ``-d`` refuses to, ``chmod -R`` recurses where ``-r`` removes read). A long option's
+    name folds (``--testNamePattern`` is ``--testnamepattern``: no tool tells them apart)."""
+    return len(text) > 1 and text[0] == "-" and text[1] != "-" and any(c.isalpha() for c in text)
+
+
 def _opt_hit(tw: Tok, ct: Tok) -> bool:
-    """An option word of a term on a command word: case-sensitive (``-D`` is not ``-d``); a
-    single-letter option may begin a cluster (``-a`` in ``-am``)."""
-    a, b = tw.cased, ct.cased
+    """An option word of a term on a command word: a short option case-sensitive (``-D`` is not
+    ``-d``), a long one folded; a single-letter option may begin a cluster (``-a`` in ``-am``)."""
+    a, b = (tw.cased, ct.cased) if _short_option(tw.cased) else (tw.text, ct.text)
     if a == b:
         return True
     if a[1:2] != "-" and a[1:].isalnum() and len(a) == 2 and b.startswith(a) and b[1:].isalnum():
