@@ -66,7 +66,7 @@ def _term_checks(b, line: int, add, term_shares: dict | None, migrating: bool = 
                     seen.add((code, message))
                     add(line, code, severity, message)
             compiled = _match.compile_term(term, action)
-            form = " ".join(x.text for x in compiled.words) if compiled.words else compiled.key
+            form = _match.term_form(compiled)
             k = (action, compiled.mode, form)
             if compiled.key and k in keys and keys[k] != term:
                 msg = (

@@ -1214,6 +1214,8 @@ def unreachable(term: str, action: str) -> list[str]:
     if low.startswith(SUBSTRING_MARK) or low.startswith(EXACT_MARK):
         return []
     forms = grammar_forms(term)
+    if not forms:
+        return [term.strip()]  # no shell word at all (a comment, empty quotes)
     acts = (action,)
     for f in forms:
         try:
@@ -1222,3 +1224,11 @@ def unreachable(term: str, action: str) -> list[str]:
         except (ShellParseError, ValueError, IndexError):
             continue
     return forms
+
+
+def term_form(term: Term) -> str:
+    """What makes two compiled terms the same term: their tokens, words folded and short
+    options as written (``git branch -D`` and ``-d`` are two terms; ``| tail`` and ``|tail`` one)."""
+    if not term.words:
+        return term.key
+    return " ".join(x.cased if not term.fold and _short_option(x.cased) else x.text for x in term.words)
