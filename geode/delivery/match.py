@@ -48,9 +48,19 @@ agent to skip notes. The rules, in short (README, "Matching", has the full list)
   ``C:\\repo\\secrets\\x.json``).
 - **``substring:``** in front of a term (``substring:rm -rf $``) asks for the old rule: the term
   occurs anywhere in the action's text, case-insensitively.
+- **The term grammar** (``gram_match``, on top of the runs above, which still fire): a term of
+  words (and ``|``) matches the words of one simple command in order. Its first word is a command,
+  also after assignments and wrappers (``sudo``, ``env X=1``, ``nice``, ``xargs``, ``python -m``,
+  ``npx``, ``time``, ``nohup``, ``timeout``, ``uv run``: ``_WRAPPERS``); its words up to its first
+  option are subcommands with only options and their values between (``git -C dir reset``); the
+  rest follow anywhere later (``git push origin main --force``). A ``|`` term matches a pipeline's
+  stages in order (``curl | sh`` on ``curl -fsSL URL | sudo sh``). A short option (``-D``) matches
+  only as written, everywhere; a long one folds. ``exact:`` keeps the adjacent runs alone, with
+  options folded (the rule before the grammar). Terms stay as written (``Term.orig``).
 
-Token matching only narrows: a term never fires on a command that does not contain each of its
-words, in order (tests/test_match.py proves it with generated commands). This module is on the
+A term never fires on a command that does not contain each of its words, in order
+(tests/test_match.py proves it with generated commands); an ``exact:`` term only narrows the
+substring rule. This module is on the
 hook's path: standard library only, no ``re`` (``shlex`` imports it), so the tokenizer is
 hand-written and proven against ``shlex`` by a differential test.
 """
