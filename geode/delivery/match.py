@@ -807,7 +807,14 @@ def _gram_key(toks: list[Tok]) -> str:
     command, but no longer side by side)."""
     words = [t.text for t in toks if not t.op]
     named = [w for w in words if any(c.isalnum() for c in w)] or words
-    return max(named, key=len)
+    rare = [w for w in named if w not in COMMON_SHELL_WORDS] or named
+    # the longest uncommon word, the later on a tie: `npm ci` is keyed by `ci`, not by every npm
+    # command's `npm` (a key shared by many terms sends them all to Python on each such command)
+    best = rare[0]
+    for w in rare[1:]:
+        if len(w) >= len(best):
+            best = w
+    return best
 
 
 def _base(text: str) -> str:
