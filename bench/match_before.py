@@ -39,7 +39,9 @@ def main(argv: list[str]) -> int:
             tn += 1
     prec = tp / (tp + fp) if tp + fp else float("nan")
     rec = tp / (tp + fn) if tp + fn else float("nan")
-    print(f"{match.__file__}: {len(cases)} cases  precision {prec:.3f}  recall {rec:.3f}  TP {tp} FP {fp} FN {fn} TN {tn}")
+    print(
+        f"{match.__file__}: {len(cases)} cases  precision {prec:.3f}  recall {rec:.3f}  TP {tp} FP {fp} FN {fn} TN {tn}"
+    )
     return 0
 
 

@@ -751,7 +751,6 @@ def shell_match(term: Term, p: Prepared) -> bool:
     return any(word_find(term.raw_key, d, c) for d, c in zip(p.data, p.data_cased, strict=True))
 
 
-
 # -- the term grammar: words in order within one simple command, wrappers seen through ----------
 #: commands that run the command after them: (options that take a value)
 _WRAPPERS: dict[str, frozenset[str]] = {
