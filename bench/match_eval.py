@@ -8,7 +8,7 @@ cases are also judged by the plain substring rule (``term in text``, case-insens
 geode used before token-aware matching) so that "a true fire the old rule caught and the new one
 loses" can be listed.
 
-Run: ``PYTHONPATH=. .venv/bin/python bench/match_eval.py [--json OUT] [--check]``. ``--check``
+Run: ``PYTHONPATH=. .venv/bin/python bench/match_eval.py [--cases FILE] [--json OUT] [--check]``. ``--check``
 exits 1 when a case fires that should not, or a true fire the substring rule caught is lost.
 See ``bench/MATCHING.md``.
 """
@@ -129,8 +129,14 @@ def main(argv=None) -> int:
         action="store_true",
         help="exit 1 on any false fire or any true fire the substring rule caught and this one lost",
     )
+    ap.add_argument(
+        "--cases",
+        default=None,
+        help="a labelled set other than tests/fixtures/matching_cases.txt "
+        "(tests/fixtures/matching_cases_grammar.txt: the grammar's agent-shaped cases)",
+    )
     args = ap.parse_args(argv)
-    cases, sources = load_cases()
+    cases, sources = load_cases(args.cases) if args.cases else load_cases()
     t0 = time.perf_counter()
     fired = engine_fires(cases)
     secs = time.perf_counter() - t0

@@ -149,7 +149,7 @@ def test_list_valued_match_makes_each_item_a_term(tmp_path):
     assert _issue(b, "match-list").severity == "info"
     assert b.can_fire
     flow = parse_binding({"on": "bash", "match": ["Docker Build", "kubectl"]}, LINES)
-    assert flow.terms == ("docker build", "kubectl")
+    assert flow.terms == ("Docker Build", "kubectl")
     g = Geode(tmp_path)
     g.write("l.md", note.text)
     assert _delivered(_act(g, "cd web && npm run build")) == {"l.md"}
@@ -166,9 +166,9 @@ def test_empty_terms_are_reported_and_dropped():
     assert b.terms == () and "no-match" in _codes(b, "error")
 
 
-def test_terms_are_lower_cased_stripped_and_deduplicated():
-    terms, _ = split_terms("  Docker BUILD , docker build,KUBECTL ")
-    assert terms == ["docker build", "kubectl"]
+def test_terms_are_kept_as_written_stripped_and_deduplicated_with_words_folded():
+    terms, _ = split_terms("  Docker BUILD , docker build,KUBECTL , git branch -D, git branch -d")
+    assert terms == ["Docker BUILD", "KUBECTL", "git branch -D", "git branch -d"]
 
 
 def test_one_character_term_is_flagged_as_too_broad():
@@ -222,4 +222,4 @@ def test_short_unicode_and_crlf_crystals_fire(tmp_path):
     assert _delivered(_act(g, "npm run build | tail -3")) == {"crlf.md"}
     assert _delivered(_act(g, "rm -rf build")) == {"short.md"}
     res = _act(g, "run CAFÉ BUILD now")
-    assert _delivered(res) == {"uni.md"} and res["delivered"][0]["term"] == "café build"
+    assert _delivered(res) == {"uni.md"} and res["delivered"][0]["term"] == "Café Build"

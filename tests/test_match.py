@@ -352,13 +352,24 @@ _PLAIN = st.sampled_from(
 @pytest.mark.slow
 @settings(max_examples=500, deadline=None)
 @given(st.lists(_PLAIN, min_size=1, max_size=8), st.data())
-def test_a_term_never_fires_where_it_is_not_a_substring(words, data):
-    """On plain commands (single spaces, no quotes) token matching only narrows the substring rule."""
+def test_a_term_never_fires_where_its_words_are_not_in_order(words, data):
+    """On plain commands (single spaces, no quotes) a term fires only where each of its words is
+    in a command word, in order (the grammar lets options and values come between them: it no
+    longer narrows the substring rule, it narrows "the words, in order"); a term marked
+    ``exact:`` still only narrows the substring rule."""
     cmd = " ".join(words)
     i = data.draw(st.integers(0, len(words) - 1))
     j = data.draw(st.integers(i + 1, len(words)))
     term = " ".join(data.draw(st.sampled_from([words[i:j], words[i:j][:-1] + [data.draw(_PLAIN)]])) or words[i:j])
     if bash(term, cmd):
+        low = [w.lower() for w in words]
+        pos = 0
+        for tw in term.lower().split():
+            while pos < len(low) and tw not in low[pos]:
+                pos += 1
+            assert pos < len(low), (term, cmd)
+            pos += 1
+    if bash("exact:" + term, cmd):
         assert term.lower() in cmd.lower()
 
 

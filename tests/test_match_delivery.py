@@ -24,6 +24,20 @@ def test_the_engine_fires_exactly_where_the_rule_does_on_the_labelled_set():
     assert sum(fired) > 200
 
 
+def test_the_engine_fires_exactly_where_the_rule_does_on_the_grammar_set():
+    """The same on the grammar's agent-shaped set: a grammar term is keyed by one of its words
+    (they are no longer side by side), and that key must still never hide a match; every label
+    of the set is met (no false fire, no miss)."""
+    cases, _ = load_cases(os.path.join(os.path.dirname(__file__), "fixtures", "matching_cases_grammar.txt"))
+    assert len(cases) >= 150
+    fired = engine_fires(cases)
+    direct = [term_matches(c.term, (c.action,), c.text) for c in cases]
+    wrong = [(c, f, d) for c, f, d in zip(cases, fired, direct, strict=False) if f != d]
+    assert not wrong, wrong[:5]
+    mislabelled = [c for c, f in zip(cases, fired, strict=False) if f != c.fire]
+    assert not mislabelled, mislabelled[:5]
+
+
 def _act(g: Geode, text: str, session: str = "s", settings=None):
     s = settings or g.settings()
     idx = Index(s)

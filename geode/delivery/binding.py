@@ -27,7 +27,7 @@ class BindingIssue:
 
 
 class Binding:
-    """``terms`` are lower-cased, stripped, unquoted and non-empty."""
+    """``terms`` are stripped, unquoted, non-empty and as written (matching folds the case of words, not of options)."""
 
     __slots__ = ("deliver", "on", "terms", "who", "issues")
 
@@ -161,8 +161,13 @@ def split_terms(value, line: int = 0) -> tuple[list[str], list[BindingIssue]]:
                         f"term {unq.strip()!r} is one character; it fires on almost every action",
                     )
                 )
-            terms.append(unq.strip().lower())
-    unique = list(dict.fromkeys(terms))  # first occurrence of each, in order
+            terms.append(unq.strip())  # as written: an option's case is part of it (-D is not -d)
+    # first occurrence of each, in order; words fold (``Docker build`` is ``docker build``),
+    # options do not (``git branch -D`` and ``git branch -d`` are two terms)
+    folded: dict[str, str] = {}
+    for t in terms:
+        folded.setdefault(" ".join(w if w.startswith("-") else w.lower() for w in t.split()), t)
+    unique = list(folded.values())
     return unique, issues
 
 

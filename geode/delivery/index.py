@@ -51,7 +51,7 @@ from geode.kernel.crystal import (
 from geode.kernel.errors import GeodeError
 from geode.kernel.sqlite import sqlite3
 
-INDEX_VERSION = "9"
+INDEX_VERSION = "10"
 KEY_LEN = 4
 SEP = "\x1f"
 DIRTY_TTL_S = 600
@@ -755,7 +755,7 @@ class Index:
                 f"SELECT term, n FROM termfreq WHERE term IN ({','.join('?' * len(terms))})", terms
             ).fetchall()
         )
-        keylen = {orig: len(term.key) for (orig, _kind), term in compiled.items()}
+        keylen = {orig: term.length for (orig, _kind), term in compiled.items()}
         specs = {t: _match.specificity(keylen.get(t, len(t)), freq.get(t, 1)) for t in terms}
         rows = self.conn.execute(
             f"{_ROW_SQL} WHERE c.id IN ({','.join('?' * len(matched))})", tuple(matched)

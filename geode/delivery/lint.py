@@ -66,7 +66,8 @@ def _term_checks(b, line: int, add, term_shares: dict | None, migrating: bool = 
                     seen.add((code, message))
                     add(line, code, severity, message)
             compiled = _match.compile_term(term, action)
-            k = (action, compiled.mode, compiled.key)
+            form = _match.term_form(compiled)
+            k = (action, compiled.mode, form)
             if compiled.key and k in keys and keys[k] != term:
                 msg = (
                     f"terms {keys[k]!r} and {term!r} are the same term under token-aware matching "
@@ -95,6 +96,29 @@ def _term_checks(b, line: int, add, term_shares: dict | None, migrating: bool = 
             "error",
             "no match term of this crystal can ever match under token-aware matching; it never fires",
         )
+
+
+def _grammar_checks(b, line: int, add) -> None:
+    """The term grammar (``match.py``): a command term that no form of its command can reach
+    (the term itself, with options between its words, behind ``sudo``, in a pipe, in ``sh -c``),
+    named as written: lint never shows a folded term, since ``-D`` and ``-d`` are different
+    options."""
+    if "act" not in b.deliver or not b.terms or not b.on:
+        return
+    for term in b.terms:
+        for action in b.on:
+            forms = _match.unreachable(term, action)
+            if forms:
+                add(
+                    line,
+                    "match-unreachable",
+                    "warning",
+                    f"term {term!r} fires on no form of its command under the term grammar (tried "
+                    + ", ".join(repr(f) for f in forms[:3])
+                    + f"); write it as the command is typed, or '{_match.EXACT_MARK}{term}' / "
+                    f"'{_match.SUBSTRING_MARK}{term}' for the older rules",
+                )
+                break
 
 
 def ledger_term_shares(conn) -> dict[str, tuple[float, int, int]]:
@@ -165,6 +189,7 @@ def lint_note(
             term_shares,
             migrating=getattr(settings, "terms_written_for", "substring") != "tokens",
         )
+        _grammar_checks(b, note.fm_lines.get("crystal.match") or note.line_of("crystal"), add)
         if note.essence is None:
             if not note.essence_problems:
                 add(

@@ -48,9 +48,19 @@ agent to skip notes. The rules, in short (README, "Matching", has the full list)
   ``C:\\repo\\secrets\\x.json``).
 - **``substring:``** in front of a term (``substring:rm -rf $``) asks for the old rule: the term
   occurs anywhere in the action's text, case-insensitively.
+- **The term grammar** (``gram_match``, on top of the runs above, which still fire): a term of
+  words (and ``|``) matches the words of one simple command in order. Its first word is a command,
+  also after assignments and wrappers (``sudo``, ``env X=1``, ``nice``, ``xargs``, ``python -m``,
+  ``npx``, ``time``, ``nohup``, ``timeout``, ``uv run``: ``_WRAPPERS``); its words up to its first
+  option are subcommands with only options and their values between (``git -C dir reset``); the
+  rest follow anywhere later (``git push origin main --force``). A ``|`` term matches a pipeline's
+  stages in order (``curl | sh`` on ``curl -fsSL URL | sudo sh``). A short option (``-D``) matches
+  only as written, everywhere; a long one folds. ``exact:`` keeps the adjacent runs alone, with
+  options folded (the rule before the grammar). Terms stay as written (``Term.orig``).
 
-Token matching only narrows: a term never fires on a command that does not contain each of its
-words, in order (tests/test_match.py proves it with generated commands). This module is on the
+A term never fires on a command that does not contain each of its words, in order
+(tests/test_match.py proves it with generated commands); an ``exact:`` term only narrows the
+substring rule. This module is on the
 hook's path: standard library only, no ``re`` (``shlex`` imports it), so the tokenizer is
 hand-written and proven against ``shlex`` by a differential test.
 """
@@ -60,6 +70,7 @@ from __future__ import annotations
 from geode.kernel.errors import GeodeError
 
 SUBSTRING_MARK = "substring:"
+EXACT_MARK = "exact:"
 BASH_KINDS = ("bash", "commit")
 
 _OP_START = "|&;<>()`\n"
@@ -70,6 +81,9 @@ _COMPONENT_SEPS = "/\\=,@"
 _MESSAGE_TOOLS = frozenset({"git", "hg", "svn", "gh", "glab", "jj"})
 _MESSAGE_OPTS = frozenset({"-m", "--message", "--body", "--title", "--notes", "-b", "-t", "--subject"})
 _PROSE_COMMANDS = frozenset({"echo", "printf"})
+#: these commands search for their quoted arguments, never run them: ``grep "DROP TABLE"`` is no
+#: ``DROP TABLE`` (a quoted argument with spaces is otherwise read as a command of its own)
+_PATTERN_COMMANDS = frozenset({"grep", "egrep", "fgrep", "rg", "ag", "ack", "zgrep"})
 _MAX_DEPTH = 3
 
 
@@ -373,6 +387,10 @@ def _mark_prose(toks: list[Tok]) -> None:
                 redirected = any(t.op and t.text in (">", ">>", "&>", "&>>", ">|") for t in toks[start:end])
                 for w in words[j + 1 :]:
                     w.prose = "data" if redirected else True
+            elif head in _PATTERN_COMMANDS:
+                for w in words[j + 1 :]:
+                    if w.spaced:
+                        w.prose = True
             elif head in _MESSAGE_TOOLS:
                 for a, b in zip(words[j + 1 :], words[j + 2 :], strict=False):
                     if a.text in _MESSAGE_OPTS:
@@ -448,7 +466,7 @@ class Term:
     ``Prepared.norm`` whenever the term matches); ``raw_key``: the same for the raw text
     (``substring:`` terms, data and commands that cannot be split)."""
 
-    __slots__ = ("orig", "mode", "words", "open_end", "key", "raw_key", "length")
+    __slots__ = ("orig", "mode", "words", "open_end", "key", "raw_key", "length", "stages", "fold")
 
     def __init__(self, orig: str, mode: str, words: list[Tok], open_end: bool, key: str, raw_key: str):
         self.orig = orig
@@ -457,24 +475,45 @@ class Term:
         self.open_end = open_end
         self.key = key
         self.raw_key = raw_key
-        self.length = len(key)
+        self.length = len(key)  # for specificity: the whole term, even when ``key`` is one word of it
+        self.stages: list[list[Tok]] | None = None  # the grammar's pipeline stages (``_term_stages``)
+        self.fold = False  # ``exact:``: the adjacent-token rule with options folded, as before the grammar
 
     def __repr__(self) -> str:
         return f"Term({self.orig!r}, {self.mode}, {self.words})"
 
 
 def compile_term(term: str, action: str) -> Term:
-    """``term`` lower-cased and stripped (as ``binding.split_terms`` gives it)."""
-    t = term.lower().strip()
+    """``term`` as written (``binding.split_terms`` keeps it so): words are folded here, an
+    option keeps its case for the match (``-D`` is not ``-d``), and ``Term.orig`` stays as written
+    for what the delivery and lint show. ``exact:`` gives the adjacent-token rule of before the
+    grammar (no gaps, no wrappers, options folded); ``substring:`` the rule before that."""
+    written = term.strip()
+    t = written.lower()
     if t.startswith(SUBSTRING_MARK):
         body = t[len(SUBSTRING_MARK) :].strip()
-        return Term(t, "substring", [], False, body, body)
+        return Term(written, "substring", [], False, body, body)
+    exact = t.startswith(EXACT_MARK)
+    if exact:
+        written = written[len(EXACT_MARK) :].strip()
+        t = written.lower()
     if action in BASH_KINDS:
-        toks, _data, open_end = split_shell(t, lenient=True)
+        toks, _data, open_end = split_shell(written, lenient=True)
+        for x in toks:
+            x.cased = x.text if exact else _aligned(x.text)
+            x.text = x.text.lower()
         key = " ".join(x.text for x in toks)
-        return Term(t, "shell", toks, open_end, key, t)
+        out = Term(term.strip(), "shell", toks, open_end, key, t)
+        out.length = len(key)
+        out.fold = exact
+        if not exact and not open_end:
+            stages = _term_stages(toks)
+            if stages is not None:
+                out.stages = stages
+                out.key = _gram_key(toks)
+        return out
     key = normalize_path_text("read", t) if action in ("write", "edit", "read") else t
-    return Term(t, "word", [], False, key, t)
+    return Term(term.strip(), "word", [], False, key, t)
 
 
 def _is_name(ch: str) -> bool:
@@ -494,6 +533,20 @@ def _into_path(text: str, j: int) -> bool:
     while k < len(text) and text[k] in "./":
         k += 1
     return k > j and _is_name(text[k : k + 1])
+
+
+def _has_ext(term: str) -> bool:
+    """``term`` ends in a file name with an extension (``package-lock.json``, ``src/settings.py``):
+    a name, a dot, letters or digits."""
+    k = term.rfind(".")
+    return 0 < k < len(term) - 1 and _is_name(term[k - 1]) and term[k + 1 :].isalnum()
+
+
+def _ext_runs_on(term: str, text: str, j: int) -> bool:
+    """After a term that ends in an extension the text goes on with ``.`` or ``-`` and a letter or
+    digit: another extension or a longer name (``package-lock.json.md``,
+    ``check-package-lock.json-drift.sh``), so another file."""
+    return text[j : j + 1] in (".", "-") and _is_wc(text[j + 1 : j + 2]) and _has_ext(term)
 
 
 def _joins(text: str, cased: str, k: int, i: int, j: int) -> bool:
@@ -537,6 +590,7 @@ def word_find(term: str, text: str, cased: str = "") -> bool:
             and (not last or i + n >= len(text) or not _joins(text, cased, i + n, i, i + n))
             and not (dot and _member_access(text, i, i + n))
             and not (path_end and _into_path(text, i + n))
+            and not _ext_runs_on(term, text, i + n)
         ):
             return True
         i = text.find(term, i + 1)
@@ -588,6 +642,8 @@ def _left_ok(tw: str, cls: str, cw: str, p: int, cased: str = "") -> bool:
 def _right_ok(tw: str, cls: str, cw: str, q: int, open_end: bool) -> bool:
     if q >= len(cw) or open_end:
         return True
+    if _ext_runs_on(tw, cw, q):
+        return False
     if cls == "punct":
         if tw[0] == "$":
             return True  # `$`, `${`: an expansion begins here
@@ -634,7 +690,7 @@ def _single(tw: str, cw: str, open_end: bool, cased: str = "") -> bool:
     return False
 
 
-def _run_at(words: list[Tok], seg: list[Tok], s: int, open_end: bool) -> bool:
+def _run_at(words: list[Tok], seg: list[Tok], s: int, open_end: bool, fold: bool = True) -> bool:
     k = len(words)
     for j in range(k):
         tw, ct = words[j], seg[s + j]
@@ -645,6 +701,8 @@ def _run_at(words: list[Tok], seg: list[Tok], s: int, open_end: bool) -> bool:
                 return False
             continue
         a, b = tw.text, ct.text
+        if not fold and _short_option(tw.cased):
+            a, b = tw.cased, ct.cased  # a short option is read as written (-D is not -d, -R not -r)
         if j == 0:
             if not b.endswith(a) or not _left_ok(a, _word_class(a), b, len(b) - len(a), ct.cased):
                 return False
@@ -665,6 +723,7 @@ def shell_match(term: Term, p: Prepared) -> bool:
     k = len(words)
     if k == 1 and not words[0].op:
         tw = words[0].text
+        cased_opt = not term.fold and _short_option(words[0].cased)
         for seg in p.segments:
             for ct in seg:
                 if (
@@ -672,7 +731,12 @@ def shell_match(term: Term, p: Prepared) -> bool:
                     and not ct.prose
                     and not ct.spaced
                     and tw in ct.text
-                    and _single(tw, ct.text, term.open_end, ct.cased)
+                    and (words[0].cased in ct.cased if cased_opt else True)
+                    and (
+                        _single(words[0].cased, ct.cased, term.open_end, ct.cased)
+                        if cased_opt
+                        else _single(tw, ct.text, term.open_end, ct.cased)
+                    )
                 ):
                     return True
                 if not ct.op and ct.spaced and not ct.prose and term.open_end and ct.text.startswith(tw):
@@ -680,9 +744,275 @@ def shell_match(term: Term, p: Prepared) -> bool:
         return any(word_find(term.raw_key, d, c) for d, c in zip(p.data, p.data_cased, strict=True))
     for seg in p.segments:
         for s in range(len(seg) - k + 1):
-            if _run_at(words, seg, s, term.open_end):
+            if _run_at(words, seg, s, term.open_end, term.fold):
                 return True
+    if term.stages is not None and gram_match(term, p):
+        return True
     return any(word_find(term.raw_key, d, c) for d, c in zip(p.data, p.data_cased, strict=True))
+
+
+# -- the term grammar: words in order within one simple command, wrappers seen through ----------
+#: commands that run the command after them: (options that take a value)
+_WRAPPERS: dict[str, frozenset[str]] = {
+    "sudo": frozenset({"-u", "-g", "-h", "-p", "-C", "-D", "-r", "-t", "-U", "--user", "--group"}),
+    "doas": frozenset({"-u", "-C"}),
+    "env": frozenset({"-u", "-C", "-S", "--unset", "--chdir"}),
+    "nice": frozenset({"-n", "--adjustment"}),
+    "ionice": frozenset({"-c", "-n", "-p"}),
+    "nohup": frozenset(),
+    "time": frozenset({"-f", "-o"}),
+    "exec": frozenset({"-a"}),
+    "command": frozenset(),
+    "builtin": frozenset(),
+    "stdbuf": frozenset(),
+    "xargs": frozenset({"-I", "-n", "-P", "-L", "-d", "-E", "-s", "-a", "-i"}),
+    "npx": frozenset({"-p", "--package", "-c"}),
+    "pnpx": frozenset(),
+    "bunx": frozenset(),
+    "timeout": frozenset({"-s", "-k", "--signal", "--kill-after"}),
+    "watch": frozenset({"-n", "--interval"}),
+    "caffeinate": frozenset(),
+}
+#: two-word wrappers (``uv run pytest``): the first word, the second
+_RUNNERS = {"uv": "run", "poetry": "run", "pipenv": "run", "pdm": "run", "hatch": "run", "bundle": "exec"}
+_GRAM_OPS = frozenset({"|", "|&"})
+
+
+def _is_option(text: str) -> bool:
+    return len(text) > 1 and text[0] == "-" and any(c.isalnum() for c in text)
+
+
+def _term_stages(toks: list[Tok]) -> list[list[Tok]] | None:
+    """A term made of words and ``|`` as its pipeline stages (a leading ``|`` gives an empty
+    first stage: any command); None for a term the grammar does not read (other operators,
+    one word alone), which keeps the adjacent-token rule only."""
+    if not toks or any(t.op and t.text not in _GRAM_OPS for t in toks):
+        return None
+    stages: list[list[Tok]] = [[]]
+    for t in toks:
+        if t.op:
+            stages.append([])
+        else:
+            stages[-1].append(t)
+    if len(stages) == 1 and len(stages[0]) < 2:
+        return None
+    if any(not st for st in stages[1:]):
+        return None  # `curl |`: a trailing pipe names no command
+    return stages
+
+
+def _gram_key(toks: list[Tok]) -> str:
+    """The prefilter key of a grammar term: its longest word (every word of a match is in the
+    command, but no longer side by side)."""
+    words = [t.text for t in toks if not t.op]
+    named = [w for w in words if any(c.isalnum() for c in w)] or words
+    rare = [w for w in named if w not in COMMON_SHELL_WORDS] or named
+    # the longest uncommon word, the later on a tie: `npm ci` is keyed by `ci`, not by every npm
+    # command's `npm` (a key shared by many terms sends them all to Python on each such command)
+    best = rare[0]
+    for w in rare[1:]:
+        if len(w) >= len(best):
+            best = w
+    return best
+
+
+def _base(text: str) -> str:
+    return text.replace("\\\\", "/").rsplit("/", 1)[-1]
+
+
+def _heads(words: list[Tok]) -> list[int]:
+    """The positions in one simple command where a command starts: its first word after
+    assignments, and the command after each wrapper (``sudo -u x``, ``env A=1``, ``nice -n 5``,
+    ``xargs -I {}``, ``timeout 10``, ``python -m``, ``npx -y``, ``uv run``)."""
+    out: list[int] = []
+    n = len(words)
+    i = 0
+    while i < n:
+        while i < n and "=" in words[i].text and not words[i].text.startswith("-") and words[i].text[0] != "=":
+            i += 1  # VAR=value
+        if i >= n:
+            break
+        out.append(i)
+        head = _base(words[i].text)
+        if head in _WRAPPERS:
+            vals = _WRAPPERS[head]
+            i += 1
+            while i < n and (_is_option(words[i].cased) or words[i].text == "--"):
+                i += 2 if words[i].cased in vals else 1
+            if head == "timeout" and i < n and words[i].text[:1].isdigit():
+                i += 1
+            continue
+        if head in _RUNNERS and i + 1 < n and words[i + 1].text == _RUNNERS[head]:
+            i += 2
+            while i < n and _is_option(words[i].cased):
+                i += 1
+            continue
+        if head == "python" or (head.startswith("python") and head[6:].replace(".", "").isdigit()):
+            k = i + 1
+            while k < n and _is_option(words[k].cased) and words[k].text != "-m":
+                k += 1
+            if k + 1 < n and words[k].text == "-m":
+                i = k + 1
+                continue
+        break
+    return out
+
+
+def _simple_commands(p: Prepared) -> list[list[tuple[list[Tok], list[int]]]]:
+    """The pipelines of every segment (the command and each nested quoted command), each a list
+    of stages: (the stage's words, with redirections and prose dropped; where commands start).
+    Made once per action."""
+    hit = p._cache.get("stages")
+    if hit is not None:
+        return hit
+    pipes: list[list[tuple[list[Tok], list[int]]]] = []
+    for seg in p.segments:
+        cur: list[list[Tok]] = [[]]
+        skip = False
+        n = len(seg)
+        for k, t in enumerate(seg):
+            if t.op:
+                if t.text in _GRAM_OPS:
+                    cur.append([])
+                elif t.text in _CONTROL_OPS:
+                    pipes.append([(w, _heads(w)) for w in cur if w])
+                    cur = [[]]
+                else:
+                    skip = True  # a redirection: its target is no word of the command
+                continue
+            if skip:
+                skip = False
+                continue
+            nxt = seg[k + 1] if k + 1 < n else None
+            if t.text.isdigit() and nxt is not None and nxt.op and nxt.text not in _CONTROL_OPS:
+                continue
+            cur[-1].append(t)
+        pipes.append([(w, _heads(w)) for w in cur if w])
+    pipes = [pl for pl in pipes if pl]
+    p._cache["stages"] = pipes
+    return pipes
+
+
+def _short_option(text: str) -> bool:
+    """A single-dash option (``-D``, ``-rf``): its case is its meaning (``git branch -D`` deletes
+    what ``-d`` refuses to, ``chmod -R`` recurses where ``-r`` removes read). A long option's
+    name folds (``--testNamePattern`` is ``--testnamepattern``: no tool tells them apart)."""
+    return len(text) > 1 and text[0] == "-" and text[1] != "-" and any(c.isalpha() for c in text)
+
+
+def _opt_hit(tw: Tok, ct: Tok) -> bool:
+    """An option word of a term on a command word: a short option case-sensitive (``-D`` is not
+    ``-d``), a long one folded; a single-letter option may begin a cluster (``-a`` in ``-am``)."""
+    a, b = (tw.cased, ct.cased) if _short_option(tw.cased) else (tw.text, ct.text)
+    if a == b:
+        return True
+    if a[1:2] != "-" and a[1:].isalnum() and len(a) == 2 and b.startswith(a) and b[1:].isalnum():
+        return True
+    return "=" in b and b.split("=", 1)[0] == a  # --output=x for --output
+
+
+def _word_hit(tw: Tok, ct: Tok, last: bool, open_end: bool) -> bool:
+    if ct.op or ct.prose or ct.spaced:
+        return False
+    if _is_option(tw.text):
+        return _opt_hit(tw, ct)
+    a, b = tw.text, ct.text
+    if a == b:
+        return True
+    if last and b.startswith(a) and _right_ok(a, _word_class(a), b, len(a), open_end):
+        return True
+    return a in b and _word_class(a) != "name" and _single(a, b, open_end, ct.cased)
+
+
+def _head_hit(tw: Tok, ct: Tok) -> bool:
+    a, b = tw.text, ct.text
+    if a == b or _base(b) == a:
+        return True
+    base = _base(b)
+    return _word_class(a) == "name" and _stem(base) == a and base != a
+
+
+def _skippable(words: list[Tok], i: int, j: int) -> bool:
+    """``words[i:j]`` are options and their values only (``-C dir``, ``-n prod``, ``--no-pager``)."""
+    for m in range(i, j):
+        w = words[m].cased
+        if _is_option(w) or w == "--":
+            continue
+        prev = words[m - 1].cased if m > i else ""
+        if prev and _is_option(prev) and "=" not in prev and not words[m].spaced:
+            continue
+        return False
+    return True
+
+
+def _stage_match(tws: list[Tok], words: list[Tok], heads: list[int], open_end: bool) -> bool:
+    """The grammar on one simple command: the term's first word is a command (a wrapper's too),
+    the words up to its first option follow it with only options and their values between
+    (``git -C dir reset``), the rest follow in order anywhere after (``git push origin main
+    --force``)."""
+    if not tws:
+        return True
+    k = len(tws)
+    for h in heads:
+        if not _head_hit(tws[0], words[h]):
+            continue
+        pos = h + 1
+        j = 1
+        ok = True
+        while j < k and not _is_option(tws[j].text):
+            at = next(
+                (m for m in range(pos, len(words)) if _word_hit(tws[j], words[m], j == k - 1, open_end)),
+                -1,
+            )
+            if at < 0 or not _skippable(words, pos, at):
+                ok = False
+                break
+            pos, j = at + 1, j + 1
+        while ok and j < k:
+            at = next(
+                (m for m in range(pos, len(words)) if _word_hit(tws[j], words[m], j == k - 1, open_end)),
+                -1,
+            )
+            if at < 0:
+                ok = False
+                break
+            pos, j = at + 1, j + 1
+        if ok:
+            return True
+    return False
+
+
+def gram_match(term: Term, p: Prepared) -> bool:
+    """A grammar term (``Term.stages``) on a prepared command: its stages match stages of one
+    pipeline in order (``curl | sh`` on ``curl -fsSL URL | sudo sh -s``)."""
+    stages = term.stages
+    if not stages:
+        return False
+    lead_any = not stages[0]
+    want = stages[1:] if lead_any else stages
+    for pipe in _simple_commands(p):
+        si = 0
+        for words, heads in pipe[1 if lead_any else 0 :]:
+            if _stage_match(want[si], words, heads, term.open_end):
+                si += 1
+                if si == len(want):
+                    return True
+    return False
+    for pipe in _simple_commands(p):
+        si = 0
+        lead_any = not stages[0]
+        for idx, (words, heads) in enumerate(pipe):
+            if si == 0 and lead_any:
+                if idx == 0:
+                    continue  # `| tail`: some command first, then the piped one
+                si = 1
+            if si < len(stages) and _stage_match(stages[si], words, heads, term.open_end):
+                si += 1
+                if si == len(stages):
+                    return True
+            elif si > (1 if lead_any else 0) - 1 and si and not lead_any:
+                pass
+    return False
 
 
 def matches(term: Term, p: Prepared) -> bool:
@@ -691,10 +1021,10 @@ def matches(term: Term, p: Prepared) -> bool:
         return bool(term.key) and term.key in p.raw
     if term.mode == "word" or p.kind != "bash":
         if p.kind == "bash":  # a word-mode term on a command (not bound to bash): plain word rule
-            return word_find(term.orig, p.raw, p.cased)
+            return word_find(term.orig.lower(), p.raw, p.cased)
         return word_find(term.key, p.norm, p.cased)
     if p.failed:
-        return word_find(term.orig, p.raw, p.cased)
+        return word_find(term.raw_key, p.raw, p.cased)
     return shell_match(term, p)
 
 
@@ -814,9 +1144,10 @@ def meaning_changes(term: str, action: str) -> tuple[list[str], list[str]]:
 def term_problems(term: str, action: str) -> list[tuple[str, str, str]]:
     """(code, severity, message) for one term bound to one action: too broad, never matching,
     or meaning something else than under the substring rule."""
-    t = term.lower().strip()
+    written = term.strip()  # shown and matched as written: an option's case is part of the term
+    t = written.lower()
     out: list[tuple[str, str, str]] = []
-    body = t[len(SUBSTRING_MARK) :].strip() if t.startswith(SUBSTRING_MARK) else t
+    body = written[len(SUBSTRING_MARK) :].strip() if t.startswith(SUBSTRING_MARK) else written
     if not body:
         return [("match-never", "warning", f"term {term!r} is empty after {SUBSTRING_MARK!r}; it never matches")]
     if len(body) == 2:
@@ -828,7 +1159,7 @@ def term_problems(term: str, action: str) -> list[tuple[str, str, str]]:
             )
         )
     if action in BASH_KINDS and not t.startswith(SUBSTRING_MARK):
-        words = split_shell(t, lenient=True)[0]
+        words = split_shell(written, lenient=True)[0]
         if not words:
             out.append(
                 (
@@ -838,7 +1169,7 @@ def term_problems(term: str, action: str) -> list[tuple[str, str, str]]:
                 )
             )
             return out
-        if not term_matches(t, (action,), t):
+        if not term_matches(written, (action,), written):
             out.append(
                 (
                     "match-never",
@@ -848,7 +1179,7 @@ def term_problems(term: str, action: str) -> list[tuple[str, str, str]]:
                 )
             )
             return out
-        if len(words) == 1 and words[0].text in COMMON_SHELL_WORDS:
+        if len(words) == 1 and words[0].text.lower() in COMMON_SHELL_WORDS:
             out.append(
                 (
                     "match-too-broad",
@@ -867,7 +1198,53 @@ def term_problems(term: str, action: str) -> list[tuple[str, str, str]]:
                 "info",
                 f"term {term!r} no longer fires on "
                 + ", ".join(repr(p) for p in narrowed[:3])
-                + f" (token-aware matching; write '{SUBSTRING_MARK}{t}' for the old substring rule)",
+                + f" (token-aware matching; write '{SUBSTRING_MARK}{written}' for the old substring rule)",
             )
         )
     return out
+
+
+# -- what lint says about a term under the grammar ---------------------------------------------
+
+
+def grammar_forms(term: str) -> list[str]:
+    """Commands a grammar term is written for, built from the term itself: the term; an option
+    and its value between each pair of its words (``git -x v push -x v --force``); behind
+    ``sudo``; as the second stage of a pipe; inside ``sh -c '...'``. A term that fires on none of
+    them cannot be reached by any form of its command (lint ``match-unreachable``)."""
+    toks = split_shell(term.strip(), lenient=True)[0]
+    plain = [t.text for t in toks]
+    if not plain:
+        return []
+    spread = " -x v ".join(plain)
+    body = " ".join(plain)
+    return [term.strip(), body, spread, "sudo " + body, "true | " + body, "sh -c '" + body.replace("'", "") + "'"]
+
+
+def unreachable(term: str, action: str) -> list[str]:
+    """The forms tried (``grammar_forms``) when the term fires on none of them, else []: a term
+    of the grammar (``bash``, ``commit``) that no form of its command can reach."""
+    if action not in BASH_KINDS:
+        return []
+    low = term.strip().lower()
+    if low.startswith(SUBSTRING_MARK) or low.startswith(EXACT_MARK):
+        return []
+    forms = grammar_forms(term)
+    if not forms:
+        return [term.strip()]  # no shell word at all (a comment, empty quotes)
+    acts = (action,)
+    for f in forms:
+        try:
+            if term_matches(term, acts, f):
+                return []
+        except (ShellParseError, ValueError, IndexError):
+            continue
+    return forms
+
+
+def term_form(term: Term) -> str:
+    """What makes two compiled terms the same term: their tokens, words folded and short
+    options as written (``git branch -D`` and ``-d`` are two terms; ``| tail`` and ``|tail`` one)."""
+    if not term.words:
+        return term.key
+    return " ".join(x.cased if not term.fold and _short_option(x.cased) else x.text for x in term.words)
