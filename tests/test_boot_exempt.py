@@ -154,8 +154,12 @@ def _two(g: Geode) -> None:
     (g.store / "force-push.md").unlink()
 
 
-def test_an_exempt_crystal_is_never_withheld_over_1000_sessions(g):
+@pytest.mark.parametrize("n", [pytest.param(1000, marks=pytest.mark.slow), 100])
+def test_an_exempt_crystal_is_never_withheld_over_1000_sessions(g, n):
+    """1,000 sessions (the load lane; 100 in the fast one), each one hook call through the
+    installed command, the rate forced to 0.5 and the stop rule out of reach."""
     _two(g)
+    g.config("[control]\nstop_units = 1000000\n")
     g.init_db(withhold="0.5")  # the plan is recorded with the high rate
 
     def one(i: int) -> str:
@@ -164,17 +168,17 @@ def test_an_exempt_crystal_is_never_withheld_over_1000_sessions(g):
         return res.stdout
 
     with ThreadPoolExecutor(max_workers=4) as pool:
-        outs = list(pool.map(one, range(1000)))
+        outs = list(pool.map(one, range(n)))
     withheld = g.rows("withheld")
     delivered = g.rows("delivered")
     exempt_id, plain_id = "main:force-push-exempt.md", "main:plain.md"
     assert not [r for r in withheld if r["crystal_id"] == exempt_id]
     ex = [r for r in delivered if r["crystal_id"] == exempt_id]
-    assert len({r["session"] for r in ex}) == 1000 and all(r["detail"] == "control: never" for r in ex)
+    assert len({r["session"] for r in ex}) == n and all(r["detail"] == "control: never" for r in ex)
     assert all("A force push rewrites" in o for o in outs)
     # the arm was really on: the plain crystal was withheld in about half the sessions
     n_plain = len({r["session"] for r in withheld if r["crystal_id"] == plain_id})
-    assert 400 <= n_plain <= 600, n_plain
+    assert 0.4 * n <= n_plain <= 0.6 * n, n_plain
     assert all(r["detail"] != "control: never" for r in delivered if r["crystal_id"] == plain_id)
 
 
@@ -183,6 +187,7 @@ def test_study_shows_the_exempt_units_beside_the_two_arms(g):
     from geode.records.models import engine_for
 
     _two(g)
+    g.config("[control]\nstop_units = 1000000\n")
     g.init_db(withhold="0.5")
     for i in range(40):
         assert g.bash("git push --force", session=f"s{i}", withhold="0.5").rc == 0
