@@ -155,10 +155,12 @@ def _two(g: Geode) -> None:
 
 
 @pytest.mark.parametrize("n", [pytest.param(1000, marks=pytest.mark.slow), 100])
-def test_an_exempt_crystal_is_never_withheld_over_1000_sessions(g, n):
+def test_an_exempt_crystal_is_never_withheld_over_1000_sessions(tmp_path, n):
     """1,000 sessions (the load lane; 100 in the fast one), each one hook call through the
     installed command, the rate forced to 0.5 and the stop rule out of reach."""
+    g = Geode(tmp_path)
     _two(g)
+    # the plan is recorded when the ledger is created: with the stop rule out of reach
     g.config("[control]\nstop_units = 1000000\n")
     g.init_db(withhold="0.5")  # the plan is recorded with the high rate
 
@@ -182,11 +184,13 @@ def test_an_exempt_crystal_is_never_withheld_over_1000_sessions(g, n):
     assert all(r["detail"] != "control: never" for r in delivered if r["crystal_id"] == plain_id)
 
 
-def test_study_shows_the_exempt_units_beside_the_two_arms(g):
+def test_study_shows_the_exempt_units_beside_the_two_arms(tmp_path):
     from geode.evidence.study import compute_study, render_study
     from geode.records.models import engine_for
 
+    g = Geode(tmp_path)
     _two(g)
+    # the plan is recorded when the ledger is created: with the stop rule out of reach
     g.config("[control]\nstop_units = 1000000\n")
     g.init_db(withhold="0.5")
     for i in range(40):

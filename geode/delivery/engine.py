@@ -2,7 +2,8 @@
 
 One function per channel, shared by the hooks and ``geode deliver``. Each returns the
 documented JSON shape of ``geode deliver --json``:
-``{"delivered": [{"name", "path", "domain", "crystal_id", "term", "chars", "truncated"}],
+``{"delivered": [{"name", "path", "domain", "crystal_id", "term", "chars", "truncated"} (+ "exempt": true
+ for a ``control: never`` crystal)],
 "withheld": [...], "skipped": [...], "suppressed": [...], "text": str}``.
 
 Why the crystal id is ``domain:path``: the original kept one backoff clock per file name, so
