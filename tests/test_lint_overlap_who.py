@@ -98,13 +98,19 @@ def test_more_than_the_exempt_share_is_a_warning(g):
         g.crystal(f"n{i}.md", f"Note {i}.", name=f"n{i}", match=f'"tool{i} --go"')
     g.write(
         "safe.md",
-        (g.store / "n0.md").read_text().replace("name: n0", "name: safe").replace("crystal:\n", "crystal:\n  control: never\n"),
+        (g.store / "n0.md")
+        .read_text()
+        .replace("name: n0", "name: safe")
+        .replace("crystal:\n", "crystal:\n  control: never\n"),
     )
     r = lint_store(g.settings())
     assert _codes(r, "exempt-share") == []  # 1 of 10 is the 10% line, not over it
     g.write(
         "safe2.md",
-        (g.store / "n1.md").read_text().replace("name: n1", "name: safe2").replace("crystal:\n", "crystal:\n  control: never\n"),
+        (g.store / "n1.md")
+        .read_text()
+        .replace("name: n1", "name: safe2")
+        .replace("crystal:\n", "crystal:\n  control: never\n"),
     )
     r = lint_store(g.settings())
     [p] = _codes(r, "exempt-share")

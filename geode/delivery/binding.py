@@ -58,7 +58,8 @@ class Binding:
         return "act" in self.deliver and bool(self.on) and bool(self.terms)
 
 
-def _edit_distance(a: str, b: str) -> int:
+def edit_distance(a: str, b: str) -> int:
+    """Levenshtein distance: the did-you-mean of binding issues and of lint's `who` check."""
     prev = list(range(len(b) + 1))
     for i, ca in enumerate(a, 1):
         cur = [i]
@@ -69,8 +70,8 @@ def _edit_distance(a: str, b: str) -> int:
 
 
 def _suggest(value: str, choices: tuple[str, ...]) -> str:
-    best = min(choices, key=lambda c: _edit_distance(value, c))
-    return f" (did you mean {best!r}?)" if _edit_distance(value, best) <= 2 else ""
+    best = min(choices, key=lambda c: edit_distance(value, c))
+    return f" (did you mean {best!r}?)" if edit_distance(value, best) <= 2 else ""
 
 
 def _as_list(value) -> list:

@@ -143,7 +143,7 @@ def escape_hint(tool: str, marker: str) -> str:
     note: <path>"), and any other direct read is a shell command with the marker."""
     if tool in FILE_TOOLS:
         read = (
-            "A Read of exactly the path a note geode cut names after \"full note:\" goes through. "
+            'A Read of exactly the path a note geode cut names after "full note:" goes through. '
             if tool == "Read"
             else ""
         )

@@ -234,8 +234,8 @@ class HookRun:
                 if fp in self.idx.sess_get(self.session, "offered"):
                     # the full note geode itself pointed to after cutting it (act or boot): the
                     # agent following geode's pointer, a follow-up of a delivery, never a lookup
-                    info = {"tool": tool, "what": what, "input": {"file_path": fp[:300]}}
-                    self.d.record("followed_up", what, "guard", detail=fastjson.dumps(info), domain=domain)
+                    followed = {"tool": tool, "what": what, "input": {"file_path": fp[:300]}}
+                    self.d.record("followed_up", what, "guard", detail=fastjson.dumps(followed), domain=domain)
                     return None
         # what was hunted, so the Gardener can propose a crystal bound to it (bounded: a row is not a log)
         info: dict[str, object] = {"tool": tool, "what": what}

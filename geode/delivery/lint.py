@@ -346,16 +346,16 @@ def _bound(loads: list[StoreLoad], settings):
 
 
 def _suggest_who(value: str, choices: list[str]) -> str:
-    from geode.delivery.binding import _edit_distance
+    from geode.delivery.binding import edit_distance
 
     low = value.lower()
     best, dist = "", 10**6
     for c in choices:
-        d = _edit_distance(low, c.lower())
+        d = edit_distance(low, c.lower())
         if d < dist:
             best, dist = c, d
     for word, cls in _WHO_SYNONYMS.items():
-        d = _edit_distance(low, word)
+        d = edit_distance(low, word)
         if d < dist:
             best, dist = cls, d
     return best if best and dist <= max(2, len(low) // 4) else ""
@@ -493,6 +493,6 @@ def exempt_share_check(loads: list[StoreLoad], settings) -> list[Problem]:
 
 def store_checks(loads: list[StoreLoad], settings, seen_agents: set[str] | None = None) -> list[Problem]:
     """The checks that need every crystal at once (``lint_store`` runs them after the notes)."""
-    return who_checks(loads, settings, seen_agents) + overlap_checks(loads, settings) + exempt_share_check(
-        loads, settings
+    return (
+        who_checks(loads, settings, seen_agents) + overlap_checks(loads, settings) + exempt_share_check(loads, settings)
     )
