@@ -110,12 +110,32 @@ def _term_shares(settings):
         return None
 
 
+def _seen_agents(settings) -> set[str] | None:
+    """The agent types in the ledger (lint's check of ``who``); None when it cannot be read
+    (``_term_shares`` has said so already)."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from geode.delivery.lint import ledger_agent_types
+
+    if settings.records_file is not None and not os.path.exists(settings.records_file):
+        return set()
+    try:
+        engine = engine_of(settings)
+        try:
+            with engine.connect() as conn:
+                return ledger_agent_types(conn)
+        finally:
+            engine.dispose()
+    except (GeodeError, SQLAlchemyError, OSError):
+        return None
+
+
 def cmd_lint(args) -> int:
     from geode.delivery.lint import lint_store
 
     settings = settings_of(args)
     shares = _term_shares(settings)
-    r = lint_store(settings, term_shares=shares)
+    r = lint_store(settings, term_shares=shares, seen_agents=_seen_agents(settings) if shares is not None else None)
     r["examined"]["ledger_terms"] = len(shares) if shares is not None else None
     if args.json:
         print_json({"problems": r["problems"], "examined": r["examined"]})

@@ -11,6 +11,9 @@ from __future__ import annotations
 CHANNELS = ("act", "boot", "inject", "rag")
 ACTIONS = ("bash", "write", "edit", "read", "commit")
 WHO_CLASSES = ("all", "main", "subagent")
+#: ``control:`` values: ``never`` (the control arm never withholds this crystal) or ``default``
+#: (the arm may, as for every crystal without the key)
+CONTROL_VALUES = ("never", "default")
 _QUOTES = "\"'`\u201c\u201d\u2018\u2019"
 
 
@@ -29,7 +32,7 @@ class BindingIssue:
 class Binding:
     """``terms`` are stripped, unquoted, non-empty and as written (matching folds the case of words, not of options)."""
 
-    __slots__ = ("deliver", "on", "terms", "who", "issues")
+    __slots__ = ("deliver", "on", "terms", "who", "issues", "exempt")
 
     def __init__(
         self,
@@ -38,12 +41,14 @@ class Binding:
         terms: tuple[str, ...],
         who: tuple[str, ...],
         issues: tuple[BindingIssue, ...] = (),
+        exempt: bool = False,
     ) -> None:
         self.deliver = deliver
         self.on = on
         self.terms = terms
         self.who = who
         self.issues = issues
+        self.exempt = exempt  # ``control: never``: the control arm never withholds it
 
     @property
     def can_fire(self) -> bool:
@@ -53,7 +58,8 @@ class Binding:
         return "act" in self.deliver and bool(self.on) and bool(self.terms)
 
 
-def _edit_distance(a: str, b: str) -> int:
+def edit_distance(a: str, b: str) -> int:
+    """Levenshtein distance: the did-you-mean of binding issues and of lint's `who` check."""
     prev = list(range(len(b) + 1))
     for i, ca in enumerate(a, 1):
         cur = [i]
@@ -64,8 +70,8 @@ def _edit_distance(a: str, b: str) -> int:
 
 
 def _suggest(value: str, choices: tuple[str, ...]) -> str:
-    best = min(choices, key=lambda c: _edit_distance(value, c))
-    return f" (did you mean {best!r}?)" if _edit_distance(value, best) <= 2 else ""
+    best = min(choices, key=lambda c: edit_distance(value, c))
+    return f" (did you mean {best!r}?)" if edit_distance(value, best) <= 2 else ""
 
 
 def _as_list(value) -> list:
@@ -171,6 +177,15 @@ def split_terms(value, line: int = 0) -> tuple[list[str], list[BindingIssue]]:
     return unique, issues
 
 
+def control_exempt(crystal: object) -> bool:
+    """Whether a ``crystal:`` mapping says ``control: never``. Read on its own (not through
+    ``parse_binding``) because the engine asks it of a file it re-read without re-judging the
+    binding; a value other than ``never`` is not an exemption (lint reports a misspelt one)."""
+    if not isinstance(crystal, dict):
+        return False
+    return str(crystal.get("control") or "").strip().strip(_QUOTES).strip().lower() == "never"
+
+
 def parse_binding(crystal: dict, lines: dict[str, int], known_agents: tuple[str, ...] = ()) -> Binding:
     """Normalise a ``crystal:`` mapping; every value that cannot work is an issue with its line."""
     issues: list[BindingIssue] = []
@@ -179,7 +194,7 @@ def parse_binding(crystal: dict, lines: dict[str, int], known_agents: tuple[str,
     def ln(key: str) -> int:
         return lines.get(f"crystal.{key}", base)
 
-    known = {"deliver", "on", "match", "who", "when", "priority"}
+    known = {"deliver", "on", "match", "who", "when", "priority", "control"}
     for key in crystal:
         if key not in known:
             issues.append(
@@ -272,10 +287,30 @@ def parse_binding(crystal: dict, lines: dict[str, int], known_agents: tuple[str,
     if not who and "who" in crystal:
         issues.append(BindingIssue(ln("who"), "no-who", "error", "no valid who value; the crystal reaches no agent"))
 
+    if "control" in crystal:
+        raw = str(crystal.get("control") or "").strip().strip(_QUOTES).strip().lower()
+        if raw not in CONTROL_VALUES:
+            issues.append(
+                BindingIssue(
+                    ln("control"),
+                    "unknown-control",
+                    "error",
+                    f"unknown control value {crystal.get('control')!r}{_suggest(raw, CONTROL_VALUES)}; expected "
+                    "'never' (never withheld by the control arm) or 'default'; the crystal can be withheld",
+                )
+            )
+
     if "when" in crystal and "act" in deliver:
         issues.append(BindingIssue(ln("when"), "when-ignored", "info", "'when' has no effect on the act channel"))
 
-    return Binding(tuple(dict.fromkeys(deliver)), tuple(dict.fromkeys(on)), tuple(terms), tuple(who), tuple(issues))
+    return Binding(
+        tuple(dict.fromkeys(deliver)),
+        tuple(dict.fromkeys(on)),
+        tuple(terms),
+        tuple(who),
+        tuple(issues),
+        exempt=control_exempt(crystal),
+    )
 
 
 def who_matches(who: tuple[str, ...], agent: str) -> bool:

@@ -36,6 +36,13 @@ from geode.kernel.sqlite import sqlite3
 #: trying a crystal neither feeds the control arm nor counts as an agent's delivery.
 MANUAL_SESSION_PREFIX = "manual:"
 
+#: Why a crystal was not withheld: its binding says ``control: never`` (a safety note that must
+#: reach the agent every time). The reason the engine gives, and the ``detail`` of its delivered
+#: rows, so that ``geode study`` counts such units beside the two arms instead of in either:
+#: they were never assigned, so counting them as "delivered" would bias the comparison.
+EXEMPT_REASON = "exempt (control: never): never withheld"
+EXEMPT_DETAIL = "control: never"
+
 _PLAN_SQL = "SELECT rate, stop_units, stop_date, salt FROM control_plan ORDER BY id LIMIT 1"
 _ALREADY_SQL = "SELECT 1 FROM ledger_event WHERE session = ? AND crystal_id = ? AND kind = 'withheld' LIMIT 1"
 _UNITS_SQL = "SELECT COUNT(*) FROM (SELECT DISTINCT session, crystal_id FROM ledger_event WHERE kind = 'withheld')"

@@ -2,7 +2,8 @@
 
 One function per channel, shared by the hooks and ``geode deliver``. Each returns the
 documented JSON shape of ``geode deliver --json``:
-``{"delivered": [{"name", "path", "domain", "crystal_id", "term", "chars", "truncated"}],
+``{"delivered": [{"name", "path", "domain", "crystal_id", "term", "chars", "truncated"} (+ "exempt": true
+ for a ``control: never`` crystal)],
 "withheld": [...], "skipped": [...], "suppressed": [...], "text": str}``.
 
 Why the crystal id is ``domain:path``: the original kept one backoff clock per file name, so
@@ -16,7 +17,7 @@ import time
 
 from geode.delivery import ledger
 from geode.delivery import match as _match
-from geode.delivery.binding import parse_binding, who_matches
+from geode.delivery.binding import control_exempt, parse_binding, who_matches
 from geode.delivery.index import Index
 from geode.delivery.pack import Item, cut_boot, pack
 from geode.kernel.crystal import content_hash  # noqa: F401 - re-exported: the hook keys deny-once calls with it
@@ -71,11 +72,16 @@ class Delivery:
         self._ledger_conn: sqlite3.Connection | None = None  # opened for the control arm's plan
         self._plan: dict | None = None
         self._ts: float | None = None  # one time for every row of one action: lint counts actions by it
+        #: crystal ids whose binding says ``control: never``: the control arm never withholds them,
+        #: and their delivered rows say so (``control.EXEMPT_DETAIL``), so study counts them apart
+        self._exempt: set[str] = set()
 
     # -- the control arm -------------------------------------------------------
     def _withhold(self, crystal_id: str) -> tuple[bool, str]:
         from geode.delivery import control
 
+        if crystal_id in self._exempt:
+            return False, control.EXEMPT_REASON
         if self.settings.withhold_rate <= 0 and self.settings.withhold_rate_source == "GEODE_WITHHOLD_RATE":
             return False, "control arm off (GEODE_WITHHOLD_RATE=0)"
         path = self.settings.records_file
@@ -107,6 +113,8 @@ class Delivery:
         if self.idx.is_current(row):
             if not row.essence_len:
                 return None
+            if row.exempt:
+                self._exempt.add(row.crystal_id)
             root = self.settings.domains[row.domain]
             return Item(
                 row.crystal_id,
@@ -161,6 +169,10 @@ class Delivery:
             if not who_matches(b.who, self.agent):
                 return None
         fm = parsed.frontmatter
+        if control_exempt(fm.get("crystal")):
+            self._exempt.add(row.crystal_id)
+        else:
+            self._exempt.discard(row.crystal_id)
         try:
             sal = float(fm.get("salience", 0.5))
         except (TypeError, ValueError):
@@ -289,9 +301,15 @@ class Delivery:
         skipped again while it is still pending from an earlier action of the session is listed
         but not recorded again (a common command matching 300 crystals would otherwise write 300
         rows per call, every call, saying the same thing)."""
+        from geode.delivery.control import EXEMPT_DETAIL
+
         for it, block, truncated in delivered:
-            result["delivered"].append(_entry(it, len(block), truncated))
-            self._event("delivered", it, action, channel, len(block), truncated)
+            entry = _entry(it, len(block), truncated)
+            exempt = it.crystal_id in self._exempt
+            if exempt:
+                entry["exempt"] = True
+            result["delivered"].append(entry)
+            self._event("delivered", it, action, channel, len(block), truncated, EXEMPT_DETAIL if exempt else "")
         for it in skipped:
             result["skipped"].append(_entry(it, reason=limit))
             if not it.carried:
@@ -303,14 +321,24 @@ class Delivery:
                 ids = [it.crystal_id for it, _b, _t in delivered]
                 self.idx.sess_put(self.session, "delivered", ids)
                 self.idx.sess_del(self.session, "pending", ids)
-                cut = [it.abs_path for it, _b, t in delivered if t]
-                if cut:
-                    self.idx.sess_put(self.session, "offered", cut)
+                self._offer([it.abs_path for it, _b, t in delivered if t])
             fresh = [it.crystal_id for it in skipped if not it.carried]
             if fresh:
                 self.idx.sess_put(self.session, "pending", fresh)
         except sqlite3.Error:
             pass  # session state is best effort (the index locked or read-only); the ledger rows are what count
+
+    def _offer(self, paths: list[str]) -> None:
+        """Remember the notes this session was handed cut, each ending "full note: <path>": a Read
+        of exactly that path is then the agent following geode's own pointer, which the lookup
+        guard lets through and records as a follow-up (``hook.HookRun._lookup``), whichever
+        channel cut the note (act or boot)."""
+        if not paths:
+            return
+        try:
+            self.idx.sess_put(self.session, "offered", [os.path.normpath(p) for p in paths])
+        except sqlite3.Error:
+            pass  # best effort like all session state: without it the Read is denied, never wrongly allowed
 
     # -- boot and inject ------------------------------------------------------------
     def boot(self) -> dict:
@@ -341,6 +369,7 @@ class Delivery:
             total += len(block)
             delivered.append((it, block, truncated))
         self._record(result, delivered, skipped, "boot", "boot", f"boot cap {BOOT_TOTAL_CAP}")
+        self._offer([it.abs_path for it, _b, t in delivered if t])
         if parts:
             result["text"] = head + "".join(parts)
         return result

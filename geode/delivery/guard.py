@@ -132,13 +132,38 @@ def agent_command(python: str | None = None, home: str | None = None) -> str:
     return f"GEODE_HOME={_quote(home)} {cmd}" if home else cmd
 
 
-def deny_message(domain: str, root: str, what: str, marker: str) -> str:
+#: the agents' file tools the guard answers (``tool_lookup``); anything else is a shell command
+FILE_TOOLS = ("Read", "Grep", "Glob")
+
+
+def escape_hint(tool: str, marker: str) -> str:
+    """What lets a deliberate lookup through, for the tool that was used. A shell command takes the
+    marker as a comment at its end; a file tool has no command to carry it, so the message must
+    not tell it to add one: a Read goes through for the exact path a cut note named ("full
+    note: <path>"), and any other direct read is a shell command with the marker."""
+    if tool in FILE_TOOLS:
+        read = (
+            'A Read of exactly the path a note geode cut names after "full note:" goes through. '
+            if tool == "Read"
+            else ""
+        )
+        return (
+            f"{read}{tool} has no marker to add: if you do mean to read the files directly, do it in the shell "
+            f"with `# {marker}` at the end of the command (for example: cat FILE  # {marker}); "
+            "every lookup is counted."
+        )
+    return (
+        f"If you do mean to read the files directly, run it again with the marker `# {marker}` at the end of "
+        f"the shell command (for example: cat FILE  # {marker}); every lookup is counted."
+    )
+
+
+def deny_message(domain: str, root: str, what: str, marker: str, tool: str = "Bash") -> str:
+    """The deny's reason: why, how to ask geode instead, and the escape for ``tool``."""
     geode = agent_command()
     return (
         f"geode blocked this {what}: it looks through the memory store '{domain}' ({root}) by hand. "
         "The notes that apply to an action arrive on their own before it runs; to look something up, ask geode: "
         "its MCP tools (search, read_note) when you have them, or in the shell "
-        f'`{geode} search "QUERY"` and `{geode} read ADDRESS`. If you do mean to read the files directly, '
-        f"run it again with the marker `# {marker}` at the end of the shell command "
-        f"(for example: cat FILE  # {marker}); every lookup is counted."
+        f'`{geode} search "QUERY"` and `{geode} read ADDRESS`. ' + escape_hint(tool, marker)
     )

@@ -230,9 +230,13 @@ class HookRun:
             domain, what = hit
             marked = False
             if tool == "Read":
-                fp = os.path.normpath(str(tool_input.get("file_path") or ""))
+                fp = os.path.normpath(os.path.join(self.cwd, str(tool_input.get("file_path") or "")))
                 if fp in self.idx.sess_get(self.session, "offered"):
-                    marked = True  # a full note geode itself pointed to after cutting it
+                    # the full note geode itself pointed to after cutting it (act or boot): the
+                    # agent following geode's pointer, a follow-up of a delivery, never a lookup
+                    followed = {"tool": tool, "what": what, "input": {"file_path": fp[:300]}}
+                    self.d.record("followed_up", what, "guard", detail=fastjson.dumps(followed), domain=domain)
+                    return None
         # what was hunted, so the Gardener can propose a crystal bound to it (bounded: a row is not a log)
         info: dict[str, object] = {"tool": tool, "what": what}
         if tool in ("Bash", "shell", "exec_command", "local_shell"):
@@ -246,7 +250,7 @@ class HookRun:
             self.d.record("lookup_marked", what, "guard", detail=detail, domain=domain)
             return None
         self.d.record("blocked", what, "guard", detail=detail, domain=domain)
-        return _deny(guard.deny_message(domain, s.domains[domain], what, s.lookup_marker))
+        return _deny(guard.deny_message(domain, s.domains[domain], what, s.lookup_marker, tool=tool))
 
     def _count(self, action: str, text: str) -> None:
         try:

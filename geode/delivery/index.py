@@ -51,7 +51,7 @@ from geode.kernel.crystal import (
 from geode.kernel.errors import GeodeError
 from geode.kernel.sqlite import sqlite3
 
-INDEX_VERSION = "10"
+INDEX_VERSION = "11"  # 10: grammar terms keyed by their longest uncommon word; 11: crystals.exempt (``control: never``)
 KEY_LEN = 4
 SEP = "\x1f"
 DIRTY_TTL_S = 600
@@ -64,7 +64,7 @@ CREATE TABLE IF NOT EXISTS files(domain TEXT, path TEXT, dir TEXT, mtime_ns INTE
 CREATE INDEX IF NOT EXISTS files_dir ON files(domain, dir);
 CREATE TABLE IF NOT EXISTS crystals(id INTEGER PRIMARY KEY, domain TEXT, path TEXT, name TEXT,
     deliver TEXT, on_ TEXT, who TEXT, terms TEXT, salience REAL, essence_len INTEGER, essence_hash TEXT,
-    UNIQUE(domain, path));
+    exempt INTEGER DEFAULT 0, UNIQUE(domain, path));
 CREATE TABLE IF NOT EXISTS grams(key TEXT, action TEXT, term TEXT, crystal INTEGER, view TEXT, orig TEXT);
 CREATE INDEX IF NOT EXISTS grams_key ON grams(action, key, view, term, orig, crystal);
 CREATE INDEX IF NOT EXISTS grams_crystal ON grams(crystal);
@@ -114,7 +114,8 @@ def text_keys(text_l: str, lengths: tuple[int, ...] = (KEY_LEN,)) -> list[str]:
 
 _ROW_SQL = (
     "SELECT c.id, c.domain, c.path, c.name, c.deliver, c.on_, c.who, c.terms, c.salience, c.essence_len, "
-    "c.essence_hash, f.mtime_ns, f.size FROM crystals c LEFT JOIN files f ON f.domain = c.domain AND f.path = c.path"
+    "c.essence_hash, f.mtime_ns, f.size, c.exempt "
+    "FROM crystals c LEFT JOIN files f ON f.domain = c.domain AND f.path = c.path"
 )
 
 
@@ -138,6 +139,7 @@ class CrystalRow:
         "mtime_ns",
         "size",
         "spec",
+        "exempt",
     )
 
     def __init__(self, row):
@@ -152,6 +154,7 @@ class CrystalRow:
         self.mtime_ns = row[11] if len(row) > 11 else None
         self.size = row[12] if len(row) > 12 else None
         self.spec = 0.0
+        self.exempt = bool(row[13]) if len(row) > 13 else False  # ``control: never``
 
     @property
     def crystal_id(self) -> str:
@@ -399,8 +402,8 @@ class Index:
             sal = 0.5
         essence = parsed.essence or ""
         cur = c.execute(
-            "INSERT INTO crystals(domain, path, name, deliver, on_, who, terms, salience, essence_len, essence_hash) "
-            "VALUES(?,?,?,?,?,?,?,?,?,?)",
+            "INSERT INTO crystals(domain, path, name, deliver, on_, who, terms, salience, essence_len, essence_hash, "
+            "exempt) VALUES(?,?,?,?,?,?,?,?,?,?,?)",
             (
                 domain,
                 rel,
@@ -412,6 +415,7 @@ class Index:
                 sal,
                 len(essence),
                 content_hash(essence) if essence else "",
+                int(b.exempt),
             ),
         )
         cid = cur.lastrowid

@@ -78,6 +78,7 @@ KINDS: tuple[str, ...] = (
     "suppressed_backoff",
     "blocked",
     "lookup_marked",
+    "followed_up",  # a Read of the full note a cut delivery pointed to ("full note: <path>"): not a lookup
     "denied_once",
     "stop_blocked",
     "session_end",

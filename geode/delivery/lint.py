@@ -14,7 +14,7 @@ import datetime as _dt
 from typing import Any, TypedDict
 
 from geode.delivery import match as _match
-from geode.delivery.binding import parse_binding
+from geode.delivery.binding import WHO_CLASSES, parse_binding
 from geode.delivery.pack import Item, render
 from geode.kernel.dates import DateError, date_problems, optional_date
 from geode.kernel.note import Note
@@ -180,6 +180,8 @@ def lint_note(
     if isinstance(crystal, dict):
         b = parse_binding(crystal, note.fm_lines, tuple(getattr(settings, "known_agents", ()) or ()))
         for issue in b.issues:
+            if issue.code == "unknown-who" and issue.severity == "warning":
+                continue  # said by ``who_checks``, which also knows the agent types the ledger has seen
             if issue.severity != "info" or issue.code in ("match-list",):
                 add(issue.line, issue.code, issue.severity, issue.message)
         _term_checks(
@@ -310,10 +312,17 @@ class LintResult(TypedDict):
     warnings: int
 
 
-def lint_store(settings, today: _dt.date | None = None, term_shares: dict | None = None) -> LintResult:
+def lint_store(
+    settings,
+    today: _dt.date | None = None,
+    term_shares: dict | None = None,
+    seen_agents: set[str] | None = None,
+) -> LintResult:
     """Lint every domain. Returns ``{"problems": [...], "examined": {...}, "errors": n, "warnings": n}``.
-    ``term_shares`` (``ledger_term_shares``) adds the check of terms that fire on too much."""
+    ``term_shares`` (``ledger_term_shares``) adds the check of terms that fire on too much;
+    ``seen_agents`` (``ledger_agent_types``) the agent types a ``who`` value may name."""
     problems: list[Problem] = []
+    loads: list[StoreLoad] = []
     examined: dict[str, int] = {"domains": 0, "files": 0, "notes": 0, "crystals": 0, "skipped": 0}
     for domain, root in settings.domain_roots():
         load = load_store(root, domain, settings.max_file_bytes)
@@ -323,6 +332,8 @@ def lint_store(settings, today: _dt.date | None = None, term_shares: dict | None
         examined["crystals"] += sum(1 for n in load.notes if "crystal" in n.frontmatter)
         examined["skipped"] += len([p for p in load.problems if p.severity == "error"])
         problems.extend(lint_load(load, settings, today, term_shares))
+        loads.append(load)
+    problems.extend(store_checks(loads, settings, seen_agents))
     problems.sort(key=lambda p: (p.domain, p.path, p.line, p.code))
     return {
         "problems": [p.as_dict() for p in problems],
@@ -330,3 +341,183 @@ def lint_store(settings, today: _dt.date | None = None, term_shares: dict | None
         "errors": sum(1 for p in problems if p.severity == "error"),
         "warnings": sum(1 for p in problems if p.severity == "warning"),
     }
+
+
+# -- checks across crystals: overlap, who, exemption ------------------------------------------
+#: ``who`` values people write for "everyone", each read as the class ``all`` in a suggestion
+_WHO_SYNONYMS = {"everybody": "all", "everyone": "all", "any": "all", "anyone": "all", "both": "all", "agents": "all"}
+
+
+def ledger_agent_types(conn) -> set[str]:
+    """The agent types the ledger has seen (``subagent:Explore`` gives ``Explore``): a ``who``
+    value naming one of them is real even when ``[delivery] agents`` does not list it.
+    ``conn`` is a SQLAlchemy connection."""
+    from sqlalchemy import text
+
+    rows = conn.execute(text("SELECT DISTINCT agent FROM ledger_event WHERE agent LIKE '%:%'")).fetchall()
+    return {str(a).partition(":")[2] for (a,) in rows if str(a).partition(":")[2]}
+
+
+def _bound(loads: list[StoreLoad], settings):
+    """(domain, note, binding) of every note with a ``crystal:`` mapping that delivers somewhere."""
+    agents = tuple(getattr(settings, "known_agents", ()) or ())
+    for load in loads:
+        for note in load.notes:
+            crystal = note.frontmatter.get("crystal")
+            if isinstance(crystal, dict):
+                b = parse_binding(crystal, note.fm_lines, agents)
+                if b.deliver:
+                    yield load.domain, note, b
+
+
+def _suggest_who(value: str, choices: list[str]) -> str:
+    from geode.delivery.binding import edit_distance
+
+    low = value.lower()
+    best, dist = "", 10**6
+    for c in choices:
+        d = edit_distance(low, c.lower())
+        if d < dist:
+            best, dist = c, d
+    for word, cls in _WHO_SYNONYMS.items():
+        d = edit_distance(low, word)
+        if d < dist:
+            best, dist = cls, d
+    return best if best and dist <= max(2, len(low) // 4) else ""
+
+
+def who_checks(loads: list[StoreLoad], settings, seen_agents: set[str] | None = None) -> list[Problem]:
+    """A ``who`` value that is neither a class (all, main, subagent) nor an agent type configured
+    (``[delivery] agents``) or seen in the ledger. The hook takes such a value as an agent type,
+    so ``who: everybdy`` silently never reaches the main agent; said with a did-you-mean, as an
+    error when the value is close to a class or a known type (a typo), else a warning."""
+    known = list(getattr(settings, "known_agents", ()) or ()) + sorted(seen_agents or ())
+    out: list[Problem] = []
+    for domain, note, b in _bound(loads, settings):
+        for v in b.who:
+            if v in WHO_CLASSES or v in known:
+                continue
+            hint = _suggest_who(v, list(WHO_CLASSES) + known)
+            where = ", ".join(known) if known else "none configured in [delivery] agents or seen in the ledger"
+            out.append(
+                Problem(
+                    note.path,
+                    note.fm_lines.get("crystal.who") or note.line_of("crystal"),
+                    "who-unknown",
+                    "error" if hint else "warning",
+                    f"who value {v!r} is neither a class (all, main, subagent) nor a known agent type ({where}); "
+                    f"it reaches only a subagent of that exact type" + (f" (did you mean {hint!r}?)" if hint else ""),
+                    domain,
+                )
+            )
+    return out
+
+
+def _words(text: str) -> set[str]:
+    out, cur = set(), []
+    for ch in text.lower() + " ":
+        if ch.isalnum():
+            cur.append(ch)
+        elif cur:
+            out.add("".join(cur))
+            cur = []
+    return out
+
+
+def overlap_checks(loads: list[StoreLoad], settings) -> list[Problem]:
+    """Two act crystals where one fires whenever the other does: every action and agent of the
+    second is the first's too, and each term of the second is matched by a term of the first
+    under the matcher itself (the first's term fires on the second's term written as the action's
+    text). Both deliver on every such action, so the agent reads two notes for one pitfall.
+
+    The candidates for a term come from a table of each term's longest word, so a store of many
+    crystals is not compared pair by pair."""
+    acts = [(d, n, b) for d, n, b in _bound(loads, settings) if "act" in b.deliver and b.on and b.terms]
+    by_word: dict[str, set[int]] = {}
+    for i, (_d, _n, b) in enumerate(acts):
+        for t in b.terms:
+            words = _words(t)
+            by_word.setdefault(max(words, key=len) if words else "", set()).add(i)
+    cache: dict[tuple[str, str, str], bool] = {}
+
+    def fires(ta: str, tb: str, action: str) -> bool:
+        k = (ta, tb, action)
+        if k not in cache:
+            cache[k] = _match.matches(_match.compile_term(ta, action), _match.prepare((action,), tb))
+        return cache[k]
+
+    def covers(i: int, j: int) -> bool:
+        a, b = acts[i][2], acts[j][2]
+        if not set(b.on) <= set(a.on):
+            return False
+        if "all" not in a.who and not set(b.who) <= set(a.who):
+            return False
+        return all(any(fires(ta, tb, act) for ta in a.terms) for act in b.on for tb in b.terms)
+
+    out: list[Problem] = []
+    said: set[tuple[int, int]] = set()
+    for j, (dom_j, note_j, b) in enumerate(acts):
+        cands: set[int] = set(by_word.get("", ()))
+        for tb in b.terms:
+            for w in _words(tb):
+                cands |= by_word.get(w, set())
+        for i in sorted(cands - {j}):
+            if (min(i, j), max(i, j)) in said or not covers(i, j):
+                continue
+            dom_i, note_i, a = acts[i]
+            both = covers(j, i)
+            said.add((min(i, j), max(i, j)))
+            other = f"{dom_i}:{note_i.path}" if dom_i != dom_j else note_i.path
+            if both:
+                msg = (
+                    f"this crystal and {other} fire on exactly the same actions (terms {', '.join(b.terms)} and "
+                    f"{', '.join(a.terms)}): both deliver every time; merge them or make one narrower"
+                )
+            else:
+                msg = (
+                    f"{other} fires whenever this crystal does (its terms {', '.join(a.terms)} match every action "
+                    f"that {', '.join(b.terms)} match): both deliver every time; merge them or narrow {other}"
+                )
+            out.append(
+                Problem(
+                    note_j.path,
+                    note_j.fm_lines.get("crystal.match") or note_j.line_of("crystal"),
+                    "match-overlap",
+                    "warning",
+                    msg,
+                    dom_j,
+                )
+            )
+    return out
+
+
+def exempt_share_check(loads: list[StoreLoad], settings) -> list[Problem]:
+    """More than ``[control] exempt_share`` (10%) of the store's crystals say ``control: never``:
+    each one is delivered every time and left out of the comparison, so a store that exempts
+    much has a control arm that can say little. One warning, with the count and the first few."""
+    share = float(getattr(settings, "exempt_share", 0.10))
+    bound = list(_bound(loads, settings))
+    exempt = [(d, n) for d, n, b in bound if b.exempt]
+    if not bound or len(exempt) / len(bound) <= share:
+        return []
+    names = ", ".join(n.path for _d, n in exempt[:5]) + (", ..." if len(exempt) > 5 else "")
+    d0, n0 = exempt[0]
+    return [
+        Problem(
+            n0.path,
+            n0.fm_lines.get("crystal.control") or n0.line_of("crystal"),
+            "exempt-share",
+            "warning",
+            f"{len(exempt)} of {len(bound)} crystals ({len(exempt) / len(bound):.0%}) say `control: never`, over the "
+            f"{share:.0%} of [control] exempt_share: they are never withheld, so the control arm cannot measure "
+            f"them ({names})",
+            d0,
+        )
+    ]
+
+
+def store_checks(loads: list[StoreLoad], settings, seen_agents: set[str] | None = None) -> list[Problem]:
+    """The checks that need every crystal at once (``lint_store`` runs them after the notes)."""
+    return (
+        who_checks(loads, settings, seen_agents) + overlap_checks(loads, settings) + exempt_share_check(loads, settings)
+    )

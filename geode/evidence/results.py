@@ -76,7 +76,8 @@ class StudyPlan(TypedDict):
 class Study(TypedDict):
     """What ``compute_study`` returns: per arm (delivered, withheld) the units and the lookups after them."""
 
-    arms: dict[str, dict[str, Any]]
+    arms: dict[str, dict[str, Any]]  # delivered, withheld, and exempt (never assigned: `control: never`)
     mixed_units: int
+    exempt_crystals: int
     sessions: int
     plan: StudyPlan

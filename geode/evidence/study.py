@@ -5,6 +5,11 @@ at random can. The unit is one crystal in one session. The outcome is the lookup
 ``blocked`` and ``lookup_marked`` events later in the same session. Silence on a channel we do
 not watch stays silence; it is not read as "the agent never looked".
 
+Exempt units (a crystal whose binding says ``control: never``) were never assigned to an arm,
+so they are in neither: a safety note delivered every time would make the delivered arm look
+like whatever safety notes do. They are counted in a third column, ``exempt``, with the same
+outcome figures, so exemption shows in the evidence rather than silently shrinking it.
+
 Known confounds, stated rather than hidden: a lookup after a unit is counted for every unit of
 that session that preceded it (units in one session are not independent), and a withheld
 crystal frees budget for its neighbours, so the two arms are not perfectly separate.
@@ -26,6 +31,8 @@ from geode.kernel.config import Settings
 from geode.records.models import ControlPlan, LedgerEvent, table_of
 
 ARMS = ("delivered", "withheld")
+#: the column beside the two arms: units whose deliveries were exempt from the control arm
+EXEMPT = "exempt"
 
 
 def compute_study(settings: Settings, engine_or_conn: Engine | Connection, today: object = None) -> Study:
@@ -35,8 +42,10 @@ def compute_study(settings: Settings, engine_or_conn: Engine | Connection, today
       "arms": {
         "delivered": {"units": int, "lookups": int, "blocked": int, "marked": int,
                       "units_with_lookup": int, "lookups_per_unit": float|None},
-        "withheld":  {...same...}
+        "withheld":  {...same...},
+        "exempt":    {...same...}   # units never assigned: the crystal says `control: never`
       },
+      "exempt_crystals": int,  # distinct crystals among the exempt units
       "mixed_units": int,      # units with both delivered and withheld events (a plan change
                                # mid-session); counted in the arm of their first event
       "sessions": int,         # sessions holding at least one unit
@@ -63,6 +72,20 @@ def compute_study(settings: Settings, engine_or_conn: Engine | Connection, today
         units: dict[tuple[str, str], dict[str, float]] = {}
         for session, crystal_id, kind, ts in first:
             units.setdefault((session, crystal_id), {})[kind] = float(ts)
+        exempt_units = {
+            (s, c)
+            for s, c in conn.execute(
+                select(t.c.session, t.c.crystal_id)
+                .where(
+                    t.c.kind == "delivered",
+                    t.c.detail == control.EXEMPT_DETAIL,
+                    t.c.session != "",
+                    t.c.crystal_id != "",
+                    not_manual(),
+                )
+                .distinct()
+            ).all()
+        }
         lookups: dict[str, list[tuple[float, str]]] = {}
         for session, kind, ts in conn.execute(
             select(t.c.session, t.c.kind, t.c.ts).where(t.c.kind.in_(LOOKUP_KINDS), t.c.session != "", not_manual())
@@ -72,7 +95,7 @@ def compute_study(settings: Settings, engine_or_conn: Engine | Connection, today
             events.sort()
 
         arms: dict[str, dict] = {
-            a: {"units": 0, "lookups": 0, "blocked": 0, "marked": 0, "units_with_lookup": 0} for a in ARMS
+            a: {"units": 0, "lookups": 0, "blocked": 0, "marked": 0, "units_with_lookup": 0} for a in (*ARMS, EXEMPT)
         }
         mixed = 0
         for (session, _cid), kinds in units.items():
@@ -80,6 +103,8 @@ def compute_study(settings: Settings, engine_or_conn: Engine | Connection, today
                 mixed += 1
             arm = min(kinds, key=lambda k: (kinds[k], k))
             t0 = kinds[arm]
+            if arm == "delivered" and (session, _cid) in exempt_units:
+                arm = EXEMPT  # never assigned: beside the arms, not in the delivered one
             after = lookups.get(session, [])
             # strictly after the unit's first event: (t0, "~") sorts after any kind at t0
             later = after[bisect.bisect_right(after, (t0, "~")) :]
@@ -124,6 +149,7 @@ def compute_study(settings: Settings, engine_or_conn: Engine | Connection, today
         return {
             "arms": arms,
             "mixed_units": mixed,
+            "exempt_crystals": len({c for s, c in exempt_units}),
             "sessions": len({s for s, _ in units}),
             "plan": {
                 "recorded": (
@@ -153,21 +179,27 @@ def compute_study(settings: Settings, engine_or_conn: Engine | Connection, today
 def render_study(d: Study) -> str:
     """Plain text: the arms side by side, then the plan and whether it still holds."""
     a, w = d["arms"]["delivered"], d["arms"]["withheld"]
+    e = d["arms"].get(EXEMPT) or {k: 0 for k in a}
 
     def f(v: object) -> str:
         return "n/a" if v is None else (f"{v:.3f}" if isinstance(v, float) else str(v))
 
     rows = [
-        ("units (crystal x session)", a["units"], w["units"]),
-        ("lookups after the unit", a["lookups"], w["lookups"]),
-        ("  blocked", a["blocked"], w["blocked"]),
-        ("  marked", a["marked"], w["marked"]),
-        ("units followed by a lookup", a["units_with_lookup"], w["units_with_lookup"]),
-        ("lookups per unit", a["lookups_per_unit"], w["lookups_per_unit"]),
+        ("units (crystal x session)", "units"),
+        ("lookups after the unit", "lookups"),
+        ("  blocked", "blocked"),
+        ("  marked", "marked"),
+        ("units followed by a lookup", "units_with_lookup"),
+        ("lookups per unit", "lookups_per_unit"),
     ]
     width = max(len(r[0]) for r in rows)
-    out = [f"{'':<{width}}  {'delivered':>10}  {'withheld':>10}"]
-    out += [f"{label:<{width}}  {f(x):>10}  {f(y):>10}" for label, x, y in rows]
+    out = [f"{'':<{width}}  {'delivered':>10}  {'withheld':>10}  {'exempt':>10}"]
+    out += [f"{label:<{width}}  {f(a[k]):>10}  {f(w[k]):>10}  {f(e.get(k)):>10}" for label, k in rows]
+    if e.get("units"):
+        out.append(
+            f"exempt: {e['units']} unit(s) of {d.get('exempt_crystals', 0)} crystal(s) marked `control: never`, "
+            "never withheld and so in neither arm."
+        )
     if d["mixed_units"]:
         out.append(f"{d['mixed_units']} unit(s) have both delivered and withheld events (counted by their first).")
     plan = d["plan"]

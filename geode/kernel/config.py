@@ -110,6 +110,9 @@ SCHEMA: dict = {
         "stop_units": (INT, DEFAULT_STOP_UNITS, None),
         "stop_date": (DATE, None, None),
         "salt": (STR, "", None),
+        # lint warns when more than this share of the store's crystals say `control: never`
+        # (never withheld): each exemption shrinks the evidence the control arm can give
+        "exempt_share": (FLOAT, 0.10, None),
     },
     "database": {"url": (STR, None, "GEODE_DATABASE_URL")},  # empty: SQLite in GEODE_HOME
     "recall": {
@@ -421,6 +424,7 @@ _FLAT = {
     "stop_units": ("control", "stop_units"),
     "stop_date": ("control", "stop_date"),
     "control_salt": ("control", "salt"),
+    "exempt_share": ("control", "exempt_share"),
     "database_url": ("database", "url"),
 }
 _DEFAULTS = {name: SCHEMA[table][key][1] for name, (table, key) in _FLAT.items()}
@@ -479,6 +483,7 @@ class Settings:
     stop_units: int
     stop_date: str | None
     control_salt: str
+    exempt_share: float
     # [database]
     database_url: str | None
     # resolved along the way
@@ -818,6 +823,11 @@ def load_settings(
             else f"{where(cfg_path, ('control', 'withhold_rate'))}: [control] withhold_rate = {rate}"
         )
         raise ConfigError(f"{origin}: the withhold rate must lie between 0 and 1")
+    if not 0.0 <= c["exempt_share"] <= 1.0:
+        raise ConfigError(
+            f"{where(cfg_path, ('control', 'exempt_share'))}: [control] exempt_share = {c['exempt_share']}: "
+            "a share must lie between 0 and 1"
+        )
 
     flat = {name: sec[table][key] for name, (table, key) in _FLAT.items()}
     agents = flat["known_agents"]
