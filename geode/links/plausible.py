@@ -1,0 +1,101 @@
+"""Whether geode can read a construct in this store at all: when most uses of one construct do
+not resolve (most ``((uuid))`` block references, most links of one form such as ``(g)`` or
+``/section/page/``, most anchors of one shape), the reading is implausible: the store's tool
+reads that construct some way geode does not know, and each use reported as broken would be a
+false finding. Then the Librarian says once that it cannot read the construct here (the
+construct, the count, a sample), files nothing that rests on it, and ``geode doctor`` fails.
+
+Judged by construct, never by the store's total: a store can truly have hundreds of broken
+links of a form geode reads well (most of that form still resolve), and those stay findings.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from geode.links.refs import Ref
+
+#: at least this many uses of a construct before its reading is judged (a few broken links of
+#: a rare form are findings, not a misreading)
+MIN_USES = 10
+#: more than this share of a construct's uses unresolved: a misreading
+SHARE = 0.5
+_FAILED = {"broken", "missing-file", "broken-block", "broken-anchor", "undefined-reference"}
+_ASCII_SLUG = re.compile(r"^[a-z0-9_-]+$")
+
+
+@dataclass
+class Unreadable:
+    construct: str
+    uses: int
+    unresolved: int
+    sample: str  # "path:line target"
+
+    @property
+    def message(self) -> str:
+        return (
+            f"cannot read {self.construct} in this store: {self.unresolved} of {self.uses} uses do not "
+            f"resolve (e.g. {self.sample}); none of them is reported or rewritten"
+        )
+
+
+def construct(ref: Ref) -> str:
+    """The construct a reference is written in: its syntax and the shape of its target."""
+    if ref.syntax in ("blockref", "shortcode", "snippet", "refuse"):
+        return {"blockref": "((uuid)) block references", "shortcode": "{{< ref >}} shortcodes",
+                "snippet": "--8<-- snippet includes", "refuse": "[text][label] references"}[ref.syntax]
+    if ref.syntax in ("wiki", "relation"):
+        return "[[wikilinks]]"
+    if ref.syntax in ("path", "mention"):
+        return "paths named in prose" if ref.syntax == "path" else "paths in code spans"
+    t = ref.target
+    last = t.rstrip("/").rsplit("/", 1)[-1]
+    if not t:
+        return "(#anchor) links"
+    if t.startswith("/"):
+        return "links of the form (/section/page/)" if t.endswith("/") else "links of the form (/site/path)"
+    if "." in last:
+        return f"links to .{last.rsplit('.', 1)[1].lower()} files"
+    if "/" not in t:
+        return f"links of the form ({t})" if len(t) <= 3 else "links of the form (word)"
+    return "links of the form (folder/page)"
+
+
+def anchor_construct(ref: Ref) -> str:
+    a = ref.anchor.strip().lower()
+    shape = "plain" if _ASCII_SLUG.match(a) else "punctuated or non-ASCII"
+    return f"#anchors ({shape}) of {construct(ref)}"
+
+
+def audit(uses: list[tuple[str, Ref, str]]) -> dict[str, Unreadable]:
+    """``uses``: (note path, ref, resolution status) of every reference in one store. Returns
+    the constructs whose reading is implausible, by name."""
+    tally: dict[str, list] = {}
+    for path, ref, status in uses:
+        if status in ("skipped", "unchecked", "forward"):
+            continue
+        if status == "broken-anchor" or (ref.anchor and status == "ok"):
+            t = tally.setdefault(anchor_construct(ref), [0, 0, ""])
+            t[0] += 1
+            if status == "broken-anchor":
+                t[1] += 1
+                t[2] = t[2] or f"{path}:{ref.line} {ref.target}#{ref.anchor}"
+            continue
+        t = tally.setdefault(construct(ref), [0, 0, ""])
+        t[0] += 1
+        if status in _FAILED:
+            t[1] += 1
+            t[2] = t[2] or f"{path}:{ref.line} {ref.raw or ref.target}"
+    return {
+        name: Unreadable(name, n, bad, sample)
+        for name, (n, bad, sample) in tally.items()
+        if n >= MIN_USES and bad > SHARE * n
+    }
+
+
+def construct_of(ref: Ref, status: str) -> str:
+    """The construct ``audit`` counted this use under."""
+    if status == "broken-anchor" or (ref.anchor and status == "ok"):
+        return anchor_construct(ref)
+    return construct(ref)
