@@ -269,7 +269,11 @@ class Librarian(Agent):
                     if new_text:
                         rewrites.setdefault(note.path, []).append((ref, new_text, f))
         # orphans: nobody links to them, in a store whose notes link to each other at all
-        if internal_edges == 0:
+        if unreadable:
+            report.skipped.append(
+                Skipped("", 0, "", "a construct of this store cannot be read: orphans not judged", domain)
+            )
+        elif internal_edges == 0:
             report.skipped.append(
                 Skipped("", 0, "", "no links between notes in this store: orphans not judged", domain)
             )

@@ -58,7 +58,7 @@ def construct(ref: Ref) -> str:
     if "." in last:
         return f"links to .{last.rsplit('.', 1)[1].lower()} files"
     if "/" not in t:
-        return f"links of the form ({t})" if len(t) <= 3 else "links of the form (word)"
+        return "links of the form (word)"
     return "links of the form (folder/page)"
 
 

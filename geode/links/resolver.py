@@ -286,10 +286,19 @@ class StoreLinks:
             if body is not None:
                 from geode.kernel.mdread import read_markdown
 
+                seen = {(r.line, r.target) for r in out}  # a body line CommonMark already read (lazy continuation)
                 for lk in read_markdown(body, note.body_line).links:
-                    if lk.kind in ("markdown", "reference", "wiki") and not lk.external:
+                    if lk.kind in ("markdown", "reference", "wiki") and not lk.external and (lk.line, lk.target) not in seen:
                         out.append(Ref(lk.line, "wiki" if lk.kind == "wiki" else lk.kind, lk.target, lk.anchor, lk.text, raw=lk.raw or lk.target))
         extra = fr.extra_refs(note, self.flavour.name)
+        if extra:
+            # a path inside a ref shortcode or a snippet include is the directive's, not prose naming a file
+            inside = {(r.line, r.target.split("/")[-1]) for r in extra}
+            out = [
+                r
+                for r in out
+                if not (r.syntax == "path" and any(ln == r.line and r.target.endswith(t) for ln, t in inside))
+            ]
         if extra:
             out.extend(extra)
             out.sort(key=lambda x: x.line)
@@ -423,7 +432,11 @@ class StoreLinks:
                 return Resolution("ok", "", reason="a Logseq page the reference creates")
             if hit is None:
                 sugg = self.suggest(ref.target, note.path, wiki=True)
-                forward = ref.relation != "links_to" or self.flavour.name == "basic-memory"
+                # Obsidian Publish reads "- see [[X]]" as a list item with a link, not a typed
+                # relation to a note not written yet
+                forward = (ref.relation != "links_to" or self.flavour.name == "basic-memory") and (
+                    self.flavour.name != "obsidian-publish"
+                )
                 if ref.syntax == "relation" and forward and not sugg:
                     return Resolution("forward", reason=f"{ref.relation} names a note not written yet")
                 return Resolution("broken", suggestion=sugg, reason="no note has this path, name, permalink or title")

@@ -14,7 +14,7 @@ import os
 from collections.abc import Mapping
 from typing import Any, TypedDict
 
-from geode.services import doctor_index_build, doctor_reach, doctor_serve
+from geode.services import doctor_index_build, doctor_reach, doctor_reading, doctor_serve
 
 
 class Check(TypedDict):
@@ -45,6 +45,7 @@ def doctor_checks(
     checks.append(ledger)
     have, missing = upkeep.available(settings)
     checks += agent_checks(settings, engine, counted, have, reports)
+    checks.append(check("reading", *doctor_reading.reading_check(settings, reports)))
     installed = agents_installed_check(have, missing)
     if installed is not None:
         checks.append(installed)
