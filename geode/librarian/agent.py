@@ -122,7 +122,9 @@ class Librarian(Agent):
         from geode.links.plausible import audit, construct_of
 
         read = {note.path: [(ref, links.resolve(note, ref)) for ref in links.refs(note)] for note in load.notes}
-        unreadable = audit([(p, ref, res.status) for p, pairs in read.items() for ref, res in pairs])
+        unreadable = audit(
+            [(p, ref, res.status, bool(res.suggestion)) for p, pairs in read.items() for ref, res in pairs]
+        )
         for u in sorted(unreadable.values(), key=lambda u: u.construct):
             # said once, as a failure of the reading: no finding or proposal rests on it
             report.findings.append(

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 
 from geode.links.refs import Ref
 
-#: at least this many uses of a construct before its reading is judged (a few broken links of
-#: a rare form are findings, not a misreading)
-MIN_USES = 10
-#: more than this share of a construct's uses unresolved: a misreading
+#: at least this many distinct targets of a construct before its reading is judged (a few
+#: broken links of a rare form are findings, not a misreading)
+MIN_TARGETS = 10
+#: more than this share of a construct's distinct targets unresolved: a misreading
 SHARE = 0.5
 _FAILED = {"broken", "missing-file", "broken-block", "broken-anchor", "undefined-reference"}
 _ASCII_SLUG = re.compile(r"^[a-z0-9_-]+$")
@@ -30,21 +30,28 @@ class Unreadable:
     construct: str
     uses: int
     unresolved: int
+    targets: int  # distinct targets written in the construct
+    targets_unresolved: int
     sample: str  # "path:line target"
 
     @property
     def message(self) -> str:
         return (
-            f"cannot read {self.construct} in this store: {self.unresolved} of {self.uses} uses do not "
-            f"resolve (e.g. {self.sample}); none of them is reported or rewritten"
+            f"cannot read {self.construct} in this store: {self.unresolved} of {self.uses} uses "
+            f"({self.targets_unresolved} of {self.targets} distinct targets) do not resolve "
+            f"(e.g. {self.sample}); none of them is reported or rewritten"
         )
 
 
 def construct(ref: Ref) -> str:
     """The construct a reference is written in: its syntax and the shape of its target."""
     if ref.syntax in ("blockref", "shortcode", "snippet", "refuse"):
-        return {"blockref": "((uuid)) block references", "shortcode": "{{< ref >}} shortcodes",
-                "snippet": "--8<-- snippet includes", "refuse": "[text][label] references"}[ref.syntax]
+        return {
+            "blockref": "((uuid)) block references",
+            "shortcode": "{{< ref >}} shortcodes",
+            "snippet": "--8<-- snippet includes",
+            "refuse": "[text][label] references",
+        }[ref.syntax]
     if ref.syntax in ("wiki", "relation"):
         return "[[wikilinks]]"
     if ref.syntax in ("path", "mention"):
@@ -68,34 +75,38 @@ def anchor_construct(ref: Ref) -> str:
     return f"#anchors ({shape}) of {construct(ref)}"
 
 
-def audit(uses: list[tuple[str, Ref, str]]) -> dict[str, Unreadable]:
-    """``uses``: (note path, ref, resolution status) of every reference in one store. Returns
-    the constructs whose reading is implausible, by name."""
-    tally: dict[str, list] = {}
-    for path, ref, status in uses:
-        if status in ("skipped", "unchecked", "forward"):
-            continue
-        if status == "broken-anchor" or (ref.anchor and status == "ok"):
-            t = tally.setdefault(anchor_construct(ref), [0, 0, ""])
-            t[0] += 1
-            if status == "broken-anchor":
-                t[1] += 1
-                t[2] = t[2] or f"{path}:{ref.line} {ref.target}#{ref.anchor}"
-            continue
-        t = tally.setdefault(construct(ref), [0, 0, ""])
-        t[0] += 1
-        if status in _FAILED:
-            t[1] += 1
-            t[2] = t[2] or f"{path}:{ref.line} {ref.raw or ref.target}"
-    return {
-        name: Unreadable(name, n, bad, sample)
-        for name, (n, bad, sample) in tally.items()
-        if n >= MIN_USES and bad > SHARE * n
-    }
-
-
 def construct_of(ref: Ref, status: str) -> str:
-    """The construct ``audit`` counted this use under."""
+    """The construct ``audit`` counts this use under."""
     if status == "broken-anchor" or (ref.anchor and status == "ok"):
         return anchor_construct(ref)
     return construct(ref)
+
+
+def audit(uses: list[tuple[str, Ref, str, bool]]) -> dict[str, Unreadable]:
+    """``uses``: (note path, ref, resolution status, whether a moved note explains it) of every
+    reference in one store. Returns the constructs whose reading is implausible, by name.
+
+    Judged over distinct targets, not uses: a hundred links to the one note that was deleted
+    are one missing note, read well; a misreading spreads over many targets. A broken use
+    that a move explains (the one good target is known) is read well too."""
+    tally: dict[str, dict] = {}
+    for path, ref, status, explained in uses:
+        if status in ("skipped", "unchecked", "forward"):
+            continue
+        name = construct_of(ref, status)
+        failed = status in _FAILED and not explained
+        key = (ref.target + "#" + ref.anchor) if name.startswith("#") else ref.target
+        t = tally.setdefault(name, {"uses": 0, "bad": 0, "targets": {}, "sample": ""})
+        t["uses"] += 1
+        t["targets"][key] = t["targets"].get(key, True) and failed
+        if failed:
+            t["bad"] += 1
+            t["sample"] = t["sample"] or f"{path}:{ref.line} {ref.raw or ref.target}" + (
+                f"#{ref.anchor}" if name.startswith("#") else ""
+            )
+    out = {}
+    for name, t in tally.items():
+        n, bad = len(t["targets"]), sum(1 for v in t["targets"].values() if v)
+        if n >= MIN_TARGETS and bad > SHARE * n:
+            out[name] = Unreadable(name, t["uses"], t["bad"], n, bad, t["sample"])
+    return out

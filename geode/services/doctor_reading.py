@@ -34,7 +34,11 @@ def reading_check(settings, reports: Mapping[str, Any] | None = None) -> tuple[b
                 continue
             links = StoreLinks(load, flavour=settings.upkeep.flavour, git_moves=False)
             flavours.append(f"{domain}: {links.flavour.said}")
-            uses = [(n.path, r, links.resolve(n, r).status) for n in load.notes for r in links.refs(n)]
+            uses = []
+            for n in load.notes:
+                for r in links.refs(n):
+                    res = links.resolve(n, r)
+                    uses.append((n.path, r, res.status, bool(res.suggestion)))
             said += [f"{domain}: {u.message}" for u in audit(uses).values()]
     examined = {"constructs_unreadable": len(said)}
     if said:
