@@ -20,7 +20,11 @@ def test_a_store_of_unknown_syntax_gets_one_cannot_read_failure(tmp_path):
     assert "unknown kind" in report.message and "confidence none" in report.message
     assert [f.kind for f in report.findings] == ["cannot-read"]
     msg = report.findings[0].message
-    assert "links of the form (word)" in msg and "24 of 24 uses (12 of 12 distinct targets)" in msg and "index.md:3 p0" in msg
+    assert (
+        "links of the form (word)" in msg
+        and "24 of 24 uses (12 of 12 distinct targets)" in msg
+        and "index.md:3 p0" in msg
+    )
     assert report.proposals == []
     ok, examined, why = reading_check(settings)
     assert not ok and examined["constructs_unreadable"] == 1 and "links of the form (word)" in why

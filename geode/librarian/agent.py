@@ -127,9 +127,7 @@ class Librarian(Agent):
         )
         for u in sorted(unreadable.values(), key=lambda u: u.construct):
             # said once, as a failure of the reading: no finding or proposal rests on it
-            report.findings.append(
-                Finding("cannot-read", "", 0, u.construct, u.message, domain, severity="error")
-            )
+            report.findings.append(Finding("cannot-read", "", 0, u.construct, u.message, domain, severity="error"))
         for note in load.notes:
             ex["notes"] += 1
             if not note.has_frontmatter:

@@ -101,7 +101,9 @@ def detect(root: str, notes: list, files: set[str], configured: str | None = Non
         return Flavour("obsidian", ".obsidian/ at the store")
     where = found_above(root, "logseq/config.edn", 1)
     if where:
-        return Flavour("logseq", "logseq/config.edn " + ("at the store" if where == os.path.realpath(root) else "above it"))
+        return Flavour(
+            "logseq", "logseq/config.edn " + ("at the store" if where == os.path.realpath(root) else "above it")
+        )
     for name in ("hugo.toml", "hugo.yaml", "hugo.json"):
         where = found_above(root, name, 1)
         if where:

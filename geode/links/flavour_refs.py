@@ -52,10 +52,10 @@ def extra_refs(note: Note, flavour: str) -> list[Ref]:
                 out.append(Ref(i, "shortcode", target, anchor, raw=m.group(0)))
     if flavour == "mkdocs" and "8<" in note.text:
         for i, line in _lines_outside_code(note.text):
-            m = SNIPPET.match(line)
-            if m:
-                path = re.sub(r"(:-?\d*){1,2}$", "", m.group(1).strip())
-                out.append(Ref(i, "snippet", path, raw=m.group(1)))
+            sm = SNIPPET.match(line)
+            if sm:
+                path = re.sub(r"(:-?\d*){1,2}$", "", sm.group(1).strip())
+                out.append(Ref(i, "snippet", path, raw=sm.group(1)))
     return out
 
 

@@ -54,7 +54,6 @@ from geode.links.flavour import Flavour, dendron_target, detect, range_start, sk
 from geode.links.names import ATTACHMENT_EXTS, HTML_SUFFIXES, strip_suffix
 from geode.links.refs import Ref, heading_text_key, note_anchors, prose_refs, slug
 
-
 HUGO_HOOK_NAME = "layouts/_default/_markup/render-link.html"
 
 
@@ -287,9 +286,22 @@ class StoreLinks:
                 from geode.kernel.mdread import read_markdown
 
                 seen = {(r.line, r.target) for r in out}  # a body line CommonMark already read (lazy continuation)
-                for lk in read_markdown(body, note.body_line).links:
-                    if lk.kind in ("markdown", "reference", "wiki") and not lk.external and (lk.line, lk.target) not in seen:
-                        out.append(Ref(lk.line, "wiki" if lk.kind == "wiki" else lk.kind, lk.target, lk.anchor, lk.text, raw=lk.raw or lk.target))
+                for md in read_markdown(body, note.body_line).links:
+                    if (
+                        md.kind in ("markdown", "reference", "wiki")
+                        and not md.external
+                        and (md.line, md.target) not in seen
+                    ):
+                        out.append(
+                            Ref(
+                                md.line,
+                                md.kind,
+                                md.target,
+                                md.anchor,
+                                md.text,
+                                raw=md.raw or md.target,
+                            )
+                        )
         extra = fr.extra_refs(note, self.flavour.name)
         if extra:
             # a path inside a ref shortcode or a snippet include is the directive's, not prose naming a file
@@ -324,9 +336,9 @@ class StoreLinks:
             if hit:
                 return sorted(hit, key=lambda p: (p.count("/"), p))[0]
         if self.flavour.name == "folder-notes":
-            hit = self._folder_note(t.strip("/"))
-            if hit:
-                return hit
+            inner = self._folder_note(t.strip("/"))
+            if inner:
+                return inner
         if t.lower().endswith(NOTE_SUFFIXES) or "." in t.rsplit("/", 1)[-1]:
             # a wikilink to a file that is not a note (an image, a PDF): Obsidian embeds
             for c in (t, posixpath.normpath(posixpath.join(base, t)) if base else t):
@@ -540,7 +552,9 @@ class StoreLinks:
             if rel0 is not None and (rel0 in self.files or rel0 in self.dirs):
                 return self._anchored(rel0, ref)
             if self.hugo_hook:
-                return Resolution("skipped", target, reason=f"a link form the site's render hook rewrites ({HUGO_HOOK_NAME})")
+                return Resolution(
+                    "skipped", target, reason=f"a link form the site's render hook rewrites ({HUGO_HOOK_NAME})"
+                )
             return Resolution("broken", target, reason="no page has this URL or alias")
         if not target:  # [x](#anchor): this note
             if ref.anchor and not self._anchor_ok(note.path, ref.anchor):

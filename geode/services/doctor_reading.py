@@ -43,6 +43,8 @@ def reading_check(settings, reports: Mapping[str, Any] | None = None) -> tuple[b
     examined = {"constructs_unreadable": len(said)}
     if said:
         return False, examined, "; ".join(said)
-    return True, examined, "every construct the links use reads plausibly" + (
-        f" ({', '.join(flavours)})" if flavours else ""
+    return (
+        True,
+        examined,
+        "every construct the links use reads plausibly" + (f" ({', '.join(flavours)})" if flavours else ""),
     )
