@@ -123,7 +123,7 @@ class Librarian(Agent):
 
         read = {note.path: [(ref, links.resolve(note, ref)) for ref in links.refs(note)] for note in load.notes}
         unreadable = audit(
-            [(p, ref, res.status, bool(res.suggestion)) for p, pairs in read.items() for ref, res in pairs]
+            ((p, ref, res.status, bool(res.suggestion)) for p, pairs in read.items() for ref, res in pairs)
         )
         for u in sorted(unreadable.values(), key=lambda u: u.construct):
             # said once, as a failure of the reading: no finding or proposal rests on it

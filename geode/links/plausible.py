@@ -12,6 +12,7 @@ links of a form geode reads well (most of that form still resolve), and those st
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from geode.links.refs import Ref
@@ -82,7 +83,7 @@ def construct_of(ref: Ref, status: str) -> str:
     return construct(ref)
 
 
-def audit(uses: list[tuple[str, Ref, str, bool]]) -> dict[str, Unreadable]:
+def audit(uses: Iterable[tuple[str, Ref, str, bool]]) -> dict[str, Unreadable]:
     """``uses``: (note path, ref, resolution status, whether a moved note explains it) of every
     reference in one store. Returns the constructs whose reading is implausible, by name.
 

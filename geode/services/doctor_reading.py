@@ -34,11 +34,12 @@ def reading_check(settings, reports: Mapping[str, Any] | None = None) -> tuple[b
                 continue
             links = StoreLinks(load, flavour=settings.upkeep.flavour, git_moves=False)
             flavours.append(f"{domain}: {links.flavour.said}")
-            uses = []
-            for n in load.notes:
-                for r in links.refs(n):
-                    res = links.resolve(n, r)
-                    uses.append((n.path, r, res.status, bool(res.suggestion)))
+            uses = (
+                (n.path, r, res.status, bool(res.suggestion))
+                for n in load.notes
+                for r in links.refs(n)
+                for res in (links.resolve(n, r),)
+            )
             said += [f"{domain}: {u.message}" for u in audit(uses).values()]
     examined = {"constructs_unreadable": len(said)}
     if said:
