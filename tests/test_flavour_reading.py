@@ -56,6 +56,18 @@ def test_many_truly_broken_links_of_a_well_read_form_stay_findings(tmp_path):
     assert reading_check(settings)[0] is True
 
 
+def test_a_form_commonmark_defines_is_never_called_unreadable(tmp_path):
+    """Every .md link broken (a folder deleted, 15 distinct targets), the notes otherwise linked
+    by wikilinks: a relative file path is read as CommonMark defines it, so these are 15 findings."""
+    env = GeodeEnv(tmp_path)
+    for i in range(15):
+        env.write(f"n{i:02d}.md", f"# Note {i}\n\n[[n{(i + 1) % 15:02d}]] and [old](old/page{i:02d}.md).\n")
+    settings, engine, root = env
+    report = run_agent(settings, engine, "r", "librarian")
+    assert sorted(f.kind for f in report.findings) == ["broken-link"] * 15
+    assert reading_check(settings)[0] is True
+
+
 def test_a_link_form_the_hugo_render_hook_rewrites_is_reported_as_such(tmp_path):
     settings, engine, root = flavour_store("hugo", tmp_path)
     (root / "layouts" / "_default" / "_markup").mkdir(parents=True)

@@ -5,6 +5,8 @@ reads that construct some way geode does not know, and each use reported as brok
 false finding. Then the Librarian says once that it cannot read the construct here (the
 construct, the count, a sample), files nothing that rests on it, and ``geode doctor`` fails.
 
+A relative link to a file with an extension (``[x](guide.md)``) is never judged: CommonMark
+defines it and the file system answers it, so when most of them fail the files truly are gone.
 Judged by construct, never by the store's total: a store can truly have hundreds of broken
 links of a form geode reads well (most of that form still resolve), and those stay findings.
 """
@@ -95,18 +97,24 @@ def audit(uses: Iterable[tuple[str, Ref, str, bool]]) -> dict[str, Unreadable]:
         if status in ("skipped", "unchecked", "forward"):
             continue
         name = construct_of(ref, status)
-        failed = status in _FAILED and not explained
-        key = (ref.target + "#" + ref.anchor) if name.startswith("#") else ref.target
-        t = tally.setdefault(name, {"uses": 0, "bad": 0, "targets": {}, "sample": ""})
-        t["uses"] += 1
-        t["targets"][key] = t["targets"].get(key, True) and failed
-        if failed:
-            t["bad"] += 1
-            t["sample"] = t["sample"] or f"{path}:{ref.line} {ref.raw or ref.target}" + (
-                f"#{ref.anchor}" if name.startswith("#") else ""
-            )
+        counts = [(name, status in _FAILED and not explained)]
+        if name.startswith("#"):
+            counts.append((construct(ref), False))  # the target itself resolved: its form reads well
+        for cname, failed in counts:
+            key = (ref.target + "#" + ref.anchor) if cname.startswith("#") else ref.target
+            t = tally.setdefault(cname, {"uses": 0, "bad": 0, "targets": {}, "sample": ""})
+            t["uses"] += 1
+            t["targets"][key] = t["targets"].get(key, True) and failed
+            if failed:
+                t["bad"] += 1
+                t["sample"] = t["sample"] or f"{path}:{ref.line} {ref.raw or ref.target}" + (
+                    f"#{ref.anchor}" if cname.startswith("#") else ""
+                )
     out = {}
     for name, t in tally.items():
+        if name.startswith("links to ."):
+            continue  # a relative file path: CommonMark defines it, the file system answers it
+
         n, bad = len(t["targets"]), sum(1 for v in t["targets"].values() if v)
         if n >= MIN_TARGETS and bad > SHARE * n:
             out[name] = Unreadable(name, t["uses"], t["bad"], n, bad, t["sample"])
