@@ -7,6 +7,8 @@ tests/fixtures/flavours/<name>/EXPECTED.json."""
 
 from __future__ import annotations
 
+import pytest
+
 from geode.agents.upkeep import run_agent
 from geode.services.doctor_reading import reading_check
 from tests.stores import GeodeEnv
@@ -107,3 +109,44 @@ def test_the_flavour_can_be_configured(tmp_path):
     settings, engine, root = flavour_store("folder_notes", tmp_path, '[upkeep]\nflavour = "logseq"\n')
     report = run_agent(settings, engine, "r", "librarian")
     assert "logseq (configured)" in report.message
+
+
+NEW_FIXTURES = ["logseq", "foam", "hugo", "obsidian_publish", "folder_notes", "unknown"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", NEW_FIXTURES)
+def test_three_nights_approving_everything_on_the_new_flavours(name, tmp_path):
+    """Every agent, every proposal approved, three nights: no note file added, removed or
+    changed outside a link target, and the third night files nothing."""
+    from geode.agents.upkeep import run_upkeep
+    from geode.queue import apply, proposals
+    from tests.test_no_harm import note_texts, prose
+
+    settings, engine, root = flavour_store(name, tmp_path)
+    before = note_texts(root)
+    filed = []
+    for night in ("n1", "n2", "n3"):
+        reports = run_upkeep(settings, engine, night)
+        filed.append(sum(len(r.proposals) for r in reports))
+        for p in proposals.list_proposals(engine, status="pending"):
+            res = apply.approve(settings, engine, p["id"], "person")
+            assert res["ok"] or res["status"] == "conflict", res
+    after = note_texts(root)
+    assert sorted(after) == sorted(before)
+    assert {p: prose(t) for p, t in after.items()} == {p: prose(t) for p, t in before.items()}
+    assert filed[2] == 0, filed
+
+
+def test_logseq_namespaces_in_both_file_spellings_are_the_pages_they_name(tmp_path):
+    """``[[lib/http]]`` is pages/lib%2Fhttp.md (older graphs), ``[[lib/json]]`` pages/lib___json.md:
+    both reached, so neither is an orphan; a dangling ((uuid)) is the one finding."""
+    env = GeodeEnv(tmp_path)
+    env.write("logseq/config.edn", "{}\n")
+    env.write("pages/index.md", "- [[lib/http]] and [[lib/json]]\n- ((6449b7b2-aaaa-4a5b-9c3d-000000000000))\n")
+    env.write("pages/lib%2Fhttp.md", "- HTTP client\n- back to [[index]]\n")
+    env.write("pages/lib___json.md", "- JSON\n- back to [[index]]\n")
+    settings, engine, root = env
+    report = run_agent(settings, engine, "r", "librarian")
+    assert "logseq (logseq/config.edn at the store; confidence high)" in report.message
+    assert [(f.kind, f.path, f.line) for f in report.findings] == [("broken-block-ref", "pages/index.md", 2)]
