@@ -31,6 +31,19 @@ _FIRES_CUT = {"essence-over-budget"}
 _NOT_YAML = {"unquoted-special", "reserved-indicator", "unquoted-colon"}
 #: frontmatter keys that attach a note without links (Cursor rules, skills, crystals)
 _ATTACHED_KEYS = ("crystal", "globs", "alwaysApply", "trigger")
+#: which examined counter each reference syntax adds to
+_COUNTERS = {
+    "relation": "relations",
+    "wiki": "wikilinks",
+    "markdown": "markdown_links",
+    "reference": "reference_links",
+    "path": "named_paths",
+    "mention": "mentions",
+    "refuse": "reference_links",
+    "blockref": "block_refs",
+    "shortcode": "shortcodes",
+    "snippet": "snippets",
+}
 ENTRY_STEMS = {"skill", "agents", "claude", "changelog", "contributing", "license"}
 
 
@@ -83,7 +96,7 @@ class Librarian(Agent):
                 find_project=self.find_project,
                 flavour=configured,
             )
-            flavours.append(f"{domain}: {links.flavour.name} ({links.flavour.evidence})")
+            flavours.append(f"{domain}: {links.flavour.said}")
             if sum(links.wiki_order_votes.values()):
                 orders.append(
                     f"{domain}: [[{links.wiki_order}]] ({links.wiki_order_votes[links.wiki_order]} of "
@@ -106,13 +119,22 @@ class Librarian(Agent):
         incoming: dict[str, int] = {}
         internal_edges = 0
         rewrites: dict[str, list[tuple[object, str, Finding]]] = {}
+        from geode.links.plausible import audit, construct_of
+
+        read = {note.path: [(ref, links.resolve(note, ref)) for ref in links.refs(note)] for note in load.notes}
+        unreadable = audit(
+            ((p, ref, res.status, bool(res.suggestion)) for p, pairs in read.items() for ref, res in pairs)
+        )
+        for u in sorted(unreadable.values(), key=lambda u: u.construct):
+            # said once, as a failure of the reading: no finding or proposal rests on it
+            report.findings.append(Finding("cannot-read", "", 0, u.construct, u.message, domain, severity="error"))
         for note in load.notes:
             ex["notes"] += 1
             if not note.has_frontmatter:
                 ex["notes_without_frontmatter"] += 1
             if note.path.endswith(".mdc"):
                 ex["mdc_rules"] += 1
-            signpost = is_signpost(note)
+            signpost = is_signpost(note) and not (links.flavour.name == "folder-notes" and "/" in note.path)
             ex["signposts"] += signpost
             kind = header_kind(note.path, note.text)
             if kind in KIND_WORDS:
@@ -145,22 +167,15 @@ class Librarian(Agent):
                                 severity="error",
                             )
                         )
-            for ref in links.refs(note):
+            for ref, res in read[note.path]:
                 ex["links"] += 1
-                ex[
-                    {
-                        "relation": "relations",
-                        "wiki": "wikilinks",
-                        "markdown": "markdown_links",
-                        "reference": "reference_links",
-                        "path": "named_paths",
-                        "mention": "mentions",
-                        "refuse": "reference_links",
-                    }[ref.syntax]
-                ] += 1
+                counter = _COUNTERS[ref.syntax]
+                ex[counter] = ex.get(counter, 0) + 1
                 if ref.anchor:
                     ex["anchors"] += 1
-                res = links.resolve(note, ref)
+                if unreadable and construct_of(ref, res.status) in unreadable:
+                    ex["unreadable_uses"] = ex.get("unreadable_uses", 0) + 1
+                    continue
                 shown = ref.target + (f"#{ref.anchor}" if ref.anchor else "")
                 if res.status == "unchecked":
                     ex["mentions_unchecked"] += 1
@@ -203,6 +218,11 @@ class Librarian(Agent):
                 if res.status == "undefined-reference":
                     report.findings.append(
                         Finding("broken-reference", note.path, ref.line, ref.target, res.reason, domain)
+                    )
+                    continue
+                if res.status == "broken-block":
+                    report.findings.append(
+                        Finding("broken-block-ref", note.path, ref.line, ref.target, res.reason, domain)
                     )
                     continue
                 if res.status == "missing-file":
@@ -249,14 +269,22 @@ class Librarian(Agent):
                     if new_text:
                         rewrites.setdefault(note.path, []).append((ref, new_text, f))
         # orphans: nobody links to them, in a store whose notes link to each other at all
-        if internal_edges == 0:
+        if unreadable:
+            report.skipped.append(
+                Skipped("", 0, "", "a construct of this store cannot be read: orphans not judged", domain)
+            )
+        elif internal_edges == 0:
             report.skipped.append(
                 Skipped("", 0, "", "no links between notes in this store: orphans not judged", domain)
             )
         else:
             for note in load.notes:
-                if incoming.get(note.path) or is_signpost(note) or note.status in RETIRED_STATUSES:
+                if incoming.get(note.path) or note.status in RETIRED_STATUSES:
                     continue
+                if is_signpost(note) and not (links.flavour.name == "folder-notes" and "/" in note.path):
+                    continue
+                if links.flavour.name == "logseq" and note.path.startswith("journals/"):
+                    continue  # a journal page is the day's entry: nothing is meant to link to it
                 if any(k in note.frontmatter for k in _ATTACHED_KEYS) or note.stem.casefold() in ENTRY_STEMS:
                     continue
                 report.findings.append(

@@ -17,11 +17,30 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-FLAVOURS = ("obsidian", "dendron", "mkdocs", "mdbook", "cursor", "skills", "basic-memory", "plain")
+FLAVOURS = (
+    "obsidian",
+    "obsidian-publish",
+    "dendron",
+    "mkdocs",
+    "mdbook",
+    "cursor",
+    "skills",
+    "basic-memory",
+    "logseq",
+    "foam",
+    "hugo",
+    "folder-notes",
+    "plain",
+)
 
 #: how each flavour's tool makes a heading's id (see ``geode.links.refs.note_anchors``)
 SLUG_STYLE = {
     "obsidian": "obsidian",
+    "obsidian-publish": "obsidian",
+    "logseq": "github",
+    "foam": "github",
+    "hugo": "github",  # Hugo's autoHeadingIDType "github" (its default)
+    "folder-notes": "github",
     "dendron": "github",
     "mkdocs": "pymd",
     "mdbook": "github",
@@ -36,6 +55,16 @@ SLUG_STYLE = {
 class Flavour:
     name: str
     evidence: str  # what it was detected from, in words (or "configured")
+    #: how sure the detection is: high (a file the tool itself writes), medium (the notes' own
+    #: shapes), none (no tool found: read conservatively), configured
+    confidence: str = "high"
+
+    @property
+    def said(self) -> str:
+        """How the report states it: ``logseq (logseq/config.edn at the store; confidence high)``."""
+        if self.confidence == "configured":
+            return f"{self.name} ({self.evidence})"
+        return f"{self.name} ({self.evidence}; confidence {self.confidence})"
 
     @property
     def slug_style(self) -> str:
@@ -65,9 +94,22 @@ def detect(root: str, notes: list, files: set[str], configured: str | None = Non
     if configured:
         if configured not in FLAVOURS:
             raise ValueError(f"[upkeep] flavour = {configured!r}: not one of {', '.join(FLAVOURS)}")
-        return Flavour(configured, "configured")
+        return Flavour(configured, "configured", "configured")
     if os.path.isdir(os.path.join(root, ".obsidian")):
+        if {"publish.css", "publish.js"} & files or any("publish" in x.frontmatter for x in notes):
+            return Flavour("obsidian-publish", ".obsidian/ with publish.css/publish.js or publish: in a note")
         return Flavour("obsidian", ".obsidian/ at the store")
+    where = found_above(root, "logseq/config.edn", 1)
+    if where:
+        return Flavour(
+            "logseq", "logseq/config.edn " + ("at the store" if where == os.path.realpath(root) else "above it")
+        )
+    for name in ("hugo.toml", "hugo.yaml", "hugo.json"):
+        where = found_above(root, name, 1)
+        if where:
+            return Flavour("hugo", f"{name} " + ("at the store" if where == os.path.realpath(root) else "above it"))
+    if os.path.isdir(os.path.join(root, ".foam")) or _foam_workspace(root):
+        return Flavour("foam", ".foam/ or Foam recommended in .vscode/extensions.json")
     where = found_above(root, "dendron.yml", 1)
     if where:
         return Flavour("dendron", "dendron.yml " + ("at the store" if where == os.path.realpath(root) else "above it"))
@@ -77,6 +119,9 @@ def detect(root: str, notes: list, files: set[str], configured: str | None = Non
     if {"book.toml", "SUMMARY.md", "src/SUMMARY.md"} & files:
         return Flavour("mdbook", "book.toml or SUMMARY.md")
     n = len(notes) or 1
+    logseq = _logseq_notes(notes, files)
+    if logseq:
+        return Flavour("logseq", logseq, "medium")
     mdc = sum(1 for x in notes if x.path.endswith(".mdc"))
     if mdc * 2 >= n and mdc:
         return Flavour("cursor", f"{mdc} of {len(notes)} notes are .mdc rules")
@@ -87,9 +132,52 @@ def detect(root: str, notes: list, files: set[str], configured: str | None = Non
     if dendron:
         return Flavour("dendron", dendron)
     perma = sum(1 for x in notes if x.frontmatter.get("permalink"))
+    if perma and any("publish" in x.frontmatter for x in notes if x.frontmatter.get("permalink")):
+        # Obsidian Publish's permalink: the page's URL, beside its publish: key (basic-memory
+        # writes neither publish: nor reads permalink so)
+        return Flavour("obsidian-publish", f"{perma} note(s) carry permalink: beside publish:", "medium")
     if perma * 2 >= n and perma and any(x.reading.relation_lines for x in notes if x.frontmatter.get("permalink")):
         return Flavour("basic-memory", f"{perma} of {len(notes)} notes carry a permalink, with typed relations")
-    return Flavour("plain", "no tool's own files found")
+    folder = _folder_notes(notes)
+    if folder:
+        return Flavour("folder-notes", folder, "medium")
+    return Flavour(
+        "plain",
+        "unknown kind: no tool's own files found; read conservatively, only what plain CommonMark defines",
+        "none",
+    )
+
+
+def _foam_workspace(root: str) -> bool:
+    """A VS Code workspace that recommends Foam (``.vscode/extensions.json`` naming foam-vscode)."""
+    for base in (root, os.path.dirname(os.path.realpath(root))):
+        p = os.path.join(base, ".vscode", "extensions.json")
+        try:
+            with open(p, encoding="utf-8") as fh:
+                if "foam.foam-vscode" in fh.read():
+                    return True
+        except OSError:
+            continue
+    return False
+
+
+def _logseq_notes(notes: list, files: set[str]) -> str:
+    """A graph copied without ``logseq/``: ``pages/`` or ``journals/`` holding half the notes."""
+    n = len(notes)
+    inside = sum(1 for x in notes if x.path.startswith(("pages/", "journals/")))
+    if n and inside * 2 >= n and any(x.path.startswith("journals/") for x in notes):
+        return f"no logseq/config.edn, but {inside} of {n} notes are under pages/ and journals/"
+    return ""
+
+
+def _folder_notes(notes: list) -> str:
+    """Folder-per-note (every note a README.md or index.md in a folder named by its id): three
+    or more such notes, and half the store's notes or more."""
+    n = len(notes)
+    inner = sum(1 for x in notes if "/" in x.path and x.path.rsplit("/", 1)[1].lower() in ("readme.md", "index.md"))
+    if inner >= 3 and inner * 2 >= n:
+        return f"{inner} of {n} notes are a README.md or index.md in a folder of their own"
+    return ""
 
 
 def _dendron_notes(notes: list) -> str:

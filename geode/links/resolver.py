@@ -55,6 +55,8 @@ from geode.links.flavour import Flavour, dendron_target, detect, range_start, sk
 from geode.links.names import ATTACHMENT_EXTS, HTML_SUFFIXES, strip_suffix
 from geode.links.refs import Ref, heading_text_key, note_anchors, prose_refs, slug
 
+HUGO_HOOK_NAME = "layouts/_default/_markup/render-link.html"
+
 
 @dataclass
 class Resolution:
@@ -175,6 +177,20 @@ class StoreLinks:
         else:
             self.wiki_order, self.wiki_order_votes = self._detect_wiki_order()
         self._anchor_cache: dict[str, set[str]] = {}
+        self._flavour_state()
+
+    def _flavour_state(self) -> None:
+        """What the flavour's own rules need from the whole store (``geode.links.flavour_refs``)."""
+        from geode.links import flavour_refs as fr
+
+        name = self.flavour.name
+        self.block_ids = fr.block_ids(self.load.notes) if name == "logseq" else set()
+        self.hugo_content = fr.hugo_content(self.root, self.dirs) if name == "hugo" else ""
+        self.hugo_urls = fr.url_index(self.load.notes, self.hugo_content) if name == "hugo" else {}
+        self.hugo_hook = name == "hugo" and any(
+            os.path.exists(os.path.join(b, fr.HUGO_HOOK)) for b in (self.root, os.path.dirname(self.root))
+        )
+        self.snippet_bases = fr.snippet_bases(self.root) if name == "mkdocs" else []
 
     def built_as_default(self) -> bool:
         """Whether this resolver is what ``StoreLinks(self.load)`` would build: no moves or
@@ -263,6 +279,42 @@ class StoreLinks:
             else:
                 out.append(Ref(lk.line, lk.kind, lk.target, lk.anchor, lk.alias, lk.relation, lk.target))
         out.extend(prose_refs(note))
+        from geode.links import flavour_refs as fr
+
+        if self.flavour.name == "mkdocs":
+            body = fr.admonition_body(note.body)
+            if body is not None:
+                from geode.kernel.mdread import read_markdown
+
+                seen = {(r.line, r.target) for r in out}  # a body line CommonMark already read (lazy continuation)
+                for md in read_markdown(body, note.body_line).links:
+                    if (
+                        md.kind in ("markdown", "reference", "wiki")
+                        and not md.external
+                        and (md.line, md.target) not in seen
+                    ):
+                        out.append(
+                            Ref(
+                                md.line,
+                                md.kind,
+                                md.target,
+                                md.anchor,
+                                md.text,
+                                raw=md.raw or md.target,
+                            )
+                        )
+        extra = fr.extra_refs(note, self.flavour.name)
+        if extra:
+            # a path inside a ref shortcode or a snippet include is the directive's, not prose naming a file
+            inside = {(r.line, r.target.split("/")[-1]) for r in extra}
+            out = [
+                r
+                for r in out
+                if not (r.syntax == "path" and any(ln == r.line and r.target.endswith(t) for ln, t in inside))
+            ]
+        if extra:
+            out.extend(extra)
+            out.sort(key=lambda x: x.line)
         return out
 
     # -- resolution ------------------------------------------------------------------
@@ -276,10 +328,18 @@ class StoreLinks:
         if base:
             joined = posixpath.normpath(posixpath.join(base, t)).casefold()
             cands += [joined, strip_suffix(joined)]
+        if self.flavour.name == "logseq":
+            from geode.links.flavour_refs import logseq_names
+
+            cands += logseq_names(t)
         for c in cands:
             hit = self.by_key.get(c)
             if hit:
                 return sorted(hit, key=lambda p: (p.count("/"), p))[0]
+        if self.flavour.name == "folder-notes":
+            inner = self._folder_note(t.strip("/"))
+            if inner:
+                return inner
         if t.lower().endswith(NOTE_SUFFIXES) or "." in t.rsplit("/", 1)[-1]:
             # a wikilink to a file that is not a note (an image, a PDF): Obsidian embeds
             for c in (t, posixpath.normpath(posixpath.join(base, t)) if base else t):
@@ -288,6 +348,14 @@ class StoreLinks:
             hits = self._by_basename.get(t.rsplit("/", 1)[-1].casefold())
             if hits:
                 return sorted(hits, key=lambda p: (p.count("/"), p))[0]
+        return None
+
+    def _folder_note(self, rel: str) -> str | None:
+        """In a folder-per-note store the folder is the note: its README.md or index.md."""
+        for name in ("README.md", "readme.md", "index.md"):
+            cand = f"{rel}/{name}" if rel else name
+            if cand in self.notes:
+                return cand
         return None
 
     def suggest(
@@ -326,6 +394,10 @@ class StoreLinks:
             return self._anchor_cache[path]
         note = self.notes.get(path)
         out = note_anchors(note, self.flavour.slug_style) if note is not None else set()
+        if note is not None and self.flavour.name == "hugo":
+            from geode.links.flavour_refs import definition_term_ids
+
+            out = out | definition_term_ids(note)
         self._anchor_cache[path] = out
         return out
 
@@ -344,6 +416,9 @@ class StoreLinks:
                 return False
         if not a or a == "*":
             return True
+        if "#" in a and self.flavour.slug_style == "obsidian":
+            # a nested heading link [[Note#H1#H2]]: every heading on the way must be there
+            return all(self._anchor_ok(path, part) for part in a.split("#") if part.strip())
         have = self.anchors_of(path)
         if a.casefold() in have:
             return True
@@ -365,15 +440,38 @@ class StoreLinks:
                 and last.rsplit(".", 1)[1].lower() in ATTACHMENT_EXTS
             ):
                 return Resolution("missing-file", ref.target, reason="no such file in the store")
+            if hit is None and self.flavour.name == "logseq":
+                # a [[page]] creates the page: Logseq opens it, empty, whether a file exists or not
+                return Resolution("ok", "", reason="a Logseq page the reference creates")
             if hit is None:
                 sugg = self.suggest(ref.target, note.path, wiki=True)
-                forward = ref.relation != "links_to" or self.flavour.name == "basic-memory"
+                # Obsidian Publish reads "- see [[X]]" as a list item with a link, not a typed
+                # relation to a note not written yet
+                forward = (ref.relation != "links_to" or self.flavour.name == "basic-memory") and (
+                    self.flavour.name != "obsidian-publish"
+                )
                 if ref.syntax == "relation" and forward and not sugg:
                     return Resolution("forward", reason=f"{ref.relation} names a note not written yet")
                 return Resolution("broken", suggestion=sugg, reason="no note has this path, name, permalink or title")
             if ref.anchor and not self._anchor_ok(hit, ref.anchor):
                 return Resolution("broken-anchor", hit, reason=f"{hit} has no heading #{ref.anchor}")
             return Resolution("ok", hit)
+        if ref.syntax == "blockref":
+            if ref.target in self.block_ids:
+                return Resolution("ok", note.path)
+            return Resolution("broken-block", reason="no block in the graph has this id:: uuid")
+        if ref.syntax == "shortcode":
+            from geode.links.flavour_refs import ref_lookup
+
+            hit = ref_lookup(ref.target, note.path, self.hugo_content, self.notes)
+            if hit is None:
+                return Resolution("broken", reason="no page for this ref (Hugo fails the build)")
+            return self._anchored(hit, ref)
+        if ref.syntax == "snippet":
+            for b in self.snippet_bases:
+                if os.path.isfile(os.path.join(b, ref.target)):
+                    return Resolution("ok", ref.target, reason="a snippet include")
+            return Resolution("missing-file", ref.target, reason="no such file under the snippets base_path")
         if ref.syntax == "path":
             return self._resolve_path(note, ref)
         if ref.syntax == "mention":
@@ -437,6 +535,20 @@ class StoreLinks:
             if hit is None:
                 return Resolution("broken", reason="no note has this permalink")
             return self._anchored(hit, ref)
+        if self.flavour.name == "hugo" and target and not target.lower().endswith(NOTE_SUFFIXES):
+            from geode.links.flavour_refs import hugo_url_lookup
+
+            hit = hugo_url_lookup(target, note.path, self.hugo_content, self.hugo_urls)
+            if hit is not None:
+                return self._anchored(hit, ref)
+            rel0 = self._rel(note, target)
+            if rel0 is not None and (rel0 in self.files or rel0 in self.dirs):
+                return self._anchored(rel0, ref)
+            if self.hugo_hook:
+                return Resolution(
+                    "skipped", target, reason=f"a link form the site's render hook rewrites ({HUGO_HOOK_NAME})"
+                )
+            return Resolution("broken", target, reason="no page has this URL or alias")
         if not target:  # [x](#anchor): this note
             if ref.anchor and not self._anchor_ok(note.path, ref.anchor):
                 return Resolution("broken-anchor", note.path, reason=f"no heading #{ref.anchor} in this note")
@@ -465,6 +577,10 @@ class StoreLinks:
                 sugg = self.suggest(md, note.path)
                 return Resolution("broken", suggestion=sugg, reason=f"no chapter {md} for {rel}")
             return Resolution("skipped", rel, reason="generated page (.html with no markdown source in the store)")
+        if self.flavour.name == "folder-notes" and rel in self.dirs:
+            inner = self._folder_note(rel)
+            if inner:
+                return self._anchored(inner, ref)
         if rel in self.files or rel in self.dirs:
             return self._anchored(rel, ref)
         for cand in markdown_candidates(rel)[1:]:

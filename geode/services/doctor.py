@@ -14,7 +14,7 @@ import os
 from collections.abc import Mapping
 from typing import Any, TypedDict
 
-from geode.services import doctor_files, doctor_index_build, doctor_nights, doctor_reach, doctor_serve
+from geode.services import doctor_files, doctor_index_build, doctor_nights, doctor_reach, doctor_reading, doctor_serve
 
 
 class Check(TypedDict):
@@ -47,6 +47,7 @@ def doctor_checks(
     have, missing = upkeep.available(settings)
     checks += agent_checks(settings, engine, counted, have, reports)
     checks += [check("nights", *c) for c in [doctor_nights.nights_check(settings, engine)] if c is not None]
+    checks.append(check("reading", *doctor_reading.reading_check(settings, reports)))
     installed = agents_installed_check(have, missing)
     if installed is not None:
         checks.append(installed)
