@@ -45,7 +45,7 @@ def _two_notes_a_person_must_fix(base: Path) -> GeodeEnv:
     """An unquoted glob strict YAML rejects, and a fact last verified in 2020."""
     return GeodeEnv(base, root="main").files(
         {
-            "py.mdc": b"---\nglobs: **/*.py\n---\nPython.\n",
+            "py.md": b"---\nglobs: **/*.py\n---\nPython.\n",  # a geode note: a Cursor rule (.mdc) is never quoted
             "fact.md": b"---\ntype: fact\nlast_verified: 2020-01-01\n---\nThe host is db-1.\n",
         }
     )
@@ -162,13 +162,13 @@ CASES = {
         "corrector",
         _two_notes_a_person_must_fix,
         before=("librarian",),
-        proposed=[("edit", "fact.md"), ("edit", "py.mdc")],
+        proposed=[("edit", "fact.md"), ("edit", "py.md")],
         examined={
             "notes": 2,
             "unreadable": 0,
             "findings_read": 1,
             "read:frontmatter-not-yaml": 1,
-            "stale_checked": 1,  # py.mdc has no last_verified
+            "stale_checked": 1,  # py.md has no last_verified
             "findings_acted_on": 2,
             "fixes_proposed": 2,
             "notes_touched": 2,
