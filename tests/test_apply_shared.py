@@ -118,7 +118,9 @@ def _upkeep_ok_but_vectors(r: subprocess.CompletedProcess) -> None:
     report = json.loads(r.stdout)
     failed = [c["name"] for c in (report.get("doctor") or {}).get("failed", [])]
     assert failed in ([], ["vectors"]), r.stdout + r.stderr
-    assert r.returncode == (1 if failed else 0), r.stdout + r.stderr
+    # vectors not built are pending, not an agent that could not do its job: exit 0 (issue 21)
+    assert r.returncode == 0 and report["agents_ok"], r.stdout + r.stderr
+    assert report.get("pending", []) == failed, r.stdout + r.stderr
     runs = report["runs"]
     assert [x["status"] for x in runs] == ["ok"], r.stdout[:2000]
     assert len(runs[0]["proposals"]) == NOTES, r.stdout[:2000]
