@@ -263,8 +263,13 @@ def test_health_page(browser, night, tmp_path):
     assert "librarian" in first and "nothing-to-learn" in first
     page.wait_for_selector("#stats[data-ready='1']")
     page.wait_for_selector("#study[data-ready='1']")
-    assert "crystals registered" in page.inner_text("#stats")
-    assert "withheld" in page.inner_text("#study")
+    assert "crystals registered" in page.text_content("#stats-text")
+    assert "withheld" in page.inner_text("#nums-arms")
+    # a night's start reads as a person says it, the ISO time on hover
+    started = page.locator(".nightcard h3 time").first
+    said, exact = started.inner_text(), started.get_attribute("title")
+    assert said == "just now" or said.endswith(" ago"), said
+    assert exact == started.get_attribute("datetime") and exact.endswith("Z") and exact[:4].isdigit()
     page.click("#run-doctor")
     page.wait_for_selector("#doctor[data-ready='1']", timeout=120000)
     doctor = page.inner_text("#doctor")
