@@ -118,8 +118,19 @@ def test_stats_on_the_hand_built_ledger(loaded):
     daily = d["daily"]
     assert len(daily) == 11 and daily[0]["day"] == "2026-05-28" and daily[-1]["day"] == "2026-06-07"
     triples = [(x["deliveries"], x["blocked"], x["marked"]) for x in daily]
-    assert triples == [(0, 0, 0), (4, 1, 0), (4, 1, 1), (22, 0, 0), (0, 0, 0), (0, 0, 0),
-                       (2, 1, 0), (2, 0, 1), (0, 0, 0), (0, 0, 0), (0, 0, 0)]
+    assert triples == [
+        (0, 0, 0),
+        (4, 1, 0),
+        (4, 1, 1),
+        (22, 0, 0),
+        (0, 0, 0),
+        (0, 0, 0),
+        (2, 1, 0),
+        (2, 0, 1),
+        (0, 0, 0),
+        (0, 0, 0),
+        (0, 0, 0),
+    ]
     assert sum(t[0] for t in triples) == d["deliveries"] and sum(t[1] for t in triples) == d["blocked_lookups"]
     json.dumps(d)  # the shape is JSON
     text = render_stats(d)

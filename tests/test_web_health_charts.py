@@ -79,12 +79,19 @@ def write_ledger(settings) -> int:
         for k in range(dl):
             # the first crystal takes most of them, so the busiest chart has a clear order
             cid = CRYSTALS[0] if k % 3 else CRYSTALS[1 + (k // 3) % 3]
-            events.append(ledger.new_event("delivered", ts=base - k, session=f"{session}-{k % 2}", crystal_id=cid,
-                                           domain="main", channel="act"))
+            events.append(
+                ledger.new_event(
+                    "delivered", ts=base - k, session=f"{session}-{k % 2}", crystal_id=cid, domain="main", channel="act"
+                )
+            )
             delivered += 1
         events += [ledger.new_event("blocked", ts=base - 50 - k, session=session, domain="main") for k in range(bl)]
-        events += [ledger.new_event("lookup_marked", ts=base - 60 - k, session=session, domain="main") for k in range(mk)]
-        events.append(ledger.new_event("withheld", ts=base - 70, session=session, crystal_id=CRYSTALS[1], domain="main"))
+        events += [
+            ledger.new_event("lookup_marked", ts=base - 60 - k, session=session, domain="main") for k in range(mk)
+        ]
+        events.append(
+            ledger.new_event("withheld", ts=base - 70, session=session, crystal_id=CRYSTALS[1], domain="main")
+        )
     assert ledger.append(settings, events) == "db"
     return delivered
 
@@ -92,8 +99,14 @@ def write_ledger(settings) -> int:
 def geode_json(home, *args: str) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GEODE_")}
     env.update({"GEODE_HOME": str(home), "PYTHONPATH": str(REPO)})
-    out = subprocess.run([sys.executable, "-m", "geode", *args, "--json"], capture_output=True, text=True,
-                         env=env, timeout=120, cwd=str(home))
+    out = subprocess.run(
+        [sys.executable, "-m", "geode", *args, "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        cwd=str(home),
+    )
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
 
@@ -165,5 +178,36 @@ def test_health_charts_match_geode_stats_at_two_widths(browser, tmp_path):
         c = page.evaluate(CHART_JS, "chart-daily")
         assert c["width"] <= 420, c["width"]
         shots.take(page, "health-narrow")
+        ctx.close()
+    assert not errors, errors
+
+
+@pytest.mark.services
+def test_health_charts_on_an_empty_ledger_say_so_without_an_error(browser, tmp_path):
+    """A store with notes and a ledger that holds nothing yet: the charts are drawn empty, the
+    page says the charts fill as the hooks deliver, and no script error occurs."""
+    from tests.web_helpers import NOTES, write
+
+    home, store = tmp_path / "home", tmp_path / "store"
+    home.mkdir()
+    for rel, text in NOTES.items():
+        write(store, rel, text)
+    (home / "geode.toml").write_text(f"[domains]\nmain = {json.dumps(str(store))}\n", encoding="utf-8")
+    errors: list[str] = []
+    with Server(home) as srv:
+        ctx, page = new_page(browser, errors)
+        page.set_viewport_size({"width": 420, "height": 900})
+        page.goto(srv.url)
+        page.goto(f"{srv.base}/health")
+        page.wait_for_selector("#stats[data-ready='1']")
+        page.wait_for_selector("#study[data-ready='1']")
+        assert "No ledger events yet" in page.inner_text("#stats-window")
+        daily = page.evaluate(CHART_JS, "chart-daily")
+        assert daily is not None and daily["labels"] == [] and geode_json(home, "stats")["daily"] == []
+        reach = page.evaluate(CHART_JS, "chart-reach")
+        stats = geode_json(home, "stats")
+        assert reach["datasets"][0]["data"] == [0, stats["registered"]] and stats["registered"] > 0
+        fit = page.evaluate(OVERFLOW_JS)
+        assert fit["scroll"] <= fit["inner"] and not fit["bad"], fit
         ctx.close()
     assert not errors, errors

@@ -29,9 +29,8 @@ from starlette.templating import Jinja2Templates
 from geode.recall.results import SHOWN_FLOOR
 from geode.services.loopback_guard import Guard, csrf_token_for
 from geode.services.request_bounds import RequestBounds
-from geode.web import diffview, queue_decide, queue_detail
+from geode.web import diffview, humane, queue_decide, queue_detail
 from geode.web import health as H
-from geode.web import humane
 from geode.web import queue as WQ
 from geode.web.render import note_href
 from geode.web.store import Store, StoreError

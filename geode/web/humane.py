@@ -14,7 +14,14 @@ import json
 from markupsafe import Markup, escape
 
 #: (seconds in the unit, its name): the largest that fits is said
-UNITS = ((365 * 86400, "year"), (30 * 86400, "month"), (7 * 86400, "week"), (86400, "day"), (3600, "hour"), (60, "minute"))
+UNITS = (
+    (365 * 86400, "year"),
+    (30 * 86400, "month"),
+    (7 * 86400, "week"),
+    (86400, "day"),
+    (3600, "hour"),
+    (60, "minute"),
+)
 
 
 def ago_text(when: dt.datetime, now: dt.datetime) -> str:
@@ -23,13 +30,9 @@ def ago_text(when: dt.datetime, now: dt.datetime) -> str:
     future, secs = secs < 0, abs(secs)
     if secs < 45:
         return "just now"
-    for size, name in UNITS:
-        if secs >= size:
-            n = int(secs // size)
-            break
-    else:
-        n, name = max(1, int(secs // 60)), "minute"
-    said = f"{n} {name}{'' if n == 1 else 's'}"
+    size, unit = next(((s, u) for s, u in UNITS if secs >= s), UNITS[-1])
+    n = max(1, int(secs // size))
+    said = f"{n} {unit}{'' if n == 1 else 's'}"
     return f"in {said}" if future else f"{said} ago"
 
 
