@@ -197,6 +197,13 @@ def test_review_a_night_in_the_browser(browser, night, tmp_path):
     assert len(mine) >= 8, rows  # 2 approves, 2 rejects, 1 undo, 1 conflict, 2 refresh rows, 1 reject, 1 approve
     assert any("undo" in r and "undone" in r for r in mine)
     assert any("reject" in r and "rejected" in r for r in mine)
+    # each detail a small table, never raw JSON; each time as a person says it, the ISO on hover
+    details = page.locator("table.history table.detail").all_inner_texts()
+    assert len(details) >= 8 and not [d for d in details if "{" in d or '"' in d], details
+    assert any("reason" in d and "keep them for now" in d for d in details)
+    when = page.locator("table.history time").first
+    assert when.inner_text() == "just now" or when.inner_text().endswith(" ago"), when.inner_text()
+    assert when.get_attribute("title") == when.get_attribute("datetime") and when.get_attribute("title").endswith("Z")
     shots.take(page, "history")
     ctx.close()
     assert not errors, errors
