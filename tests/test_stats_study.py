@@ -113,6 +113,25 @@ def test_stats_on_the_hand_built_ledger(loaded):
     assert second["lookups_per_1000"] == 500.0 and second["blocked_per_1000"] == 250.0
     assert second["blocked_share"] == 0.5
     assert d["withheld_units"] == 2 and d["withheld_events"] == 3  # (s3,d) twice, (s4,a)
+    # per UTC day: T0 is 20:26 UTC, so each session's seconds stay on its day; the window's
+    # eleven days (T0's day .. NOW's day) are all there, empty ones as zeros
+    daily = d["daily"]
+    assert len(daily) == 11 and daily[0]["day"] == "2026-05-28" and daily[-1]["day"] == "2026-06-07"
+    triples = [(x["deliveries"], x["blocked"], x["marked"]) for x in daily]
+    assert triples == [
+        (0, 0, 0),
+        (4, 1, 0),
+        (4, 1, 1),
+        (22, 0, 0),
+        (0, 0, 0),
+        (0, 0, 0),
+        (2, 1, 0),
+        (2, 0, 1),
+        (0, 0, 0),
+        (0, 0, 0),
+        (0, 0, 0),
+    ]
+    assert sum(t[0] for t in triples) == d["deliveries"] and sum(t[1] for t in triples) == d["blocked_lookups"]
     json.dumps(d)  # the shape is JSON
     text = render_stats(d)
     assert "never fired: main:d, main:e" in text

@@ -197,6 +197,13 @@ def test_review_a_night_in_the_browser(browser, night, tmp_path):
     assert len(mine) >= 8, rows  # 2 approves, 2 rejects, 1 undo, 1 conflict, 2 refresh rows, 1 reject, 1 approve
     assert any("undo" in r and "undone" in r for r in mine)
     assert any("reject" in r and "rejected" in r for r in mine)
+    # each detail a small table, never raw JSON; each time as a person says it, the ISO on hover
+    details = page.locator("table.history table.detail").all_inner_texts()
+    assert len(details) >= 8 and not [d for d in details if "{" in d or '"' in d], details
+    assert any("reason" in d and "keep them for now" in d for d in details)
+    when = page.locator("table.history time").first
+    assert when.inner_text() == "just now" or when.inner_text().endswith(" ago"), when.inner_text()
+    assert when.get_attribute("title") == when.get_attribute("datetime") and when.get_attribute("title").endswith("Z")
     shots.take(page, "history")
     ctx.close()
     assert not errors, errors
@@ -263,8 +270,13 @@ def test_health_page(browser, night, tmp_path):
     assert "librarian" in first and "nothing-to-learn" in first
     page.wait_for_selector("#stats[data-ready='1']")
     page.wait_for_selector("#study[data-ready='1']")
-    assert "crystals registered" in page.inner_text("#stats")
-    assert "withheld" in page.inner_text("#study")
+    assert "crystals registered" in page.text_content("#stats-text")
+    assert "withheld" in page.inner_text("#nums-arms")
+    # a night's start reads as a person says it, the ISO time on hover
+    started = page.locator(".nightcard h3 time").first
+    said, exact = started.inner_text(), started.get_attribute("title")
+    assert said == "just now" or said.endswith(" ago"), said
+    assert exact == started.get_attribute("datetime") and exact.endswith("Z") and exact[:4].isdigit()
     page.click("#run-doctor")
     page.wait_for_selector("#doctor[data-ready='1']", timeout=120000)
     doctor = page.inner_text("#doctor")

@@ -260,9 +260,11 @@ def test_markup_in_a_note_is_text(served):
 
 def test_the_vendored_graph_library_is_the_one_recorded():
     vend = REPO / "geode" / "web" / "static" / "vendor"
-    recorded = re.search(r"`([0-9a-f]{64})`", (vend / "VENDORED.md").read_text(encoding="utf-8")).group(1)
-    assert hashlib.sha256((vend / "cytoscape.min.js").read_bytes()).hexdigest() == recorded
-    assert (vend / "cytoscape.LICENSE").read_text(encoding="utf-8").startswith("Copyright")
+    table = (vend / "VENDORED.md").read_text(encoding="utf-8")
+    for name, licence in (("cytoscape.min.js", "cytoscape.LICENSE"), ("chart.umd.min.js", "chart.LICENSE")):
+        recorded = re.search(rf"`{re.escape(name)}`.*`([0-9a-f]{{64}})`", table).group(1)
+        assert hashlib.sha256((vend / name).read_bytes()).hexdigest() == recorded, name
+        assert "Copyright" in (vend / licence).read_text(encoding="utf-8")[:200], licence
 
 
 def _geode_web(home: Path, *args: str, timeout: float = 30) -> subprocess.CompletedProcess:

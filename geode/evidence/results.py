@@ -34,6 +34,15 @@ class Half(TypedDict):
     blocked_share: float | None  # blocked / (blocked + marked)
 
 
+class Day(TypedDict):
+    """One UTC day of the window: what the Health page's delivery chart draws."""
+
+    day: str  # YYYY-MM-DD, UTC
+    deliveries: int
+    blocked: int
+    marked: int
+
+
 class Stats(TypedDict):
     """What ``compute_stats`` returns (its docstring says what each figure counts)."""
 
@@ -53,6 +62,7 @@ class Stats(TypedDict):
     truncated_deliveries: int
     blocked_lookups: int
     marked_lookups: int
+    daily: list[Day]  # per UTC day, oldest first (the newest stats.DAILY_MAX days)
     halves: list[Half]
     withheld_units: int
     withheld_events: int

@@ -22,7 +22,7 @@ from sqlalchemy import ColumnElement, and_, func, select
 from sqlalchemy.engine import Connection, Engine
 
 from geode.delivery.control import MANUAL_SESSION_PREFIX
-from geode.evidence.results import Half, Stats
+from geode.evidence.results import Day, Half, Stats
 from geode.kernel.config import Settings
 from geode.records.models import LedgerEvent, table_of
 
@@ -33,6 +33,8 @@ LOOKUP_KINDS = ("blocked", "lookup_marked")
 UNSERVED_KINDS = ("index_busy", "index_building")
 TOP_N = 10
 DAY = 86400.0
+#: the per-day series keeps at most this many days (the newest): a chart of a year, not of a decade
+DAILY_MAX = 366
 
 
 def with_connection(engine_or_conn: Engine | Connection, fn: Callable[[Connection], T]) -> T:
@@ -64,6 +66,36 @@ def _per_1000(numerator: int, deliveries: int) -> float | None:
 
 def _share(part: int, whole: int) -> float | None:
     return round(part / whole, 4) if whole else None
+
+
+def _daily(conn: Connection, cond: ColumnElement[bool], start: float | None, end: float) -> list[Day]:
+    """Deliveries, blocked and marked lookups per UTC day of the window, every day present (a day
+    with nothing is a zero, so a chart's gaps are real). Grouped here, not in SQL, because SQLite
+    and PostgreSQL disagree on how a float becomes a day."""
+    if start is None:
+        return []
+    t = table_of(LedgerEvent)
+    first_day = int(max(start, end - DAILY_MAX * DAY) // DAY)
+    last_day = int(end // DAY)
+    days: dict[int, dict[str, int]] = {
+        d: {"delivered": 0, "blocked": 0, "lookup_marked": 0} for d in range(first_day, last_day + 1)
+    }
+    rows = conn.execute(
+        select(t.c.ts, t.c.kind).where(cond, t.c.ts >= first_day * DAY, t.c.kind.in_(("delivered",) + LOOKUP_KINDS))
+    )
+    for ts, kind in rows:
+        bucket = days.get(int(float(ts) // DAY))
+        if bucket is not None:
+            bucket[kind] += 1
+    return [
+        {
+            "day": time.strftime("%Y-%m-%d", time.gmtime(d * DAY)),
+            "deliveries": c["delivered"],
+            "blocked": c["blocked"],
+            "marked": c["lookup_marked"],
+        }
+        for d, c in sorted(days.items())
+    ]
 
 
 def compute_stats(
@@ -100,6 +132,9 @@ def compute_stats(
           "truncated_deliveries": int,
           "blocked_lookups": int,
           "marked_lookups": int,
+          "daily": [                         # per UTC day, oldest first, every day of the window
+            {"day": "YYYY-MM-DD", "deliveries": int, "blocked": int, "marked": int}, ...
+          ],                                 # (the newest DAILY_MAX days at most; [] when no events)
           "halves": [                        # the window split at its midpoint in time
             {"start": float, "end": float, "deliveries": int, "blocked": int, "marked": int,
              "lookups_per_1000": float|None, "blocked_per_1000": float|None,
@@ -205,6 +240,7 @@ def compute_stats(
             "truncated_deliveries": int(truncated),
             "blocked_lookups": int(by_kind.get("blocked", 0)),
             "marked_lookups": int(by_kind.get("lookup_marked", 0)),
+            "daily": _daily(conn, cond, start, end),
             "halves": halves,
             "withheld_units": int(withheld_units),
             "withheld_events": int(by_kind.get("withheld", 0)),

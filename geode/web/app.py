@@ -29,7 +29,7 @@ from starlette.templating import Jinja2Templates
 from geode.recall.results import SHOWN_FLOOR
 from geode.services.loopback_guard import Guard, csrf_token_for
 from geode.services.request_bounds import RequestBounds
-from geode.web import diffview, queue_decide, queue_detail
+from geode.web import diffview, humane, queue_decide, queue_detail
 from geode.web import health as H
 from geode.web import queue as WQ
 from geode.web.render import note_href
@@ -98,6 +98,8 @@ def create_app(settings, *, token: str, bound: str, port: int, who: str) -> Requ
         lstrip_blocks=True,
     )
     env.filters["tojson_attr"] = _dumps
+    env.filters["when"] = humane.when
+    env.filters["detail_table"] = humane.detail_table
     env.globals.update(
         split_rows=diffview.split_rows,
         note_href=note_href,

@@ -232,12 +232,123 @@ async function graphSetup() {
   draw();
 }
 
-// -- health: reports loaded after the page paints; doctor on a button -----------------------
+// -- health: charts drawn from the same reports as `geode stats --json` / `geode study --json` ----
+// Each chart's box carries what it draws (data-chart, the labels and each series' numbers) so a
+// test, or a person with the inspector, can hold the picture to the terminal's figures.
+const COLORS = { deliveries: "#3b5ea8", blocked: "#b3261e", marked: "#a86400", withheld: "#8a93a6", never: "#d5d9e2" };
+
+function fmt(v, pct) {
+  if (v === null || v === undefined) return "n/a";
+  if (pct) return (100 * v).toFixed(1) + "%";
+  return typeof v === "number" ? v.toLocaleString("en") : String(v);
+}
+
+function numsTable(table, rows) {
+  table.replaceChildren(...rows.map(([k, v]) => el("tr", null, el("th", { text: k }), el("td", { text: v }))));
+}
+
+function drawChart(id, config) {
+  const canvas = document.getElementById(id);
+  const box = canvas.closest(".chartbox");
+  const shown = { labels: config.data.labels, datasets: config.data.datasets.map((d) => ({ label: d.label, data: d.data })) };
+  box.dataset.chart = JSON.stringify(shown);
+  if (!window.Chart) { box.append(el("p", { class: "error", text: "the chart library did not load" })); return; }
+  config.options = Object.assign({ responsive: true, maintainAspectRatio: false, animation: false }, config.options || {});
+  new window.Chart(canvas, config);
+  box.dataset.ready = "1";
+}
+
+function drawStats(d) {
+  const w = d.window;
+  document.getElementById("stats-window").textContent = w.start === null
+    ? "No ledger events yet: the charts fill as the hooks deliver crystals."
+    : `${fmt(d.examined_events)} ledger events over ${fmt(w.days)} days, ${new Date(w.start * 1000).toISOString().slice(0, 10)} to ${new Date(w.end * 1000).toISOString().slice(0, 10)} (deliveries asked for by hand left out).`;
+  const days = d.daily || [];
+  drawChart("chart-daily", {
+    type: "bar",
+    data: {
+      labels: days.map((x) => x.day),
+      datasets: [
+        { type: "bar", label: "deliveries", data: days.map((x) => x.deliveries), backgroundColor: COLORS.deliveries, yAxisID: "y" },
+        { type: "line", label: "blocked lookups", data: days.map((x) => x.blocked), borderColor: COLORS.blocked, backgroundColor: COLORS.blocked, yAxisID: "y1" },
+        { type: "line", label: "marked lookups", data: days.map((x) => x.marked), borderColor: COLORS.marked, backgroundColor: COLORS.marked, yAxisID: "y1" },
+      ],
+    },
+    options: { scales: {
+      y: { beginAtZero: true, title: { display: true, text: "deliveries" }, ticks: { precision: 0 } },
+      y1: { beginAtZero: true, position: "right", title: { display: true, text: "lookups" }, grid: { drawOnChartArea: false }, ticks: { precision: 0 } },
+    } },
+  });
+  const rows = [["deliveries", fmt(d.deliveries)], ["per day", fmt(d.deliveries_per_day)],
+    ["blocked lookups", fmt(d.blocked_lookups)], ["marked lookups", fmt(d.marked_lookups)],
+    ["truncated deliveries", fmt(d.truncated_deliveries)]];
+  (d.halves || []).forEach((h, i) => {
+    rows.push([`lookups per 1,000, ${i ? "second" : "first"} half`, fmt(h.lookups_per_1000)]);
+    rows.push([`blocked share, ${i ? "second" : "first"} half`, fmt(h.blocked_share, true)]);
+  });
+  if (d.unserved_calls) rows.push(["hook calls the index could not serve", fmt(d.unserved_calls)]);
+  if (d.spool_pending) rows.push(["events still in the spool (not counted)", fmt(d.spool_pending)]);
+  numsTable(document.getElementById("nums-daily"), rows);
+
+  const top = d.top10 || [];
+  drawChart("chart-busiest", {
+    type: "bar",
+    data: { labels: top.map((x) => x.crystal_id), datasets: [{ label: "deliveries", data: top.map((x) => x.deliveries), backgroundColor: COLORS.deliveries }] },
+    options: { indexAxis: "y", plugins: { legend: { display: false } }, scales: { x: { beginAtZero: true, ticks: { precision: 0 } } } },
+  });
+  numsTable(document.getElementById("nums-busiest"), [["busiest ten's share", fmt(d.top10_share, true)],
+    ["median fires per delivered crystal", fmt(d.median_fires)], ["crystals delivered (registered or not)", fmt(d.delivered_at_least_once)]]);
+
+  const reached = d.delivered_registered === null ? d.delivered_at_least_once : d.delivered_registered;
+  drawChart("chart-reach", {
+    type: "doughnut",
+    data: { labels: ["delivered at least once", "never fired"], datasets: [{ label: "crystals", data: [reached, d.never_fired], backgroundColor: [COLORS.deliveries, COLORS.never] }] },
+    options: { plugins: { legend: { position: "right" } } },
+  });
+  const box = document.getElementById("nums-reach");
+  const t = el("table", { class: "nums" });
+  numsTable(t, [["registered", fmt(d.registered)], ["delivered at least once", fmt(reached)], ["never fired", fmt(d.never_fired)], ["oversize", fmt(d.oversize)]]);
+  box.replaceChildren(t);
+  const never = d.never_fired_ids || [];
+  if (never.length) {
+    const ul = el("ul", { class: "never small", id: "never-fired" });
+    never.slice(0, 40).forEach((id) => ul.append(el("li", null, el("a", { href: "/note?a=" + encodeURIComponent(id), text: id }))));
+    box.append(el("p", { class: "small muted", text: "never fired:" }), ul);
+    if (never.length > 40) box.append(el("p", { class: "small muted", text: `and ${never.length - 40} more (geode stats --json lists them all)` }));
+  }
+}
+
+function drawStudy(d) {
+  const keys = [["units", "units"], ["units followed by a lookup", "units_with_lookup"], ["blocked lookups", "blocked"], ["marked lookups", "marked"]];
+  const a = d.arms.delivered, w = d.arms.withheld, e = d.arms.exempt || null;
+  drawChart("chart-arms", {
+    type: "bar",
+    data: { labels: keys.map((k) => k[0]), datasets: [
+      { label: "delivered", data: keys.map((k) => a[k[1]]), backgroundColor: COLORS.deliveries },
+      { label: "withheld", data: keys.map((k) => w[k[1]]), backgroundColor: COLORS.withheld },
+    ] },
+    options: { scales: { y: { beginAtZero: true, ticks: { precision: 0 } } } },
+  });
+  const t = document.getElementById("nums-arms");
+  const head = el("tr", null, el("th"), el("th", { text: "delivered" }), el("th", { text: "withheld" }), e && e.units ? el("th", { text: "exempt" }) : null);
+  const rows = keys.concat([["lookups after the unit", "lookups"], ["lookups per unit", "lookups_per_unit"]]).map(([label, k]) => el("tr", null,
+    el("th", { text: label }), el("td", { text: fmt(a[k]) }), el("td", { text: fmt(w[k]) }), e && e.units ? el("td", { text: fmt(e[k]) }) : null));
+  t.replaceChildren(head, ...rows);
+  const p = d.plan, inf = p.in_force;
+  document.getElementById("study-plan").textContent =
+    `${fmt(d.sessions)} sessions; the plan withholds ${(100 * inf.rate).toFixed(1)}% of units and stops at ${inf.stop_units} units` +
+    (inf.stop_date ? ` or after ${inf.stop_date}` : "") + (p.stopped ? `; stopped: ${p.stop_reason}` : "") + ".";
+}
+
 function healthSetup() {
-  document.querySelectorAll("pre.report[data-src]").forEach(async (pre) => {
-    const { data } = await api("GET", pre.dataset.src);
+  const draw = { stats: drawStats, study: drawStudy };
+  document.querySelectorAll("section[data-src]").forEach(async (sec) => {
+    const { data } = await api("GET", sec.dataset.src);
+    const pre = document.getElementById(sec.id + "-text");
     pre.textContent = data.error ? data.error : data.text;
-    pre.dataset.ready = "1";
+    if (data.error) sec.append(el("p", { class: "error", text: data.error }));
+    else draw[sec.id](data);
+    sec.dataset.ready = "1";
   });
   const b = document.getElementById("run-doctor");
   if (!b) return;
