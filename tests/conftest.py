@@ -218,3 +218,21 @@ def pytest_runtest_makereport(item, call):
     if report.when == "call":
         item.lanes_call_report = report
     return report
+
+
+@pytest.fixture(autouse=True)
+def _geode_environment_kept():
+    """A test that leaves a GEODE_* variable behind (an in-process command pointing the environment
+    at its home, as upkeep's Celery set-up does) fails here, naming it, instead of turning a later
+    test that reads the environment into a wait for a store that is not its own."""
+    before = {k: v for k, v in os.environ.items() if k.startswith("GEODE_")}
+    yield
+    after = {k: v for k, v in os.environ.items() if k.startswith("GEODE_")}
+    if after != before:
+        changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+        for k in changed:  # put it back first, so that one leak fails one test
+            if k in before:
+                os.environ[k] = before[k]
+            else:
+                os.environ.pop(k, None)
+        pytest.fail(f"the test left the environment changed: {', '.join(changed)}", pytrace=False)

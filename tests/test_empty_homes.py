@@ -56,6 +56,7 @@ def run_in_process(argv: list[str]) -> tuple[int, str, str]:
     """``geode argv`` in this process: its exit status and output; an exception escaping ``main``
     (what a person sees as a traceback) fails the test with that traceback."""
     out, err = io.StringIO(), io.StringIO()
+    environ = dict(os.environ)  # a command may point the environment at its home (upkeep's Celery app does)
     try:
         with redirect_stdout(out), redirect_stderr(err):
             try:
@@ -66,6 +67,8 @@ def run_in_process(argv: list[str]) -> tuple[int, str, str]:
         pytest.fail(f"geode {' '.join(argv)} raised:\n{traceback.format_exc()}\nstderr:\n{err.getvalue()}")
     finally:
         dispose_engines()
+        os.environ.clear()
+        os.environ.update(environ)  # never leaked into the next test (a GEODE_STORE left behind did)
     assert "Traceback" not in out.getvalue() + err.getvalue(), (argv, err.getvalue())
     return int(rc or 0), out.getvalue(), err.getvalue()
 
