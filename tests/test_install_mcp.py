@@ -80,6 +80,7 @@ def test_entry_is_the_absolute_interpreter_and_the_entry_script_with_env_only_wh
 
 
 def test_the_probe_starts_the_real_server_like_an_agent_would(tmp_path: Path) -> None:
+    geode("init", "--empty", home=tmp_path / "h")  # the server refuses a home that does not exist
     report = verify_mcp_entry(mcp_entry(home=tmp_path / "h"))
     assert report["ok"] and set(report["tools"]) == {
         "search",
@@ -287,6 +288,7 @@ def test_hooks_install_registers_the_server_for_both_agents_and_print_writes_not
     project: Path, home_dir: Path, tmp_path: Path
 ) -> None:
     home = tmp_path / "gh"
+    geode("init", "--empty", home=home)  # hooks point at a home that exists (a mistyped one is an error)
     common = ("--agent", "all", "--project", str(project), "--home-dir", str(home_dir))
     plan = json.loads(geode("hooks", "install", *common, "--print", "--json", home=home).stdout)
     # the default scope is the one nobody commits: Claude Code's local scope in ~/.claude.json
@@ -319,3 +321,8 @@ def test_hooks_install_registers_the_server_for_both_agents_and_print_writes_not
         "mcpServers", {}
     )
     assert not (home_dir / ".codex" / "config.toml").exists()
+
+
+def test_the_probe_of_a_server_for_a_home_that_does_not_exist_names_the_home(tmp_path: Path) -> None:
+    with pytest.raises(InstallError, match=r"(?s)exited 1 on --check.*the geode home .*hoem.* does not exist"):
+        verify_mcp_entry(mcp_entry(home=tmp_path / "hoem"))

@@ -50,7 +50,9 @@ def test_a_step_that_runs_but_does_nothing_is_caught(tmp_path):
     notes = T.meaning_of(["geode", "proposals", "undo", "1"], "proposal 1 undone.", {}, tmp_path, home, state)
     assert any(n.startswith("FAILED: undo did not restore") for n in notes)
     (home / "store" / "a.md").write_bytes(b"before\n")
-    assert T.meaning_of(["geode", "proposals", "undo", "1"], "", {}, tmp_path, home, state) == ["undo restored every byte"]
+    assert T.meaning_of(["geode", "proposals", "undo", "1"], "", {}, tmp_path, home, state) == [
+        "undo restored every byte"
+    ]
     show = T.meaning_of(["geode", "proposals", "show", "1"], "proposal 1: nothing\n", {}, tmp_path, home, state)
     assert show == ["FAILED: show printed no diff line"]
     tl = next(t for t in LINES if t.words[:3] == ["geode", "proposals", "undo"])
