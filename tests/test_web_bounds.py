@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import time
 from urllib.parse import quote
 
 import pytest
@@ -37,11 +36,9 @@ LONG = "pipeline " * 600  # 5,400 characters: over the limit, under the HTTP par
 )
 def test_an_oversized_get_is_refused_with_a_clear_error(served, path):
     _n, srv = served
-    t0 = time.monotonic()
     status, _h, out = request(srv, "GET", path)
     assert status == 414, (status, out[:300])
     assert b"at most 4,096 are accepted" in out and len(out) < 400, out[:400]
-    assert time.monotonic() - t0 < 5
 
 
 def test_an_oversized_body_is_refused_and_changes_nothing(served):
