@@ -195,3 +195,27 @@ def test_celery_config_guard():
             assert not re.search(r"\b(countdown|eta)\s*=", src), path
             scanned += 1
     assert scanned >= 10  # the rooms moved under geode/ once and this scan silently read nothing
+
+
+def test_an_in_process_upkeep_gives_the_environment_back(tmp_path, monkeypatch):
+    """Upkeep's Celery set-up points the environment at its home while the app is imported; only
+    the worker keeps it (its children inherit it). An in-process caller that kept it leaked its
+    store into later work of the same process (a later test waited 240 s for vectors not its own)."""
+    from geode.cli.upkeep_cmds import _celery
+    from geode.kernel.config import load_settings
+
+    store = tmp_path / "store"
+    store.mkdir()
+    monkeypatch.setenv("GEODE_HOME", str(tmp_path / "the-callers-home"))
+    monkeypatch.delenv("GEODE_STORE", raising=False)
+    settings = load_settings(store=str(store), home=str(tmp_path / "home"))
+    assert settings.one_off_store  # so that _celery has a store to point the environment at
+    _celery(settings)
+    assert os.environ["GEODE_HOME"] == str(tmp_path / "the-callers-home")
+    assert "GEODE_STORE" not in os.environ
+    try:
+        _celery(settings, keep_environment=True)  # the worker's way
+        assert os.environ["GEODE_HOME"] == settings.home
+        assert os.environ["GEODE_STORE"] == settings.domains[settings.default_domain]
+    finally:
+        os.environ.pop("GEODE_STORE", None)

@@ -31,6 +31,7 @@ from typing import Any
 
 from geode.agents import roster
 from geode.agents.contract import FAILED, FINAL_STATUSES, QUEUED, RUNNING, tables
+from geode.agents.recording import add_run_row
 
 #: how a night whose agents did not all run is named (the start of its message)
 PARTIAL = "partial"
@@ -42,25 +43,8 @@ def expect(engine, run_id: str, names: Iterable[str], trigger: str) -> None:
     run, _f = tables()
     now = time.time()
     with engine.begin() as conn:
-        from sqlalchemy.dialects import postgresql, sqlite
-
-        insert: Any = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
         for name in names:
-            ins = insert(run).values(
-                run_id=run_id,
-                agent=name,
-                status=QUEUED,
-                message="",
-                examined="{}",
-                skipped="[]",
-                proposals="[]",
-                store_notes=0,
-                attempts=0,
-                started_at=now,
-                finished_at=0.0,
-                trigger=trigger,
-            )
-            conn.execute(ins.on_conflict_do_nothing(index_elements=["run_id", "agent"]))
+            add_run_row(conn, run, run_id, name, QUEUED, trigger, now)
 
 
 def forget_expected(engine, run_id: str, names: Iterable[str]) -> None:

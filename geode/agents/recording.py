@@ -37,6 +37,29 @@ def _insert(conn):
 MAX_ATTEMPTS = 3
 
 
+def add_run_row(conn, run, run_id: str, agent: str, status: str, trigger: str, now: float) -> None:
+    """Insert the empty run row of ``(run_id, agent)`` unless one is there already.
+
+    A night's expected agents (``geode.agents.nights.expect``) and an attempt's start
+    (``begin_attempt``) both create it, whichever comes first; the other keeps the row it finds.
+    """
+    ins = _insert(conn)(run).values(
+        run_id=run_id,
+        agent=agent,
+        status=status,
+        message="",
+        examined="{}",
+        skipped="[]",
+        proposals="[]",
+        store_notes=0,
+        attempts=0,
+        started_at=now,
+        finished_at=0.0,
+        trigger=trigger,
+    )
+    conn.execute(ins.on_conflict_do_nothing(index_elements=["run_id", "agent"]))
+
+
 def begin_attempt(engine, run_id: str, agent: str, trigger: str = "", max_attempts: int = MAX_ATTEMPTS):
     """Count one more attempt of ``(run_id, agent)`` before any work is done.
 
@@ -50,21 +73,7 @@ def begin_attempt(engine, run_id: str, agent: str, trigger: str = "", max_attemp
     run, _finding = tables()
     now = time.time()
     with engine.begin() as conn:
-        ins = _insert(conn)(run).values(
-            run_id=run_id,
-            agent=agent,
-            status=RUNNING,
-            message="",
-            examined="{}",
-            skipped="[]",
-            proposals="[]",
-            store_notes=0,
-            attempts=0,
-            started_at=now,
-            finished_at=0.0,
-            trigger=trigger,
-        )
-        conn.execute(ins.on_conflict_do_nothing(index_elements=["run_id", "agent"]))
+        add_run_row(conn, run, run_id, agent, RUNNING, trigger, now)
         q = select(run).where(run.c.run_id == run_id, run.c.agent == agent)
         if conn.dialect.name == "postgresql":
             q = q.with_for_update()

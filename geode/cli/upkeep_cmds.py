@@ -291,12 +291,15 @@ def agent_job_check(name: str) -> bool:
 
 
 # -- worker and scheduler --------------------------------------------------------------------
-def _celery(settings):
+def _celery(settings, keep_environment: bool = False):
     """The Celery app the tasks are registered on, pointed at this command's settings.
 
-    ``GEODE_HOME``/``GEODE_STORE`` are set first so that the module, when this import is its
-    first, reads the same home (``--home`` wins over the environment) and a worker's children
-    inherit it."""
+    ``GEODE_HOME``/``GEODE_STORE`` are set while the module is first imported, so that its
+    import-time app reads the same home (``--home`` wins over the environment). Only the worker
+    keeps them (``keep_environment``): its children inherit them. Any other caller, an in-process
+    upkeep among them, gets its environment back as it was, so that nothing later in the same
+    process (a test, an embedding caller) reads this command's store as its own."""
+    saved = {k: os.environ.get(k) for k in ("GEODE_HOME", "GEODE_STORE")}
     os.environ["GEODE_HOME"] = settings.home
     if settings.one_off_store:
         os.environ["GEODE_STORE"] = settings.domains[settings.default_domain]
@@ -308,11 +311,18 @@ def _celery(settings):
         return configure(settings)
     except ValueError as exc:  # CeleryConfigError: limits that would hand a running task to a second worker
         raise CLIError(str(exc)) from exc
+    finally:
+        if not keep_environment:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
 
 
 def cmd_worker(args) -> int:
     settings = settings_of(args)
-    app = _celery(settings)
+    app = _celery(settings, keep_environment=True)
     from geode.services.invocation import CLIError
 
     if app.conf.task_always_eager:
