@@ -343,3 +343,38 @@ def test_commands_and_imports_are_read_outside_code():
     agents = {s.slug: s for s in tr.read_sections("AGENTS.md", tr.AGENTS_MD, (FIXTURE / "AGENTS.md").read_text())}
     assert agents["setup-commands"].commands == ("npm install", "npm run dev")
     assert agents["security"].commands == ()
+
+
+def test_sections_that_name_commands_are_drafts_in_the_queue_never_crystals(team):
+    from geode.agents.upkeep import run_upkeep
+    from geode.queue.proposals import load
+    from geode.queue.review import reject
+    from geode.records.models import init_db
+
+    g, repo = team
+    before = hashes(repo)
+    s = g.settings()
+    engine = init_db(s)
+    try:
+        (report,) = run_upkeep(s, engine, agents=["gardener"])
+        drafts = {p["paths"][0]: p for p in report.proposals}
+        assert set(drafts) == {
+            "team/acme/claude-md-build-and-test.md",
+            "team/acme/claude-md-code-style.md",
+            "team/acme/agents-md-setup-commands.md",
+            "team/acme/agents-md-pull-requests.md",
+        }, report.as_dict()
+        assert not (g.store / "team").exists()  # proposed, never minted
+        with engine.connect() as conn:
+            _row, changes = load(conn, drafts["team/acme/claude-md-build-and-test.md"]["id"])
+        text = changes[0]["after"]
+        text = text.decode() if isinstance(text, bytes) else text
+        assert '- "npm test -- --runInBand"' in text and "on: bash" in text
+        assert 'team_source: "CLAUDE.md"\nteam_line: 5\n' in text and "TODO:" in text
+        assert "parallel runner shares one test" not in text  # no sentence of the section is copied
+        reject(s, engine, drafts["team/acme/claude-md-build-and-test.md"]["id"], "me")
+        (again,) = run_upkeep(s, engine, agents=["gardener"])
+        assert "team/acme/claude-md-build-and-test.md" not in {p["paths"][0] for p in again.proposals}
+    finally:
+        engine.dispose()
+    assert hashes(repo) == before
