@@ -111,9 +111,7 @@ def test_edit_of_a_matching_file_delivers_the_rule_through_the_real_hook(team):
 
 def test_control_arm_withholds_team_rules_like_any_crystal(team):
     g, repo = team
-    hit = g.tool(
-        "Edit", {"file_path": str(repo / "src/cart.ts"), "old_string": "a", "new_string": "b"}, withhold="1.0"
-    )
+    hit = g.tool("Edit", {"file_path": str(repo / "src/cart.ts"), "old_string": "a", "new_string": "b"}, withhold="1.0")
     assert "integer count of cents" not in hit.stdout
     withheld = [r for r in g.rows("withheld") if r["domain"] == "acme"]
     assert [(r["crystal_id"], r["term"]) for r in withheld] == [("acme:cursor/typescript.md", "src/**/*.ts")]

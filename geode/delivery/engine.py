@@ -226,9 +226,7 @@ class Delivery:
             self.events[-1]["domain"] = domain
 
     # -- act ----------------------------------------------------------------------
-    def act(
-        self, actions: tuple[str, ...], text: str, label: str | None = None, path: str = "", cwd: str = ""
-    ) -> dict:
+    def act(self, actions: tuple[str, ...], text: str, label: str | None = None, path: str = "", cwd: str = "") -> dict:
         """Crystals bound to ``actions`` (e.g. ``("bash", "commit")``) whose terms occur in ``text``;
         for a Write or Edit of ``path``, also the team rules whose globs match it (``team_sync``)."""
         result = empty_result()
@@ -247,10 +245,10 @@ class Delivery:
             hits = team_sync.attached(self.settings, path, cwd)
             rows = idx.rows_at([(d, p) for d, p, _g in hits])
             for d, p, glob in hits:
-                row = rows.get((d, p))
-                if row is not None and "act" in row.deliver:
-                    row.spec = float(len(glob))
-                    found.setdefault(row.crystal_id, (row, glob))
+                attached = rows.get((d, p))
+                if attached is not None and "act" in attached.deliver:
+                    attached.spec = float(len(glob))
+                    found.setdefault(attached.crystal_id, (attached, glob))
         # crystals skipped for budget earlier in this session go first when they match again
         pending = idx.sess_get(self.session, "pending")
         items: list[Item] = []

@@ -372,9 +372,7 @@ def team_rule_problems(settings, domain: str, repo: str) -> tuple[list[Problem],
     troubles += tr.unmatched_globs(repo, sections)
     files = len(tr.discover(repo))
     out = [
-        Problem(
-            os.path.join(repo, t.path), t.line, t.code, TEAM_SEVERITY.get(t.code, "error"), t.message, domain
-        )
+        Problem(os.path.join(repo, t.path), t.line, t.code, TEAM_SEVERITY.get(t.code, "error"), t.message, domain)
         for t in troubles
     ]
     if not files:

@@ -174,7 +174,9 @@ def split_globs(value: str) -> tuple[str, ...]:
 
 def _split_outside_braces(value: str) -> list[str]:
     """Split at commas that are not inside ``{a,b}`` (a brace list is one pattern)."""
-    out, depth, cur = [], 0, []
+    out: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in value:
         if ch == "{":
             depth += 1
@@ -194,9 +196,10 @@ def read_cursor_rule(rel: str, text: str) -> tuple[list[Section], list[Trouble]]
     header = mdc_header(text)
     stem = rel.rsplit("/", 1)[-1][: -len(".mdc")]
     troubles: list[Trouble] = []
-    if header is None:
-        data, where, spans = {}, {}, 0
-    else:
+    data: dict[str, str] = {}
+    where: dict[str, int] = {}
+    spans = 0
+    if header is not None:
         data, where, spans = header
     body_lines = text.split("\n")[spans:]
     body = "\n".join(body_lines).strip()
@@ -443,7 +446,9 @@ def missing_imports(repo: str, rel: str, text: str) -> list[Trouble]:
         target = os.path.expanduser(path) if path.startswith("~") else os.path.join(base, path)
         if not os.path.exists(target):
             out.append(
-                Trouble(rel, line, "team-import-missing", f"@{path} imports a file that does not exist: nothing is read")
+                Trouble(
+                    rel, line, "team-import-missing", f"@{path} imports a file that does not exist: nothing is read"
+                )
             )
     return out
 
@@ -628,8 +633,6 @@ def unmatched_globs(repo: str, sections: list[Section], files: list[str] | None 
         for g in s.globs:
             if not any(glob_match(g, f) for f in files):
                 out.append(
-                    Trouble(
-                        s.source, 1, "team-glob-matches-nothing", f"glob {g} matches no file in the repository"
-                    )
+                    Trouble(s.source, 1, "team-glob-matches-nothing", f"glob {g} matches no file in the repository")
                 )
     return out
