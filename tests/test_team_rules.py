@@ -198,6 +198,7 @@ def test_lint_names_each_rule_that_could_never_apply(tmp_path):
     (repo / ".cursor/rules/yes.mdc").write_text("---\nalwaysApply: yes\n---\nAlways?\n")
     (repo / "CLAUDE.md").write_text("# X\n\nSee @docs/missing.md and @src/a.py.\n\n```\n@not/an/import.md\n```\n")
     (repo / ".claude/skills/empty/SKILL.md").write_text("---\nname: empty\n---\nDo things.\n")
+    (repo / ".cursor/rules/latin1.mdc").write_bytes(b"---\nglobs: src/**/*.py\n---\nCaf\xe9.\n")
     g = Geode(tmp_path, config=f'[domains]\nmain = "store"\n\n[team_rules]\nbad = "{repo}"\n')
     g.crystal("a.md", "A note.", on="bash", match="make deploy")
     before = hashes(repo)
@@ -217,7 +218,12 @@ def test_lint_names_each_rule_that_could_never_apply(tmp_path):
         (".cursor/rules/yes.mdc", 2, "team-rule-never-applies"),
         ("CLAUDE.md", 3, "team-import-missing"),
         (".claude/skills/empty/SKILL.md", 1, "team-skill-no-description"),
+        (".cursor/rules/latin1.mdc", 4, "team-file-unreadable"),
     }
+    # the unreadable file is named; every other rule is still read and delivered
+    s = g.settings()
+    assert {p for _d, p, _g in team_sync.attached(s, str(repo / "src/a.py"))} == set()
+    assert "cursor/go.md" in {p for _d, p, _r, _g in team_sync.glob_rules(s)}
     assert hashes(repo) == before
 
 

@@ -118,9 +118,22 @@ def derive(repo: str) -> tuple[dict[str, str], list, list[tr.Trouble], list[tr.S
     for rel, kind in tr.discover(repo):
         try:
             with open(os.path.join(repo, rel), "rb") as fh:
-                text = fh.read(1_000_001).decode("utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            troubles.append(tr.Trouble(rel, 0, "team-file-unreadable", f"cannot read: {exc}"))
+                data = fh.read(1_000_001)
+        except OSError as exc:
+            troubles.append(tr.Trouble(rel, 0, "team-file-unreadable", f"cannot read: {exc.strerror or exc}"))
+            continue
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            line = data[: exc.start].count(b"\n") + 1
+            troubles.append(
+                tr.Trouble(
+                    rel,
+                    line,
+                    "team-file-unreadable",
+                    f"not UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start}): not read",
+                )
+            )
             continue
         found, bad = tr.read_file(repo, rel, kind, text)
         troubles.extend(bad)
