@@ -382,3 +382,13 @@ def test_sections_that_name_commands_are_drafts_in_the_queue_never_crystals(team
     finally:
         engine.dispose()
     assert hashes(repo) == before
+
+
+def test_geode_deliver_attaches_a_rule_by_the_path_on_the_texts_first_line(team):
+    g, repo = team
+    res = cli(g, "deliver", "--on", "edit", "--text", f"{repo}/src/components/Button.tsx\nexport {{}}", "--json")
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert [(e["crystal_id"], e["term"]) for e in out["delivered"]] == [("acme:cursor/typescript.md", "src/**/*.tsx")]
+    miss = cli(g, "deliver", "--on", "edit", "--text", f"{repo}/docs/architecture.md\nx", "--json")
+    assert [e["crystal_id"] for e in json.loads(miss.stdout)["delivered"]] == []
