@@ -98,8 +98,9 @@ def fixture(name: str, tmp_path: Path):
 def test_every_fixture_under_tests_fixtures_is_covered():
     assert sorted(p.stem for p in EXPECTED_DIR.glob("*.json")) == sorted(STORES)
     # flavours/ holds one small store per flavour, judged by tests/test_flavours.py; frontmatters/ is
-    # a corpus of frontmatter texts for tests/test_frontmatter_yaml.py, not a store
-    not_stores = ("flavours", "frontmatters")
+    # a corpus of frontmatter texts for tests/test_frontmatter_yaml.py, not a store; team_repo/ is a
+    # repository whose own rules a team-rules domain reads (tests/test_team_rules.py), not a store
+    not_stores = ("flavours", "frontmatters", "team_repo")
     stores = [
         p.name
         for p in FIXTURES.iterdir()

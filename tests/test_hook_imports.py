@@ -238,3 +238,27 @@ def test_the_installer_byte_compiles_every_room_the_hook_loads(tmp_path):
         str(p.relative_to(tmp_path)) for p in sources if not Path(importlib.util.cache_from_source(str(p))).exists()
     ]
     assert not missing, missing
+
+
+def test_team_rules_path_stays_standard_library(tmp_path):
+    """A team-rules domain on the hook: the first call derives the notes from the team's files
+    (the kernel's reader, ``team_sync``), the Edit delivers the rule a glob attaches; every
+    module loaded on the way is the standard library's or the hook rooms'."""
+    import shutil
+
+    repo = tmp_path / "acme"
+    shutil.copytree(Path(REPO) / "tests" / "fixtures" / "team_repo", repo)
+    g = Geode(tmp_path, config=f'[domains]\nmain = "store"\n\n[team_rules]\nacme = "{repo}"\n')
+    g.crystal("deploy.md", "Deploys go out from main only.", match="deploy")
+    g.init_db()
+    g.cwd = repo
+    edit = {
+        "session_id": "s1",
+        "transcript_path": "/tmp/t.jsonl",
+        "cwd": str(repo),
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Edit",
+        "tool_input": {"file_path": str(repo / "src/cart.ts"), "old_string": "a", "new_string": "b"},
+    }
+    _check(g, edit)  # the cold call: the index built, the team notes derived
+    _check(g, {**edit, "session_id": "s2"})  # a warm call

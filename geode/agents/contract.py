@@ -196,7 +196,9 @@ class Context:
         self.resolvers: dict[str, Any] = {}
 
     def domains(self) -> list[tuple[str, str]]:
-        return self.settings.domain_roots()
+        """The domains upkeep maintains: every one but the team-rules domains, whose notes are
+        derived from a team's own files (``geode.delivery.team_sync``) and not geode's to edit."""
+        return upkept_domains(self.settings)
 
     def readable(self, report: Report):
         """``(domain, load)`` for each domain that holds notes, after recording the files it
@@ -245,10 +247,16 @@ class Census:
     unentered: list[str] = field(default_factory=list)
 
 
+def upkept_domains(settings) -> list[tuple[str, str]]:
+    """``(domain, root)`` of the domains the agents examine (the team-rules domains left out)."""
+    team = getattr(settings, "team_rules", None) or {}
+    return [(d, r) for d, r in settings.domain_roots() if d not in team]
+
+
 def census(settings) -> Census:
     """Count the note files of every domain with a walk the agents do not control."""
     c = Census()
-    for domain, root in settings.domain_roots():
+    for domain, root in upkept_domains(settings):
         if not os.path.isdir(root) or not os.access(root, os.R_OK | os.X_OK):
             c.missing.append(f"{domain} ({root})")
             continue

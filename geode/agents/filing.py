@@ -418,6 +418,10 @@ def screen(ctx, agent: str, report: Report) -> None:
         if fp in seen:  # the same draft twice in one run: filed once
             continue
         seen.add(fp)
+        if prop.draft.domain in (getattr(ctx.settings, "team_rules", None) or {}):
+            # a team-rules domain is derived from a team's own files: no agent edits it
+            counts["team-rules domain"] += 1
+            continue
         keep.append(prop)
     keep = _header_screen(ctx, keep, report, counts)
     by_domain: dict[str, list[int]] = {}

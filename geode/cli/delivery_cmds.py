@@ -58,7 +58,10 @@ def cmd_deliver(args) -> int:
 
             if "bash" in actions and "commit" not in actions and is_commit(args.text):
                 actions = actions + ("commit",)
-            res = d.act(actions, args.text, "commit" if "commit" in actions else actions[0])
+            # a write or edit's text is the hook's: the file's path on its first line, then the content;
+            # the path is what a team rule's globs are matched against (geode.delivery.team_sync)
+            path = args.text.split("\n", 1)[0].strip() if any(a in ("write", "edit") for a in actions) else ""
+            res = d.act(actions, args.text, "commit" if "commit" in actions else actions[0], path, os.getcwd())
         d.flush()
         d.close()
     finally:

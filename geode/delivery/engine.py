@@ -226,8 +226,9 @@ class Delivery:
             self.events[-1]["domain"] = domain
 
     # -- act ----------------------------------------------------------------------
-    def act(self, actions: tuple[str, ...], text: str, label: str | None = None) -> dict:
-        """Crystals bound to ``actions`` (e.g. ``("bash", "commit")``) whose terms occur in ``text``."""
+    def act(self, actions: tuple[str, ...], text: str, label: str | None = None, path: str = "", cwd: str = "") -> dict:
+        """Crystals bound to ``actions`` (e.g. ``("bash", "commit")``) whose terms occur in ``text``;
+        for a Write or Edit of ``path``, also the team rules whose globs match it (``team_sync``)."""
         result = empty_result()
         label = label or actions[0]
         self._ts = time.time()
@@ -238,12 +239,23 @@ class Delivery:
         for row, term in idx.candidates(actions, text, prepared):
             if "act" in row.deliver and who_matches(row.who, self.agent):
                 found[row.crystal_id] = (row, term)
+        if path and self.settings.team_rules and any(a in ("write", "edit") for a in actions):
+            from geode.delivery import team_sync
+
+            hits = team_sync.attached(self.settings, path, cwd)
+            rows = idx.rows_at([(d, p) for d, p, _g in hits])
+            for d, p, glob in hits:
+                attached = rows.get((d, p))
+                if attached is not None and "act" in attached.deliver:
+                    attached.spec = float(len(glob))
+                    found.setdefault(attached.crystal_id, (attached, glob))
         # crystals skipped for budget earlier in this session go first when they match again
         pending = idx.sess_get(self.session, "pending")
         items: list[Item] = []
         for cid, (row, term) in found.items():
             action = next((a for a in actions if a in row.on), actions[0])
-            it = self._fresh_item(row, term, cid in pending, action, prepared)
+            glob_bound = not row.terms  # a team rule attached by its globs: no match terms to re-check
+            it = self._fresh_item(row, term, cid in pending, None if glob_bound else action, prepared)
             if it is not None:
                 items.append(it)
         # backoff (off by default): per crystal id, never per file name

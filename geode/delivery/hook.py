@@ -198,7 +198,7 @@ class HookRun:
             key = content_hash(f"{tool}\0{text}")[:24]
             if key in self.idx.sess_get(self.session, "denied"):
                 return None  # the crystals went out with the deny; let the same call through
-            res = self.d.act(actions, text, label)
+            res = self.d.act(actions, text, label, path, self.cwd)
             if not res["text"]:
                 return None
             self.idx.sess_put(self.session, "denied", [key])
@@ -207,7 +207,7 @@ class HookRun:
                 res["text"] + "\ngeode held this call once so that the notes above are read before it runs. "
                 "Nothing is wrong with the call: run it again unchanged and it goes through."
             )
-        res = self.d.act(actions, text, label)
+        res = self.d.act(actions, text, label, path, self.cwd)
         if not res["text"]:
             return None
         return _context("PreToolUse", res["text"])

@@ -34,6 +34,7 @@ import time
 import zlib
 
 from geode.delivery import match as _match
+from geode.delivery import team_sync
 from geode.delivery.binding import parse_binding
 from geode.kernel import fastjson, frontmatter
 from geode.kernel.crystal import (
@@ -240,6 +241,8 @@ class Index:
 
     def build(self) -> dict:
         """Scan every domain from nothing. Returns counts."""
+        if self.settings.team_rules:  # the notes derived from a team's own rules, current first
+            team_sync.sync(self.settings)
         c = self.conn
         mode = c.execute("PRAGMA journal_mode").fetchone()[0]
         if mode != "wal":
@@ -503,6 +506,8 @@ class Index:
     # -- freshness -----------------------------------------------------------
     def refresh(self) -> int:
         """Catch up with the disk: changed folders, dirty files, one sweep slice. Returns files re-read."""
+        if self.settings.team_rules:  # a changed team rule rewrites its derived note, seen below
+            team_sync.sync(self.settings)
         c = self.conn
         before = len(self.changed)
         stale_dirs = []
@@ -782,6 +787,15 @@ class Index:
                 f"SELECT term, n FROM termfreq WHERE term IN ({','.join('?' * len(terms))})", terms
             ).fetchall()
         )
+
+    def rows_at(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], CrystalRow]:
+        """The crystals at ``(domain, path)``, by that key (the team rules a glob attached)."""
+        out: dict[tuple[str, str], CrystalRow] = {}
+        for domain, path in keys:
+            r = self.conn.execute(f"{_ROW_SQL} WHERE c.domain=? AND c.path=?", (domain, path)).fetchone()
+            if r is not None:
+                out[(domain, path)] = CrystalRow(r)
+        return out
 
     def channel(self, channel: str) -> list[CrystalRow]:
         rows = self.conn.execute(

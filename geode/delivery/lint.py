@@ -324,7 +324,14 @@ def lint_store(
     problems: list[Problem] = []
     loads: list[StoreLoad] = []
     examined: dict[str, int] = {"domains": 0, "files": 0, "notes": 0, "crystals": 0, "skipped": 0}
+    team = getattr(settings, "team_rules", None) or {}
     for domain, root in settings.domain_roots():
+        if domain in team:  # derived from a team's own files: their checks are the team rules'
+            examined["domains"] += 1
+            found, count = team_rule_problems(settings, domain, team[domain])
+            examined["team_rules"] = examined.get("team_rules", 0) + count
+            problems.extend(found)
+            continue
         load = load_store(root, domain, settings.max_file_bytes)
         examined["domains"] += 1
         examined["files"] += load.files_seen
@@ -341,6 +348,45 @@ def lint_store(
         "errors": sum(1 for p in problems if p.severity == "error"),
         "warnings": sum(1 for p in problems if p.severity == "warning"),
     }
+
+
+# -- the rules a team already has ----------------------------------------------------------------
+#: how bad each team-rule trouble is: a rule that can never apply is an error; one only a manual
+#: mention brings in is legitimate in Cursor, but geode can never deliver it
+TEAM_SEVERITY = {"team-rule-never-applies": "warning", "team-rule-empty": "warning"}
+
+
+def team_rule_problems(settings, domain: str, repo: str) -> tuple[list[Problem], int]:
+    """What keeps a team's rules from ever applying (``geode.kernel.team_rules``): a glob that
+    matches no file of the repository, a quoted glob, an ``alwaysApply`` that is not a boolean,
+    a rule with neither globs nor a description, a CLAUDE.md import of a missing file, a skill
+    without a description. Paths are the team files' own, absolute. Returns the problems and
+    how many team files were read (none: an error, never a green over nothing)."""
+    import os
+
+    from geode.delivery import team_sync
+    from geode.kernel import team_rules as tr
+
+    team_sync.sync(settings)
+    _notes, _globs, troubles, sections = team_sync.derive(repo)
+    troubles += tr.unmatched_globs(repo, sections)
+    files = len(tr.discover(repo))
+    out = [
+        Problem(os.path.join(repo, t.path), t.line, t.code, TEAM_SEVERITY.get(t.code, "error"), t.message, domain)
+        for t in troubles
+    ]
+    if not files:
+        out.append(
+            Problem(
+                repo,
+                0,
+                "team-rules-none",
+                "error",
+                "no team rules here (.cursor/rules/*.mdc, CLAUDE.md, AGENTS.md, .claude/skills/*/SKILL.md)",
+                domain,
+            )
+        )
+    return out, files
 
 
 # -- checks across crystals: overlap, who, exemption ------------------------------------------

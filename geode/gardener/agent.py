@@ -81,6 +81,10 @@ class Gardener(Agent):
                     ex["crystals"] += 1
                 run.notes[f"{domain}:{note.path}"] = (domain, note)
 
+        if settings.team_rules:  # a team's sections that name commands: drafts of act bindings, never minted
+            from geode.gardener import team_drafts
+
+            team_drafts.propose(ctx, report, self.name)
         engine = self._engine(ctx)
         run.prior = self._prior(engine)
         s = scan(

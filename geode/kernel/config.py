@@ -80,6 +80,9 @@ SCHEMA: dict = {
     "domains": MAP(STR),
     # name = "one line on what the domain holds": the MCP server's instructions list it (geode mcp)
     "domains_about": MAP(STR),
+    # name = "/path/to/repo": a domain of notes derived from the repository's own rules (Cursor
+    # rules, CLAUDE.md / AGENTS.md sections, Claude skills), read in place, never written
+    "team_rules": MAP(STR),
     "delivery": {
         "budget": (INT, DEFAULT_BUDGET, None),  # characters per action, all matches together
         "inject_budget": (INT, DEFAULT_INJECT_BUDGET, None),
@@ -433,6 +436,7 @@ _DEFAULTS.update(
         "withhold_rate_source": "default",  # GEODE_WITHHOLD_RATE, config or default
         "one_off_store": False,
         "domains_about": {},  # [domains_about]: {domain: one line}; empty for a one-off store
+        "team_rules": {},  # [team_rules]: {domain: repository root}; its notes live in GEODE_HOME/team/<name>
         "warnings": (),
         # whole tables (None: the defaults of SCHEMA, filled in by __init__)
         **{name: None for name in SECTIONS},
@@ -490,6 +494,7 @@ class Settings:
     withhold_rate_source: str  # GEODE_WITHHOLD_RATE, config or default
     one_off_store: bool
     domains_about: dict[str, str]
+    team_rules: dict[str, str]
     warnings: tuple[str, ...]
     # whole tables, every key of SCHEMA an attribute
     recall: RecallSettings
@@ -769,6 +774,7 @@ def load_settings(
     sources: dict = {}
     sec = {t: _section(t, data.get(t), env, sources) for t in ("store", "delivery", "control", "database") + SECTIONS}
 
+    team: dict[str, str] = {}
     store_arg = os.fspath(store) if store else env.get("GEODE_STORE")
     one_off = bool(store_arg)
     if store_arg:
@@ -784,6 +790,17 @@ def load_settings(
             domains[name] = os.path.realpath(p)
         if not domains:
             domains = {"main": os.path.realpath(os.path.join(home_path, "store"))}
+        for name, repo in (data.get("team_rules") or {}).items():
+            if name in domains:
+                raise ConfigError(
+                    f"{where(cfg_path, ('team_rules', name))}: [team_rules] {name}: the name is a domain "
+                    "of [domains] already (a team-rules domain is a domain of its own)"
+                )
+            p = os.path.expanduser(repo)
+            if not os.path.isabs(p):
+                p = os.path.join(home_path, p)
+            team[name] = os.path.realpath(p)
+            domains[name] = os.path.realpath(os.path.join(home_path, "team", name))
         default_domain = sec["store"]["default"] or next(iter(domains))
         if default_domain not in domains:
             raise ConfigError(
@@ -844,6 +861,7 @@ def load_settings(
         domains,
         default_domain,
         domains_about=about,
+        team_rules=team,
         one_off_store=one_off,
         warnings=tuple(warnings),
         **flat,

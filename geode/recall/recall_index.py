@@ -85,6 +85,15 @@ def skipped_by_reindex(settings, root: str, rel: str, domain: str) -> Problem | 
     return result if isinstance(result, Problem) else None
 
 
+def _team_sync(settings) -> None:
+    """The team-rules domains' derived notes made current before recall reads them (a few
+    ``stat`` calls; geode.delivery.team_sync)."""
+    if getattr(settings, "team_rules", None):
+        from geode.delivery import team_sync
+
+        team_sync.sync(settings)
+
+
 class RecallIndex:
     """The SQL side of recall for one ``Settings``: refresh from the files, read back."""
 
@@ -224,6 +233,7 @@ class RecallIndex:
         (the vectors are rebuilt separately). ``progress(done, total)`` is called as files are examined."""
         full = full or force
         t0 = time.perf_counter()
+        _team_sync(self.settings)
         counts = {"files": 0, "read": 0, "changed": 0, "added": 0, "removed": 0, "unchanged": 0, "problems": []}
         for domain, root in self.settings.domain_roots():
             if domains is not None and domain not in domains:
@@ -390,6 +400,7 @@ class RecallIndex:
 
     def quick_refresh(self) -> dict:
         """Re-read the files of folders whose mtime changed (one ``stat`` per folder)."""
+        _team_sync(self.settings)
         counts = {"files": 0, "read": 0, "changed": 0, "added": 0, "removed": 0, "unchanged": 0, "problems": []}
         known = self._known_dirs()
         stat = os.stat
