@@ -121,7 +121,7 @@ def test_failed_then_fixed_becomes_one_draft_that_fires_on_the_failing_form_only
     named = [line for line in reason.splitlines() if line.startswith("- draft ")]
     assert len(named) == 1, reason
     name = named[0].split()[2].rstrip(":")
-    assert "`npm test` exited 1" in named[0] and "`npm test -- --runInBand` exited 0" in named[0]
+    assert "`npm test` exited 1" in named[0] and "`npm test --runInBand` exited 0" in named[0]
     assert "geode drafts" in reason and "geode proposals approve" in reason
 
     # geode drafts files it; the queue holds it with the observed commands and exit codes

@@ -257,13 +257,19 @@ def pairs(rows: list[tuple[int, float, str, str, str]]) -> list[dict]:
     return out
 
 
+def _flag(w: str) -> str:
+    return w.split("=", 1)[0]  # --token=VALUE: the value may be a secret, the flag is not
+
+
 def draft_name(pair: dict) -> str:
-    """The name a pair's draft goes under: stable, so the Stop hook and the Gardener agree."""
+    """The name a pair's draft goes under: stable, so the Stop hook and the Gardener agree. Made of
+    the command word, subcommand and a flag only (an argument may hold a secret: redaction is
+    not standard library, so it never reaches a name or the Stop message)."""
     fail, fix = pair["fail"], pair["fix"]
     words = [fail.get("word") or "cmd", fail.get("sub") or ""]
-    extra = [w for w in (fix.get("flags") or []) + (fix.get("args") or []) if w not in (fail.get("flags") or [])]
-    extra = [w for w in extra if w not in (fail.get("args") or [])]
-    words += extra[:1]
+    fflags = [_flag(w) for w in fail.get("flags") or []]
+    xflags = [_flag(w) for w in fix.get("flags") or []]
+    words += [w for w in xflags if w not in fflags][:1] or [w for w in fflags if w not in xflags][:1]
     slug = "-".join("".join(c if c.isalnum() else "-" for c in w.lower()).strip("-") for w in words if w)
     while "--" in slug:
         slug = slug.replace("--", "-")
@@ -291,8 +297,11 @@ def session_rows(settings, session: str) -> list[tuple[int, float, str, str, str
 
 
 def _cmd(d: dict) -> str:
-    c = str(d.get("command") or "")
-    return c if len(c) <= 80 else c[:77] + "..."
+    """A command as its shape: word, subcommand, flags (values cut), and how many arguments."""
+    words = [str(d.get("word") or ""), str(d.get("sub") or "")] + [_flag(str(w)) for w in d.get("flags") or []]
+    n = len(d.get("args") or [])
+    shown = " ".join(w for w in words if w)
+    return shown + (f" [{n} argument{'s' if n != 1 else ''}]" if n else "")
 
 
 def stop_message(found: list[dict]) -> str:

@@ -16,22 +16,22 @@ from __future__ import annotations
 #: agent that long. Stop/SessionEnd only flush, and SessionEnd's whole budget is short.
 CLAUDE: tuple[tuple[str, str | None, int], ...] = (
     ("PreToolUse", "Bash|Write|Edit|MultiEdit|NotebookEdit|Read|Grep|Glob", 10),
-    ("PostToolUse", "Bash|Write|Edit|MultiEdit|NotebookEdit", 5),
-    ("PostToolUseFailure", "Bash", 5),
     ("SessionStart", "startup|resume|clear|compact", 10),
     ("UserPromptSubmit", None, 10),
     ("Stop", None, 5),
     ("SessionEnd", None, 5),
+    ("PostToolUse", "Bash|Write|Edit|MultiEdit|NotebookEdit", 5),
+    ("PostToolUseFailure", "Bash", 5),
 )
 
 #: Codex has no SessionEnd; Stop does the end-of-turn flush there. ``apply_patch`` is Codex's
 #: edit tool (also matchable as Edit/Write).
 CODEX: tuple[tuple[str, str | None, int], ...] = (
     ("PreToolUse", "Bash|apply_patch|Edit|Write", 10),
-    ("PostToolUse", "Bash|apply_patch|Edit|Write", 5),
     ("SessionStart", "startup|resume|clear|compact", 10),
     ("UserPromptSubmit", None, 10),
     ("Stop", None, 5),
+    ("PostToolUse", "Bash|apply_patch|Edit|Write", 5),
 )
 
 BY_AGENT: dict[str, tuple[tuple[str, str | None, int], ...]] = {"claude": CLAUDE, "codex": CODEX}

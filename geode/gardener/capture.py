@@ -103,6 +103,8 @@ def binding_term(fail: dict, fix: dict) -> str | None:
     if fcmd.strip() == xcmd.strip():
         candidates = [head]
     for term in candidates:
+        if redact_line(term) != term:
+            continue  # a secret in an argument never becomes a match term
         if head.split()[0] in COMMON_SHELL_WORDS and len(head.split()) < 2 and " unless:" not in term:
             continue
         if any(sev != "info" for _c, sev, _m in term_problems(term, "bash")):

@@ -9,7 +9,8 @@ are redacted here, when the Gardener builds the draft a person will read and may
 What is redacted: each whitespace-separated word holding a value a detector reported (a value
 it reports in part, ``ghp`` of a GitHub token, takes the whole word); every line from a
 ``BEGIN ... PRIVATE KEY`` to its ``END`` line; and the value of a ``password=`` / ``token:``
-style assignment, which detect-secrets reports only in some file syntaxes (quoted, in code).
+style assignment or a ``--token VALUE`` option, which detect-secrets reports only in some file
+syntaxes (quoted, in code).
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ import re
 MARK = "[redacted]"
 
 #: ``password=...``, ``PGPASSWORD=...``, ``api_key: ...``, ``--token ...``: the value is redacted
-_ASSIGN = re.compile(
-    r"(?i)((?:pass(?:word|wd)?|pwd|secret|token|api[_-]?key|apikey|auth|credentials?|private[_-]?key)"
-    r"[A-Za-z0-9_-]*\s*(?:=|:|\s)\s*)(\"[^\"]*\"|'[^']*'|[^\s,;&]+)"
-)
+_KEYS = r"(?:pass(?:word|wd)?|pwd|secret|token|api[_-]?key|apikey|auth|credentials?|private[_-]?key)"
+_VALUE = r"(\"[^\"]*\"|'[^']*'|[^\s,;&]+)"
+_ASSIGN = re.compile(r"(?i)(" + _KEYS + r"[A-Za-z0-9_-]*\s*[=:]\s*)" + _VALUE)
+#: ``--token VALUE`` / ``-p VALUE`` style options: the next word is the value
+_OPTION = re.compile(r"(?i)((?:^|\s)--?[A-Za-z0-9_-]*" + _KEYS + r"[A-Za-z0-9_-]*\s+)(?!-)" + _VALUE)
 _KEY_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----")
 _KEY_END = re.compile(r"-----END [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----")
 
@@ -49,7 +51,8 @@ def redact_line(line: str) -> str:
     if values:
         words = line.split(" ")
         line = " ".join(MARK if any(v in w or w in v and len(w) > 3 for v in values) else w for w in words)
-    return _ASSIGN.sub(lambda m: m.group(1) + MARK, line)
+    line = _ASSIGN.sub(lambda m: m.group(1) + MARK, line)
+    return _OPTION.sub(lambda m: m.group(1) + MARK, line)
 
 
 def redact_lines(lines: list[str]) -> list[str]:
