@@ -95,27 +95,56 @@ def main(argv=None) -> int:
         compileall.compile_dir(os.path.join(REPO, "geode"), quiet=1)
         cmd = hook_command("claude", home=home)
         # the first call builds the binding index and the settings cache (not timed)
-        subprocess.run(["/bin/sh", "-c", cmd], input=_payload("SessionStart", "warm", source="startup"),
-                       env=env, capture_output=True, text=True, timeout=120, check=True)
+        subprocess.run(
+            ["/bin/sh", "-c", cmd],
+            input=_payload("SessionStart", "warm", source="startup"),
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        )
         py = sys.executable
         arms: dict[str, tuple[str, str]] = {"python -c pass": (f"{py} -c pass", "")}
-        ok = _payload("PostToolUse", "bench", tool_name="Bash", tool_input={"command": "npm test -- --runInBand"},
-                      tool_use_id="t", tool_response={"stdout": "PASS", "stderr": "", "interrupted": False})
+        ok = _payload(
+            "PostToolUse",
+            "bench",
+            tool_name="Bash",
+            tool_input={"command": "npm test -- --runInBand"},
+            tool_use_id="t",
+            tool_response={"stdout": "PASS", "stderr": "", "interrupted": False},
+        )
         if args.before:
             before_main = os.path.join(args.before, "geode", "delivery", "hookmain.py")
             compileall.compile_dir(os.path.join(args.before, "geode"), quiet=1)
             arms["before (PostToolUse ignored)"] = (f"{py} -S {before_main} claude", ok)
         arms["bash ok"] = (cmd, ok)
-        arms["bash failed"] = (cmd, _payload("PostToolUseFailure", "bench", tool_name="Bash",
-                                             tool_input={"command": "npm test"}, tool_use_id="t", error=ERROR))
-        arms["edit"] = (cmd, _payload("PostToolUse", "bench", tool_name="Edit",
-                                      tool_input={"file_path": "/tmp/jest.config.js", "old_string": "a",
-                                                  "new_string": "b"}, tool_use_id="t",
-                                      tool_response={"filePath": "/tmp/jest.config.js", "success": True}))
+        arms["bash failed"] = (
+            cmd,
+            _payload(
+                "PostToolUseFailure",
+                "bench",
+                tool_name="Bash",
+                tool_input={"command": "npm test"},
+                tool_use_id="t",
+                error=ERROR,
+            ),
+        )
+        arms["edit"] = (
+            cmd,
+            _payload(
+                "PostToolUse",
+                "bench",
+                tool_name="Edit",
+                tool_input={"file_path": "/tmp/jest.config.js", "old_string": "a", "new_string": "b"},
+                tool_use_id="t",
+                tool_response={"filePath": "/tmp/jest.config.js", "success": True},
+            ),
+        )
         names = list(arms)
         times: dict[str, list[float]] = {n: [] for n in names}
         for r in range(args.runs):
-            order = names[r % len(names):] + names[: r % len(names)]
+            order = names[r % len(names) :] + names[: r % len(names)]
             for n in order:
                 c, stdin = arms[n]
                 times[n].append(_time(c, stdin, env))
@@ -127,16 +156,24 @@ def main(argv=None) -> int:
         if counts != want:
             print(f"CHECK FAILED: ledger rows {counts}, expected {want}", file=sys.stderr)
             return 2
-        stop = subprocess.run(["/bin/sh", "-c", cmd], input=_payload("Stop", "bench", stop_hook_active=False),
-                              env=env, capture_output=True, text=True, timeout=60)
+        stop = subprocess.run(
+            ["/bin/sh", "-c", cmd],
+            input=_payload("Stop", "bench", stop_hook_active=False),
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         if "- draft failed-npm-test" not in stop.stdout:
             print(f"CHECK FAILED: the Stop hook named no draft: {stop.stdout[:300]!r}", file=sys.stderr)
             return 2
         base = statistics.median(times["python -c pass"])
         rows = []
-        print(f"PostToolUse hook, {args.crystals} crystals in the store, {args.runs} interleaved rounds, "
-              f"{os.cpu_count()} CPUs, Python {sys.version.split()[0]}")
-        print(f"| arm | median ms | p95 ms | ratio to python -c pass |\n| --- | ---: | ---: | ---: |")
+        print(
+            f"PostToolUse hook, {args.crystals} crystals in the store, {args.runs} interleaved rounds, "
+            f"{os.cpu_count()} CPUs, Python {sys.version.split()[0]}"
+        )
+        print("| arm | median ms | p95 ms | ratio to python -c pass |\n| --- | ---: | ---: | ---: |")
         for n in names:
             xs = sorted(times[n])
             med, p95 = statistics.median(xs), xs[min(len(xs) - 1, int(0.95 * len(xs)))]

@@ -38,7 +38,7 @@ ERROR_TEXT = "\n".join(
         "-----BEGIN RSA PRIVATE KEY-----",
         SECRETS["key body"],
         "-----END RSA PRIVATE KEY-----",
-        f"psql: FATAL: password=\"{SECRETS['password']}\" authentication failed",
+        f'psql: FATAL: password="{SECRETS["password"]}" authentication failed',
     ]
 )
 

@@ -133,7 +133,9 @@ def test_failed_then_fixed_becomes_one_draft_that_fires_on_the_failing_form_only
         full = proposals.get(engine, drafts[0]["id"])
         assert full["status"] == "pending"
         diff = queue_review.diff(engine, drafts[0]["id"])
-        text = "".join(line[1:] + "\n" for line in diff.splitlines() if line.startswith("+") and not line.startswith("+++"))
+        text = "".join(
+            line[1:] + "\n" for line in diff.splitlines() if line.startswith("+") and not line.startswith("+++")
+        )
         cited = sorted(e["ledger_event"] for e in full["evidence"] if "ledger_event" in e)
         assert cited == sorted(r["id"] for r in runs)
     finally:
@@ -198,12 +200,21 @@ def test_a_rejected_draft_is_not_proposed_again(tmp_path):
 
 def test_codex_post_tool_use_records_the_exit_status(tmp_path):
     g = _geode(tmp_path)
-    for cmd, resp in (("cargo test", {"exit_code": 101, "output": "error[E0425]: cannot find value `x`"}),
-                      ("cargo test --all-features", {"exit_code": 0, "output": "ok"})):
+    for cmd, resp in (
+        ("cargo test", {"exit_code": 101, "output": "error[E0425]: cannot find value `x`"}),
+        ("cargo test --all-features", {"exit_code": 0, "output": "ok"}),
+    ):
         pre = g.bash(cmd, session="cx", agent="codex")
         assert pre.rc == 0 and not pre.errors
-        post = g.run("PostToolUse", "cx", "codex", tool_name="Bash", tool_input={"command": cmd},
-                     tool_use_id="t", tool_response=resp)
+        post = g.run(
+            "PostToolUse",
+            "cx",
+            "codex",
+            tool_name="Bash",
+            tool_input={"command": cmd},
+            tool_use_id="t",
+            tool_response=resp,
+        )
         assert post.rc == 0 and post.stdout == "" and not post.errors, post
     rows = [json.loads(r["detail"]) for r in g.rows("shell_run", session="cx")]
     assert [(d["word"], d["sub"], d["exit"]) for d in rows] == [("cargo", "test", 101), ("cargo", "test", 0)]

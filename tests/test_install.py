@@ -229,7 +229,10 @@ def test_install_keeps_user_hooks_in_order_and_other_settings(hookmain: Path, pr
     ]
     # the user's PostToolUse group keeps its place; geode's (docs/CAPTURE.md) comes after it
     assert data["hooks"]["PostToolUse"] == user_hooks["PostToolUse"] + [
-        {"matcher": "Bash|Write|Edit|MultiEdit|NotebookEdit", "hooks": [{"type": "command", "command": cmd, "timeout": 5}]}
+        {
+            "matcher": "Bash|Write|Edit|MultiEdit|NotebookEdit",
+            "hooks": [{"type": "command", "command": cmd, "timeout": 5}],
+        }
     ]
     assert data["hooks"]["SessionStart"][0]["matcher"] == "startup|resume|clear|compact"
     assert "matcher" not in data["hooks"]["UserPromptSubmit"][0]

@@ -83,8 +83,10 @@ def cmd_drafts(args) -> int:
         for p in drafts:
             print(f"  proposal {p['id']}: {p['title']}")
         if drafts:
-            print("finish each: read it with `geode proposals show <id>`, then `geode proposals approve <id>` "
-                  "and write the essence in the new file, or `geode proposals reject <id>`")
+            print(
+                "finish each: read it with `geode proposals show <id>`, then `geode proposals approve <id>` "
+                "and write the essence in the new file, or `geode proposals reject <id>`"
+            )
         elif report.examined.get("capture_pairs"):
             print("  (every pair is already in the queue, approved or rejected)")
     return EXIT_FAILED if report.status == "failed" else EXIT_OK

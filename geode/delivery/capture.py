@@ -132,8 +132,12 @@ def error_lines(event: str, data: dict) -> list[str]:
     for text in texts:
         for line in text[:20000].splitlines():
             line = line.strip()
-            if line and not (event == "PostToolUseFailure" and not out and _exit_from_text(line) is not None
-                             and line.lower().startswith("exit code")):
+            if line and not (
+                event == "PostToolUseFailure"
+                and not out
+                and _exit_from_text(line) is not None
+                and line.lower().startswith("exit code")
+            ):
                 out.append(line[:LINE_CHARS])
                 if len(out) == ERROR_LINES:
                     return out
@@ -175,9 +179,7 @@ def observe(event: str, data: dict, session: str, agent: str) -> list[dict]:
         if not os.path.isabs(path):
             path = os.path.join(str(data.get("cwd") or ""), path)
         return [
-            ledger.new_event(
-                TOUCH_KIND, session=session, action="edit", agent=agent, path=os.path.normpath(path)[:500]
-            )
+            ledger.new_event(TOUCH_KIND, session=session, action="edit", agent=agent, path=os.path.normpath(path)[:500])
         ]
     return []
 

@@ -34,8 +34,8 @@ import json
 import os
 
 from geode.agents.contract import NOTHING_TO_LEARN, Agent, Context, Report, Skipped
-from geode.gardener.bind import Bind
 from geode.delivery.capture import RETENTION_DAYS
+from geode.gardener.bind import Bind
 from geode.gardener.capture import Capture
 from geode.gardener.keys import DAY, GardenerRun, iso_stamp
 from geode.gardener.never_fired import NeverFired
