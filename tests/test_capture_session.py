@@ -221,3 +221,22 @@ def test_codex_post_tool_use_records_the_exit_status(tmp_path):
     assert rows[0]["error"] == ["error[E0425]: cannot find value `x`"]
     drafts = _file_drafts(g)
     assert len(drafts) == 1 and "cargo test" in drafts[0]["title"]
+
+
+def test_the_nightly_gardener_files_the_draft_too(tmp_path):
+    """The nightly upkeep's Gardener runs the capture rule first, whatever the ledger's age (a
+    ledger of minutes is younger than its window, so its other rules file nothing)."""
+    from geode.agents.upkeep import run_agent
+
+    g = _geode(tmp_path)
+    _failed_then_fixed(g)
+    engine = init_db(g.settings())
+    try:
+        report = run_agent(g.settings(), engine, "night-capture", "gardener", trigger="nightly")
+        drafts = [p for p in report.proposals if p["kind"] == "new_note"]
+        assert report.examined["capture_pairs"] == 1, report.as_dict()
+        assert len(drafts) == 1 and drafts[0]["paths"][0].startswith("captured/failed-npm-test-runinband-")
+        again = run_agent(g.settings(), engine, "night-capture-2", "gardener", trigger="nightly")
+        assert [p for p in again.proposals if p["kind"] == "new_note"] == []  # pending: not proposed twice
+    finally:
+        engine.dispose()
