@@ -44,8 +44,13 @@ def test_the_hook_answers_the_listed_events_and_ignores_others(monkeypatch) -> N
     monkeypatch.setattr(hook, "HookRun", Stand)
     listed = {e for specs in events.BY_AGENT.values() for e, _m, _t in specs} | set(events.QUIET)
     assert listed == events.HANDLED
+    recorded: list[str] = []
+    monkeypatch.setattr(hook, "_record_only", lambda kind, event, data, env: recorded.append(event) or (0, ""))
     for event in sorted(events.HANDLED):
         assert hook.run("claude", json.dumps({"hook_event_name": event}), env={}) == (0, "")
-    for event in ("PostToolUse", "Notification", "Probe", ""):
+    for event in ("PostToolBatch", "Notification", "Probe", ""):
         assert hook.run("claude", json.dumps({"hook_event_name": event}), env={}) == (0, "")
-    assert sorted(opened) == sorted(events.HANDLED)
+    # PostToolUse / PostToolUseFailure only record (docs/CAPTURE.md): no binding index is opened
+    assert events.RECORD_ONLY and events.RECORD_ONLY <= events.HANDLED
+    assert sorted(recorded) == sorted(events.RECORD_ONLY)
+    assert sorted(opened) == sorted(events.HANDLED - events.RECORD_ONLY)

@@ -205,7 +205,15 @@ def test_install_keeps_user_hooks_in_order_and_other_settings(hookmain: Path, pr
     cmd = inst.hook_command("claude", hookmain=hookmain)
 
     assert res["path"] == str(path) and res["unchanged"] is False and res["removed"] == 0
-    assert res["added"] == ["PreToolUse", "SessionStart", "UserPromptSubmit", "Stop", "SessionEnd"]
+    assert res["added"] == [
+        "PreToolUse",
+        "SessionStart",
+        "UserPromptSubmit",
+        "Stop",
+        "SessionEnd",
+        "PostToolUse",
+        "PostToolUseFailure",
+    ]
     assert list(data) == ["model", "permissions", "hooks", "env"]
     assert {k: data[k] for k in ("model", "permissions", "env")} == {
         k: USER_SETTINGS[k] for k in ("model", "permissions", "env")
@@ -219,7 +227,13 @@ def test_install_keeps_user_hooks_in_order_and_other_settings(hookmain: Path, pr
     assert data["hooks"]["Stop"] == user_hooks["Stop"] + [
         {"hooks": [{"type": "command", "command": cmd, "timeout": 5}]}
     ]
-    assert data["hooks"]["PostToolUse"] == user_hooks["PostToolUse"]
+    # the user's PostToolUse group keeps its place; geode's (docs/CAPTURE.md) comes after it
+    assert data["hooks"]["PostToolUse"] == user_hooks["PostToolUse"] + [
+        {
+            "matcher": "Bash|Write|Edit|MultiEdit|NotebookEdit",
+            "hooks": [{"type": "command", "command": cmd, "timeout": 5}],
+        }
+    ]
     assert data["hooks"]["SessionStart"][0]["matcher"] == "startup|resume|clear|compact"
     assert "matcher" not in data["hooks"]["UserPromptSubmit"][0]
     assert data["hooks"]["SessionEnd"][0]["hooks"][0]["timeout"] == 5
@@ -294,7 +308,7 @@ def test_uninstall_restores_the_user_content(hookmain: Path, project: Path) -> N
     inst.install("claude", project=project, hookmain=hookmain)
     res = inst.uninstall("claude", project=project)
     assert json.loads(path.read_text()) == USER_SETTINGS
-    assert res["removed"] == 5 and res["unchanged"] is False
+    assert res["removed"] == 7 and res["unchanged"] is False
     again = inst.uninstall("claude", project=project)
     assert again["removed"] == 0 and again["unchanged"] is True
 
@@ -417,12 +431,12 @@ def test_codex_emits_only_known_keys(hookmain: Path, home_dir: Path) -> None:
     data = json.loads(path.read_text())
     assert set(data) == {"hooks"}
     hooks = data["hooks"]
-    assert list(hooks) == ["PreToolUse", "SessionStart", "UserPromptSubmit", "Stop"]
-    assert "SessionEnd" not in hooks  # Codex has none
+    assert list(hooks) == ["PreToolUse", "SessionStart", "UserPromptSubmit", "Stop", "PostToolUse"]
+    assert "SessionEnd" not in hooks and "PostToolUseFailure" not in hooks  # Codex has neither
     for event, groups in hooks.items():
         assert len(groups) == 1
         group = groups[0]
-        expected = {"matcher", "hooks"} if event in ("PreToolUse", "SessionStart") else {"hooks"}
+        expected = {"matcher", "hooks"} if event in ("PreToolUse", "SessionStart", "PostToolUse") else {"hooks"}
         assert set(group) == expected
         assert len(group["hooks"]) == 1
         assert set(group["hooks"][0]) == {"type", "command", "timeout"}

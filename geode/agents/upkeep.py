@@ -114,9 +114,17 @@ def _proposal_id(engine, run_id: str, key: str) -> int | None:
 
 
 def run_agent(
-    settings, engine, run_id: str, name: str, trigger: str = "manual", max_attempts: int = MAX_ATTEMPTS
+    settings,
+    engine,
+    run_id: str,
+    name: str,
+    trigger: str = "manual",
+    max_attempts: int = MAX_ATTEMPTS,
+    agent: Agent | None = None,
 ) -> Report:
-    """Run one agent for ``run_id`` exactly once (a rerun returns the stored report)."""
+    """Run one agent for ``run_id`` exactly once (a rerun returns the stored report). ``agent``:
+    an instance to run under ``name`` instead of the registry's (``geode drafts`` runs the
+    Gardener's capture rule alone this way, through the same gate into the queue)."""
     from sqlalchemy.exc import SQLAlchemyError
 
     from geode.queue.proposals import ProposalError
@@ -131,7 +139,8 @@ def run_agent(
     prior = load_findings(engine, run_id)
     ctx = Context(settings, engine, run_id, prior)
     try:
-        agent = load_agent(name, settings)
+        if agent is None:
+            agent = load_agent(name, settings)
         report = agent.examine(ctx)
         report.agent = name
     except Exception as exc:  # plugin boundary and worker task wrapper: a failed run with the reason, never silence

@@ -1,4 +1,4 @@
-"""``geode upkeep``, ``geode worker``, ``geode scheduler``, ``geode doctor``.
+"""``geode upkeep``, ``geode drafts``, ``geode worker``, ``geode scheduler``, ``geode doctor``.
 
 Heavy imports (SQLModel, Celery, APScheduler) happen inside the command functions, so the
 rest of the CLI stays quick. JSON shapes are documented in docs/UPKEEP.md.
@@ -37,6 +37,14 @@ def register(sub, common) -> None:
     s.add_argument("--wait", type=float, default=600.0, help="with a broker: seconds to wait for the workers")
     s.set_defaults(func=cmd_upkeep)
 
+    s = sub.add_parser(
+        "drafts",
+        parents=[common],
+        help="file the failed-then-fixed drafts the hook kept into the approval queue (docs/CAPTURE.md)",
+    )
+    s.add_argument("--session", metavar="ID", help="only the pairs of this session (default: every session kept)")
+    s.set_defaults(func=cmd_drafts)
+
     s = sub.add_parser("worker", parents=[common], help="start a Celery worker for the upkeep tasks (needs a broker)")
     s.add_argument("--concurrency", type=int, default=1, help="tasks run at once (default 1)")
     s.add_argument("--loglevel", default="INFO", help="Celery's log level (default INFO)")
@@ -52,6 +60,36 @@ def register(sub, common) -> None:
     )
     s.add_argument("--home-dir", metavar="DIR", help=argparse.SUPPRESS)
     s.set_defaults(func=cmd_doctor)
+
+
+# -- drafts ---------------------------------------------------------------------------------
+def cmd_drafts(args) -> int:
+    """The Gardener's capture rule alone, through the same gate into the queue as a night's run:
+    one draft per failed-then-fixed pair, none for a pair already pending, approved or rejected."""
+    settings = settings_of(args)
+    engine = _engine(settings)
+    from geode.agents import upkeep
+    from geode.gardener.agent import Gardener
+
+    run_id = upkeep.new_run_id("drafts")
+    report = upkeep.run_agent(
+        settings, engine, run_id, "gardener", trigger="drafts", agent=Gardener(capture_only=True, session=args.session)
+    )
+    drafts = [p for p in report.proposals if p["kind"] == "new_note"]
+    if args.json:
+        print_json({"run_id": run_id, "status": report.status, "drafts": drafts, "message": report.message})
+    else:
+        print(f"geode drafts: {report.message}")
+        for p in drafts:
+            print(f"  proposal {p['id']}: {p['title']}")
+        if drafts:
+            print(
+                "finish each: read it with `geode proposals show <id>`, then `geode proposals approve <id>` "
+                "and write the essence in the new file, or `geode proposals reject <id>`"
+            )
+        elif report.examined.get("capture_pairs"):
+            print("  (every pair is already in the queue, approved or rejected)")
+    return EXIT_FAILED if report.status == "failed" else EXIT_OK
 
 
 # -- upkeep ---------------------------------------------------------------------------------

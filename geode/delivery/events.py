@@ -5,7 +5,9 @@ installer (``geode.install.hooks``) which it registers, with what matcher and ti
 drifted apart before; now both read this one. It sits in the delivery room and uses plain tuples
 (no ``dataclasses``) because the hook imports it on every call.
 
-Each entry is ``(event, matcher, timeout in s)``; a matcher of None means the event takes none.
+``PostToolUse`` (and Claude's ``PostToolUseFailure``, which a failing shell command gets
+instead) record each shell command's exit status and each edit for the failed-then-fixed drafts
+(docs/CAPTURE.md). Each entry is ``(event, matcher, timeout in s)``; a matcher of None means the event takes none.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ CLAUDE: tuple[tuple[str, str | None, int], ...] = (
     ("UserPromptSubmit", None, 10),
     ("Stop", None, 5),
     ("SessionEnd", None, 5),
+    ("PostToolUse", "Bash|Write|Edit|MultiEdit|NotebookEdit", 5),
+    ("PostToolUseFailure", "Bash", 5),
 )
 
 #: Codex has no SessionEnd; Stop does the end-of-turn flush there. ``apply_patch`` is Codex's
@@ -27,6 +31,7 @@ CODEX: tuple[tuple[str, str | None, int], ...] = (
     ("SessionStart", "startup|resume|clear|compact", 10),
     ("UserPromptSubmit", None, 10),
     ("Stop", None, 5),
+    ("PostToolUse", "Bash|apply_patch|Edit|Write", 5),
 )
 
 BY_AGENT: dict[str, tuple[tuple[str, str | None, int], ...]] = {"claude": CLAUDE, "codex": CODEX}
@@ -34,6 +39,10 @@ BY_AGENT: dict[str, tuple[tuple[str, str | None, int], ...]] = {"claude": CLAUDE
 #: Events the hook accepts without acting on them: a ``SubagentStop`` a person wired up by hand
 #: opens and flushes the session like any call, and answers nothing.
 QUIET: tuple[str, ...] = ("SubagentStop",)
+
+#: Events that only record (``geode.delivery.capture``): answered without the binding index, so
+#: the hook's work after a tool call is one ledger write.
+RECORD_ONLY: frozenset[str] = frozenset({"PostToolUse", "PostToolUseFailure"})
 
 #: Every event the hook answers (any other is ignored before anything is opened).
 HANDLED: frozenset[str] = frozenset({e for specs in BY_AGENT.values() for e, _m, _t in specs} | set(QUIET))

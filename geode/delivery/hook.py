@@ -10,7 +10,10 @@ Events handled:
   ``act_mode = "deny-once"`` a deny whose reason carries the crystals, the same call let
   through when it comes again);
 - ``SessionStart``: the boot channel; ``UserPromptSubmit``: the inject channel;
-- ``Stop``: asks once for a crystal when the session did real work and wrote none;
+- ``PostToolUse`` / ``PostToolUseFailure``: a ledger row of each shell command's exit status
+  and each edit (``capture``), answered with nothing and without the binding index;
+- ``Stop``: names the failed-then-fixed drafts the session kept, or else asks once for a crystal
+  when the session did real work and wrote none;
 - ``SessionEnd`` (Claude) and ``Stop`` (Codex, which has no SessionEnd): a ``session_end`` row.
 """
 
@@ -22,6 +25,7 @@ import time
 from geode.delivery import guard
 from geode.delivery.engine import Delivery, clip_action, content_hash
 from geode.delivery.events import HANDLED as HOOK_EVENTS
+from geode.delivery.events import RECORD_ONLY
 from geode.delivery.index import Index, IndexBuilding, is_busy
 from geode.delivery.match import command_words
 from geode.kernel import fastjson
@@ -305,6 +309,14 @@ class HookRun:
         sess = self.idx.sess_get
         if sess(self.session, "stop_blocked"):
             return None
+        from geode.delivery import capture
+
+        kept = capture.kept_pairs(self.settings, self.session)
+        if kept:  # the one interruption names the drafts: failed, then fixed (docs/CAPTURE.md)
+            self.idx.sess_put(self.session, "stop_blocked", ["1"])
+            names = [capture.draft_name(p) for p in kept]
+            self.d.record("stop_blocked", "stop", "", detail=fastjson.dumps({"drafts": names}))
+            return {"decision": "block", "reason": capture.stop_message(kept)}
         counts = sess(self.session, "actions")
         work = sum(n for a, (_ts, n) in counts.items() if a in WORK_ACTIONS)
         if work < self.settings.stop_min_actions:
@@ -374,6 +386,8 @@ def run(agent_kind: str, raw: str, env: dict | None = None) -> tuple[int, str]:
         return 0, ""  # the installer's check that this command runs; the imports above succeeded
     if event not in HOOK_EVENTS:
         return 0, ""
+    if event in RECORD_ONLY:
+        return _record_only(agent_kind, event, data, env)
     h = HookRun(agent_kind, data, env)
     out = None
     try:
@@ -389,6 +403,18 @@ def run(agent_kind: str, raw: str, env: dict | None = None) -> tuple[int, str]:
     finally:
         h.close()
     return 0, fastjson.dumps(out) if out else ""
+
+
+def _record_only(agent_kind: str, event: str, data: dict, env: dict) -> tuple[int, str]:
+    """PostToolUse / PostToolUseFailure: one ledger row of what the tool did, and no answer. No
+    binding index, no store walk: settings (the cached copy) and one write."""
+    from geode.delivery import capture, ledger
+
+    settings = load_settings(env=env)
+    rows = capture.observe(event, data, str(data.get("session_id") or "no-session"), agent_of(data, env))
+    if rows:
+        ledger.append(settings, rows)
+    return 0, ""
 
 
 def _dispatch(h: HookRun, event: str, data: dict) -> dict | None:

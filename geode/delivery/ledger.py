@@ -87,6 +87,8 @@ KINDS: tuple[str, ...] = (
     "write_requested",  # the MCP write_note tool asked to change a note; its proposal cites the row
     "index_busy",  # a hook call another process kept from the binding index: it delivered nothing
     "index_building",  # a hook call while the first build of a large index ran in the background
+    "shell_run",  # PostToolUse: a shell command's shape and exit status (and a failure's first lines)
+    "file_touched",  # PostToolUse: a Write/Edit, the files touched between a failure and its fix
 )
 
 SPOOL_NAME = "events.jsonl"

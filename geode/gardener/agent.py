@@ -12,6 +12,9 @@ invented statistic from text it had been handed). Four rules, each a reversible 
 2. **Never fired -> widen or retire** (``edit`` / ``status``): ``geode.gardener.never_fired``.
 3. **Searched but unbound -> bind** (``edit``): ``geode.gardener.bind``.
 4. **Salience** follows work unlocked (``edit``): ``geode.gardener.salience``.
+5. **Failed, then fixed -> crystal drafts** (``new_note``): ``geode.gardener.capture``. It runs
+   first and whatever the ledger's age (a pair is one session's evidence, not a pattern of use);
+   ``geode drafts`` runs this rule alone (``Gardener(capture_only=True)``).
 
 Each rule is a plain class handed the run's state (``geode.gardener.keys.GardenerRun``); this
 module holds the agent that composes them and the run: the ``[gardener]`` settings, the notes read, the one pass over the ledger window (``geode.gardener.scan``), what it proposed
@@ -31,7 +34,9 @@ import json
 import os
 
 from geode.agents.contract import NOTHING_TO_LEARN, Agent, Context, Report, Skipped
+from geode.delivery.capture import RETENTION_DAYS
 from geode.gardener.bind import Bind
+from geode.gardener.capture import Capture
 from geode.gardener.keys import DAY, GardenerRun, iso_stamp
 from geode.gardener.never_fired import NeverFired
 from geode.gardener.salience import Salience
@@ -50,11 +55,13 @@ class Gardener(Agent):
     #: ``geode.kernel.config.SCHEMA``; ``_configure`` puts them in each run's ``GardenerRun``
     SETTINGS = tuple(SCHEMA["gardener"])
 
-    def __init__(self, **overrides):
+    def __init__(self, capture_only: bool = False, session: str | None = None, **overrides):
         unknown = set(overrides) - set(self.SETTINGS)
         if unknown:
             raise TypeError(f"unknown Gardener setting(s): {', '.join(sorted(unknown))}")
         self._overrides = overrides
+        self.capture_only = capture_only  # ``geode drafts``: only the failed-then-fixed drafts
+        self.session = session  # ... of this session only
 
     #: the rules, in the order they run, each with the name its proposals and caps go under
     RULES = (("stub", Stubs), ("never-fired", NeverFired), ("bind", Bind), ("salience", Salience))
@@ -87,6 +94,12 @@ class Gardener(Agent):
             team_drafts.propose(ctx, report, self.name)
         engine = self._engine(ctx)
         run.prior = self._prior(engine)
+        run.rule = "capture"
+        Capture(run, self.session).check(ctx, engine, report)
+        if self.capture_only:
+            n = report.examined.get("capture_pairs", 0)
+            report.message = f"{n} failed-then-fixed pair(s) in the ledger's last {RETENTION_DAYS} days"
+            return report
         s = scan(
             engine,
             dict(settings.domains),
@@ -205,7 +218,7 @@ class Gardener(Agent):
                 ]
             except (ValueError, TypeError):
                 ids = []
-            if key.startswith("stub:"):
+            if key.startswith("stub:") or key.startswith("capture:"):
                 consumed.update(ids)
             elif key.startswith("salience:") and ids:
                 cid = f"{domain}:{path}"
