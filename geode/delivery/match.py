@@ -900,6 +900,10 @@ def _short_option(text: str) -> bool:
     return len(text) > 1 and text[0] == "-" and text[1] != "-" and any(c.isalpha() for c in text)
 
 
+#: public name of the rule for modules outside delivery (the Gardener mints terms by it)
+is_short_option = _short_option
+
+
 def _opt_hit(tw: Tok, ct: Tok) -> bool:
     """An option word of a term on a command word: a short option case-sensitive (``-D`` is not
     ``-d``), a long one folded; a single-letter option may begin a cluster (``-a`` in ``-am``)."""
