@@ -281,7 +281,7 @@ function drawStats(d) {
   });
   const rows = [["deliveries", fmt(d.deliveries)], ["per day", fmt(d.deliveries_per_day)],
     ["blocked lookups", fmt(d.blocked_lookups)], ["marked lookups", fmt(d.marked_lookups)],
-    ["truncated deliveries", fmt(d.truncated_deliveries)]];
+    ["truncated deliveries", fmt(d.truncated_deliveries)], ["follow-ups (full note read after a cut)", fmt(d.followed_up)]];
   (d.halves || []).forEach((h, i) => {
     rows.push([`lookups per 1,000, ${i ? "second" : "first"} half`, fmt(h.lookups_per_1000)]);
     rows.push([`blocked share, ${i ? "second" : "first"} half`, fmt(h.blocked_share, true)]);
