@@ -57,7 +57,7 @@ def test_every_page_fits_a_desktop_and_a_narrow_window(browser, tmp_path):  # no
         for width, suffix in WIDTHS:
             page.set_viewport_size({"width": width, "height": 900})
 
-            def shoot(name: str) -> None:
+            def shoot(name: str, width: int = width, suffix: str = suffix) -> None:
                 page.wait_for_load_state("networkidle")  # an action's reload has finished
                 page.wait_for_selector("body[data-ready='1']")
                 _fits(page, name, width)
