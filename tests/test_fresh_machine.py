@@ -80,3 +80,72 @@ def test_the_installed_torch_is_the_cpu_build():
         d.metadata["Name"] for d in metadata.distributions() if d.metadata["Name"].lower().startswith("nvidia")
     )
     assert nvidia == [], nvidia
+
+
+# -- PostgreSQL and Redis absent: the apt-get path (issue 24's remainder) ------------------------
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _bare_machine(tmp_path: Path, uid: int) -> tuple[dict, Path]:
+    """An environment whose PATH holds only the tools the set-up needs to run, with ``id`` saying
+    ``uid`` and an ``apt-get`` that records its arguments and installs nothing: no
+    ``pg_ctlcluster``, ``psql`` or ``redis-server``, ports where nothing answers, no clusters."""
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    for tool in ("dirname", "ls", "head", "seq", "sleep", "sed", "mkdir"):
+        real = next((Path(d) / tool for d in ("/usr/bin", "/bin") if (Path(d) / tool).exists()), None)
+        assert real is not None, f"{tool} is not on this machine"
+        (bin_ / tool).symlink_to(real)
+    log = tmp_path / "apt.log"
+    (bin_ / "id").write_text(f'#!/bin/sh\n[ "$1" = -u ] && echo {uid} && exit 0\nexit 1\n')
+    (bin_ / "apt-get").write_text(f'#!/bin/sh\necho "$*" >> {log}\n')
+    for f in ("id", "apt-get"):
+        (bin_ / f).chmod(0o755)
+    (tmp_path / "etc-postgresql").mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GEODE_TESTS_")}
+    env.update(
+        PATH=str(bin_),
+        GEODE_CHROMIUM=sys.executable,  # a browser "is there": this test is about the services
+        GEODE_TESTS_PG_PORT=str(_free_port()),
+        GEODE_TESTS_REDIS_PORT=str(_free_port()),
+        GEODE_TESTS_PG_ETC=str(tmp_path / "etc-postgresql"),
+    )
+    return env, log
+
+
+def _run_setup(env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["/bin/bash", str(SCRIPT), "--setup-only"], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_as_root_with_apt_and_no_services_the_setup_installs_them_by_name(tmp_path):
+    env, log = _bare_machine(tmp_path, uid=0)
+    run = _run_setup(env)
+    assert run.returncode == 0, run.stderr
+    assert "installing postgresql (apt-get)" in run.stderr, run.stderr
+    assert "installing redis-server (apt-get)" in run.stderr, run.stderr
+    calls = log.read_text().splitlines()
+    assert calls == ["update -q", "install -y -q postgresql", "install -y -q redis-server"], calls
+    # this apt-get installed nothing: each is then named with how to get it, and skipped
+    assert f"not answering on 127.0.0.1:{env['GEODE_TESTS_PG_PORT']}" in run.stderr, run.stderr
+    assert "apt-get install redis-server" in run.stderr, run.stderr
+    skip = run.stdout.strip().splitlines()[-1]
+    assert skip == "GEODE_TESTS_SKIP=postgres,redis", run.stdout
+
+
+@pytest.mark.parametrize(("uid", "extra"), [(1000, {}), (0, {"GEODE_TESTS_NO_INSTALL": "1"})])
+def test_without_root_or_with_no_install_the_setup_installs_nothing_and_says_what_to_install(tmp_path, uid, extra):
+    env, log = _bare_machine(tmp_path, uid=uid)
+    run = _run_setup(env | extra)
+    assert run.returncode == 0, run.stderr
+    assert not log.exists(), log.read_text()  # apt-get never ran
+    assert "installing" not in run.stderr, run.stderr
+    assert "install it (`apt-get install postgresql`" in run.stderr, run.stderr
+    assert "install it (`apt-get install redis-server`)" in run.stderr, run.stderr
+    assert run.stdout.strip().splitlines()[-1] == "GEODE_TESTS_SKIP=postgres,redis", run.stdout

@@ -52,12 +52,17 @@ FIRE = [
     ("git branch -D", "git branch -D old-feature"),
     ("chmod -R 777", "chmod -R 777 /var/www"),
     ("git add -A", "git add -A"),
+    ("tail -f", "tail -F /var/log/app.log"),  # OPTION_IMPLIES: tail(1) says -F is --follow=name --retry
+    ("tail -f", "sudo tail -n 50 -F app.log"),
+    ("tail --follow", "tail -F app.log"),
 ]
 
 QUIET = [
     ("git branch -D", "git branch -d old-feature"),
     ("chmod -R 777", "chmod -r 777 x"),
     ("git add -A", "git add -a"),
+    ("tail -F", "tail -f app.log"),  # an implication runs one way: -f does not retry
+    ("tail -f", "head -F x"),  # the table is per command
     ("curl | sh", "wget -qO- URL | sh"),
     ("kubectl delete", "kubectl get pods delete"),
     ("git push --force", "git push --force-with-lease origin main"),

@@ -52,10 +52,14 @@ class Shots:
         path = self.dir / f"{name}.png"
         page.screenshot(path=str(path), full_page=full)
         assert path.stat().st_size > 5000, f"{name}: an empty screenshot?"
+        self.copy(name)
+        return path
+
+    def copy(self, name: str) -> None:
+        """``name``'s screenshot into ``$GEODE_WEB_SHOTS`` as ``web-NAME.png``, when it is set."""
         if self.extra:
             os.makedirs(self.extra, exist_ok=True)
-            shutil.copyfile(path, os.path.join(self.extra, f"web-{name}.png"))
-        return path
+            shutil.copyfile(self.dir / f"{name}.png", os.path.join(self.extra, f"web-{name}.png"))
 
 
 def new_page(browser, errors: list):

@@ -92,6 +92,9 @@ def write_ledger(settings) -> int:
         events.append(
             ledger.new_event("withheld", ts=base - 70, session=session, crystal_id=CRYSTALS[1], domain="main")
         )
+        events.append(  # a Read of the full note a cut delivery named: counted on its own
+            ledger.new_event("followed_up", ts=base - 80, session=session, crystal_id=CRYSTALS[0], domain="main")
+        )
     assert ledger.append(settings, events) == "db"
     return delivered
 
@@ -164,6 +167,9 @@ def test_health_charts_match_geode_stats_at_two_widths(browser, tmp_path):
         # the numbers beside the charts
         nums = page.inner_text("#nums-daily")
         assert f"{stats['deliveries']:,}" in nums and "blocked lookups" in nums
+        assert stats["followed_up"] == len(PLAN)
+        [follow] = [r for r in nums.splitlines() if r.startswith("follow-ups")]
+        assert follow.split()[-1] == str(len(PLAN)), follow
         arms_nums = page.inner_text("#nums-arms")
         assert "withheld" in arms_nums and "lookups per unit" in arms_nums
         # the terminal's text stays one click away

@@ -807,6 +807,14 @@ _WRAPPERS: dict[str, frozenset[str]] = {
 #: two-word wrappers (``uv run pytest``): the first word, the second
 _RUNNERS = {"uv": "run", "poetry": "run", "pipenv": "run", "pdm": "run", "hatch": "run", "bundle": "exec"}
 _GRAM_OPS = frozenset({"|", "|&"})
+#: option implications, only where the tool's own manual says one option is another plus more:
+#: command -> {option as written: the options it also is}. A term's option also fires on a
+#: command word that implies it (``tail -f`` on ``tail -F``), never the other way round
+#: (``tail -F`` does not fire on ``tail -f``, which does not retry). Sources:
+#: ``tail``: GNU coreutils tail(1), "-F  same as --follow=name --retry"; "-f, --follow".
+OPTION_IMPLIES: dict[str, dict[str, frozenset[str]]] = {
+    "tail": {"-F": frozenset({"-f", "--follow"})},
+}
 
 
 def _is_option(text: str) -> bool:
@@ -836,6 +844,10 @@ def _gram_key(toks: list[Tok]) -> str:
     """The prefilter key of a grammar term: its longest word (every word of a match is in the
     command, but no longer side by side)."""
     words = [t.text for t in toks if not t.op]
+    implied = OPTION_IMPLIES.get(words[0], {}) if words else {}
+    if implied:  # an option a command's other option implies may be absent from the command
+        gone = {o.lower() for also in implied.values() for o in also}
+        words = [w for w in words if w not in gone] or words
     named = [w for w in words if any(c.isalnum() for c in w)] or words
     rare = [w for w in named if w not in COMMON_SHELL_WORDS] or named
     # the longest uncommon word, the later on a tie: `npm ci` is keyed by `ci`, not by every npm
@@ -931,6 +943,10 @@ def _short_option(text: str) -> bool:
     return len(text) > 1 and text[0] == "-" and text[1] != "-" and any(c.isalpha() for c in text)
 
 
+#: public name of the rule for modules outside delivery (the Gardener mints terms by it)
+is_short_option = _short_option
+
+
 def _opt_hit(tw: Tok, ct: Tok) -> bool:
     """An option word of a term on a command word: a short option case-sensitive (``-D`` is not
     ``-d``), a long one folded; a single-letter option may begin a cluster (``-a`` in ``-am``)."""
@@ -987,6 +1003,7 @@ def _stage_match(tws: list[Tok], words: list[Tok], heads: list[int], open_end: b
     for h in heads:
         if not _head_hit(tws[0], words[h]):
             continue
+        implies = OPTION_IMPLIES.get(tws[0].text)
         pos = h + 1
         j = 1
         ok = True
@@ -1001,7 +1018,11 @@ def _stage_match(tws: list[Tok], words: list[Tok], heads: list[int], open_end: b
             pos, j = at + 1, j + 1
         while ok and j < k:
             at = next(
-                (m for m in range(pos, len(words)) if _word_hit(tws[j], words[m], j == k - 1, open_end)),
+                (
+                    m
+                    for m in range(pos, len(words))
+                    if _word_hit(tws[j], words[m], j == k - 1, open_end) or _implied(implies, tws[j], words[m])
+                ),
                 -1,
             )
             if at < 0:
@@ -1011,6 +1032,14 @@ def _stage_match(tws: list[Tok], words: list[Tok], heads: list[int], open_end: b
         if ok:
             return True
     return False
+
+
+def _implied(implies: dict[str, frozenset[str]] | None, tw: Tok, ct: Tok) -> bool:
+    """The term's option ``tw`` is implied by the command word ``ct`` (``OPTION_IMPLIES``)."""
+    if not implies or ct.op or ct.prose or ct.spaced:
+        return False
+    also = implies.get(ct.cased)
+    return also is not None and (tw.cased if _short_option(tw.cased) else tw.text) in also
 
 
 def gram_match(term: Term, p: Prepared) -> bool:

@@ -62,6 +62,7 @@ class Stats(TypedDict):
     truncated_deliveries: int
     blocked_lookups: int
     marked_lookups: int
+    followed_up: int  # Reads of the full note a cut delivery pointed to
     daily: list[Day]  # per UTC day, oldest first (the newest stats.DAILY_MAX days)
     halves: list[Half]
     withheld_units: int

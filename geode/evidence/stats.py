@@ -29,6 +29,9 @@ from geode.records.models import LedgerEvent, table_of
 T = TypeVar("T")
 
 LOOKUP_KINDS = ("blocked", "lookup_marked")
+#: a Read of the full note a cut delivery named (``full note: <path>``): counted on its own, as it is
+#: neither a lookup (the agent was sent there) nor silence
+FOLLOWED_UP = "followed_up"
 #: hook calls that delivered nothing because the binding index could not serve them (issue 22)
 UNSERVED_KINDS = ("index_busy", "index_building")
 TOP_N = 10
@@ -132,6 +135,8 @@ def compute_stats(
           "truncated_deliveries": int,
           "blocked_lookups": int,
           "marked_lookups": int,
+          "followed_up": int,                # Reads of the full note a cut delivery pointed to:
+                                             # the pointer worked (not a lookup, not a miss)
           "daily": [                         # per UTC day, oldest first, every day of the window
             {"day": "YYYY-MM-DD", "deliveries": int, "blocked": int, "marked": int}, ...
           ],                                 # (the newest DAILY_MAX days at most; [] when no events)
@@ -175,7 +180,7 @@ def compute_stats(
         by_kind: dict[str, int] = dict(
             conn.execute(
                 select(t.c.kind, func.count())
-                .where(cond, t.c.kind.in_(LOOKUP_KINDS + ("withheld",) + UNSERVED_KINDS))
+                .where(cond, t.c.kind.in_(LOOKUP_KINDS + ("withheld", FOLLOWED_UP) + UNSERVED_KINDS))
                 .group_by(t.c.kind)
             ).all()
         )
@@ -240,6 +245,7 @@ def compute_stats(
             "truncated_deliveries": int(truncated),
             "blocked_lookups": int(by_kind.get("blocked", 0)),
             "marked_lookups": int(by_kind.get("lookup_marked", 0)),
+            "followed_up": int(by_kind.get(FOLLOWED_UP, 0)),
             "daily": _daily(conn, cond, start, end),
             "halves": halves,
             "withheld_units": int(withheld_units),
@@ -288,6 +294,7 @@ def render_stats(d: Stats) -> str:
         ("truncated deliveries", _fmt(d["truncated_deliveries"]), span),
         ("blocked lookups", _fmt(d["blocked_lookups"]), span),
         ("marked lookups", _fmt(d["marked_lookups"]), span),
+        ("follow-ups (full note read after a cut)", _fmt(d["followed_up"]), span),
     ]
     for label, h in zip(("first half", "second half"), d["halves"], strict=False):
         span_h = f"{_day(h['start'])} to {_day(h['end'])}"

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 
 from geode.delivery.binding import parse_binding
+from geode.delivery.match import is_short_option
 from geode.kernel.crystal import NoteError
 from geode.kernel.frontmatter_edit import (
     FrontmatterEditError,
@@ -41,7 +42,9 @@ def set_salience(data: bytes, path: str, value: float) -> bytes:
     return set_key(data, "salience", number, path=path)
 
 
-_SAFE_TERM = re.compile(r"[a-z0-9][a-z0-9 _./\-]*[a-z0-9]")
+#: a term the Gardener writes: words lower-case, a short option as written (``git branch -D``,
+#: ``terms.fold_term``); checked with ``_safe_term``
+_SAFE_TERM = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9 _./\-]*[a-zA-Z0-9]")
 #: the forms of ``crystal.match`` that are rewritten (a block scalar's lines of terms are not)
 _WIDENABLE = ("plain", "lenient", "single", "double", "flow", "block-list")
 
@@ -51,7 +54,7 @@ def widen_match(data: bytes, path: str, new_terms: list[str]) -> bytes | None:
     (a quoted string stays quoted, a plain string plain, a flow list a flow list, a block list a
     block list); None when the terms are not safe, there is no match, or it is written in a form
     this does not rewrite; ``FrontmatterEditError`` when the edit is not safe."""
-    if not new_terms or not all(_SAFE_TERM.fullmatch(t) for t in new_terms):
+    if not new_terms or not all(_safe_term(t) for t in new_terms):
         return None
     old = _parse(data, path)
     if old is None or not isinstance(old.frontmatter.get("crystal"), dict) or "match" not in old.crystal:
@@ -78,12 +81,17 @@ def widen_match(data: bytes, path: str, new_terms: list[str]) -> bytes | None:
     return out
 
 
+def _safe_term(t: str) -> bool:
+    """Plain characters only, and no capital outside a short option (``-D``)."""
+    return bool(_SAFE_TERM.fullmatch(t)) and all(w == w.lower() or is_short_option(w) for w in t.split())
+
+
 def add_binding(data: bytes, path: str, on: str, terms: list[str]) -> bytes | None:
     """``data`` with a ``crystal:`` block (deliver act, on, match, who all) at the end of its
     frontmatter, or a new frontmatter holding only that block. None when the terms are not safe
     or the file already has a ``crystal`` key; ``FrontmatterEditError`` when the edit is not safe
     or does not read back as that binding."""
-    if not terms or not all(_SAFE_TERM.fullmatch(t) for t in terms):
+    if not terms or not all(_safe_term(t) for t in terms):
         return None
     old = _parse(data, path)
     if old is None or "crystal" in old.frontmatter:

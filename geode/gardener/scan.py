@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections import Counter, deque
 from dataclasses import dataclass, field
 
-from geode.gardener.terms import Hunt, detail_of, event_hunt, query_words
+from geode.gardener.terms import Hunt, detail_of, event_hunt, fold_term, query_words
 
 MATCH_KINDS = ("delivered", "withheld", "skipped_budget", "suppressed_backoff", "denied_once")
 LOOKUP_KINDS = ("blocked", "lookup_marked")
@@ -171,7 +171,7 @@ def scan(
                 if cid:
                     s.matched.add(cid)
                 if action in ACTIONS:
-                    recent.append((ts, action, (term.lower(),) if term else (), rid, True))
+                    recent.append((ts, action, (fold_term(term),) if term else (), rid, True))
                 if kind == "delivered" and cid and session:  # a delivery outside a session cannot be judged
                     if rid > watermarks.get(cid, 0):
                         d = s.deliveries.get(cid)

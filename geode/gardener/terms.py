@@ -16,7 +16,7 @@ import os
 import re
 
 from geode.delivery.guard import LOOKUP_COMMANDS
-from geode.delivery.match import command_words
+from geode.delivery.match import command_words, is_short_option
 from geode.kernel.crystal import NOTE_SUFFIXES
 
 MAX_TERM_CHARS = 40
@@ -148,14 +148,24 @@ _WORD = re.compile(r"[a-z0-9][a-z0-9_.\-/]*[a-z0-9]|[a-z0-9]")
 _ALLOWED = re.compile(r"[a-z0-9][a-z0-9 _./\-]*[a-z0-9]")
 
 
+def fold_term(raw: str) -> str:
+    """``raw`` folded the way the term grammar reads it (``geode.delivery.match``): words and long
+    options lower-case, a short option as written. Why: ``-D`` and ``-d`` are different flags
+    (``git branch -D`` deletes what ``-d`` refuses to), so a minted term that folded them would
+    fire on the safe form and show the wrong flag."""
+    return " ".join(w if is_short_option(w) else w.lower() for w in raw.split())
+
+
 def clean_term(raw: str) -> str | None:
-    """A usable match term (lower-case, trimmed, no quotes or commas), or None."""
-    t = " ".join(raw.lower().split()).strip(" ./-_")
+    """A usable match term (words lower-case, short options as written, trimmed, no quotes or
+    commas), or None."""
+    t = fold_term(raw).strip(" ./-_")
+    low = t.lower()
     if len(t) < MIN_TERM_CHARS or len(t) > MAX_TERM_CHARS:
         return None
-    if len(t.split()) > MAX_TERM_WORDS or not _ALLOWED.fullmatch(t):
+    if len(t.split()) > MAX_TERM_WORDS or not _ALLOWED.fullmatch(low):
         return None
-    if t in STOP or t.isdigit() or all(w in STOP for w in t.split()):
+    if low in STOP or t.isdigit() or all(w in STOP for w in low.split()):
         return None
     return t
 
@@ -358,6 +368,6 @@ def query_words(query: str) -> list[str]:
 
 
 def slug(terms: list[str], limit: int = 48) -> str:
-    s = "-".join(re.sub(r"[^a-z0-9]+", "-", t).strip("-") for t in terms if t)
+    s = "-".join(re.sub(r"[^a-z0-9]+", "-", t.lower()).strip("-") for t in terms if t)
     s = re.sub(r"-+", "-", s).strip("-")[:limit].strip("-")
     return s or "lookup"

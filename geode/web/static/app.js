@@ -29,6 +29,25 @@ function el(tag, attrs, ...kids) {
   return e;
 }
 
+// -- a time as a person says it, the ISO time on hover: humane.when's rule, for what the
+// script draws (the server renders the rest)
+const UNITS = [[365 * 86400, "year"], [30 * 86400, "month"], [7 * 86400, "week"], [86400, "day"], [3600, "hour"], [60, "minute"]];
+function agoText(ms) {
+  let secs = (Date.now() - ms) / 1000;
+  const future = secs < 0;
+  secs = Math.abs(secs);
+  if (secs < 45) return "just now";
+  const [size, unit] = UNITS.find(([s]) => secs >= s) || UNITS[UNITS.length - 1];
+  const n = Math.max(1, Math.floor(secs / size));
+  const said = `${n} ${unit}${n === 1 ? "" : "s"}`;
+  return future ? `in ${said}` : `${said} ago`;
+}
+function humanTime(iso) {
+  const ms = Date.parse(iso || "");
+  if (!iso || Number.isNaN(ms)) return document.createTextNode(iso || "");
+  return el("time", { datetime: iso, title: iso, text: agoText(ms) });
+}
+
 // -- flash messages survive the reload that follows an action ------------------------------
 function flash(msg, kind) {
   sessionStorage.setItem("geode-flash", JSON.stringify({ msg, kind: kind || "ok" }));
@@ -158,9 +177,12 @@ async function expand(li, button) {
   const ev = el("ul", { class: "evidence" });
   for (const e of data.evidence_resolved) {
     const row = e.row || {};
+    const ledgerRow = !e.missing && e.type !== "finding";
     const what = e.missing ? `${e.type} ${e.id}: no longer recorded`
-      : e.type === "finding" ? `finding #${e.id} ${row.kind}: ${row.message}` : `ledger #${e.id} ${row.kind} ${row.ts} ${row.term || ""}`;
-    const li2 = el("li", {}, what + " ");
+      : e.type === "finding" ? `finding #${e.id} ${row.kind}: ${row.message}` : `ledger #${e.id} ${row.kind} `;
+    const li2 = el("li", {}, what);
+    if (ledgerRow) li2.append(humanTime(row.ts), row.term ? " " : "", row.term ? el("code", { class: "term", text: row.term }) : "");
+    li2.append(" ");
     if (e.address) li2.append(el("a", { href: "/note?a=" + encodeURIComponent(e.address), text: row.path + (row.line ? ":" + row.line : "") }));
     ev.append(li2);
   }
@@ -192,6 +214,36 @@ function viewSetup() {
 }
 
 // -- the neighbourhood graph (Cytoscape.js, vendored) ----------------------------------------
+// Every label's box (node names and edge relations), in the graph's own coordinates.
+function labelBoxes(cy) {
+  const only = { includeNodes: false, includeEdges: false, includeLabels: true, includeMainLabels: true,
+    includeSourceLabels: false, includeTargetLabels: false, includeOverlays: false, includeUnderlays: false };
+  return cy.elements().filter((e) => e.data("label")).map((e) => ({ id: e.id(), bb: e.boundingBox(only) }))
+    .filter((x) => x.bb.w > 0 && x.bb.h > 0);
+}
+function labelOverlaps(cy) {
+  const b = labelBoxes(cy), out = [];
+  for (let i = 0; i < b.length; i++) for (let j = i + 1; j < b.length; j++) {
+    const p = b[i].bb, q = b[j].bb;
+    if (p.x1 < q.x2 && q.x1 < p.x2 && p.y1 < q.y2 && q.y1 < p.y2) out.push([b[i].id, b[j].id]);
+  }
+  return out;
+}
+// The layout places nodes, not labels: where two labels meet, spread the nodes apart from
+// their centre (labels keep their size, so they part) and the parallel edges further apart,
+// until none meet (a bounded number of rounds); then fit the view. Returns the overlaps left.
+function spreadLabels(cy) {
+  let step = 40;
+  for (let round = 0; round < 20 && labelOverlaps(cy).length; round++) {
+    const bb = cy.nodes().boundingBox({ includeLabels: false });
+    const cx = (bb.x1 + bb.x2) / 2, cy0 = (bb.y1 + bb.y2) / 2;
+    cy.nodes().positions((n) => ({ x: cx + (n.position("x") - cx) * 1.3, y: cy0 + (n.position("y") - cy0) * 1.3 }));
+    step *= 1.3;
+    cy.edges().style("control-point-step-size", step);
+  }
+  cy.fit(undefined, 30);
+  return labelOverlaps(cy).length;
+}
 async function graphSetup() {
   const box = document.getElementById("graph");
   if (!box) return;
@@ -213,16 +265,26 @@ async function graphSetup() {
     const cy = cytoscape({
       container: box,
       elements: data.graph.nodes.concat(data.graph.edges),
-      layout: { name: data.graph.nodes.length > 2 ? "cose" : "grid", animate: false, randomize: false, padding: 30 },
+      layout: { name: "preset" },
       style: [
         { selector: "node", style: { "label": "data(label)", "font-size": 11, "text-valign": "bottom", "text-margin-y": 4,
           "background-color": "#5b7db1", "width": 18, "height": 18, "color": "#223", "text-wrap": "ellipsis", "text-max-width": 160 } },
         { selector: "node[?anchor]", style: { "background-color": "#d9822b", "width": 28, "height": 28, "font-weight": "bold" } },
+        // an edge's label follows its line, on a pale ground so a crossing line does not cut it
         { selector: "edge", style: { "width": 1.5, "line-color": "#9aa8bd", "target-arrow-color": "#9aa8bd",
-          "target-arrow-shape": "triangle", "curve-style": "bezier", "label": "data(label)", "font-size": 9, "color": "#667" } },
+          "target-arrow-shape": "triangle", "curve-style": "bezier", "label": "data(label)", "font-size": 9, "color": "#667",
+          "text-rotation": "autorotate", "text-background-color": "#ffffff", "text-background-opacity": 0.85,
+          "text-background-padding": 1, "control-point-step-size": 40 } },
         { selector: "edge[!typed]", style: { "line-style": "dashed" } },
       ],
     });
+    window.geodeGraph = cy;  // the browser tests read the drawn labels' boxes from it
+    await new Promise((resolve) => {
+      const lay = cy.layout({ name: cy.nodes().length > 2 ? "cose" : "grid", animate: false, randomize: false, padding: 30 });
+      lay.one("layoutstop", resolve);
+      lay.run();
+    });
+    box.dataset.labelOverlaps = String(spreadLabels(cy));
     cy.on("tap", "node", (e) => { const href = e.target.data("href"); if (href && !e.target.data("anchor")) location.href = href; });
     box.dataset.nodes = String(cy.nodes().length);
     box.dataset.edges = String(cy.edges().length);
@@ -281,7 +343,7 @@ function drawStats(d) {
   });
   const rows = [["deliveries", fmt(d.deliveries)], ["per day", fmt(d.deliveries_per_day)],
     ["blocked lookups", fmt(d.blocked_lookups)], ["marked lookups", fmt(d.marked_lookups)],
-    ["truncated deliveries", fmt(d.truncated_deliveries)]];
+    ["truncated deliveries", fmt(d.truncated_deliveries)], ["follow-ups (full note read after a cut)", fmt(d.followed_up)]];
   (d.halves || []).forEach((h, i) => {
     rows.push([`lookups per 1,000, ${i ? "second" : "first"} half`, fmt(h.lookups_per_1000)]);
     rows.push([`blocked share, ${i ? "second" : "first"} half`, fmt(h.blocked_share, true)]);
