@@ -57,7 +57,7 @@ def _fingerprint(repo: str) -> list:
     return out
 
 
-def _q(value: str) -> str:
+def yaml_quoted(value: str) -> str:
     """A YAML double-quoted scalar of one line (the text stays readable: only ``\\`` and ``"``
     are escaped, line breaks and tabs become spaces)."""
     flat = " ".join(value.replace("\\", "\\\\").replace('"', '\\"').split())
@@ -79,17 +79,17 @@ def render(section: tr.Section, repo: str) -> str:
     the section's text as the essence."""
     lines = [
         "---",
-        f"name: {_q(section.title)}",
-        f"title: {_q(section.title)}",
-        f"team_source: {_q(section.source)}",
+        f"name: {yaml_quoted(section.title)}",
+        f"title: {yaml_quoted(section.title)}",
+        f"team_source: {yaml_quoted(section.source)}",
         f"team_line: {section.line}",
-        f"team_kind: {_q(section.kind)}",
+        f"team_kind: {yaml_quoted(section.kind)}",
     ]
     if section.description:
-        lines.append(f"description: {_q(section.description)}")
+        lines.append(f"description: {yaml_quoted(section.description)}")
     if section.globs:
         lines.append("team_globs:")
-        lines.extend(f"  - {_q(g)}" for g in section.globs)
+        lines.extend(f"  - {yaml_quoted(g)}" for g in section.globs)
     if section.kind == tr.ALWAYS:
         lines += ["crystal:", "  deliver: boot"]
     elif section.kind == tr.GLOBS:

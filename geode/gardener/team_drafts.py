@@ -32,16 +32,16 @@ MAX_TERMS = 6
 def draft_text(domain: str, repo: str, section: tr.Section) -> str:
     """The draft crystal of one section: binding and provenance from the file, essence to write."""
     terms = list(section.commands[:MAX_TERMS])
-    match = "\n".join(f"    - {team_sync._q(t)}" for t in terms)
+    match = "\n".join(f"    - {team_sync.yaml_quoted(t)}" for t in terms)
     cmds = "\n".join(f"- `{t}`" for t in terms)
     return (
         "---\n"
-        f"name: {team_sync._q('team ' + section.slug)}\n"
-        f"title: {team_sync._q(section.title)}\n"
+        f"name: {team_sync.yaml_quoted('team ' + section.slug)}\n"
+        f"title: {team_sync.yaml_quoted(section.title)}\n"
         "type: runbook\n"
-        f"team_source: {team_sync._q(section.source)}\n"
+        f"team_source: {team_sync.yaml_quoted(section.source)}\n"
         f"team_line: {section.line}\n"
-        f"team_repo: {team_sync._q(repo)}\n"
+        f"team_repo: {team_sync.yaml_quoted(repo)}\n"
         "crystal:\n"
         "  deliver: act\n"
         "  on: bash\n"
