@@ -33,7 +33,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 
-from geode.agents.contract import Finding, Proposed, Report, Skipped
+from geode.agents.contract import Fact, Finding, Proposed, Report, Skipped
 from geode.cleaner.hierarchy import shown as group_name
 from geode.cleaner.hierarchy import split_suggestion
 from geode.cleaner.notes import CleanerRun, date_of, proposal_key, supersedes_targets
@@ -279,5 +279,17 @@ class FolderCaps:
             run_id=self.run.ctx.run_id or "adhoc",
             key=proposal_key(f"archive:{self.run.domain}:{path}"),
         )
-        report.proposed.append(Proposed(draft, [f], [last_id] if uses else []))
+        folder = path.rsplit("/", 1)[0] if "/" in path else ""
+        members = [p for p in self.run.notes if (p.rsplit("/", 1)[0] if "/" in p else "") == folder]
+        person = [p for p in members if not self.run.prov.made_by_geode(p)]
+        facts = [
+            Fact("count", folder, 0, {"count": len(person), "cap": self.run.caps.get(folder, self.run.cap)}),
+            Fact("file", path, 0, "the note archived"),
+        ]
+        # the values its evidence read, for the gate to check again (geode.agents.evidence_gate)
+        if note.status in RETIRED_STATUSES and not self.run.geode_wrote(path, "status"):
+            facts.append(Fact("frontmatter", path, note.line_of("status"), {"key": "status", "value": note.status}))
+        if date_of(note, "valid_to") is not None and not self.run.geode_wrote(path, "valid_to"):
+            facts.append(Fact("frontmatter", path, note.line_of("valid_to"), {"key": "valid_to"}))
+        report.proposed.append(Proposed(draft, [f], [last_id] if uses else [], facts))
         return True
