@@ -85,7 +85,15 @@ def _who(fact: Fact, prov, notes: dict) -> int | None:
     if kind == "move":
         v = fact.value if isinstance(fact.value, dict) else {}
         return prov.moved_by.get(str(v.get("to", "")))
-    # a redirect, a git rename, a kind this gate does not know: the files that declare it
+    if kind == "redirect":
+        # the file that declares it: one geode created, or a line of it geode wrote, is geode's
+        made = prov.made_by_geode(path)
+        note = notes.get(path)
+        if made or note is None or fact.line <= 0:
+            return made
+        lines = note.text.split("\n")
+        return prov.wrote_line(path, lines[fact.line - 1]) if fact.line <= len(lines) else None
+    # a git rename, a kind this gate does not know: the file that declares it
     return prov.made_by_geode(path) if path else None
 
 

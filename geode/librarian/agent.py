@@ -365,4 +365,27 @@ class Librarian(Agent):
             ):
                 # found by the alias it declares: the alias must be a person's too
                 facts.append(Fact("frontmatter", f.suggestion, target.line_of("aliases"), {"key": "aliases"}))
+        facts += redirect_facts(links, path, items, applied)
         report.proposed.append(Proposed(draft, applied, facts=facts))
+
+
+def redirect_facts(links: StoreLinks, path: str, items, applied: list[Finding]) -> list[Fact]:
+    """The redirect or alias each rewrite follows, as a fact naming the file and line that
+    declares it (a Hugo alias is also a frontmatter value: a person's, or no evidence)."""
+    import posixpath
+
+    base = path.rsplit("/", 1)[0] if "/" in path else ""
+    out: list[Fact] = []
+    for ref, _new, f in items:
+        if f not in applied:
+            continue
+        t = ref.target.strip()
+        forms = {t, posixpath.normpath(posixpath.join(base, t)) if base else t}
+        forms |= {x + ".md" for x in list(forms)}
+        for r in links.redirects.values():
+            if r.new == f.suggestion and r.old in forms:
+                out.append(Fact("redirect", r.source, r.line, {"from": r.old, "to": r.new, "syntax": r.syntax}))
+                if r.syntax == "hugo-aliases":
+                    out.append(Fact("frontmatter", r.source, r.line, {"key": "aliases"}))
+                break
+    return out
