@@ -120,6 +120,10 @@ class Proposed:
     findings: list[Finding] = field(default_factory=list)
     ledger_events: list[int] = field(default_factory=list)
     facts: list[Fact] = field(default_factory=list)
+    #: whether the places of its findings are facts it rests on (the gate adds them); False for a
+    #: proposal whose findings only say where the change goes while the ledger rows it cites
+    #: justify it (a salience step: a value geode stepped before is stepped again by new use)
+    place_facts: bool = True
 
 
 class FindingRecord(TypedDict):

@@ -10,7 +10,8 @@ applied proposals (``geode.queue.provenance``), whatever the agent said about th
 - the facts the agent named (``Proposed.facts``: a frontmatter value, a line, a file, a
   folder's count, a move, a redirect);
 - and a fact for the place of each finding it rests on: the finding's line (``line``) or, for a
-  whole-file finding, the file (``file``).
+  whole-file finding, the file (``file``); not for a proposal that says its findings only place
+  the change (``Proposed.place_facts``: a salience step rests on the ledger rows it cites).
 
 A fact is geode's when an applied proposal wrote it and the store still holds what it wrote:
 a file it created (not the new place of a moved note), a frontmatter value it set, a line it
@@ -39,7 +40,7 @@ def _facts_of(prop: Proposed, notes: dict) -> list[Fact]:
     """The agent's facts, then one for the place of each finding (once each)."""
     out = list(prop.facts)
     seen = {(f.kind, f.path, f.line) for f in out}
-    for f in prop.findings:
+    for f in prop.findings if prop.place_facts else ():
         note = notes.get(f.path)
         if note is None:
             continue  # a folder, a store-wide finding: the agent names its count or file
