@@ -124,7 +124,15 @@ def test_a_redirect_geode_wrote_is_no_evidence(tmp_path):
     settings, engine, _root = GeodeEnv(tmp_path, root="site").files(files, "")
     rule = b"/guide/old-start /guide/start 301\n"
     draft = ProposalDraft(
-        "gardener", "new_note", settings.default_domain, "t", "r", [{"finding": 1}], [FileChange("_redirects", None, rule)], "r0", "k"
+        "gardener",
+        "new_note",
+        settings.default_domain,
+        "t",
+        "r",
+        [{"finding": 1}],
+        [FileChange("_redirects", None, rule)],
+        "r0",
+        "k",
     )
     pid = proposals.file_proposal(settings, engine, draft)
     assert apply.approve(settings, engine, pid, "person")["ok"]

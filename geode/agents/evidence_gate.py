@@ -56,6 +56,22 @@ def _facts_of(prop: Proposed, notes: dict) -> list[Fact]:
     return out
 
 
+_FOLDERS: dict[int, tuple[dict, dict[str, list[str]]]] = {}
+
+
+def _folders(notes: dict) -> dict[str, list[str]]:
+    """``{folder: the notes directly in it}``, worked out once per store load (a count fact
+    per proposal over the whole store made 1,000 archives quadratic)."""
+    got = _FOLDERS.get(id(notes))
+    if got is None or got[0] is not notes:
+        out: dict[str, list[str]] = {}
+        for p in notes:
+            out.setdefault(p.rsplit("/", 1)[0] if "/" in p else "", []).append(p)
+        _FOLDERS.clear()
+        _FOLDERS[id(notes)] = got = (notes, out)
+    return got[1]
+
+
 def _who(fact: Fact, prov, notes: dict) -> int | None:
     """The applied proposal that wrote this fact as the store holds it now, or None."""
     from geode.queue.provenance import ABSENT
@@ -77,8 +93,7 @@ def _who(fact: Fact, prov, notes: dict) -> int | None:
         return prov.wrote(path, key, current)
     if kind == "count":
         claimed = int((fact.value or {}).get("count", 0)) if isinstance(fact.value, dict) else int(fact.value or 0)
-        folder = path.strip("/")
-        members = [p for p in notes if (p.rsplit("/", 1)[0] if "/" in p else "") == folder]
+        members = _folders(notes).get(path.strip("/"), ())
         made = [prov.made_by_geode(p) for p in members if prov.made_by_geode(p)]
         if made and claimed > len(members) - len(made):
             return made[0]  # the count holds files geode created: "over its cap" by its own stubs
@@ -142,4 +157,5 @@ def provenance_screen(ctx, keep: list[Proposed], report: Report, counts: Counter
             )
         )
         counts[GEODE_MADE] += 1
+    _FOLDERS.clear()  # held only while the drafts are screened
     return out

@@ -116,6 +116,19 @@ class FolderCaps:
                     f"{len(members) - len(candidates)} are signposts)"
                 )
 
+    def _person_count(self, folder: str) -> int:
+        """The person's notes directly in ``folder`` (counted once per run for every folder:
+        a count per archive over the whole store made 1,000 archives quadratic)."""
+        counts = getattr(self, "_counts", None)
+        if counts is None:
+            counts = {}
+            for p in self.run.notes:
+                if not self.run.prov.made_by_geode(p):
+                    f = p.rsplit("/", 1)[0] if "/" in p else ""
+                    counts[f] = counts.get(f, 0) + 1
+            self._counts = counts
+        return counts.get(folder, 0)
+
     def _ledger_said(self) -> str:
         if self.run.ledger_days >= self.run.evidence_days:
             return f"the ledger covers {self.run.ledger_days:.1f} days, and these were used in the last {self.run.evidence_days}"
@@ -280,10 +293,13 @@ class FolderCaps:
             key=proposal_key(f"archive:{self.run.domain}:{path}"),
         )
         folder = path.rsplit("/", 1)[0] if "/" in path else ""
-        members = [p for p in self.run.notes if (p.rsplit("/", 1)[0] if "/" in p else "") == folder]
-        person = [p for p in members if not self.run.prov.made_by_geode(p)]
         facts = [
-            Fact("count", folder, 0, {"count": len(person), "cap": self.run.caps.get(folder, self.run.cap)}),
+            Fact(
+                "count",
+                folder,
+                0,
+                {"count": self._person_count(folder), "cap": self.run.caps.get(folder, self.run.cap)},
+            ),
             Fact("file", path, 0, "the note archived"),
         ]
         # the values its evidence read, for the gate to check again (geode.agents.evidence_gate)
