@@ -45,6 +45,8 @@ RECORD_TABLES = [
     "finding",
     "upkeep_night",
 ]
+#: the tables at head: 0.1.0's and those later revisions added (0002: the facts of a proposal)
+HEAD_TABLES = [*RECORD_TABLES, "proposal_fact"]
 BACKENDS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.services)]
 
 
@@ -86,7 +88,7 @@ def new_settings(request, tmp_path):
     return make
 
 
-def model_tables():
+def model_tables(names=RECORD_TABLES):
     """Every record table as the models define it (importing each room's module registers it)."""
     from sqlmodel import SQLModel
 
@@ -96,14 +98,15 @@ def model_tables():
 
     contract.tables()
     nightly.night_table()
-    return [SQLModel.metadata.tables[name] for name in RECORD_TABLES]
+    return [SQLModel.metadata.tables[name] for name in names]
 
 
-def release_db(settings, tables=RECORD_TABLES):
-    """A records database as geode 0.1.0 left it: ``create_all`` of the models, no version table."""
+def release_db(settings, tables=RECORD_TABLES, models_of=RECORD_TABLES):
+    """A records database as geode 0.1.0 left it: ``create_all`` of the models, no version table
+    (``models_of=HEAD_TABLES``: every table the models declare today, for the head comparison)."""
     from sqlmodel import SQLModel
 
-    wanted = [t for t in model_tables() if t.name in tables]
+    wanted = [t for t in model_tables(models_of) if t.name in tables]
     engine = models.engine_for(settings)
     with engine.begin() as conn:
         SQLModel.metadata.create_all(conn, tables=wanted)
@@ -332,20 +335,20 @@ def test_head_schema_is_what_create_all_makes(backend, tmp_path, pg_new):
     url_a, url_b = (pg_new(), pg_new()) if backend == "postgresql" else (None, None)
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
-    by_models = release_db(make_settings(tmp_path / "a", database_url=url_a))
+    by_models = release_db(make_settings(tmp_path / "a", database_url=url_a), tables=HEAD_TABLES, models_of=HEAD_TABLES)
     by_migrations = models.engine_for(make_settings(tmp_path / "b", database_url=url_b))
     try:
         assert migrations.upgrade_to_head(by_migrations) == "created"
         with by_models.connect() as ca, by_migrations.connect() as cb:
-            a = migrations.reflect_schema(ca, RECORD_TABLES)
-            b = migrations.reflect_schema(cb, RECORD_TABLES)
-            assert sum(len(t["columns"]) for t in a.values()) == 95  # not a comparison of nothing
+            a = migrations.reflect_schema(ca, HEAD_TABLES)
+            b = migrations.reflect_schema(cb, HEAD_TABLES)
+            assert sum(len(t["columns"]) for t in a.values()) == 95 + 8  # not a comparison of nothing
             # PostgreSQL also lists the indexes behind the four unique constraints
-            assert sum(len(t["indexes"]) for t in a.values()) == (12 if backend == "sqlite" else 16)
+            assert sum(len(t["indexes"]) for t in a.values()) == (13 if backend == "sqlite" else 17)
             assert migrations.diff_schemas(a, b) == []
-            assert set(inspect(cb).get_table_names()) == set(RECORD_TABLES) | {"alembic_version"}
+            assert set(inspect(cb).get_table_names()) == set(HEAD_TABLES) | {"alembic_version"}
 
-            tables = {t.name for t in model_tables()}
+            tables = {t.name for t in model_tables(HEAD_TABLES)}
             ctx = MigrationContext.configure(
                 cb,
                 opts={
@@ -355,10 +358,10 @@ def test_head_schema_is_what_create_all_makes(backend, tmp_path, pg_new):
                 },
             )
             assert compare_metadata(ctx, SQLModel.metadata) == []
-        # and the databases' own DDL, as text, is the same (26 objects on SQLite: 9 tables,
-        # 12 indexes, 5 automatic unique indexes; pg_dump's script on PostgreSQL)
+        # and the databases' own DDL, as text, is the same (28 objects on SQLite: 10 tables,
+        # 13 indexes, 5 automatic unique indexes; pg_dump's script on PostgreSQL)
         a_ddl, b_ddl = ddl_text(by_models, url_a), ddl_text(by_migrations, url_b)
-        assert len(a_ddl) >= 26 and any("CREATE TABLE" in x and "proposal_change" in x for x in a_ddl)
+        assert len(a_ddl) >= 28 and any("CREATE TABLE" in x and "proposal_change" in x for x in a_ddl)
         assert a_ddl == b_ddl
     finally:
         by_models.dispose()
@@ -394,7 +397,7 @@ def test_fresh_database_gets_head_and_a_second_start_does_nothing(new_settings):
     try:
         assert migrations.upgrade_to_head(first) == "created"
         assert version_rows(first) == [migrations.HEAD]
-        assert table_names(first) == set(RECORD_TABLES) | {"alembic_version"}
+        assert table_names(first) == set(HEAD_TABLES) | {"alembic_version"}
         schema_before = None
         with first.connect() as c:
             schema_before = migrations.reflect_schema(c, RECORD_TABLES)
@@ -507,7 +510,7 @@ def test_release_database_with_only_some_tables_gets_the_rest(new_settings):
             plan = [tuple(r) for r in c.exec_driver_sql("SELECT * FROM control_plan")]
         assert table_names(engine) == {"ledger_event", "control_plan"}
         assert migrations.upgrade_to_head(engine) == "adopted"
-        assert table_names(engine) == set(RECORD_TABLES) | {"alembic_version"}
+        assert table_names(engine) == set(HEAD_TABLES) | {"alembic_version"}
         with engine.connect() as c:
             assert [tuple(r) for r in c.exec_driver_sql("SELECT * FROM ledger_event ORDER BY id")] == before
             assert [tuple(r) for r in c.exec_driver_sql("SELECT * FROM control_plan")] == plan
@@ -538,12 +541,12 @@ def test_release_database_with_another_schema_is_refused_and_left_alone(new_sett
 
 # -- a later revision ---------------------------------------------------------------------------
 _PROBE_REVISION = textwrap.dedent('''
-    """A test-only revision: exercises the upgrade path (geode itself has only the baseline)."""
+    """A test-only revision: exercises the upgrade path past geode's own head."""
     import sqlalchemy as sa
     from alembic import op
 
-    revision = "0002_test_probe"
-    down_revision = "0001_baseline"
+    revision = "0099_test_probe"
+    down_revision = "0002_proposal_fact"
     branch_labels = None
     depends_on = None
 
@@ -561,7 +564,7 @@ _PROBE_REVISION = textwrap.dedent('''
 def test_a_later_revision_upgrades_a_database_with_rows_and_older_code_refuses_it(new_settings, tmp_path, monkeypatch):
     """The upgrade path beyond the baseline, with a revision written for this test into a copy
     of the scripts: start-up applies it under the lock and keeps every row; the code that
-    knows only the baseline then meets a database newer than itself."""
+    knows only its own head then meets a database newer than itself."""
     import shutil
 
     s = new_settings()
@@ -572,14 +575,14 @@ def test_a_later_revision_upgrades_a_database_with_rows_and_older_code_refuses_i
 
     scripts = tmp_path / "scripts"
     shutil.copytree(migrations.SCRIPT_DIR, scripts, ignore=shutil.ignore_patterns("__pycache__"))
-    (scripts / "versions" / "0002_test_probe.py").write_text(_PROBE_REVISION)
+    (scripts / "versions" / "0099_test_probe.py").write_text(_PROBE_REVISION)
     with monkeypatch.context() as m:
         m.setattr(migrations, "SCRIPT_DIR", scripts)
-        m.setattr(migrations, "HEAD", "0002_test_probe")
+        m.setattr(migrations, "HEAD", "0099_test_probe")
         engine = models.engine_for(s)
         try:
             assert migrations.upgrade_to_head(engine) == "upgraded"
-            assert version_rows(engine) == ["0002_test_probe"]
+            assert version_rows(engine) == ["0099_test_probe"]
             after = dump(engine)
             for t in RECORD_TABLES:
                 if t != "upkeep_night":
@@ -593,7 +596,7 @@ def test_a_later_revision_upgrades_a_database_with_rows_and_older_code_refuses_i
 
     engine = models.engine_for(s)
     try:
-        with pytest.raises(migrations.SchemaTooNew, match="0002_test_probe.*0001_baseline"):
+        with pytest.raises(migrations.SchemaTooNew, match="0099_test_probe.*0002_proposal_fact"):
             migrations.upgrade_to_head(engine)
     finally:
         engine.dispose()
@@ -717,7 +720,7 @@ def test_processes_upgrading_a_fresh_database_at_once(new_settings):
     engine = models.engine_for(s)
     try:
         assert version_rows(engine) == [migrations.HEAD]
-        assert table_names(engine) == set(RECORD_TABLES) | {"alembic_version"}
+        assert table_names(engine) == set(HEAD_TABLES) | {"alembic_version"}
     finally:
         engine.dispose()
 
@@ -751,6 +754,7 @@ def test_offline_sql_prints_the_baseline_for_review():
         timeout=60,
     )
     assert r.returncode == 0, r.stderr
-    for name in RECORD_TABLES:
+    for name in HEAD_TABLES:
         assert f"CREATE TABLE {name} (" in r.stdout
-    assert f"INSERT INTO alembic_version (version_num) VALUES ('{migrations.HEAD}')" in r.stdout
+    assert f"INSERT INTO alembic_version (version_num) VALUES ('{migrations.BASELINE}')" in r.stdout
+    assert f"UPDATE alembic_version SET version_num='{migrations.HEAD}'" in r.stdout

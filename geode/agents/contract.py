@@ -79,14 +79,51 @@ class Skipped:
         return asdict(self)
 
 
+#: the kinds of fact a proposal may rest on, and what ``value`` holds for each
+FACT_KINDS = {
+    "frontmatter": '{"key": k, "value": v}: a frontmatter value the note holds now',
+    "line": "the text of a line of the note (a link, a binding, a heading)",
+    "file": "the file exists (a link's target, a note a rule judges)",
+    "count": '{"count": n, "cap": c}: the notes a folder holds',
+    "move": '{"from": old, "to": new}: an applied move of this very document',
+    "redirect": '{"from": old, "to": new, "source": where}: a redirect or alias the store declares',
+    "git-rename": '{"from": old, "to": new, "commit": sha}: the git history of this very path',
+}
+
+
+@dataclass
+class Fact:
+    """One fact a proposal rests on (issue 21: evidence was only the rationale's words): what
+    kind (``FACT_KINDS``), where (``path`` relative to the domain, ``line`` 0 for the whole
+    file or folder), what it says (``value``), and who wrote it. An agent leaves
+    ``provenance`` as it is: the filing gate (``geode.agents.filing``) works it out from the
+    applied proposals (``person``, or ``geode:<proposal id>``) and refuses a proposal that rests
+    on geode's own writing, whatever the agent believed."""
+
+    kind: str
+    path: str
+    line: int = 0
+    value: Any = None
+    provenance: str = "person"
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
 @dataclass
 class Proposed:
     """A proposal an agent wants filed. ``draft`` is a ``ProposalDraft`` without its evidence; ``findings`` are the findings it rests on (their ids become the
-    evidence once they are stored)."""
+    evidence once they are stored); ``facts`` the facts it rests on besides those the findings
+    name (the gate adds a ``line`` or ``file`` fact for each finding's place itself)."""
 
     draft: ProposalDraft
     findings: list[Finding] = field(default_factory=list)
     ledger_events: list[int] = field(default_factory=list)
+    facts: list[Fact] = field(default_factory=list)
+    #: whether the places of its findings are facts it rests on (the gate adds them); False for a
+    #: proposal whose findings only say where the change goes while the ledger rows it cites
+    #: justify it (a salience step: a value geode stepped before is stepped again by new use)
+    place_facts: bool = True
 
 
 class FindingRecord(TypedDict):
@@ -141,7 +178,8 @@ class Report:
     finished_at: float = 0.0
     store_notes: int = 0  # what the census counted: the store holds this many note files
     #: drafts not filed, by reason: pending, rejected, undone (an identical proposal with the same
-    #: evidence is already there, ``geode.agents.filing``), would-break-links (the no-harm check)
+    #: evidence is already there, ``geode.agents.filing``), would-break-links (the no-harm check),
+    #: would-change-header, geode-made-evidence (it rests on what geode itself wrote)
     held_back: dict[str, int] = field(default_factory=dict)
 
     @property

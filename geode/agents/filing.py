@@ -6,7 +6,7 @@ queue is never worse off" is about the queue, not about any one agent; an agent 
 (``[upkeep] agents``) gets it without knowing it exists. ``geode.agents.upkeep.run_agent``
 calls ``screen`` between the agent's ``examine`` and the filing.
 
-Two checks, in this order:
+Three checks, in this order:
 
 1. **Held back** (idempotent across runs, not only within one). Each draft has an evidence
    fingerprint: the domain, the kind (``status`` counts as ``edit``: both only modify
@@ -24,6 +24,13 @@ Two checks, in this order:
    becomes a ``proposal-would-break-links`` finding for a person, counted under
    ``would-break-links``. The drafts of one run are checked together (an agent's proposals of
    one run touch disjoint files); a draft found harmful is taken out and the rest re-checked.
+3. **Never on geode's own writing** (``geode.agents.evidence_gate``, run between the header
+   check and the no-harm check): every fact a draft rests on (the ones its agent names and
+   the places of its findings) is checked against the applied proposals; a draft resting on a
+   status, a ``superseded_by``, a link, a date, a folder count or a file that geode wrote is
+   not filed but becomes a ``proposal-rests-on-geode`` finding, counted under
+   ``geode-made-evidence``. The facts of the drafts that pass are filed with them, each with
+   its provenance (``proposal_fact``).
 """
 
 from __future__ import annotations
@@ -424,6 +431,9 @@ def screen(ctx, agent: str, report: Report) -> None:
             continue
         keep.append(prop)
     keep = _header_screen(ctx, keep, report, counts)
+    from geode.agents.evidence_gate import provenance_screen
+
+    keep = provenance_screen(ctx, keep, report, counts)
     by_domain: dict[str, list[int]] = {}
     for i, prop in enumerate(keep):
         by_domain.setdefault(prop.draft.domain, []).append(i)

@@ -33,7 +33,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 
-from geode.agents.contract import Finding, Proposed, Report, Skipped
+from geode.agents.contract import Fact, Finding, Proposed, Report, Skipped
 from geode.cleaner.hierarchy import shown as group_name
 from geode.cleaner.hierarchy import split_suggestion
 from geode.cleaner.notes import CleanerRun, date_of, proposal_key, supersedes_targets
@@ -115,6 +115,19 @@ class FolderCaps:
                     f"files other proposals of this run touch, "
                     f"{len(members) - len(candidates)} are signposts)"
                 )
+
+    def _person_count(self, folder: str) -> int:
+        """The person's notes directly in ``folder`` (counted once per run for every folder:
+        a count per archive over the whole store made 1,000 archives quadratic)."""
+        counts = getattr(self, "_counts", None)
+        if counts is None:
+            counts = {}
+            for p in self.run.notes:
+                if not self.run.prov.made_by_geode(p):
+                    f = p.rsplit("/", 1)[0] if "/" in p else ""
+                    counts[f] = counts.get(f, 0) + 1
+            self._counts = counts
+        return counts.get(folder, 0)
 
     def _ledger_said(self) -> str:
         if self.run.ledger_days >= self.run.evidence_days:
@@ -279,5 +292,20 @@ class FolderCaps:
             run_id=self.run.ctx.run_id or "adhoc",
             key=proposal_key(f"archive:{self.run.domain}:{path}"),
         )
-        report.proposed.append(Proposed(draft, [f], [last_id] if uses else []))
+        folder = path.rsplit("/", 1)[0] if "/" in path else ""
+        facts = [
+            Fact(
+                "count",
+                folder,
+                0,
+                {"count": self._person_count(folder), "cap": self.run.caps.get(folder, self.run.cap)},
+            ),
+            Fact("file", path, 0, "the note archived"),
+        ]
+        # the values its evidence read, for the gate to check again (geode.agents.evidence_gate)
+        if note.status in RETIRED_STATUSES and not self.run.geode_wrote(path, "status"):
+            facts.append(Fact("frontmatter", path, note.line_of("status"), {"key": "status", "value": note.status}))
+        if date_of(note, "valid_to") is not None and not self.run.geode_wrote(path, "valid_to"):
+            facts.append(Fact("frontmatter", path, note.line_of("valid_to"), {"key": "valid_to"}))
+        report.proposed.append(Proposed(draft, [f], [last_id] if uses else [], facts))
         return True

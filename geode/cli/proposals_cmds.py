@@ -8,7 +8,8 @@ JSON shapes (``--json``):
 
 - ``list``: ``{"proposals": [{"id", "agent", "kind", "domain", "title", "status", "paths",
   "run_id", "key", "created_at", "updated_at", "message"}], "reconciled": [...]}``
-- ``show``: the same fields plus ``"rationale"``, ``"evidence"``, ``"changes": [{"path", "op",
+- ``show``: the same fields plus ``"rationale"``, ``"evidence"``, ``"facts": [{"kind", "path",
+  "line", "value", "provenance"}]`` (what it rests on and who wrote each), ``"changes": [{"path", "op",
   "before_sha", "after_sha", "mode", "before_mode"}]``, ``"actions": [{"action", "outcome",
   "who", "at", "detail"}]``, ``"diff"`` (unified diff text) and ``"reconciled"``.
 - ``approve`` / ``reject`` / ``undo``: ``{"dry_run": bool, "results": [{"id", "action", "ok",
@@ -24,6 +25,7 @@ Exit status: 0 when every action succeeded, 1 when any was refused, conflicted o
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from typing import Any
@@ -109,11 +111,23 @@ def cmd_show(args) -> int:
     print(f"  agent     {p['agent']}  kind {p['kind']}  domain {p['domain']}  run {p['run_id']}")
     print(f"  evidence  {', '.join(' '.join(f'{k}={v}' for k, v in e.items()) for e in p['evidence'])}")
     print(f"  rationale {p['rationale']}")
+    for f in p.get("facts") or []:
+        print(f"  fact      {fact_line(f)}")
     for a in p["actions"]:
         print(f"  {a['at']}  {a['action']:<9} {a['outcome']:<11} by {a['who']}")
     print()
     print(text, end="" if text.endswith("\n") else "\n")
     return 0
+
+
+def fact_line(f: dict) -> str:
+    """One fact a proposal rests on, as a person reads it: where, what, and who wrote it."""
+    where = f["path"] + (f":{f['line']}" if f.get("line") else "")
+    value = f.get("value")
+    said = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    who = f.get("provenance") or "person"
+    who = f"written by proposal #{who.split(':', 1)[1]}" if who.startswith("geode:") else "written by a person"
+    return f"{f['kind']} {where}: {said} ({who})"
 
 
 def _each(ids: list[int], action: str, fn, dry_run: bool = False) -> list[dict]:

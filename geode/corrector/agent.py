@@ -49,7 +49,7 @@ import datetime as _dt
 import hashlib
 import os
 
-from geode.agents.contract import Agent, Context, Finding, Proposed, Report, Skipped, one_note
+from geode.agents.contract import Agent, Context, Fact, Finding, Proposed, Report, Skipped, one_note
 from geode.corrector.edits import FileLines, changed_lines, check_edit, line_map, unified
 from geode.corrector.fixes import CorrectorRun, Fix, Fixes
 from geode.kernel.frontmatter_edit import FrontmatterEditError, set_key
@@ -409,7 +409,13 @@ class Corrector(Agent):
             run_id=ctx.run_id or "adhoc",
             key=key,
         )
-        report.proposed.append(Proposed(draft, findings))
+        facts = []  # what it rests on besides its findings' lines (geode.agents.evidence_gate)
+        for fx in done:
+            if fx.kind == "link" and fx.finding.suggestion:
+                facts.append(Fact("file", fx.finding.suggestion, 0, "the link's new target"))
+            elif fx.kind == "review":
+                facts.append(Fact("frontmatter", path, fx.finding.line, {"key": "last_verified"}))
+        report.proposed.append(Proposed(draft, findings, facts=facts))
         ex["notes_touched"] += 1
         ex["lines_changed"] += n
         ex["fixes_proposed"] += len(done)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 
-from geode.agents.contract import Context, Finding, Proposed, Report, Skipped
+from geode.agents.contract import Context, Fact, Finding, Proposed, Report, Skipped
 from geode.delivery.binding import parse_binding
 from geode.gardener import edits
 from geode.gardener.keys import DAY, GardenerRun, day_stamp, proposal_key
@@ -125,6 +125,9 @@ class NeverFired:
                 domain,
             )
             report.findings.append(finding)
+            # the binding that never fired: one geode wrote (a stub, a widened match) is not the
+            # person's to be judged by (geode.agents.evidence_gate)
+            binding_fact = Fact("frontmatter", note.path, note.line_of("crystal"), {"key": "crystal"})
             if self.run.held(proposal_key("widen", domain, note.path), proposal_key("retire", domain, note.path)):
                 continue
             topic = {cid, file_stem(note.path).lower()}
@@ -209,7 +212,7 @@ class NeverFired:
                     run_id=ctx.run_id or "adhoc",
                     key=proposal_key("widen", domain, note.path),
                 )
-                self.run.propose(report, Proposed(draft, [finding], ids))
+                self.run.propose(report, Proposed(draft, [finding], ids, [binding_fact]))
                 continue
             try:
                 change = status_change(ctx.settings, domain, note.path, self.run.cfg.retire_status)
@@ -231,4 +234,4 @@ class NeverFired:
                 run_id=ctx.run_id or "adhoc",
                 key=proposal_key("retire", domain, note.path),
             )
-            self.run.propose(report, Proposed(draft, [finding]))
+            self.run.propose(report, Proposed(draft, [finding], facts=[binding_fact]))

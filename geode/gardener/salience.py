@@ -98,4 +98,6 @@ class Salience:
                 run_id=ctx.run_id or "adhoc",
                 key=proposal_key("salience", domain, note.path),
             )
-            self.run.propose(report, Proposed(draft, [finding], list(d.ids)))
+            # it rests on the ledger rows it cites; its finding only says where the step goes (a
+            # value geode stepped before may be stepped again by new deliveries)
+            self.run.propose(report, Proposed(draft, [finding], list(d.ids), place_facts=False))

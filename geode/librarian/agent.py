@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 
-from geode.agents.contract import Agent, Context, Finding, Proposed, Report, Skipped, one_note
+from geode.agents.contract import Agent, Context, Fact, Finding, Proposed, Report, Skipped, one_note
 from geode.delivery.lint import lint_note
 from geode.kernel.crystal import RETIRED_STATUSES
 from geode.kernel.header_format import KIND_WORDS, header_kind
@@ -353,4 +353,39 @@ class Librarian(Agent):
             run_id=ctx.run_id or "adhoc",
             key=key,
         )
-        report.proposed.append(Proposed(draft, applied))
+        # the new targets: a file geode created (a merge draft, a stub) is no target to send a
+        # person's link to (geode.agents.evidence_gate); each link's own line is its finding's
+        facts = [Fact("file", t, 0, "the link's new target") for t in sorted({f.suggestion for f in applied})]
+        for ref, _new, f in items:
+            target = links.notes.get(f.suggestion)
+            if (
+                f in applied
+                and target is not None
+                and ref.target.casefold() in {str(a).casefold() for a in target.aliases}
+            ):
+                # found by the alias it declares: the alias must be a person's too
+                facts.append(Fact("frontmatter", f.suggestion, target.line_of("aliases"), {"key": "aliases"}))
+        facts += redirect_facts(links, path, items, applied)
+        report.proposed.append(Proposed(draft, applied, facts=facts))
+
+
+def redirect_facts(links: StoreLinks, path: str, items, applied: list[Finding]) -> list[Fact]:
+    """The redirect or alias each rewrite follows, as a fact naming the file and line that
+    declares it (a Hugo alias is also a frontmatter value: a person's, or no evidence)."""
+    import posixpath
+
+    base = path.rsplit("/", 1)[0] if "/" in path else ""
+    out: list[Fact] = []
+    for ref, _new, f in items:
+        if f not in applied:
+            continue
+        t = ref.target.strip()
+        forms = {t, posixpath.normpath(posixpath.join(base, t)) if base else t}
+        forms |= {x + ".md" for x in list(forms)}
+        for r in links.redirects.values():
+            if r.new == f.suggestion and r.old in forms:
+                out.append(Fact("redirect", r.source, r.line, {"from": r.old, "to": r.new, "syntax": r.syntax}))
+                if r.syntax == "hugo-aliases":
+                    out.append(Fact("frontmatter", r.source, r.line, {"key": "aliases"}))
+                break
+    return out

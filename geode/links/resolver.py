@@ -172,6 +172,19 @@ class StoreLinks:
             for old, new in git_renames(self.root, self.project_root).items():
                 self.moves.setdefault(old, new)
         self._git_moves = git_moves
+        # the redirects and aliases the site declares: evidence that this very page moved
+        from geode.links.redirects import store_redirects
+
+        content = ""
+        if self.flavour.name == "hugo":
+            from geode.links.flavour_refs import hugo_content
+
+            content = hugo_content(self.root, self.dirs)
+        elif self.flavour.name == "mkdocs" and "docs" in self.dirs:
+            content = "docs"
+        self.redirects = store_redirects(self.root, self.notes, self.flavour.name, content)
+        for old, r in self.redirects.items():
+            self.moves.setdefault(old, r.new)
         if self.flavour.name == "dendron":
             self.wiki_order, self.wiki_order_votes = "alias|target", {"alias|target": 0, "target|alias": 0}
         else:
@@ -362,8 +375,9 @@ class StoreLinks:
         self, target: str, note_path: str = "", domain_moves: dict[str, str] | None = None, wiki: bool = False
     ) -> str:
         """The one good target for a broken reference, only on evidence that the note is now
-        there: the move history (applied move and archive proposals, and renames in the git
-        history where the store is a repository), the same path differing only in case (the file
+        there: the move history (applied move and archive proposals, renames in the git
+        history where the store is a repository, and the redirects and aliases the site
+        declares, ``geode.links.redirects``), the same path differing only in case (the file
         the author's case-insensitive file system opened), or, for a wikilink, the one note that
         declares the name among its ``aliases``. Never a similar name alone: a name that merely
         looks like another note's is not evidence that it was renamed. Empty when there is none
@@ -465,7 +479,10 @@ class StoreLinks:
 
             hit = ref_lookup(ref.target, note.path, self.hugo_content, self.notes)
             if hit is None:
-                return Resolution("broken", reason="no page for this ref (Hugo fails the build)")
+                # moved, when an alias or a redirect says so (from the content root, as Hugo reads a ref)
+                t = ref.target.strip().lstrip("/")
+                sugg = self.suggest(posixpath.join(self.hugo_content, t) if self.hugo_content else t, note.path)
+                return Resolution("broken", suggestion=sugg, reason="no page for this ref (Hugo fails the build)")
             return self._anchored(hit, ref)
         if ref.syntax == "snippet":
             for b in self.snippet_bases:

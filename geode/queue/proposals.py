@@ -30,7 +30,7 @@ import hashlib
 import json
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
 from sqlalchemy import select
@@ -38,7 +38,7 @@ from sqlalchemy.exc import IntegrityError
 
 from geode.kernel.errors import GeodeError
 from geode.queue import safepath
-from geode.queue.tables import A, C, P, ensure_tables
+from geode.queue.tables import A, C, F, P, ensure_tables
 
 KINDS = ("edit", "move", "archive", "status", "new_note")
 STATUSES = ("pending", "applied", "rejected", "undone", "conflict", "failed")
@@ -86,7 +86,10 @@ class FileChange:
 @dataclass
 class ProposalDraft:
     """What an agent files. ``evidence``: ``[{"finding": id}, {"ledger_event": id}, ...]``,
-    at least one item (principle 4: a proposal cites what justifies it)."""
+    at least one item (principle 4: a proposal cites what justifies it). ``facts``: the facts
+    it rests on, ``[{"kind", "path", "line", "value", "provenance"}]`` (``provenance``:
+    ``person`` or ``geode:<proposal id>``), set by the filing gate
+    (``geode.agents.filing``) after it checked each one against the applied proposals."""
 
     agent: str
     kind: str
@@ -97,6 +100,7 @@ class ProposalDraft:
     changes: list
     run_id: str
     key: str
+    facts: list = field(default_factory=list)
 
 
 def sha256(data: bytes | None) -> str | None:
@@ -150,6 +154,15 @@ def _validate(settings, draft: ProposalDraft) -> tuple[str, list[tuple[FileChang
         or not all(isinstance(e, dict) and ("finding" in e or "ledger_event" in e) for e in ev)
     ):
         raise ProposalError('evidence must be a non-empty list of {"finding": id} / {"ledger_event": id}')
+    for fact in draft.facts:
+        if not (
+            isinstance(fact, dict)
+            and isinstance(fact.get("kind"), str)
+            and fact["kind"]
+            and isinstance(fact.get("path", ""), str)
+            and isinstance(fact.get("line", 0), int)
+        ):
+            raise ProposalError('facts must be a list of {"kind": str, "path": str, "line": int, "value": ...}')
     root = domain_root(settings, draft.domain)
     changes = list(draft.changes)
     if not changes:
@@ -243,6 +256,8 @@ def file_proposal(settings, engine, draft: ProposalDraft) -> int | None:
                     for i, (c, data) in enumerate(checked)
                 ],
             )
+            if draft.facts:
+                conn.execute(F.insert(), fact_rows(pid, draft.facts))
             record(conn, pid, "filed", "pending", draft.agent, {"run_id": draft.run_id, "key": draft.key})
             return int(pid)
     except IntegrityError:
@@ -252,6 +267,37 @@ def file_proposal(settings, engine, draft: ProposalDraft) -> int | None:
             if conn.execute(select(P.c.id).where(P.c.run_id == draft.run_id, P.c.key == draft.key)).first():
                 return None
         raise
+
+
+def fact_rows(proposal_id: int, facts: list) -> list[dict]:
+    """The ``proposal_fact`` rows of a draft's facts, in their order."""
+    return [
+        dict(
+            proposal_id=proposal_id,
+            seq=i,
+            kind=f["kind"],
+            path=f.get("path", ""),
+            line=int(f.get("line", 0)),
+            value=json.dumps(f.get("value"), default=str, ensure_ascii=False),
+            provenance=str(f.get("provenance") or "person"),
+        )
+        for i, f in enumerate(facts)
+    ]
+
+
+def read_facts(conn, proposal_id: int) -> list[dict]:
+    """The facts a proposal rests on, in their order; ``[]`` for one filed before the facts
+    table existed (its evidence is its findings and the rationale's words)."""
+    out = []
+    for r in conn.execute(select(F).where(F.c.proposal_id == proposal_id).order_by(F.c.seq)).mappings():
+        try:
+            value = json.loads(r["value"])
+        except ValueError:
+            value = r["value"]
+        out.append(
+            {"kind": r["kind"], "path": r["path"], "line": r["line"], "value": value, "provenance": r["provenance"]}
+        )
+    return out
 
 
 def record(conn, proposal_id: int, action: str, outcome: str, who: str, detail=None) -> None:
@@ -326,6 +372,7 @@ class ProposalDetail(ProposalSummary, total=False):
 
     rationale: str
     evidence: list
+    facts: list[dict]
     changes: list[ChangeSummary]
     actions: list[ActionSummary]
 
@@ -399,7 +446,7 @@ def load(conn, proposal_id: int):
 
 def get(engine, proposal_id: int) -> ProposalDetail | None:
     """Everything about one proposal except the bytes: the summary plus ``rationale``,
-    ``evidence``, ``changes`` [{path, op, before_sha, after_sha, mode, before_mode}] and
+    ``evidence``, ``facts`` [{kind, path, line, value, provenance}], ``changes`` [{path, op, before_sha, after_sha, mode, before_mode}] and
     ``actions`` [{action, outcome, who, at, detail}]. None when there is no such id."""
     ensure_tables(engine)
     with engine.connect() as conn:
@@ -407,9 +454,11 @@ def get(engine, proposal_id: int) -> ProposalDetail | None:
         if row is None:
             return None
         actions = conn.execute(select(A).where(A.c.proposal_id == proposal_id).order_by(A.c.id)).mappings().all()
+        facts = read_facts(conn, proposal_id)
     out = ProposalDetail(**summary(row, [c["path"] for c in changes]))
     out["rationale"] = row["rationale"]
     out["evidence"] = json.loads(row["evidence"] or "[]")
+    out["facts"] = facts
     out["changes"] = [
         {
             "path": c["path"],

@@ -16,6 +16,9 @@ Read from the queue's own records (``proposal`` with status ``applied`` and its
   place. A fact is geode's when the file's current value is the one geode wrote; once a person
   writes another value, it is theirs.
 - ``moved``: new place -> old place of every applied move.
+- ``lines``: per file, the text of each non-blank line an applied proposal added to it (a link
+  it rewrote, a binding it widened, a key it set). A line is geode's while the file still holds
+  that very text; once a person rewrites it, it is theirs.
 
 An undone proposal is not ``applied``: what it wrote is gone, and so is its record here.
 """
@@ -44,6 +47,12 @@ def _frontmatter(data: bytes | None, path: str) -> dict:
         return {}
 
 
+def _lines(data: bytes | None) -> list[str]:
+    if data is None:
+        return []
+    return [t.rstrip("\r") for t in bytes(data).decode("utf-8", "replace").split("\n")]
+
+
 def _same(a, b) -> bool:
     if a is ABSENT or b is ABSENT:
         return a is b
@@ -68,6 +77,17 @@ class Provenance:
     created: dict[str, int] = field(default_factory=dict)  # path -> proposal id that created it
     written: dict[str, dict[str, tuple[object, int]]] = field(default_factory=dict)  # path -> key -> (value, pid)
     moved: dict[str, str] = field(default_factory=dict)  # new path -> old path
+    moved_by: dict[str, int] = field(default_factory=dict)  # new path -> the move's proposal id
+    lines: dict[str, dict[str, int]] = field(default_factory=dict)  # path -> line text -> pid
+
+    def wrote_line(self, path: str, text: str) -> int | None:
+        """The applied proposal that wrote this line of the file (its text as it is now), or
+        None when the line is a person's."""
+        if path in self.created:
+            return self.created[path]
+        if not text.strip():
+            return None
+        return self.lines.get(path, {}).get(text.rstrip("\r"))
 
     def made_by_geode(self, path: str) -> int | None:
         """The applied proposal that created this file, or None when a person's file."""
@@ -115,8 +135,11 @@ def load_provenance(engine, domain: str) -> Provenance:
         if move is not None:
             new, old = move[0]["path"], move[1]["path"]
             out.moved[new] = out.moved.get(old, old)
+            out.moved_by[new] = pid
             if old in out.written:
                 out.written[new] = out.written.pop(old)
+            if old in out.lines:
+                out.lines[new] = out.lines.pop(old)
             if old in out.created:
                 out.created[new] = out.created.pop(old)
         for c in cs:
@@ -125,11 +148,17 @@ def load_provenance(engine, domain: str) -> Provenance:
                 if move is None or path != move[1]["path"]:
                     out.created.pop(path, None)
                     out.written.pop(path, None)
+                    out.lines.pop(path, None)
                 continue
             if c["before_sha"] is None and move is None:
                 out.created[path] = pid
                 continue
             before = move[1]["before"] if move is not None and path == move[0]["path"] else c["before"]
+            was = set(_lines(before))
+            added = out.lines.setdefault(path, {})
+            for text in _lines(c["after"]):
+                if text not in was and text.strip():
+                    added[text] = pid
             fb, fa = _frontmatter(before, path), _frontmatter(c["after"], path)
             rec = out.written.setdefault(path, {})
             for key in set(fb) | set(fa):

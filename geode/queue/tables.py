@@ -92,8 +92,31 @@ class ProposalJournal(SQLModel, table=True):
     plan: str = Field(sa_column=Column(Text, nullable=False))
 
 
+class ProposalFact(SQLModel, table=True):
+    """One fact a proposal rests on (issue 21: evidence was only the rationale's prose): what
+    kind of fact (``frontmatter``, ``line``, ``link``, ``file``, ``count``, ``move``,
+    ``redirect``...), where (``path``, ``line``: 0 for the whole file or folder), what it says
+    (``value``, JSON) and who wrote it (``provenance``: ``person``, or ``geode:<proposal id>``
+    when an applied proposal did). The filing gate checks every one against the applied
+    proposals before the proposal is filed, and refuses one that rests on geode's own writing;
+    a proposal filed before this table existed has no rows here and reads as ``facts: []``."""
+
+    __tablename__ = "proposal_fact"
+    __table_args__ = (Index("ix_proposal_fact_proposal", "proposal_id", "seq"),)
+
+    id: int | None = Field(default=None, sa_column=Column(Integer, primary_key=True, autoincrement=True))
+    proposal_id: int = Field(sa_column=Column(Integer, ForeignKey("proposal.id"), nullable=False))
+    seq: int = Field(sa_column=Column(Integer, nullable=False))
+    kind: str = Field(sa_column=Column(String(40), nullable=False))
+    path: str = Field(sa_column=Column(Text, nullable=False))
+    line: int = Field(sa_column=Column(Integer, nullable=False))
+    value: str = Field(sa_column=Column(Text, nullable=False))  # JSON
+    provenance: str = Field(sa_column=Column(String(80), nullable=False))
+
+
 TABLES = [table_of(m) for m in (Proposal, ProposalChange, ProposalAction, ProposalJournal)]
 P, C, A, J = TABLES
+F = table_of(ProposalFact)
 
 
 def ensure_tables(engine) -> None:

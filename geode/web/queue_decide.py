@@ -204,6 +204,7 @@ def refresh(settings, engine, proposal_id: int, who: str) -> dict:
         raise QueueError(f"proposal {proposal_id} cannot be refreshed: " + "; ".join(problems), 409)
     A_ = queue_tables.A
     with engine.connect() as conn:
+        facts = Q.read_facts(conn, proposal_id)  # a refresh rests on what the original rested on
         n = int(
             conn.execute(
                 select(func.count()).select_from(A_).where(A_.c.proposal_id == proposal_id, A_.c.action == "refresh")
@@ -217,6 +218,7 @@ def refresh(settings, engine, proposal_id: int, who: str) -> dict:
         rationale=(row["rationale"] or "")
         + f"\n\n(Refreshed from proposal #{proposal_id} over the files as they are now.)",
         evidence=json.loads(row["evidence"] or "[]"),
+        facts=facts,
         changes=new,
         run_id=row["run_id"],
         key=(row["key"][:200] + f"~refresh-{proposal_id}-{n + 1}"),

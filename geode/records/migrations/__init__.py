@@ -25,8 +25,8 @@ as this very database would make them (the revision run into a scratch database,
 memory, or a PostgreSQL schema inside a rolled-back savepoint, both reflected the same way);
 any difference is an error that names the table and column and changes nothing. The tables it
 lacks (0.1.0 created each room's tables on first use) are created, the database is stamped
-``0001_baseline`` and upgraded to head. Today head is the baseline, so adoption plus the stamp is
-the whole upgrade path.
+``0001_baseline`` and upgraded to head (``0002_proposal_fact`` adds the table of the facts each
+proposal rests on).
 
 A database at a revision this code does not know (a newer geode upgraded it) is an error
 (``SchemaTooNew``) naming the database and both revisions; nothing is changed.
@@ -66,7 +66,7 @@ if TYPE_CHECKING:  # SQLAlchemy and Alembic load only when needed: the at-head c
     from sqlalchemy.engine import Connection, Engine
 
 #: The newest revision this code knows; ``versions/`` must end here (tests/test_migrations.py).
-HEAD = "0001_baseline"
+HEAD = "0002_proposal_fact"
 #: The first revision: the schema geode 0.1.0 made with ``create_all``.
 BASELINE = "0001_baseline"
 VERSION_TABLE = "alembic_version"
