@@ -10,7 +10,9 @@ The two sides:
   a note holding all the question's rare words (an error code, a header name) keeps all of it.
   SQLite: FTS5 ``bm25`` with column weights title 8, tags 5, description 3, body 1; PostgreSQL:
   ``ts_rank_cd`` over a weighted ``tsvector``. Query words: stop words (English, German, French,
-  Spanish) removed, a light stemming (plural s, -ing, -ed), each word a prefix query, OR-ed.
+  Spanish) removed, a light stemming (plural s, -ing, -ed), OR-ed; a word of five letters or more
+  is a prefix query, a shorter one matches its whole forms ("cat", "cats"), and is a prefix only
+  where no note holds any of them (``match_units``: "cat" must not find "categorizing").
 - ``semantic``: every note is embedded as passages (``geode.recall.passages``); Chroma returns the
   nearest passages and a note's cosine is its best passage's (``note_score``; ``[recall]
   passage_share`` adds a bounded share of the second best). The hit shows that passage's snippet
@@ -123,7 +125,8 @@ def forget_term_stats(idx: RecallIndex) -> None:
 
 
 def doc_freq(idx: RecallIndex, conn, term: str) -> int:
-    """Notes holding a word starting with ``term`` (the prefix match the query uses), cached."""
+    """Notes holding a word starting with ``term`` (the prefix match the query uses), or, for a
+    unit ``=word`` (``match_units``), the whole word ``word``; cached."""
     st = _term_stats(idx, conn)["df"]
     if term not in st:
         if idx.dialect == "sqlite":
@@ -133,9 +136,54 @@ def doc_freq(idx: RecallIndex, conn, term: str) -> int:
         else:
             st[term] = conn.scalar(
                 "SELECT count(*) FROM recall_note WHERE recall_note.tsv @@ to_tsquery('simple', :q)",
-                {"q": f"{term}:*"},
+                {"q": tsquery([term])},
             )
     return int(st[term])
+
+
+def tsquery(units: list[str]) -> str:
+    """The PostgreSQL ``to_tsquery('simple', ...)`` text of ``units`` (as ``fts5_query``: a plain
+    term is a prefix, ``=word`` the whole word)."""
+    return " | ".join(u[1:] if u[:1] == "=" else f"{u}:*" for u in units)
+
+
+#: a query word shorter than this matches whole words first (its own inflections, see
+#: ``word_forms``); as a prefix, "cat" would match "categorizing" and "catch", and "log" "logo"
+#: and "login". A longer word (often a stem: "categoriz") stays a prefix.
+EXACT_BELOW = 5
+
+
+def word_forms(term: str) -> list[str]:
+    """The whole words a short query word stands for: itself and its regular inflections (the
+    forms ``query_terms``' light stemming folds onto it: plural, -ed, -ing, doubled consonant)."""
+    t = term
+    forms = [t, t + "s", t + "es", t + "ed", t + "d", t + "ing", t + t[-1] + "ed", t + t[-1] + "ing"]
+    if t.endswith("e"):
+        forms.append(t[:-1] + "ing")
+    if t.endswith("y"):
+        forms += [t[:-1] + "ies", t[:-1] + "ied"]
+    return list(dict.fromkeys(forms))
+
+
+def match_units(idx: RecallIndex, conn, terms: list[str]) -> dict[str, list[str]]:
+    """query word -> the full-text units it matches by: for a word shorter than ``EXACT_BELOW``,
+    the whole words of ``word_forms`` that some note holds (units ``=form``); only when no note
+    holds any of them, the prefix (the word itself, as every longer word). Exact words before
+    prefixes: "cat" finds the notes about a cat, not those about categorizing."""
+    out: dict[str, list[str]] = {}
+    for t in terms:
+        if len(t) < EXACT_BELOW and t.isalpha():
+            units = [f"={f}" for f in word_forms(t) if doc_freq(idx, conn, f"={f}") > 0]
+            if units:
+                out[t] = units
+                continue
+        out[t] = [t]
+    return out
+
+
+def flat_units(units: dict[str, list[str]]) -> list[str]:
+    """Every unit of ``match_units``' answer once, in the query's order."""
+    return list(dict.fromkeys(u for us in units.values() for u in us))
 
 
 def _notes_in_scope(idx: RecallIndex, conn, conds, key: str | None = None) -> int:
@@ -305,6 +353,7 @@ def lexical(idx: RecallIndex, terms: list[str], conds, n: int, filtered: bool = 
         return {}
     w = as_where(conds)
     with idx.sql.connect() as conn:
+        terms = flat_units(match_units(idx, conn, terms))  # exact words before prefixes
         if idx.dialect == "sqlite":
             terms = match_terms(idx, conn, terms)
             if not filtered:
@@ -344,26 +393,61 @@ def lexical(idx: RecallIndex, terms: list[str], conds, n: int, filtered: bool = 
             f"SELECT recall_note.id, {rank} AS s FROM recall_note "
             f"WHERE recall_note.tsv @@ to_tsquery('simple', :q) AND {w.sql} ORDER BY {rank} DESC LIMIT :n"
         )
-        rows = conn.all(sql, {**w.params, "q": " | ".join(f"{t}:*" for t in terms), "n": n})
+        rows = conn.all(sql, {**w.params, "q": tsquery(terms), "n": n})
         return {int(i): float(s) for i, s in rows}
 
 
-def _coverage(terms: list[str], row: dict, idf: dict[str, float] | None = None) -> float:
+def word_units(idx: RecallIndex, terms: list[str]) -> dict[str, list[str]]:
+    """``match_units`` on a connection of its own (its counts are cached: the lexical side
+    asked them already)."""
+    with idx.sql.connect() as conn:
+        return match_units(idx, conn, terms)
+
+
+def _coverage(
+    terms: list[str], row: dict, idf: dict[str, float] | None = None, units: dict[str, list[str]] | None = None
+) -> float:
     """The share of the query's words the note contains, each word weighted by its idf (a rare
-    word counts more than a common one; a word found in no note at all counts fully against)."""
+    word counts more than a common one; a word found in no note at all counts fully against).
+    ``units`` (``match_units``): a word matched by whole words counts only where one of them
+    stands as a word (not "cat" inside "categorizing"); else a word counts wherever it occurs."""
     if not terms:
         return 0.0
     tags = " ".join(json.loads(row.get("tags") or "[]"))
     hay = fold(f"{row['title']}\n{row['description']}\n{tags}\n{row['body']}")
     w = idf or {}
     total = sum(w.get(t, 1.0) for t in terms)
-    return sum(w.get(t, 1.0) for t in terms if fold(t) in hay) / total if total > 0 else 0.0
+    held = 0.0
+    for t in terms:
+        us = (units or {}).get(t)
+        if us and us[0][:1] == "=":
+            found = _whole_words(us).search(hay) is not None
+        else:
+            found = fold(t) in hay
+        if found:
+            held += w.get(t, 1.0)
+    return held / total if total > 0 else 0.0
+
+
+def _whole_words(units: list[str]):
+    """A pattern finding any of the ``=word`` units as a whole word (FTS5's unicode61 words:
+    letters and digits)."""
+    import re
+
+    alts = "|".join(re.escape(fold(u[1:])) for u in units)
+    return re.compile(rf"(?<![^\W_])(?:{alts})(?![^\W_])")
 
 
 def term_idf(
-    idx: RecallIndex, terms: list[str], conds, scope_key: str | None = None, unknown_weight: float | None = None
+    idx: RecallIndex,
+    terms: list[str],
+    conds,
+    scope_key: str | None = None,
+    unknown_weight: float | None = None,
+    units: dict[str, list[str]] | None = None,
 ) -> dict[str, float]:
-    """idf(t) = ln(1 + N / (1 + df(t))) over the notes in scope (df by the same prefix match).
+    """idf(t) = ln(1 + N / (1 + df(t))) over the notes in scope (df by the same match: the prefix,
+    or the whole words of ``units`` when given, where df is their largest).
     ``scope_key`` names the scope ``conds`` select, for the cached count (see ``_notes_in_scope``).
     ``unknown_weight``: the weight of a word no note in scope holds (df 0) instead of its idf, the
     largest (see ``unknown_weight``)."""
@@ -371,7 +455,11 @@ def term_idf(
         return {}
     with idx.sql.connect() as conn:
         n = _notes_in_scope(idx, conn, conds, scope_key)
-        return {t: word_weight(n, doc_freq(idx, conn, t), unknown_weight) for t in terms}
+        out = {}
+        for t in terms:
+            df = max(doc_freq(idx, conn, u) for u in (units or {}).get(t) or [t])
+            out[t] = word_weight(n, df, unknown_weight)
+        return out
 
 
 def word_weight(notes: int, df: int, unknown_weight: float | None = None) -> float:
@@ -796,8 +884,9 @@ def search(
             rows = {i: r for i, r in rows.items() if r["domain"] in in_scope}
         scope_key = None if filtered else "\x00domains " + " ".join(sorted(doms))
         uw = unknown_weight(sem, float(rc.unknown_below), float(rc.unknown_word_weight))
-        idf = term_idf(idx, terms, conds, scope_key, uw) if lex else {}
-        cov = {i: _coverage(terms, rows[i], idf) for i in lex if i in rows}
+        units = word_units(idx, terms) if lex else {}
+        idf = term_idf(idx, terms, conds, scope_key, uw, units) if lex else {}
+        cov = {i: _coverage(terms, rows[i], idf, units) for i in lex if i in rows}
         unembedded = {i for i in lex if i in rows and _waits_for_vector(rows[i], model)} if sem else set()
         fused = fuse(
             lex,
