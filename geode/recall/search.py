@@ -10,7 +10,7 @@ The two sides:
   a note holding all the question's rare words (an error code, a header name) keeps all of it.
   SQLite: FTS5 ``bm25`` with column weights title 8, tags 5, description 3, body 1; PostgreSQL:
   ``ts_rank_cd`` over a weighted ``tsvector``. Query words: stop words (English, German, French,
-  Spanish) removed, a light stemming (plural s, -ing, -ed), OR-ed; a word of five letters or more
+  Spanish) removed, a light stemming (plural s, -ing, -ed), OR-ed; a word of four letters or more
   is a prefix query, a shorter one matches its whole forms ("cat", "cats"), and is a prefix only
   where no note holds any of them (``match_units``: "cat" must not find "categorizing").
 - ``semantic``: every note is embedded as passages (``geode.recall.passages``); Chroma returns the
@@ -149,8 +149,11 @@ def tsquery(units: list[str]) -> str:
 
 #: a query word shorter than this matches whole words first (its own inflections, see
 #: ``word_forms``); as a prefix, "cat" would match "categorizing" and "catch", and "log" "logo"
-#: and "login". A longer word (often a stem: "categoriz") stays a prefix.
-EXACT_BELOW = 5
+#: and "login". A longer word stays a prefix: four-letter words are often stems ("cach" of
+#: "caching", "caus" of "caused"), and at 5 the long English set lost two questions (each form
+#: is its own bm25 phrase with its own idf, which overweighs a note holding a rare form;
+#: bench/RECALL.md, Round 5).
+EXACT_BELOW = 4
 
 
 def word_forms(term: str) -> list[str]:
@@ -158,6 +161,7 @@ def word_forms(term: str) -> list[str]:
     forms ``query_terms``' light stemming folds onto it: plural, -ed, -ing, doubled consonant)."""
     t = term
     forms = [t, t + "s", t + "es", t + "ed", t + "d", t + "ing", t + t[-1] + "ed", t + t[-1] + "ing"]
+    forms += [t + "e", t + "er", t + "ers"]  # a stem cut before an e ("caus", "mov"): cause, move
     if t.endswith("e"):
         forms.append(t[:-1] + "ing")
     if t.endswith("y"):
@@ -807,6 +811,8 @@ def search(
     blend: str | None = None,
     hop_weight: float | None = None,
     feedback_weight: float | None = None,
+    spread_weight: float | None = None,
+    spread_anchors: int | None = None,
     salience_weight: float | None = None,
     retired_weight: float | None = None,
     refresh: bool = True,
@@ -906,6 +912,17 @@ def search(
         hw = float(rc.hop_weight if hop_weight is None else hop_weight)
         if used == "hybrid":  # both sides answered: text and semantic modes stay one side each
             scored = neighbour_stage(idx, settings, scored, int(rc.hop_anchors), hw)
+            spw = float(rc.spread_weight if spread_weight is None else spread_weight)
+            spa = int(rc.spread_anchors if spread_anchors is None else spread_anchors)
+            if spw > 0 and spa > 0 and scored:
+                from geode.recall.spread import spread_stage
+
+                with idx.sql.connect() as conn:
+                    in_scope_n = _notes_in_scope(idx, conn, conds, scope_key)
+                sidf = idf or term_idf(idx, terms, conds, scope_key, uw, units)
+                scored = spread_stage(
+                    idx, scored, terms, sidf, units, conds, filtered, in_scope_n, spa, spw, set(doms)
+                )
             fw = float(rc.feedback_weight if feedback_weight is None else feedback_weight)
             if fw > 0 and scored:
                 scored = feedback_stage(idx, s, q, terms, conds, n, filtered, scored, best_passage, fw)
