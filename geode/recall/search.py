@@ -77,6 +77,9 @@ FTS_WEIGHTS = (8.0, 5.0, 3.0, 1.0)  # title, tags, description, body
 STALE_SQL = "embed_hash IS NULL OR embed_model IS NULL OR embed_hash != embed_text_hash"
 
 BACKGROUND_MIN = 8  # semantic candidates needed to tell a query's background cosine
+#: the quantile of the semantic candidates' cosines taken as the query's background (0.5: the
+#: median, which gives half the candidates a semantic component of 0; bench/RECALL.md, Round 5)
+BACKGROUND_QUANTILE = 0.5
 EXACT_SEMANTIC_MAX = 5000  # with filters, up to this many candidates are compared exactly
 FILTER_OVERFETCH = 8  # a filtered text side reads at most this many times the candidates it needs
 RARE_TAG_DF = 5  # a tag held by at most this many notes names an entity (the neighbour stage)
@@ -669,6 +672,11 @@ def background(sims: list[float]) -> float:
     if len(sims) < BACKGROUND_MIN:
         return min(sims, default=0.0) - 1e-6
     ordered = sorted(sims)
+    if BACKGROUND_QUANTILE != 0.5:
+        pos = BACKGROUND_QUANTILE * (len(ordered) - 1)
+        lo = int(pos)
+        hi = min(lo + 1, len(ordered) - 1)
+        return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
     mid = len(ordered) // 2
     return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 

@@ -9,9 +9,11 @@ hit's answering line says beyond the question: a name, a rare noun. So, after th
 
 1. **The anchors' words**: for each of the top ``anchors`` hits, its answering line (the line
    holding the most idf weight of the query's words, as the reader would see it) is read for its
-   own words: not the query's, not stop words, held by at least one other note in scope and by at
-   most ``DISTINCT_SHARE`` of them (a word every note holds ties nothing). At most
-   ``WORDS_PER_ANCHOR`` of them, rarest first, each weighted by its idf.
+   own words: not the query's, not stop words, of ``MIN_WORD`` letters or more, held by at least
+   one other note and by at most ``DISTINCT_SHARE`` of the notes in scope and ``MAX_DF`` notes
+   (a word every note holds ties nothing; counted over the whole index, as the query's words
+   are). At most ``WORDS_PER_ANCHOR`` of them: the words written as names first (a person, a
+   product), then the rarest; each weighted by its idf, a name by ``NAME_WEIGHT`` times it.
 2. **The notes that share them**: the full-text side is asked for those words (the scope's
    filters apply, as to the first query), so a note the first ranking never listed can come in.
 3. **The lift**: a note holding a share ``o`` (idf-weighted) of an anchor's words gains
@@ -36,6 +38,33 @@ WORDS_PER_ANCHOR = 4  # an anchor's distinctive words asked for (its rarest)
 DISTINCT_SHARE = 0.1  # a word held by more than this share of the notes in scope is not distinctive
 CANDIDATES = 50  # notes read for the anchors' words
 NAME_WEIGHT = 3.0  # a word written as a name weighs this many times its idf in the share held
+MIN_WORD = 4  # shorter words are left out (each would need its whole forms counted: search.match_units)
+MAX_DF = 100  # ... and so is a word more notes hold than this, whatever the scope's size
+
+
+def notes_holding_upto(idx, conn, word: str, cap: int) -> int:
+    """How many notes hold a word starting with ``word`` (the prefix match), counted up to
+    ``cap + 1`` only: a word held by more is not distinctive, and counting every note of a common
+    word (80,000 of 100,000 in the bench's word salad) would cost what the whole search does. An
+    exact count is kept in the search's document-frequency cache."""
+    from geode.delivery.prompt_recall import fts5_query
+    from geode.recall.search import _term_stats, tsquery
+
+    st = _term_stats(idx, conn)["df"]
+    if word in st:
+        return int(st[word])
+    if idx.dialect == "sqlite":
+        sql = "SELECT count(*) FROM (SELECT 1 FROM recall_fts WHERE recall_fts MATCH :q LIMIT :cap)"
+        n = int(conn.scalar(sql, {"q": fts5_query([word]), "cap": cap + 1}))
+    else:
+        sql = (
+            "SELECT count(*) FROM (SELECT 1 FROM recall_note WHERE recall_note.tsv @@ "
+            "to_tsquery('simple', :q) LIMIT :cap) t"
+        )
+        n = int(conn.scalar(sql, {"q": tsquery([word]), "cap": cap + 1}))
+    if n <= cap:
+        st[word] = n
+    return n
 
 
 def answer_line(row: dict, terms: list[str], idf: dict[str, float], units: dict[str, list[str]]) -> str:
@@ -71,7 +100,7 @@ def anchor_words(line: str, terms: list[str]) -> list[tuple[str, bool]]:
     query = set(terms)
     out = []
     for w in query_terms(line, limit=64):
-        if w.isdigit() or w in query or any(w.startswith(q) or q.startswith(w) for q in query if len(q) >= 4):
+        if len(w) < MIN_WORD or w.isdigit() or w in query or any(w.startswith(q) or q.startswith(w) for q in query if len(q) >= 4):
             continue
         out.append((w, w in names))
     return out
@@ -92,11 +121,11 @@ def spread_stage(
 ) -> list:
     """``scored`` (score, row, lexical, semantic), best first, with the notes sharing the top
     ``anchors`` hits' distinctive words lifted (and brought in); see the module's docstring."""
-    from geode.recall.search import _coverage, doc_freq, lexical, match_units
+    from geode.recall.search import _coverage, lexical
 
     if weight <= 0 or anchors <= 0 or not scored or not terms or scored[0][0] <= 0:
         return scored
-    cap_df = max(2, int(DISTINCT_SHARE * notes_in_scope))
+    cap_df = max(2, min(MAX_DF, int(DISTINCT_SHARE * notes_in_scope)))
     lends: list[tuple[float, int, dict[str, float], dict[str, list[str]]]] = []
     with idx.sql.connect() as conn:
         for score, row, _a, _b in scored[:anchors]:
@@ -105,8 +134,8 @@ def spread_stage(
                 continue
             is_name = dict(found_words)
             words = list(is_name)
-            wu = match_units(idx, conn, words)
-            dfs = {w: max(doc_freq(idx, conn, u) for u in wu[w]) for w in words}
+            wu = {w: [w] for w in words}  # prefixes, as every query word of MIN_WORD letters or more
+            dfs = {w: notes_holding_upto(idx, conn, w, cap_df) for w in words}
             # names first (a person, a product: what ties the notes of a spread answer), then rarest
             keep = sorted((w for w in words if 2 <= dfs[w] <= cap_df), key=lambda w: (not is_name[w], dfs[w]))
             keep = keep[:WORDS_PER_ANCHOR]
