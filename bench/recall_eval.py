@@ -160,7 +160,17 @@ def main(argv=None) -> int:
     )
     p.add_argument("--spread-weight", type=float, default=None, help="spread stage weight ([recall] spread_weight)")
     p.add_argument("--spread-anchors", type=int, default=None, help="spread stage anchors ([recall] spread_anchors)")
+    p.add_argument(
+        "--background-quantile",
+        type=float,
+        default=None,
+        help="the semantic background's quantile (search.BACKGROUND_QUANTILE; default the median, 0.5)",
+    )
     a = p.parse_args(argv)
+    if a.background_quantile is not None:
+        import geode.recall.search as search_mod
+
+        search_mod.BACKGROUND_QUANTILE = a.background_quantile
     if a.model:
         os.environ["GEODE_EMBED_MODEL"] = a.model
 
