@@ -40,6 +40,7 @@ CANDIDATES = 50  # notes read for the anchors' words
 NAME_WEIGHT = 3.0  # a word written as a name weighs this many times its idf in the share held
 MIN_WORD = 4  # shorter words are left out (each would need its whole forms counted: search.match_units)
 MAX_DF = 100  # ... and so is a word more notes hold than this, whatever the scope's size
+MAX_COUNTED = 12  # an anchor line's words whose notes are counted (each count is a query)
 
 
 def notes_holding_upto(idx, conn, word: str, cap: int) -> int:
@@ -50,9 +51,13 @@ def notes_holding_upto(idx, conn, word: str, cap: int) -> int:
     from geode.delivery.prompt_recall import fts5_query
     from geode.recall.search import _term_stats, tsquery
 
-    st = _term_stats(idx, conn)["df"]
+    stats = _term_stats(idx, conn)
+    st = stats["df"]
     if word in st:
         return int(st[word])
+    over = stats.setdefault("over", {})  # words known to be held by more than a cap
+    if over.get(word, -1) >= cap:
+        return cap + 1
     if idx.dialect == "sqlite":
         sql = "SELECT count(*) FROM (SELECT 1 FROM recall_fts WHERE recall_fts MATCH :q LIMIT :cap)"
         n = int(conn.scalar(sql, {"q": fts5_query([word]), "cap": cap + 1}))
@@ -64,6 +69,8 @@ def notes_holding_upto(idx, conn, word: str, cap: int) -> int:
         n = int(conn.scalar(sql, {"q": tsquery([word]), "cap": cap + 1}))
     if n <= cap:
         st[word] = n
+    else:
+        over[word] = max(over.get(word, 0), cap)
     return n
 
 
@@ -133,7 +140,9 @@ def spread_stage(
             if not found_words:
                 continue
             is_name = dict(found_words)
-            words = list(is_name)
+            # at most MAX_COUNTED words are counted (a long paragraph holds dozens): the names,
+            # then the longest (the rarer, as a rule)
+            words = sorted(is_name, key=lambda w: (not is_name[w], -len(w)))[:MAX_COUNTED]
             wu = {w: [w] for w in words}  # prefixes, as every query word of MIN_WORD letters or more
             dfs = {w: notes_holding_upto(idx, conn, w, cap_df) for w in words}
             # names first (a person, a product: what ties the notes of a spread answer), then rarest
