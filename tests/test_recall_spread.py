@@ -8,7 +8,7 @@ from __future__ import annotations
 from geode.recall.filters import filter_where
 from geode.recall.index_tables import dispose_engines
 from geode.recall.recall_index import RecallIndex
-from geode.recall.search import index_for, match_units, term_idf
+from geode.recall.search import _coverage, index_for, lexical, match_units, notes_holding_upto, term_idf
 from geode.recall.spread import anchor_words, spread_stage
 from tests.stores import fresh_settings, write
 
@@ -21,6 +21,7 @@ NOTES = {
     **{f"c/f{i:02d}.md": FILL + f"User: The weather app says storms all weekend, day {i}.\n" for i in range(16)},
 }
 QUESTION_TERMS = ["restaurant", "sister", "recommend"]
+SIDE = {"lexical": lexical, "coverage": _coverage, "count": notes_holding_upto}
 
 
 def _setup(tmp_path):
@@ -43,19 +44,21 @@ def test_a_name_in_the_top_hits_line_brings_in_the_note_that_mentions_it_in_pass
         # the first ranking: the note naming the sister, then the two that hold "restaurant"; the
         # note of Marta's second tip holds none of the question's words and is not listed
         first = [(0.9, rows["c/01.md"], 0.9, 0.0), (0.3, rows["c/03.md"], 0.3, 0.0), (0.25, rows["c/04.md"], 0.25, 0.0)]
-        out = spread_stage(idx, first, QUESTION_TERMS, idf, units, conds, False, len(NOTES), 1, 1.0, set(doms))
+        out = spread_stage(idx, first, QUESTION_TERMS, idf, units, conds, False, len(NOTES), 1, 1.0, set(doms), **SIDE)
         paths = [r["path"] for _s, r, _a, _b in out]
         assert paths[:2] == ["c/01.md", "c/02.md"], paths  # brought in, second: below its anchor
         assert out[1][0] < out[0][0]
         assert set(paths) == {"c/01.md", "c/02.md", "c/03.md", "c/04.md"}  # nothing else came in
         # off: the first ranking as it was
-        assert spread_stage(idx, first, QUESTION_TERMS, idf, units, conds, False, len(NOTES), 1, 0.0) == first
+        assert spread_stage(idx, first, QUESTION_TERMS, idf, units, conds, False, len(NOTES), 1, 0.0, **SIDE) == first
     finally:
         dispose_engines()
 
 
 def test_the_anchor_words_are_the_lines_own_words_with_names_told_apart():
-    words = dict(anchor_words("User: My sister Marta insisted we try Osteria Blu, her favourite restaurant.", QUESTION_TERMS))
+    words = dict(
+        anchor_words("User: My sister Marta insisted we try Osteria Blu, her favourite restaurant.", QUESTION_TERMS)
+    )
     assert words["marta"] and words["osteria"]  # written as names
     assert "blu" not in words  # too short to count cheaply (its whole forms): left out
     assert not words["insist"] and not words["favourite"]  # plain words (stemmed)

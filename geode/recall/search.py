@@ -66,7 +66,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from geode.delivery.prompt_recall import fts5_query, query_terms
 from geode.recall.filters import FilterError, Where, as_where, filter_where
-from geode.recall.hits import fold, passage_snippet, snippet_and_line, supersedes_chain
+from geode.recall.hits import fold, passage_snippet, snippet_and_line, supersedes_chain, whole_words
 from geode.recall.recall_index import RecallIndex, address, is_retired
 from geode.recall.results import SearchHit, SearchResult
 from geode.recall.sqlread import NOTE_SELECT, db_errors, in_list
@@ -148,6 +148,34 @@ def tsquery(units: list[str]) -> str:
     """The PostgreSQL ``to_tsquery('simple', ...)`` text of ``units`` (as ``fts5_query``: a plain
     term is a prefix, ``=word`` the whole word)."""
     return " | ".join(u[1:] if u[:1] == "=" else f"{u}:*" for u in units)
+
+
+def notes_holding_upto(idx, conn, word: str, cap: int) -> int:
+    """How many notes hold a word starting with ``word`` (the prefix match), counted up to
+    ``cap + 1`` only: a word held by more is not distinctive, and counting every note of a common
+    word (80,000 of 100,000 in the bench's word salad) would cost what the whole search does. An
+    exact count is kept in the search's document-frequency cache."""
+    stats = _term_stats(idx, conn)
+    st = stats["df"]
+    if word in st:
+        return int(st[word])
+    over = stats.setdefault("over", {})  # words known to be held by more than a cap
+    if over.get(word, -1) >= cap:
+        return cap + 1
+    if idx.dialect == "sqlite":
+        sql = "SELECT count(*) FROM (SELECT 1 FROM recall_fts WHERE recall_fts MATCH :q LIMIT :cap)"
+        n = int(conn.scalar(sql, {"q": fts5_query([word]), "cap": cap + 1}))
+    else:
+        sql = (
+            "SELECT count(*) FROM (SELECT 1 FROM recall_note WHERE recall_note.tsv @@ "
+            "to_tsquery('simple', :q) LIMIT :cap) t"
+        )
+        n = int(conn.scalar(sql, {"q": tsquery([word]), "cap": cap + 1}))
+    if n <= cap:
+        st[word] = n
+    else:
+        over[word] = max(over.get(word, 0), cap)
+    return n
 
 
 #: a query word shorter than this matches whole words first (its own inflections, see
@@ -428,21 +456,12 @@ def _coverage(
     for t in terms:
         us = (units or {}).get(t)
         if us and us[0][:1] == "=":
-            found = _whole_words(us).search(hay) is not None
+            found = whole_words(us).search(hay) is not None
         else:
             found = fold(t) in hay
         if found:
             held += w.get(t, 1.0)
     return held / total if total > 0 else 0.0
-
-
-def _whole_words(units: list[str]):
-    """A pattern finding any of the ``=word`` units as a whole word (FTS5's unicode61 words:
-    letters and digits)."""
-    import re
-
-    alts = "|".join(re.escape(fold(u[1:])) for u in units)
-    return re.compile(rf"(?<![^\W_])(?:{alts})(?![^\W_])")
 
 
 def term_idf(
@@ -928,8 +947,9 @@ def search(
                 with idx.sql.connect() as conn:
                     in_scope_n = _notes_in_scope(idx, conn, conds, scope_key)
                 sidf = idf or term_idf(idx, terms, conds, scope_key, uw, units)
+                side = {"lexical": lexical, "coverage": _coverage, "count": notes_holding_upto}
                 scored = spread_stage(
-                    idx, scored, terms, sidf, units, conds, filtered, in_scope_n, spa, spw, set(doms)
+                    idx, scored, terms, sidf, units, conds, filtered, in_scope_n, spa, spw, set(doms), **side
                 )
             fw = float(rc.feedback_weight if feedback_weight is None else feedback_weight)
             if fw > 0 and scored:

@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 
 from geode.delivery.prompt_recall import query_terms
-from geode.recall.hits import fold
+from geode.recall.hits import fold, whole_words
 
 WORDS_PER_ANCHOR = 4  # an anchor's distinctive words asked for (its rarest)
 DISTINCT_SHARE = 0.1  # a word held by more than this share of the notes in scope is not distinctive
@@ -43,46 +43,13 @@ MAX_DF = 100  # ... and so is a word more notes hold than this, whatever the sco
 MAX_COUNTED = 12  # an anchor line's words whose notes are counted (each count is a query)
 
 
-def notes_holding_upto(idx, conn, word: str, cap: int) -> int:
-    """How many notes hold a word starting with ``word`` (the prefix match), counted up to
-    ``cap + 1`` only: a word held by more is not distinctive, and counting every note of a common
-    word (80,000 of 100,000 in the bench's word salad) would cost what the whole search does. An
-    exact count is kept in the search's document-frequency cache."""
-    from geode.delivery.prompt_recall import fts5_query
-    from geode.recall.search import _term_stats, tsquery
-
-    stats = _term_stats(idx, conn)
-    st = stats["df"]
-    if word in st:
-        return int(st[word])
-    over = stats.setdefault("over", {})  # words known to be held by more than a cap
-    if over.get(word, -1) >= cap:
-        return cap + 1
-    if idx.dialect == "sqlite":
-        sql = "SELECT count(*) FROM (SELECT 1 FROM recall_fts WHERE recall_fts MATCH :q LIMIT :cap)"
-        n = int(conn.scalar(sql, {"q": fts5_query([word]), "cap": cap + 1}))
-    else:
-        sql = (
-            "SELECT count(*) FROM (SELECT 1 FROM recall_note WHERE recall_note.tsv @@ "
-            "to_tsquery('simple', :q) LIMIT :cap) t"
-        )
-        n = int(conn.scalar(sql, {"q": tsquery([word]), "cap": cap + 1}))
-    if n <= cap:
-        st[word] = n
-    else:
-        over[word] = max(over.get(word, 0), cap)
-    return n
-
-
 def answer_line(row: dict, terms: list[str], idf: dict[str, float], units: dict[str, list[str]]) -> str:
     """The line of ``row`` (title, description and body lines) holding the most idf weight of the
     query's words (whole words for the words ``units`` matches whole); "" when none holds any."""
-    from geode.recall.search import _whole_words
-
     pats = []
     for t in terms:
         us = units.get(t) or [t]
-        pats.append((t, _whole_words(us) if us[0][:1] == "=" else None))
+        pats.append((t, whole_words(us) if us[0][:1] == "=" else None))
     best, best_w = "", 0.0
     for line in [row.get("title") or "", row.get("description") or ""] + (row.get("body") or "").split("\n"):
         low = fold(line)
@@ -107,7 +74,12 @@ def anchor_words(line: str, terms: list[str]) -> list[tuple[str, bool]]:
     query = set(terms)
     out = []
     for w in query_terms(line, limit=64):
-        if len(w) < MIN_WORD or w.isdigit() or w in query or any(w.startswith(q) or q.startswith(w) for q in query if len(q) >= 4):
+        if (
+            len(w) < MIN_WORD
+            or w.isdigit()
+            or w in query
+            or any(w.startswith(q) or q.startswith(w) for q in query if len(q) >= 4)
+        ):
             continue
         out.append((w, w in names))
     return out
@@ -125,11 +97,15 @@ def spread_stage(
     anchors: int,
     weight: float,
     domains: set[str] | None = None,
+    *,
+    lexical,
+    coverage,
+    count,
 ) -> list:
     """``scored`` (score, row, lexical, semantic), best first, with the notes sharing the top
-    ``anchors`` hits' distinctive words lifted (and brought in); see the module's docstring."""
-    from geode.recall.search import _coverage, lexical
-
+    ``anchors`` hits' distinctive words lifted (and brought in); see the module's docstring.
+    The full-text side is the caller's (``search`` passes its ``lexical``, ``_coverage`` and
+    ``notes_holding_upto``), so this module does not import it."""
     if weight <= 0 or anchors <= 0 or not scored or not terms or scored[0][0] <= 0:
         return scored
     cap_df = max(2, min(MAX_DF, int(DISTINCT_SHARE * notes_in_scope)))
@@ -144,14 +120,12 @@ def spread_stage(
             # then the longest (the rarer, as a rule)
             words = sorted(is_name, key=lambda w: (not is_name[w], -len(w)))[:MAX_COUNTED]
             wu = {w: [w] for w in words}  # prefixes, as every query word of MIN_WORD letters or more
-            dfs = {w: notes_holding_upto(idx, conn, w, cap_df) for w in words}
+            dfs = {w: count(idx, conn, w, cap_df) for w in words}
             # names first (a person, a product: what ties the notes of a spread answer), then rarest
             keep = sorted((w for w in words if 2 <= dfs[w] <= cap_df), key=lambda w: (not is_name[w], dfs[w]))
             keep = keep[:WORDS_PER_ANCHOR]
             if keep:
-                wts = {
-                    w: NAME_WEIGHT ** is_name[w] * math.log(1.0 + notes_in_scope / (1.0 + dfs[w])) for w in keep
-                }
+                wts = {w: NAME_WEIGHT ** is_name[w] * math.log(1.0 + notes_in_scope / (1.0 + dfs[w])) for w in keep}
                 lends.append((score, row["id"], wts, {w: wu[w] for w in keep}))
     if not lends:
         return scored
@@ -170,7 +144,7 @@ def spread_stage(
         for a_score, a_id, wts, wu in lends:
             if a_id == row["id"]:
                 continue
-            o = _coverage(list(wts), row, wts, wu)
+            o = coverage(list(wts), row, wts, wu)
             if o > 0:
                 lift += weight * o * a_score
                 cap = max(cap or 0.0, a_score)
@@ -181,4 +155,3 @@ def spread_stage(
             out.append((new, row, a, b))
     out.sort(key=lambda t: (-t[0], t[1]["path"]))
     return out
-
