@@ -41,6 +41,10 @@ edge strength`` to its neighbours (links and backlinks as ``build_context`` weig
 sharing a rare tag, i.e. an entity) that the two sides found, and the list is ranked again; a
 lifted note rises toward the anchor that lent to it, never past it.
 
+The spread stage (``geode.recall.spread``; ``[recall] spread_weight``, ``spread_anchors``), after
+the neighbour stage: the notes holding the top hit's answering line's names and rare words are
+brought in and lifted toward it, never past it (the 2nd and 3rd notes of a list question).
+
 Modes: ``hybrid`` (both sides; falls back to ``text`` when no vector exists for the model, and
 says how many notes in scope are not embedded yet: those are found by text alone until their
 vector lands), ``text`` (lexical only), ``semantic`` (for evaluation).
@@ -78,7 +82,9 @@ STALE_SQL = "embed_hash IS NULL OR embed_model IS NULL OR embed_hash != embed_te
 
 BACKGROUND_MIN = 8  # semantic candidates needed to tell a query's background cosine
 #: the quantile of the semantic candidates' cosines taken as the query's background (0.5: the
-#: median, which gives half the candidates a semantic component of 0; bench/RECALL.md, Round 5)
+#: median, which gives half the candidates a semantic component of 0). 0.3, 0.2 and 0.1 were
+#: measured worse on both long train sets (bench/RECALL.md, Round 5); kept for the evaluation
+#: (``recall_eval.py --background-quantile``)
 BACKGROUND_QUANTILE = 0.5
 EXACT_SEMANTIC_MAX = 5000  # with filters, up to this many candidates are compared exactly
 FILTER_OVERFETCH = 8  # a filtered text side reads at most this many times the candidates it needs
