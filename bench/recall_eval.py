@@ -46,6 +46,8 @@ SETS = {
     "crossling": os.path.join(HERE, "recall_sets", "crossling"),
     "longmem-test": os.path.join(HERE, "recall_sets", "longmem-test"),
     "crossling-test": os.path.join(HERE, "recall_sets", "crossling-test"),
+    "spread": os.path.join(HERE, "recall_sets", "spread"),
+    "spread-test": os.path.join(HERE, "recall_sets", "spread-test"),
 }
 sys.path.insert(0, os.environ.get("GEODE_EVAL_SRC") or os.path.dirname(HERE))
 
@@ -156,7 +158,19 @@ def main(argv=None) -> int:
     p.add_argument(
         "--hop-weight", type=float, default=None, help="neighbour stage weight (default: [recall] hop_weight)"
     )
+    p.add_argument("--spread-weight", type=float, default=None, help="spread stage weight ([recall] spread_weight)")
+    p.add_argument("--spread-anchors", type=int, default=None, help="spread stage anchors ([recall] spread_anchors)")
+    p.add_argument(
+        "--background-quantile",
+        type=float,
+        default=None,
+        help="the semantic background's quantile (search.BACKGROUND_QUANTILE; default the median, 0.5)",
+    )
     a = p.parse_args(argv)
+    if a.background_quantile is not None:
+        import geode.recall.search as search_mod
+
+        search_mod.BACKGROUND_QUANTILE = a.background_quantile
     if a.model:
         os.environ["GEODE_EMBED_MODEL"] = a.model
 
@@ -184,6 +198,10 @@ def main(argv=None) -> int:
         hy["blend"] = a.blend
     if a.hop_weight is not None:
         hy["hop_weight"] = a.hop_weight
+    if a.spread_weight is not None:
+        hy["spread_weight"] = a.spread_weight
+    if a.spread_anchors is not None:
+        hy["spread_anchors"] = a.spread_anchors
     all_modes = {
         "text": dict(mode="text"),
         "semantic": dict(mode="semantic"),

@@ -81,6 +81,8 @@ def test_german_note_answers_an_english_question(store, model):
 
 # -- priors ----------------------------------------------------------------------------------------
 def test_retired_note_ranks_below_an_equally_relevant_stable_one_but_is_returned(store, model):
+    # the priors alone: the spread stage (on by default) lifts a note sharing the top hit's rare
+    # words ("acquirer") toward it, which moves the ratio this test pins
     settings, root = store
     body = "Refunds on captures older than 180 days are rejected by the acquirer with error R-117."
     write(root, "a-old.md", note(body, title="Refund window", status="deprecated"))
@@ -88,17 +90,18 @@ def test_retired_note_ranks_below_an_equally_relevant_stable_one_but_is_returned
     write(root, "c-other.md", note("The office printer needs a badge.", title="Printer"))
     s = settings()
     index_all(s, model)
-    res = search(s, "refund window for old captures", embedder=model)
+    res = search(s, "refund window for old captures", embedder=model, spread_weight=0.0)
     ps = paths(res)
     assert ps[:2] == ["b-new.md", "a-old.md"]
     old, new = res["results"][1], res["results"][0]
     assert old["status"] == "deprecated"
     assert old["score"] == pytest.approx(new["score"] * 0.6, rel=1e-3)
-    off = search(s, "refund window for old captures", embedder=model, retired_weight=1.0)
+    off = search(s, "refund window for old captures", embedder=model, retired_weight=1.0, spread_weight=0.0)
     assert off["results"][0]["score"] == pytest.approx(off["results"][1]["score"], rel=1e-3)
 
 
 def test_salience_lifts_among_equals_and_relevance_keeps_the_upper_hand(store, model):
+    # the priors alone, as above (the spread stage would lift the twin toward the top hit)
     settings, root = store
     body = "Deploys leave with the weekly release train on Tuesday at 14:00."
     write(root, "a.md", note(body, title="Release train"))
@@ -106,7 +109,7 @@ def test_salience_lifts_among_equals_and_relevance_keeps_the_upper_hand(store, m
     write(root, "c.md", note("The coffee machine needs descaling.", title="Coffee", salience=1.0))
     s = settings()
     index_all(s, model)
-    res = search(s, "when do deploys leave with the release train", embedder=model)
+    res = search(s, "when do deploys leave with the release train", embedder=model, spread_weight=0.0)
     assert paths(res)[:3] == ["b.md", "a.md", "c.md"]
     assert res["results"][0]["score"] == pytest.approx(res["results"][1]["score"] * 1.15, rel=1e-3)
 

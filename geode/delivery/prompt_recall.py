@@ -81,8 +81,10 @@ def query_terms(text: str, limit: int = 16) -> list[str]:
 
 
 def fts5_query(terms: list[str]) -> str:
-    """An OR of prefix terms; words hold only letters and digits, so the quoting is safe."""
-    return " OR ".join(f'"{t}"*' for t in terms)
+    """An OR of prefix terms; words hold only letters and digits, so the quoting is safe. A term
+    written ``=word`` (``geode.recall.search.match_units``: a short word's whole forms) is the
+    whole word only, no prefix."""
+    return " OR ".join(f'"{t[1:]}"' if t[:1] == "=" else f'"{t}"*' for t in terms)
 
 
 def socket_path(home: str) -> str | None:

@@ -152,6 +152,10 @@ SCHEMA: dict = {
         "unknown_below": (FLOAT, 0.075, None),
         "unknown_word_weight": (FLOAT, 1.0, None),
         "feedback_weight": (FLOAT, 0.0, None),  # 0: no second query from the top hit's line
+        # the spread stage (geode.recall.spread): notes sharing the top hits' distinctive words are
+        # lifted toward them; chosen on the spread train set (bench/RECALL.md, Round 5); 0: off
+        "spread_weight": (FLOAT, 1.0, None),
+        "spread_anchors": (INT, 1, None),
     },
     "cleaner": {
         "cap": (INT, 50, None),  # notes per folder
@@ -274,6 +278,8 @@ class RecallSettings(Table):
         "unknown_below",
         "unknown_word_weight",
         "feedback_weight",
+        "spread_weight",
+        "spread_anchors",
     )
     model: str
     runtime: str
@@ -293,6 +299,8 @@ class RecallSettings(Table):
     unknown_below: float
     unknown_word_weight: float
     feedback_weight: float
+    spread_weight: float
+    spread_anchors: int
 
 
 class CleanerSettings(Table):

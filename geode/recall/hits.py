@@ -129,3 +129,12 @@ def passage_snippet(row: dict, passage: dict, terms: list[str], width: int = 200
         prose = [i for i in range(lo, hi + 1) if lines[i].strip() and not lines[i].lstrip().startswith("#")]
         best_i = prose[0] if prose else lo
     return _window(lines[best_i], fterms, width), base + best_i
+
+
+def whole_words(units: list[str]):
+    """A pattern finding any of the ``=word`` units as a whole word (FTS5's unicode61 words:
+    letters and digits)."""
+    import re
+
+    alts = "|".join(re.escape(fold(u[1:])) for u in units)
+    return re.compile(rf"(?<![^\W_])(?:{alts})(?![^\W_])")

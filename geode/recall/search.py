@@ -10,7 +10,9 @@ The two sides:
   a note holding all the question's rare words (an error code, a header name) keeps all of it.
   SQLite: FTS5 ``bm25`` with column weights title 8, tags 5, description 3, body 1; PostgreSQL:
   ``ts_rank_cd`` over a weighted ``tsvector``. Query words: stop words (English, German, French,
-  Spanish) removed, a light stemming (plural s, -ing, -ed), each word a prefix query, OR-ed.
+  Spanish) removed, a light stemming (plural s, -ing, -ed), OR-ed; a word of four letters or more
+  is a prefix query, a shorter one matches its whole forms ("cat", "cats"), and is a prefix only
+  where no note holds any of them (``match_units``: "cat" must not find "categorizing").
 - ``semantic``: every note is embedded as passages (``geode.recall.passages``); Chroma returns the
   nearest passages and a note's cosine is its best passage's (``note_score``; ``[recall]
   passage_share`` adds a bounded share of the second best). The hit shows that passage's snippet
@@ -39,6 +41,10 @@ edge strength`` to its neighbours (links and backlinks as ``build_context`` weig
 sharing a rare tag, i.e. an entity) that the two sides found, and the list is ranked again; a
 lifted note rises toward the anchor that lent to it, never past it.
 
+The spread stage (``geode.recall.spread``; ``[recall] spread_weight``, ``spread_anchors``), after
+the neighbour stage: the notes holding the top hit's answering line's names and rare words are
+brought in and lifted toward it, never past it (the 2nd and 3rd notes of a list question).
+
 Modes: ``hybrid`` (both sides; falls back to ``text`` when no vector exists for the model, and
 says how many notes in scope are not embedded yet: those are found by text alone until their
 vector lands), ``text`` (lexical only), ``semantic`` (for evaluation).
@@ -64,7 +70,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from geode.delivery.prompt_recall import fts5_query, query_terms
 from geode.recall.filters import FilterError, Where, as_where, filter_where
-from geode.recall.hits import fold, passage_snippet, snippet_and_line, supersedes_chain
+from geode.recall.hits import fold, passage_snippet, snippet_and_line, supersedes_chain, whole_words
 from geode.recall.recall_index import RecallIndex, address, is_retired
 from geode.recall.results import SearchHit, SearchResult
 from geode.recall.sqlread import NOTE_SELECT, db_errors, in_list
@@ -75,6 +81,11 @@ FTS_WEIGHTS = (8.0, 5.0, 3.0, 1.0)  # title, tags, description, body
 STALE_SQL = "embed_hash IS NULL OR embed_model IS NULL OR embed_hash != embed_text_hash"
 
 BACKGROUND_MIN = 8  # semantic candidates needed to tell a query's background cosine
+#: the quantile of the semantic candidates' cosines taken as the query's background (0.5: the
+#: median, which gives half the candidates a semantic component of 0). 0.3, 0.2 and 0.1 were
+#: measured worse on both long train sets (bench/RECALL.md, Round 5); kept for the evaluation
+#: (``recall_eval.py --background-quantile``)
+BACKGROUND_QUANTILE = 0.5
 EXACT_SEMANTIC_MAX = 5000  # with filters, up to this many candidates are compared exactly
 FILTER_OVERFETCH = 8  # a filtered text side reads at most this many times the candidates it needs
 RARE_TAG_DF = 5  # a tag held by at most this many notes names an entity (the neighbour stage)
@@ -123,7 +134,8 @@ def forget_term_stats(idx: RecallIndex) -> None:
 
 
 def doc_freq(idx: RecallIndex, conn, term: str) -> int:
-    """Notes holding a word starting with ``term`` (the prefix match the query uses), cached."""
+    """Notes holding a word starting with ``term`` (the prefix match the query uses), or, for a
+    unit ``=word`` (``match_units``), the whole word ``word``; cached."""
     st = _term_stats(idx, conn)["df"]
     if term not in st:
         if idx.dialect == "sqlite":
@@ -133,9 +145,86 @@ def doc_freq(idx: RecallIndex, conn, term: str) -> int:
         else:
             st[term] = conn.scalar(
                 "SELECT count(*) FROM recall_note WHERE recall_note.tsv @@ to_tsquery('simple', :q)",
-                {"q": f"{term}:*"},
+                {"q": tsquery([term])},
             )
     return int(st[term])
+
+
+def tsquery(units: list[str]) -> str:
+    """The PostgreSQL ``to_tsquery('simple', ...)`` text of ``units`` (as ``fts5_query``: a plain
+    term is a prefix, ``=word`` the whole word)."""
+    return " | ".join(u[1:] if u[:1] == "=" else f"{u}:*" for u in units)
+
+
+def notes_holding_upto(idx, conn, word: str, cap: int) -> int:
+    """How many notes hold a word starting with ``word`` (the prefix match), counted up to
+    ``cap + 1`` only: a word held by more is not distinctive, and counting every note of a common
+    word (80,000 of 100,000 in the bench's word salad) would cost what the whole search does. An
+    exact count is kept in the search's document-frequency cache."""
+    stats = _term_stats(idx, conn)
+    st = stats["df"]
+    if word in st:
+        return int(st[word])
+    over = stats.setdefault("over", {})  # words known to be held by more than a cap
+    if over.get(word, -1) >= cap:
+        return cap + 1
+    if idx.dialect == "sqlite":
+        sql = "SELECT count(*) FROM (SELECT 1 FROM recall_fts WHERE recall_fts MATCH :q LIMIT :cap)"
+        n = int(conn.scalar(sql, {"q": fts5_query([word]), "cap": cap + 1}))
+    else:
+        sql = (
+            "SELECT count(*) FROM (SELECT 1 FROM recall_note WHERE recall_note.tsv @@ "
+            "to_tsquery('simple', :q) LIMIT :cap) t"
+        )
+        n = int(conn.scalar(sql, {"q": tsquery([word]), "cap": cap + 1}))
+    if n <= cap:
+        st[word] = n
+    else:
+        over[word] = max(over.get(word, 0), cap)
+    return n
+
+
+#: a query word shorter than this matches whole words first (its own inflections, see
+#: ``word_forms``); as a prefix, "cat" would match "categorizing" and "catch", and "log" "logo"
+#: and "login". A longer word stays a prefix: four-letter words are often stems ("cach" of
+#: "caching", "caus" of "caused"), and at 5 the long English set lost two questions (each form
+#: is its own bm25 phrase with its own idf, which overweighs a note holding a rare form;
+#: bench/RECALL.md, Round 5).
+EXACT_BELOW = 4
+
+
+def word_forms(term: str) -> list[str]:
+    """The whole words a short query word stands for: itself and its regular inflections (the
+    forms ``query_terms``' light stemming folds onto it: plural, -ed, -ing, doubled consonant)."""
+    t = term
+    forms = [t, t + "s", t + "es", t + "ed", t + "d", t + "ing", t + t[-1] + "ed", t + t[-1] + "ing"]
+    forms += [t + "e", t + "er", t + "ers"]  # a stem cut before an e ("caus", "mov"): cause, move
+    if t.endswith("e"):
+        forms.append(t[:-1] + "ing")
+    if t.endswith("y"):
+        forms += [t[:-1] + "ies", t[:-1] + "ied"]
+    return list(dict.fromkeys(forms))
+
+
+def match_units(idx: RecallIndex, conn, terms: list[str]) -> dict[str, list[str]]:
+    """query word -> the full-text units it matches by: for a word shorter than ``EXACT_BELOW``,
+    the whole words of ``word_forms`` that some note holds (units ``=form``); only when no note
+    holds any of them, the prefix (the word itself, as every longer word). Exact words before
+    prefixes: "cat" finds the notes about a cat, not those about categorizing."""
+    out: dict[str, list[str]] = {}
+    for t in terms:
+        if len(t) < EXACT_BELOW and t.isalpha():
+            units = [f"={f}" for f in word_forms(t) if doc_freq(idx, conn, f"={f}") > 0]
+            if units:
+                out[t] = units
+                continue
+        out[t] = [t]
+    return out
+
+
+def flat_units(units: dict[str, list[str]]) -> list[str]:
+    """Every unit of ``match_units``' answer once, in the query's order."""
+    return list(dict.fromkeys(u for us in units.values() for u in us))
 
 
 def _notes_in_scope(idx: RecallIndex, conn, conds, key: str | None = None) -> int:
@@ -305,6 +394,7 @@ def lexical(idx: RecallIndex, terms: list[str], conds, n: int, filtered: bool = 
         return {}
     w = as_where(conds)
     with idx.sql.connect() as conn:
+        terms = flat_units(match_units(idx, conn, terms))  # exact words before prefixes
         if idx.dialect == "sqlite":
             terms = match_terms(idx, conn, terms)
             if not filtered:
@@ -344,26 +434,52 @@ def lexical(idx: RecallIndex, terms: list[str], conds, n: int, filtered: bool = 
             f"SELECT recall_note.id, {rank} AS s FROM recall_note "
             f"WHERE recall_note.tsv @@ to_tsquery('simple', :q) AND {w.sql} ORDER BY {rank} DESC LIMIT :n"
         )
-        rows = conn.all(sql, {**w.params, "q": " | ".join(f"{t}:*" for t in terms), "n": n})
+        rows = conn.all(sql, {**w.params, "q": tsquery(terms), "n": n})
         return {int(i): float(s) for i, s in rows}
 
 
-def _coverage(terms: list[str], row: dict, idf: dict[str, float] | None = None) -> float:
+def word_units(idx: RecallIndex, terms: list[str]) -> dict[str, list[str]]:
+    """``match_units`` on a connection of its own (its counts are cached: the lexical side
+    asked them already)."""
+    with idx.sql.connect() as conn:
+        return match_units(idx, conn, terms)
+
+
+def _coverage(
+    terms: list[str], row: dict, idf: dict[str, float] | None = None, units: dict[str, list[str]] | None = None
+) -> float:
     """The share of the query's words the note contains, each word weighted by its idf (a rare
-    word counts more than a common one; a word found in no note at all counts fully against)."""
+    word counts more than a common one; a word found in no note at all counts fully against).
+    ``units`` (``match_units``): a word matched by whole words counts only where one of them
+    stands as a word (not "cat" inside "categorizing"); else a word counts wherever it occurs."""
     if not terms:
         return 0.0
     tags = " ".join(json.loads(row.get("tags") or "[]"))
     hay = fold(f"{row['title']}\n{row['description']}\n{tags}\n{row['body']}")
     w = idf or {}
     total = sum(w.get(t, 1.0) for t in terms)
-    return sum(w.get(t, 1.0) for t in terms if fold(t) in hay) / total if total > 0 else 0.0
+    held = 0.0
+    for t in terms:
+        us = (units or {}).get(t)
+        if us and us[0][:1] == "=":
+            found = whole_words(us).search(hay) is not None
+        else:
+            found = fold(t) in hay
+        if found:
+            held += w.get(t, 1.0)
+    return held / total if total > 0 else 0.0
 
 
 def term_idf(
-    idx: RecallIndex, terms: list[str], conds, scope_key: str | None = None, unknown_weight: float | None = None
+    idx: RecallIndex,
+    terms: list[str],
+    conds,
+    scope_key: str | None = None,
+    unknown_weight: float | None = None,
+    units: dict[str, list[str]] | None = None,
 ) -> dict[str, float]:
-    """idf(t) = ln(1 + N / (1 + df(t))) over the notes in scope (df by the same prefix match).
+    """idf(t) = ln(1 + N / (1 + df(t))) over the notes in scope (df by the same match: the prefix,
+    or the whole words of ``units`` when given, where df is their largest).
     ``scope_key`` names the scope ``conds`` select, for the cached count (see ``_notes_in_scope``).
     ``unknown_weight``: the weight of a word no note in scope holds (df 0) instead of its idf, the
     largest (see ``unknown_weight``)."""
@@ -371,7 +487,11 @@ def term_idf(
         return {}
     with idx.sql.connect() as conn:
         n = _notes_in_scope(idx, conn, conds, scope_key)
-        return {t: word_weight(n, doc_freq(idx, conn, t), unknown_weight) for t in terms}
+        out = {}
+        for t in terms:
+            df = max(doc_freq(idx, conn, u) for u in (units or {}).get(t) or [t])
+            out[t] = word_weight(n, df, unknown_weight)
+        return out
 
 
 def word_weight(notes: int, df: int, unknown_weight: float | None = None) -> float:
@@ -577,6 +697,11 @@ def background(sims: list[float]) -> float:
     if len(sims) < BACKGROUND_MIN:
         return min(sims, default=0.0) - 1e-6
     ordered = sorted(sims)
+    if BACKGROUND_QUANTILE != 0.5:
+        pos = BACKGROUND_QUANTILE * (len(ordered) - 1)
+        lo = int(pos)
+        hi = min(lo + 1, len(ordered) - 1)
+        return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
     mid = len(ordered) // 2
     return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
@@ -719,6 +844,8 @@ def search(
     blend: str | None = None,
     hop_weight: float | None = None,
     feedback_weight: float | None = None,
+    spread_weight: float | None = None,
+    spread_anchors: int | None = None,
     salience_weight: float | None = None,
     retired_weight: float | None = None,
     refresh: bool = True,
@@ -796,8 +923,9 @@ def search(
             rows = {i: r for i, r in rows.items() if r["domain"] in in_scope}
         scope_key = None if filtered else "\x00domains " + " ".join(sorted(doms))
         uw = unknown_weight(sem, float(rc.unknown_below), float(rc.unknown_word_weight))
-        idf = term_idf(idx, terms, conds, scope_key, uw) if lex else {}
-        cov = {i: _coverage(terms, rows[i], idf) for i in lex if i in rows}
+        units = word_units(idx, terms) if lex else {}
+        idf = term_idf(idx, terms, conds, scope_key, uw, units) if lex else {}
+        cov = {i: _coverage(terms, rows[i], idf, units) for i in lex if i in rows}
         unembedded = {i for i in lex if i in rows and _waits_for_vector(rows[i], model)} if sem else set()
         fused = fuse(
             lex,
@@ -817,6 +945,18 @@ def search(
         hw = float(rc.hop_weight if hop_weight is None else hop_weight)
         if used == "hybrid":  # both sides answered: text and semantic modes stay one side each
             scored = neighbour_stage(idx, settings, scored, int(rc.hop_anchors), hw)
+            spw = float(rc.spread_weight if spread_weight is None else spread_weight)
+            spa = int(rc.spread_anchors if spread_anchors is None else spread_anchors)
+            if spw > 0 and spa > 0 and scored:
+                from geode.recall.spread import spread_stage
+
+                with idx.sql.connect() as conn:
+                    in_scope_n = _notes_in_scope(idx, conn, conds, scope_key)
+                sidf = idf or term_idf(idx, terms, conds, scope_key, uw, units)
+                side = {"lexical": lexical, "coverage": _coverage, "count": notes_holding_upto}
+                scored = spread_stage(
+                    idx, scored, terms, sidf, units, conds, filtered, in_scope_n, spa, spw, set(doms), **side
+                )
             fw = float(rc.feedback_weight if feedback_weight is None else feedback_weight)
             if fw > 0 and scored:
                 scored = feedback_stage(idx, s, q, terms, conds, n, filtered, scored, best_passage, fw)
