@@ -329,12 +329,14 @@ def lexical(idx: RecallIndex, terms: list[str], conds, n: int, filtered: bool = 
             # The full-text match drives the query and each hit looks its note up by id. The join
             # is on ``rowid + 0`` on purpose: a bare rowid constraint (``rowid IN (...)``, or a
             # join the planner turns around) makes FTS5 re-run the MATCH once per candidate row,
-            # which took 28 s at 10,000 notes.
+            # which took 28 s at 10,000 notes. ``CROSS JOIN`` keeps the match outside: a filter
+            # written ``recall_note.id IN (subquery)`` would otherwise let the planner start from
+            # the filter's notes and run the MATCH once per note.
             fw = FTS_WEIGHTS
             bm = f"bm25(recall_fts, {fw[0]}, {fw[1]}, {fw[2]}, {fw[3]})"
             sql = (
                 f"SELECT recall_fts.rowid AS id, {bm} AS s FROM recall_fts "
-                "JOIN recall_note ON recall_note.id = recall_fts.rowid + 0 "
+                "CROSS JOIN recall_note ON recall_note.id = recall_fts.rowid + 0 "
                 f"WHERE recall_fts MATCH :q AND {w.sql} ORDER BY {bm} LIMIT :n"
             )
             rows = conn.all(sql, {**w.params, "q": fts5_query(terms), "n": n})
@@ -424,10 +426,15 @@ def _notes_of(conn, got: list, w) -> dict[tuple[str, str], int]:
         pl = sorted(ps)
         for start in range(0, len(pl), 400):
             params = {**w.params, "d": d}
-            paths = in_list("recall_note.path", pl[start : start + 400], params, "p")
+            chunk = pl[start : start + 400]
+            params.update({f"p{j}": v for j, v in enumerate(chunk)})
+            # the paths drive (``CROSS JOIN``: each looks its note up by the unique index), so a
+            # filter written ``id IN (subquery)`` is checked per note and never read whole
+            cand = ", ".join(f"(:p{j})" for j in range(len(chunk)))
             sql = (
-                "SELECT recall_note.id, recall_note.path FROM recall_note "
-                f"WHERE recall_note.domain = :d AND {paths} AND {w.sql}"
+                f"WITH cand(path) AS (VALUES {cand}) SELECT recall_note.id, recall_note.path FROM cand "
+                "CROSS JOIN recall_note ON recall_note.domain = :d AND recall_note.path = cand.path "
+                f"WHERE {w.sql}"
             )
             for i, p in conn.all(sql, params):
                 nid_of[(d, p)] = int(i)
@@ -915,12 +922,19 @@ def _count_pending(idx: RecallIndex, conds, model_id: str) -> int:
         f"recall_note.embed_model < :model AND {same_text}",
         f"recall_note.embed_model > :model AND {same_text}",
     ]
+    # SQLite: the stale notes by their partial index, named. The statistics ``ANALYZE`` keeps
+    # (``RecallIndex.keep_stats``) are taken after a refresh, when every new note is still stale:
+    # they make that index look as large as the table, and the planner would walk the domain's
+    # notes in ``ix_recall_note_embed`` instead of the few that wait.
+    froms = ["recall_note INDEXED BY ix_recall_note_stale" if idx.dialect == "sqlite" else "recall_note"]
+    froms += ["recall_note", "recall_note"]
     with idx.sql.connect() as conn:
 
         def count(where) -> int:
             params = {**where.params, "model": model_id}
             return sum(
-                int(conn.scalar(f"SELECT count(*) FROM recall_note WHERE {where.sql} AND {q}", params)) for q in parts
+                int(conn.scalar(f"SELECT count(*) FROM {f} WHERE {where.sql} AND {q}", params))
+                for f, q in zip(froms, parts, strict=True)
             )
 
         if len(w) > 1:  # filtered: the domain alone first (the indexes answer it); none there, none here
