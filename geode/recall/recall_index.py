@@ -101,6 +101,7 @@ class RecallIndex:
             self.sql = sqlread.sqlite_reader(path)
             if not self.sql.schema_complete():
                 self._open_writer()  # creates what is missing (a new home, an older layout)
+                self.keep_stats()  # an older layout's index gets its statistics (none yet: ANALYZE)
         else:
             self._open_writer()
             self.sql = sqlread.SAReader(self.reader)
