@@ -533,11 +533,10 @@ class Semantic:
         qv = started.result() if started is not None else self.embedder.embed_query(query)
         w = as_where(conds)
         with idx.sql.connect() as conn:
-            if filtered:  # counting stops past the bound (a broad filter never scans every note)
-                count = conn.scalar(
-                    f"SELECT count(*) FROM (SELECT 1 FROM recall_note WHERE {w.sql} LIMIT :cap)",
-                    {**w.params, "cap": EXACT_SEMANTIC_MAX + 1},
-                )
+            if filtered:  # the scope's count, as the text side's idf counts it (cached per scope
+                # while the index stays the same: a count stopped at the bound still read the
+                # filter's whole subquery, 90-130 ms a search for a 23% tag at 100,000 notes)
+                count = _notes_in_scope(idx, conn, w)
                 if count <= EXACT_SEMANTIC_MAX:
                     rows = conn.all(
                         "SELECT recall_note.id, recall_note.domain, recall_note.path, recall_note.embed_hash "
@@ -550,18 +549,33 @@ class Semantic:
                     # passage plus at most ``share`` x 0.05, and a second within 0.05 of it)
                     slack = 0.05 + max(0.0, self.share) * 0.05 + 1e-6
                     got = vs.scope_passages(qv, [(d, p, h) for _i, d, p, h in rows], n, slack)
-                    return self._by_note(got, nid_of, n)
+                    return self._best_metas(vs, *self._by_note(got, nid_of, n))
             k = n * PASSAGES_PER_NOTE
-            got = vs.query(qv, k, metas=True)
+            # distances only: Chroma's metadata is most of a query's cost (1,500 passages at
+            # 100,000: 78 ms without, 436 ms with, on busy cores); the kept notes' best passages
+            # have theirs read after (``_best_metas``)
+            got = [(i, sc, None) for i, sc in vs.query(qv, k)]
             if not got:
                 return {}, {}
             nid_of = _notes_of(conn, got, w, idx.dialect == "sqlite")
             # a broad filter: as many passages as an unfiltered search first; eight times that only
             # when fewer than n of their notes pass it (and Chroma had more to give)
             if filtered and len(set(nid_of.values())) < n and len(got) >= k:
-                got = vs.query(qv, 8 * k, metas=True)
+                got = [(i, sc, None) for i, sc in vs.query(qv, 8 * k)]
                 nid_of = _notes_of(conn, got, w, idx.dialect == "sqlite")
-        return self._by_note(got, nid_of, n)
+        return self._best_metas(vs, *self._by_note(got, nid_of, n))
+
+    @staticmethod
+    def _best_metas(vs, top: dict[int, float], best: dict[int, dict]) -> tuple[dict[int, float], dict[int, dict]]:
+        """Each kept note's best passage with its metadata (line span, text hash...), read from
+        Chroma for those passages alone; ``best`` as ``_by_note`` gives it (``vid`` is dropped)."""
+        vids = [b["vid"] for b in best.values() if "vid" in b]
+        metas = vs.passage_metadatas(vids) if vids else {}
+        out = {}
+        for nid, b in best.items():
+            vid = b.pop("vid", None)
+            out[nid] = {**(metas.get(vid) or {}), **b} if vid is not None else b
+        return top, out
 
     def _by_note(self, got: list, nid_of: dict, n: int) -> tuple[dict[int, float], dict[int, dict]]:
         """Passages (id, cosine, metadata) grouped by note: ``note_score`` of each note's
@@ -577,7 +591,8 @@ class Semantic:
                 continue
             per.setdefault(nid, []).append(sim)
             if nid not in best or sim > best[nid]["cos"]:
-                best[nid] = {**(meta or {}), "cos": sim, "passage": k}
+                # a passage read without its metadata keeps its id, for ``_best_metas``
+                best[nid] = {**(meta or {}), "cos": sim, "passage": k} if meta is not None else {"cos": sim, "passage": k, "vid": vid}
         out = {nid: note_score(sims, self.share) for nid, sims in per.items()}
         top = dict(sorted(out.items(), key=lambda kv: -kv[1])[:n])
         return top, {i: best[i] for i in top}

@@ -377,7 +377,8 @@ class VectorStore:
         score (``search.note_score``) lies between a note's best passage and that plus its share
         of the second's margin, and the second counts only within 0.05 of the best, so with
         ``slack`` >= 0.05 + that share no note of the best ``n``, nor a passage that moves one,
-        is left out. Only the kept passages' metadata is read.
+        is left out. No metadata is read (None): the caller reads the few it keeps
+        (``passage_metadatas``).
 
         Why: the exact read of a scope's passages from Chroma (``passage_similarities``) costs
         0.5-1.4 s at 4,000-5,500 notes (100,000 in the store, two busy cores), nearly all of it
@@ -400,9 +401,7 @@ class VectorStore:
         best = np.maximum.reduceat(sims, starts)
         nth = float(np.partition(best, len(best) - n)[len(best) - n]) if len(best) > n else float(best.min())
         keep = np.nonzero(sims >= nth - slack)[0]
-        kept = [ids[i] for i in keep]
-        metas = self._metadatas(kept)
-        return [(vid, float(sims[i]), metas.get(vid) or {}) for vid, i in zip(kept, keep, strict=True)]
+        return [(ids[i], float(sims[i]), None) for i in keep]
 
     def _scope_matrix(self, notes: list[tuple[str, str, str | None]]):
         """(ids, embeddings, their norms, where each note's passages start) of the scope's
@@ -434,8 +433,11 @@ class VectorStore:
         mat = np.asarray(rows, dtype=np.float32)
         return ids, mat, np.maximum(np.linalg.norm(mat, axis=1), 1e-12), np.asarray(starts, dtype=np.intp)
 
-    def _metadatas(self, ids: list[str]) -> dict[str, dict]:
+    def passage_metadatas(self, ids: list[str]) -> dict[str, dict]:
+        """id -> metadata of the passages ``ids`` (those present)."""
         out: dict[str, dict] = {}
+        if self.col is None:
+            return out
         for start in range(0, len(ids), 2000):
             try:
                 got = self.col.get(ids=ids[start : start + 2000], include=["metadatas"])
