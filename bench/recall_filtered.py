@@ -56,17 +56,18 @@ def main(argv=None) -> int:
     p.add_argument("--code", default=None, help="another tree of geode to measure")
     p.add_argument("--queries", type=int, default=20)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--home", default=None, help="another copy of the index's home (default: zipf-n100000)")
     a = p.parse_args(argv)
     from geode.kernel.config import load_settings
 
-    home = os.path.join(OUT, "zipf-n100000")
+    home = a.home or os.path.join(OUT, "zipf-n100000")
     if not os.path.exists(os.path.join(home, "geode.db")):
         sys.exit(f"{home}: no index; build it with bench/recall_speed.py --store zipf --sizes 100000")
     manifest = generate_zipf_store(100000)
     settings = load_settings(store=manifest["root"], home=home)
     rng = random.Random(5)
     qs = [rng.choice(QUERIES) for _ in range(a.queries)]
-    print(f"tree {CODE}, load {os.getloadavg()}")
+    print(f"tree {CODE}, home {home}, load {os.getloadavg()}")
     for r in range(a.rounds):
         ts = timed(settings, qs)
         print(line(f"hybrid, no filter, round {r + 1}", ts), [(round(t), q) for t, q in ts[-3:]])

@@ -67,8 +67,12 @@ class LiteCollection:
     def count(self) -> int:
         return int(self._b.count(self.id, TENANT, DATABASE))
 
-    def query(self, query_embeddings, n_results: int = 10, include=("distances",)) -> dict:
-        r = self._b.query(self.id, None, query_embeddings, n_results, None, None, list(include), TENANT, DATABASE)
+    def query(self, query_embeddings, n_results: int = 10, include=("distances",), where=None) -> dict:
+        """``where`` as ``get`` takes it: the engine's filtered nearest-neighbour search."""
+        import json
+
+        w = json.dumps(where) if where else None
+        r = self._b.query(self.id, None, query_embeddings, n_results, w, None, list(include), TENANT, DATABASE)
         return {"ids": r.ids, "distances": r.distances, "metadatas": r.metadatas}
 
     def get(self, ids=None, where=None, include=(), limit=None, offset=None) -> dict:

@@ -56,6 +56,11 @@ notes_t = Table(
     Index("ux_recall_note_domain_path", "domain", "path", unique=True),
     Index("ix_recall_note_permalink", "domain", "permalink"),
     Index("ix_recall_note_mtime", "mtime_ns"),
+    # the filters on a note's own columns (type, status, after): a narrow one reads its notes,
+    # and a count of its scope reads the index alone, not 100,000 wide rows (issue 25)
+    Index("ix_recall_note_type", "domain", "type"),
+    Index("ix_recall_note_status", "domain", "status"),
+    Index("ix_recall_note_recorded", "domain", "recorded"),
     # covers the pending count (search says how many notes wait for a vector) without the table
     Index("ix_recall_note_embed", "domain", "embed_model", "embed_hash", "embed_text_hash"),
     # the notes whose vector is missing or stale whatever the model (usually none): the pending

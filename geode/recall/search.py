@@ -369,20 +369,21 @@ def top_bm25(idx: RecallIndex, conn, terms: list[str], n: int) -> list[tuple[int
 
 # -- the two sides --------------------------------------------------------------------------
 def _passing(conn, top: list[tuple[int, float]], w) -> list[tuple[int, float]]:
-    """The (id, score) of ``top`` that the filters ``w`` select, in ``top``'s order. The candidates
-    drive the lookup (a CROSS JOIN keeps them outer): with ``id IN (...)`` SQLite, having no
-    statistics, walks the domain index over every note instead (15 ms against 1 at 100,000)."""
+    """The (id, score) of ``top`` that the filters ``w`` select, in ``top``'s order (SQLite).
+    The candidates drive: ``id IN (:ids)`` with the filters' probe form (``Where.probe_sql``: the
+    domain kept out of its indexes, tags and frontmatter as a few rows per candidate). Measured
+    at 100,000 notes with statistics, 500 candidates of a 23% tag: 8 ms; a ``VALUES`` list
+    joined to the notes builds a Bloom filter over the whole table first (170-270 ms), and a
+    bare domain condition walks the domain's index (25 ms). ``NOT INDEXED`` leaves SQLite the
+    rowid alone (a small table's planner may rather scan an index than seek 500 ids)."""
     if not top:
         return []
-    params = dict(w.params)
-    for j, (i, _s) in enumerate(top):
-        params[f"lx{j}"] = i
-    cands = ", ".join(f"(:lx{j})" for j in range(len(top)))
-    sql = (
-        f"WITH cand(id) AS (VALUES {cands}) SELECT recall_note.id FROM cand "
-        f"CROSS JOIN recall_note ON recall_note.id = cand.id WHERE {w.sql}"
-    )
-    keep = set(conn.column(sql, params))
+    keep: set = set()
+    for start in range(0, len(top), 500):
+        params = dict(w.params)
+        cond = in_list("recall_note.id", [i for i, _s in top[start : start + 500]], params, "lx")
+        sql = f"SELECT recall_note.id FROM recall_note NOT INDEXED WHERE {cond} AND {w.probe_sql}"
+        keep.update(conn.column(sql, params))
     return [(i, sc) for i, sc in top if i in keep]
 
 
@@ -419,13 +420,16 @@ def lexical(idx: RecallIndex, terms: list[str], conds, n: int, filtered: bool = 
             # The full-text match drives the query and each hit looks its note up by id. The join
             # is on ``rowid + 0`` on purpose: a bare rowid constraint (``rowid IN (...)``, or a
             # join the planner turns around) makes FTS5 re-run the MATCH once per candidate row,
-            # which took 28 s at 10,000 notes.
+            # which took 28 s at 10,000 notes. The filter is one list of the scope's ids, read
+            # once by its indexes (the filter's ``id IN (subquery)``), and each row of the match is
+            # checked against it: no note row is read per match row and bm25 is computed only for
+            # the rows in scope (a query of common words with a 4% tag: 220 -> see bench/RECALL.md).
             fw = FTS_WEIGHTS
             bm = f"bm25(recall_fts, {fw[0]}, {fw[1]}, {fw[2]}, {fw[3]})"
             sql = (
-                f"SELECT recall_fts.rowid AS id, {bm} AS s FROM recall_fts "
-                "JOIN recall_note ON recall_note.id = recall_fts.rowid + 0 "
-                f"WHERE recall_fts MATCH :q AND {w.sql} ORDER BY {bm} LIMIT :n"
+                f"SELECT recall_fts.rowid AS id, {bm} AS s FROM recall_fts WHERE recall_fts MATCH :q "
+                f"AND recall_fts.rowid + 0 IN (SELECT recall_note.id FROM recall_note WHERE {w.sql}) "
+                f"ORDER BY {bm} LIMIT :n"
             )
             rows = conn.all(sql, {**w.params, "q": fts5_query(terms), "n": n})
             return {int(i): -float(s) for i, s in rows}
@@ -530,28 +534,42 @@ def unknown_weight(sem: dict[int, float], below: float, weight: float) -> float 
     return weight
 
 
-def _notes_of(conn, got: list, w) -> dict[tuple[str, str], int]:
+def _notes_of(conn, got: list, w, sqlite: bool = True) -> dict[tuple[str, str], int]:
     """(domain, path) -> note id for the notes of the passages ``got`` (Chroma's answers) that the
-    filters ``w`` select: (domain, path) is the unique index, one lookup per 400 paths."""
+    filters ``w`` select: the notes by their (domain, path), the unique index, 400 paths a
+    lookup; then the filter on those ids (``_passing``).
+
+    Why two reads: with the filter in the lookup, SQLite took the filter's ``id IN (subquery)``
+    into the seek of the (domain, path, rowid) index, once per path and per id of the subquery:
+    18 s for a 23% tag at 100,000 notes."""
     from geode.recall.vectors import note_of
 
     keys: dict[str, set[str]] = {}
     for vid, _s, _m in got:
         d, p, _n = note_of(vid)
         keys.setdefault(d, set()).add(p)
-    nid_of: dict[tuple[str, str], int] = {}
+    found: dict[tuple[str, str], int] = {}
     for d, ps in keys.items():
         pl = sorted(ps)
         for start in range(0, len(pl), 400):
-            params = {**w.params, "d": d}
+            params: dict = {"d": d}
             paths = in_list("recall_note.path", pl[start : start + 400], params, "p")
-            sql = (
-                "SELECT recall_note.id, recall_note.path FROM recall_note "
-                f"WHERE recall_note.domain = :d AND {paths} AND {w.sql}"
-            )
+            sql = f"SELECT recall_note.id, recall_note.path FROM recall_note WHERE recall_note.domain = :d AND {paths}"
             for i, p in conn.all(sql, params):
-                nid_of[(d, p)] = int(i)
-    return nid_of
+                found[(d, p)] = int(i)
+    if not len(w) or not found:
+        return found
+    ids = sorted(found.values())
+    keep: set[int] = set()
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        if sqlite:
+            keep.update(i for i, _s in _passing(conn, [(i, 0.0) for i in chunk], w))
+        else:  # PostgreSQL's planner has its statistics; a VALUES list would need typed values
+            params = {**w.params}
+            cond = in_list("recall_note.id", chunk, params, "i")
+            keep.update(int(i) for i in conn.column(f"SELECT recall_note.id FROM recall_note WHERE {cond} AND {w.sql}", params))
+    return {k: i for k, i in found.items() if i in keep}
 
 
 class Semantic:
@@ -635,30 +653,49 @@ class Semantic:
         qv = started.result() if started is not None else self.embedder.embed_query(query)
         w = as_where(conds)
         with idx.sql.connect() as conn:
-            if filtered:  # counting stops past the bound (a broad filter never scans every note)
-                count = conn.scalar(
-                    f"SELECT count(*) FROM (SELECT 1 FROM recall_note WHERE {w.sql} LIMIT :cap)",
-                    {**w.params, "cap": EXACT_SEMANTIC_MAX + 1},
-                )
+            if filtered:  # the scope's count, as the text side's idf counts it (cached per scope
+                # while the index stays the same: a count stopped at the bound still read the
+                # filter's whole subquery, 90-130 ms a search for a 23% tag at 100,000 notes)
+                count = _notes_in_scope(idx, conn, w)
                 if count <= EXACT_SEMANTIC_MAX:
                     rows = conn.all(
-                        f"SELECT recall_note.id, recall_note.domain, recall_note.path FROM recall_note WHERE {w.sql}",
+                        "SELECT recall_note.id, recall_note.domain, recall_note.path, recall_note.embed_hash "
+                        f"FROM recall_note WHERE {w.sql}",
                         w.params,
                     )
-                    nid_of = {(d, p): i for i, d, p in rows}
-                    got = vs.passage_similarities(qv, sorted({p for _i, _d, p in rows}))
-                    return self._by_note(got, nid_of, n)
+                    nid_of = {(d, p): i for i, d, p, _h in rows}
+                    # exact, as reading every passage of the scope, but only the passages that can
+                    # decide the best n notes come back (``scope_passages``: note_score is the best
+                    # passage plus at most ``share`` x 0.05, and a second within 0.05 of it)
+                    slack = 0.05 + max(0.0, self.share) * 0.05 + 1e-6
+                    got = vs.scope_passages(qv, [(d, p, h) for _i, d, p, h in rows], n, slack)
+                    return self._best_metas(vs, *self._by_note(got, nid_of, n))
             k = n * PASSAGES_PER_NOTE
-            got = vs.query(qv, k, metas=True)
+            # distances only: Chroma's metadata is most of a query's cost (1,500 passages at
+            # 100,000: 78 ms without, 436 ms with, on busy cores); the kept notes' best passages
+            # have theirs read after (``_best_metas``)
+            got = [(i, sc, None) for i, sc in vs.query(qv, k)]
             if not got:
                 return {}, {}
-            nid_of = _notes_of(conn, got, w)
+            nid_of = _notes_of(conn, got, w, idx.dialect == "sqlite")
             # a broad filter: as many passages as an unfiltered search first; eight times that only
             # when fewer than n of their notes pass it (and Chroma had more to give)
             if filtered and len(set(nid_of.values())) < n and len(got) >= k:
-                got = vs.query(qv, 8 * k, metas=True)
-                nid_of = _notes_of(conn, got, w)
-        return self._by_note(got, nid_of, n)
+                got = [(i, sc, None) for i, sc in vs.query(qv, 8 * k)]
+                nid_of = _notes_of(conn, got, w, idx.dialect == "sqlite")
+        return self._best_metas(vs, *self._by_note(got, nid_of, n))
+
+    @staticmethod
+    def _best_metas(vs, top: dict[int, float], best: dict[int, dict]) -> tuple[dict[int, float], dict[int, dict]]:
+        """Each kept note's best passage with its metadata (line span, text hash...), read from
+        Chroma for those passages alone; ``best`` as ``_by_note`` gives it (``vid`` is dropped)."""
+        vids = [b["vid"] for b in best.values() if "vid" in b]
+        metas = vs.passage_metadatas(vids) if vids else {}
+        out = {}
+        for nid, b in best.items():
+            vid = b.pop("vid", None)
+            out[nid] = {**(metas.get(vid) or {}), **b} if vid is not None else b
+        return top, out
 
     def _by_note(self, got: list, nid_of: dict, n: int) -> tuple[dict[int, float], dict[int, dict]]:
         """Passages (id, cosine, metadata) grouped by note: ``note_score`` of each note's
@@ -674,7 +711,8 @@ class Semantic:
                 continue
             per.setdefault(nid, []).append(sim)
             if nid not in best or sim > best[nid]["cos"]:
-                best[nid] = {**(meta or {}), "cos": sim, "passage": k}
+                # a passage read without its metadata keeps its id, for ``_best_metas``
+                best[nid] = {**(meta or {}), "cos": sim, "passage": k} if meta is not None else {"cos": sim, "passage": k, "vid": vid}
         out = {nid: note_score(sims, self.share) for nid, sims in per.items()}
         top = dict(sorted(out.items(), key=lambda kv: -kv[1])[:n])
         return top, {i: best[i] for i in top}
@@ -1055,12 +1093,19 @@ def _count_pending(idx: RecallIndex, conds, model_id: str) -> int:
         f"recall_note.embed_model < :model AND {same_text}",
         f"recall_note.embed_model > :model AND {same_text}",
     ]
+    # SQLite: the stale notes by their partial index, named. The statistics ``ANALYZE`` keeps
+    # (``RecallIndex.keep_stats``) are taken after a refresh, when every new note is still stale:
+    # they make that index look as large as the table, and the planner would walk the domain's
+    # notes in ``ix_recall_note_embed`` instead of the few that wait.
+    froms = ["recall_note INDEXED BY ix_recall_note_stale" if idx.dialect == "sqlite" else "recall_note"]
+    froms += ["recall_note", "recall_note"]
     with idx.sql.connect() as conn:
 
         def count(where) -> int:
             params = {**where.params, "model": model_id}
             return sum(
-                int(conn.scalar(f"SELECT count(*) FROM recall_note WHERE {where.sql} AND {q}", params)) for q in parts
+                int(conn.scalar(f"SELECT count(*) FROM {f} WHERE {where.sql} AND {q}", params))
+                for f, q in zip(froms, parts, strict=True)
             )
 
         if len(w) > 1:  # filtered: the domain alone first (the indexes answer it); none there, none here

@@ -370,6 +370,127 @@ class VectorStore:
         return out
 
 
+    def scope_passages(self, vec, notes: list[tuple[str, str, str | None]], n: int, slack: float) -> list:
+        """The passages of the notes ``notes`` ((domain, path, embed hash)) that can decide the
+        best ``n`` of them, exactly, as (id, cosine similarity, metadata): every passage whose
+        cosine is at least the ``n``-th best note's best passage less ``slack``. The caller's note
+        score (``search.note_score``) lies between a note's best passage and that plus its share
+        of the second's margin, and the second counts only within 0.05 of the best, so with
+        ``slack`` >= 0.05 + that share no note of the best ``n``, nor a passage that moves one,
+        is left out. No metadata is read (None): the caller reads the few it keeps
+        (``passage_metadatas``).
+
+        Why: the exact read of a scope's passages from Chroma (``passage_similarities``) costs
+        0.5-1.4 s at 4,000-5,500 notes (100,000 in the store, two busy cores), nearly all of it
+        Chroma's ``get`` handing back each passage's embedding and metadata. The scope's
+        embeddings are kept as one matrix (``ScopeCache``: a few scopes, each keyed by its notes'
+        embed hashes, so a note embedded again reads its scope again), so the next search in the
+        same scope is a product of that matrix with the query."""
+        import numpy as np
+
+        if self.col is None or not notes or n <= 0:
+            return []
+        entry = _SCOPES.get(self, notes)
+        if entry is None:
+            entry = _SCOPES.put(self, notes, self._scope_matrix(notes))
+        ids, mat, norms, starts = entry
+        if not ids:
+            return []
+        q = np.asarray(vec, dtype=np.float32)
+        sims = mat @ q / norms
+        best = np.maximum.reduceat(sims, starts)
+        nth = float(np.partition(best, len(best) - n)[len(best) - n]) if len(best) > n else float(best.min())
+        keep = np.nonzero(sims >= nth - slack)[0]
+        return [(ids[i], float(sims[i]), None) for i in keep]
+
+    def _scope_matrix(self, notes: list[tuple[str, str, str | None]]):
+        """(ids, embeddings, their norms, where each note's passages start) of the scope's
+        passages, grouped by note (ids only: the metadata is read for the few kept)."""
+        import numpy as np
+
+        wanted = {(d, p) for d, p, _h in notes}
+        paths = sorted({p for _d, p in wanted})
+        by_note: dict[tuple[str, str], list[tuple[str, Any]]] = {}
+        for start in range(0, len(paths), 500):
+            try:
+                got = self.col.get(where={"path": {"$in": paths[start : start + 500]}}, include=["embeddings"])
+            except client_errors() as exc:
+                raise unavailable(self.settings, self.folder, exc) from exc
+            for vid, emb in zip(got["ids"], got["embeddings"], strict=False):
+                d, p, _k = note_of(vid)
+                if (d, p) in wanted:  # another domain's note at the same path is not in scope
+                    by_note.setdefault((d, p), []).append((vid, emb))
+        ids: list[str] = []
+        rows: list[Any] = []
+        starts: list[int] = []
+        for key in sorted(by_note):
+            starts.append(len(ids))
+            for vid, emb in sorted(by_note[key], key=lambda t: t[0]):
+                ids.append(vid)
+                rows.append(emb)
+        if not ids:
+            return [], None, None, None
+        mat = np.asarray(rows, dtype=np.float32)
+        return ids, mat, np.maximum(np.linalg.norm(mat, axis=1), 1e-12), np.asarray(starts, dtype=np.intp)
+
+    def passage_metadatas(self, ids: list[str]) -> dict[str, dict]:
+        """id -> metadata of the passages ``ids`` (those present)."""
+        out: dict[str, dict] = {}
+        if self.col is None:
+            return out
+        for start in range(0, len(ids), 2000):
+            try:
+                got = self.col.get(ids=ids[start : start + 2000], include=["metadatas"])
+            except client_errors() as exc:
+                raise unavailable(self.settings, self.folder, exc) from exc
+            out.update({i: m or {} for i, m in zip(got["ids"], got["metadatas"], strict=False)})
+        return out
+
+
+class ScopeCache:
+    """The embeddings of the last few scopes a filtered search read (``scope_passages``), in
+    this process: keyed by the collection, its folder and a digest of the scope's notes with
+    their embed hashes (a note re-embedded, added or removed is another scope). At most
+    ``SCOPES_KEPT`` scopes, the least recently used dropped first; a scope is at most
+    ``search.EXACT_SEMANTIC_MAX`` notes (about 6 MB of float32 at 384 dimensions and 2 passages
+    a note)."""
+
+    def __init__(self, kept: int) -> None:
+        from collections import OrderedDict
+
+        self.kept = kept
+        self._d: OrderedDict = OrderedDict()
+
+    @staticmethod
+    def _key(vs: VectorStore, notes) -> tuple:
+        import hashlib
+
+        h = hashlib.sha256()
+        for d, p, e in sorted(notes, key=lambda t: (t[0], t[1])):
+            h.update(f"{d}\x00{p}\x00{e}\x01".encode())
+        return (vs.name, vs.folder, vs.remote and chroma_url(vs.settings), h.hexdigest())
+
+    def get(self, vs: VectorStore, notes):
+        key = self._key(vs, notes)
+        hit = self._d.get(key)
+        if hit is not None:
+            self._d.move_to_end(key)
+        return hit
+
+    def put(self, vs: VectorStore, notes, entry):
+        self._d[self._key(vs, notes)] = entry
+        while len(self._d) > self.kept:
+            self._d.popitem(last=False)
+        return entry
+
+    def clear(self) -> None:
+        self._d.clear()
+
+
+SCOPES_KEPT = 4
+_SCOPES = ScopeCache(SCOPES_KEPT)
+
+
 # -- embedding the pending notes -------------------------------------------------------------------
 def _stored_passages(vs: VectorStore, notes: list[tuple[str, str]]) -> dict[tuple[str, str], dict]:
     """(domain, path) -> {"ids": [...], "by_hash": {text_hash: embedding}} of what is stored."""
