@@ -297,10 +297,11 @@ class Delivery:
         return keep
 
     def _record(self, result: dict, delivered, skipped, action: str, channel: str, limit: str) -> None:
-        """One ledger row and one result entry per delivered and per skipped crystal; a crystal
-        skipped again while it is still pending from an earlier action of the session is listed
-        but not recorded again (a common command matching 300 crystals would otherwise write 300
-        rows per call, every call, saying the same thing)."""
+        """One ledger row and one result entry per delivered crystal; one result entry per
+        skipped crystal and one row per action holding the skipped set. A crystal skipped again
+        while it is still pending from an earlier action of the session is listed but not
+        recorded again (a common command matching 300 crystals would otherwise record 300 skips
+        per call, every call, saying the same thing)."""
         from geode.delivery.control import EXEMPT_DETAIL
 
         for it, block, truncated in delivered:
@@ -310,10 +311,14 @@ class Delivery:
                 entry["exempt"] = True
             result["delivered"].append(entry)
             self._event("delivered", it, action, channel, len(block), truncated, EXEMPT_DETAIL if exempt else "")
+        fresh: list[tuple[str, str]] = []
         for it in skipped:
             result["skipped"].append(_entry(it, reason=limit))
             if not it.carried:
-                self._event("skipped_budget", it, action, channel, detail=limit)
+                fresh.append((it.crystal_id, it.term))
+        # one row per action holds the set (``ledger.skip_set_details``; read by ``ledger.skipped_items``)
+        for detail in ledger.skip_set_details(limit, fresh):
+            self._event("skipped_budget", None, action, channel, detail=detail)
 
     def _session_updates(self, delivered, skipped) -> None:
         try:
@@ -412,6 +417,6 @@ class Delivery:
         """Write the collected ledger events; returns where they went ("db", "spool", "none")."""
         if not self.events:
             return "none"
-        where = ledger.append(self.settings, self.events)
+        where = ledger.append(self.settings, self.events, conn=self._ledger_conn)
         self.events = []
         return where
