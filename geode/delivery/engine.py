@@ -75,6 +75,7 @@ class Delivery:
         #: crystal ids whose binding says ``control: never``: the control arm never withholds them,
         #: and their delivered rows say so (``control.EXEMPT_DETAIL``), so study counts them apart
         self._exempt: set[str] = set()
+        self._unverified: set[str] = set()  # act items built without their stat (``_verify``)
 
     # -- the control arm -------------------------------------------------------
     def _withhold(self, crystal_id: str) -> tuple[bool, str]:
@@ -107,16 +108,24 @@ class Delivery:
     # (essence only, no frontmatter parse, its hash checked against the index) when the packer
     # decides it fits, and a file that changed is parsed as before. The delivered text is
     # still always read from the file at delivery time.
-    def _fresh_item(self, row, term: str, carried: bool, action: str | None, prepared=None):
+    #
+    # The act channel goes one step further (issue 25): a command matching 240 crystals made 240
+    # ``stat`` calls for the six that fit. There an item is built from the index alone
+    # (``defer``), and the one ``stat`` is made when the packer is about to admit it
+    # (``_verify``, called by ``_admitter``): only what can be delivered is checked. An item
+    # whose file changed is then parsed as before and dropped when it no longer applies; one
+    # skipped for budget is not checked now (it is checked when it fits, on a later action).
+    def _fresh_item(self, row, term: str, carried: bool, action: str | None, prepared=None, defer: bool = False):
         """The crystal as an item (its essence read later, when it fits); None when it no
         longer applies (edited, removed, unbound)."""
-        if self.idx.is_current(row):
+        deferred = defer and row.mtime_ns is not None and row.domain in self.settings.domains
+        if deferred or self.idx.is_current(row):
             if not row.essence_len:
                 return None
             if row.exempt:
                 self._exempt.add(row.crystal_id)
             root = self.settings.domains[row.domain]
-            return Item(
+            item = Item(
                 row.crystal_id,
                 row.domain,
                 row.path,
@@ -131,7 +140,27 @@ class Delivery:
                 spec=row.spec or float(len(term)),
                 source=(row, action, prepared),
             )
+            if deferred:
+                self._unverified.add(row.crystal_id)
+            return item
         return self._parsed_item(row, term, carried, action, prepared)
+
+    def _verify(self, item: Item) -> bool:
+        """The deferred ``stat`` of an act item about to be admitted: True when it still
+        applies (an item whose file changed is re-read in place), False when it no longer does."""
+        if item.crystal_id not in self._unverified:
+            return True
+        self._unverified.discard(item.crystal_id)
+        row, action, prepared = item.source
+        if self.idx.is_current(row):
+            return True
+        fresh = self._parsed_item(row, item.term, item.carried, action, prepared, force=True)
+        if fresh is None:
+            return False
+        item.name, item.term, item.essence, item.salience = fresh.name, fresh.term, fresh.essence, fresh.salience
+        item.content_hash, item.spec = fresh.content_hash, fresh.spec
+        item.essence_len = len(fresh.essence or "")
+        return True
 
     def _load(self, item: Item) -> str | None:
         """The essence of an item that fits; None when the file no longer delivers it."""
@@ -243,7 +272,7 @@ class Delivery:
         items: list[Item] = []
         for cid, (row, term) in found.items():
             action = next((a for a in actions if a in row.on), actions[0])
-            it = self._fresh_item(row, term, cid in pending, action, prepared)
+            it = self._fresh_item(row, term, cid in pending, action, prepared, defer=True)
             if it is not None:
                 items.append(it)
         # backoff (off by default): per crystal id, never per file name
@@ -276,6 +305,8 @@ class Delivery:
         now; a withheld one is recorded and listed in ``result``."""
 
         def admit(it: Item) -> bool:
+            if not self._verify(it):
+                return False  # its file no longer delivers it: dropped, as an unfit match always was
             withhold, why = self._withhold(it.crystal_id)
             if withhold:
                 result["withheld"].append(_entry(it, reason=why))
