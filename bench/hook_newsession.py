@@ -36,7 +36,12 @@ def _timed(cmd: str, stdin: bytes, env: dict, cwd: str) -> tuple[float, float, b
     """(wall ms, CPU ms of the child and its children, stdout)."""
     t0 = time.perf_counter()
     p = subprocess.Popen(
-        ["/bin/sh", "-c", cmd], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=cwd
+        ["/bin/sh", "-c", cmd],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        cwd=cwd,
     )
     out, _ = p.communicate(stdin)
     wall = (time.perf_counter() - t0) * 1000
@@ -165,7 +170,7 @@ def bench(n: int, args) -> dict:
             }
             for k in arms
         }
-        res["rows_per_call"] = round(rows / ((args.warmup + args.runs)), 1)
+        res["rows_per_call"] = round(rows / (args.warmup + args.runs), 1)
         res["aged_over_fresh_cpu"] = round(
             statistics.median(cpu["hook, aged home"]) / statistics.median(cpu["hook, fresh home"]), 3
         )
@@ -187,8 +192,9 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--out")
     args = ap.parse_args(argv)
-    from geode.delivery.hookmain import HOOK_ROOMS
     import compileall
+
+    from geode.delivery.hookmain import HOOK_ROOMS
 
     for room in HOOK_ROOMS:
         compileall.compile_dir(os.path.join(REPO, "geode", room), quiet=1, maxlevels=0)

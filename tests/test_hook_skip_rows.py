@@ -9,11 +9,11 @@ import sqlite3
 import time
 
 from geode.delivery import ledger
-from geode.kernel import fastjson
 from geode.delivery.lint import ledger_term_shares
 from geode.evidence.stats import compute_stats
 from geode.evidence.study import compute_study
 from geode.gardener.scan import scan
+from geode.kernel import fastjson
 from geode.records import models
 from tests.helpers import Geode
 

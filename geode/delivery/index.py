@@ -876,7 +876,9 @@ class Index:
                 )
             )
 
-    def prune_sessions(self, keep_s: float = SESS_KEEP_S, keep_max: int = SESS_KEEP_MAX, now: float | None = None) -> int:
+    def prune_sessions(
+        self, keep_s: float = SESS_KEEP_S, keep_max: int = SESS_KEEP_MAX, now: float | None = None
+    ) -> int:
         """Drop the state of sessions last written more than ``keep_s`` ago, then of all but the
         newest ``keep_max``; returns the sessions dropped. Never called by the hook (``geode
         reindex`` and the nightly upkeep run it): one delete over a large table is the cost the

@@ -15,8 +15,8 @@ from typing import Any, TypedDict
 
 from geode.delivery import match as _match
 from geode.delivery.binding import WHO_CLASSES, parse_binding
-from geode.delivery.pack import Item, render
 from geode.delivery.ledger import skipped_items as ledger_skipped_items
+from geode.delivery.pack import Item, render
 from geode.kernel.dates import DateError, date_problems, optional_date
 from geode.kernel.note import Note
 from geode.kernel.problems import Problem
