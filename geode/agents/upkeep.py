@@ -209,4 +209,26 @@ def run_upkeep(
     """Run the installed agents (or ``agents``) in their order, in this process."""
     run_id = run_id or new_run_id()
     names = agents or available(settings)[0]
+    prune_hook_sessions(settings)
     return [run_agent(settings, engine, run_id, n, trigger) for n in names]
+
+
+def prune_hook_sessions(settings) -> int:
+    """Prune the binding index's per-session table (``Index.prune_sessions``) where the hook
+    never does: a nightly run keeps a long-used home as fast as a fresh one (issue 25). Best
+    effort: a missing or busy index is pruned next time; returns the sessions dropped."""
+    import os
+    import sqlite3
+
+    from geode.delivery.index import Index, index_path
+
+    if not os.path.exists(index_path(settings)):
+        return 0
+    try:
+        idx = Index(settings, busy_ms=2000)
+        try:
+            return idx.prune_sessions()
+        finally:
+            idx.close()
+    except sqlite3.Error:
+        return 0

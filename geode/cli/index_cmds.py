@@ -30,6 +30,7 @@ def cmd_reindex(args) -> int:
     try:
         counts = idx_b.build()
         counts.update(idx_b.counts())
+        counts["sessions_pruned"] = idx_b.prune_sessions()  # off the hook's path (issue 25)
         counts["seconds"] = round(time.perf_counter() - t, 3)
     finally:
         idx_b.close()

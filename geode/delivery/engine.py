@@ -75,6 +75,7 @@ class Delivery:
         #: crystal ids whose binding says ``control: never``: the control arm never withholds them,
         #: and their delivered rows say so (``control.EXEMPT_DETAIL``), so study counts them apart
         self._exempt: set[str] = set()
+        self._unverified: set[str] = set()  # act items built without their stat (``_verify``)
 
     # -- the control arm -------------------------------------------------------
     def _withhold(self, crystal_id: str) -> tuple[bool, str]:
@@ -107,16 +108,24 @@ class Delivery:
     # (essence only, no frontmatter parse, its hash checked against the index) when the packer
     # decides it fits, and a file that changed is parsed as before. The delivered text is
     # still always read from the file at delivery time.
-    def _fresh_item(self, row, term: str, carried: bool, action: str | None, prepared=None):
+    #
+    # The act channel goes one step further (issue 25): a command matching 240 crystals made 240
+    # ``stat`` calls for the six that fit. There an item is built from the index alone
+    # (``defer``), and the one ``stat`` is made when the packer is about to admit it
+    # (``_verify``, called by ``_admitter``): only what can be delivered is checked. An item
+    # whose file changed is then parsed as before and dropped when it no longer applies; one
+    # skipped for budget is not checked now (it is checked when it fits, on a later action).
+    def _fresh_item(self, row, term: str, carried: bool, action: str | None, prepared=None, defer: bool = False):
         """The crystal as an item (its essence read later, when it fits); None when it no
         longer applies (edited, removed, unbound)."""
-        if self.idx.is_current(row):
+        deferred = defer and row.mtime_ns is not None and row.domain in self.settings.domains
+        if deferred or self.idx.is_current(row):
             if not row.essence_len:
                 return None
             if row.exempt:
                 self._exempt.add(row.crystal_id)
             root = self.settings.domains[row.domain]
-            return Item(
+            item = Item(
                 row.crystal_id,
                 row.domain,
                 row.path,
@@ -131,7 +140,27 @@ class Delivery:
                 spec=row.spec or float(len(term)),
                 source=(row, action, prepared),
             )
+            if deferred:
+                self._unverified.add(row.crystal_id)
+            return item
         return self._parsed_item(row, term, carried, action, prepared)
+
+    def _verify(self, item: Item) -> bool:
+        """The deferred ``stat`` of an act item about to be admitted: True when it still
+        applies (an item whose file changed is re-read in place), False when it no longer does."""
+        if item.crystal_id not in self._unverified:
+            return True
+        self._unverified.discard(item.crystal_id)
+        row, action, prepared = item.source
+        if self.idx.is_current(row):
+            return True
+        fresh = self._parsed_item(row, item.term, item.carried, action, prepared, force=True)
+        if fresh is None:
+            return False
+        item.name, item.term, item.essence, item.salience = fresh.name, fresh.term, fresh.essence, fresh.salience
+        item.content_hash, item.spec = fresh.content_hash, fresh.spec
+        item.essence_len = len(fresh.essence or "")
+        return True
 
     def _load(self, item: Item) -> str | None:
         """The essence of an item that fits; None when the file no longer delivers it."""
@@ -255,7 +284,7 @@ class Delivery:
         for cid, (row, term) in found.items():
             action = next((a for a in actions if a in row.on), actions[0])
             glob_bound = not row.terms  # a team rule attached by its globs: no match terms to re-check
-            it = self._fresh_item(row, term, cid in pending, None if glob_bound else action, prepared)
+            it = self._fresh_item(row, term, cid in pending, None if glob_bound else action, prepared, defer=True)
             if it is not None:
                 items.append(it)
         # backoff (off by default): per crystal id, never per file name
@@ -288,6 +317,8 @@ class Delivery:
         now; a withheld one is recorded and listed in ``result``."""
 
         def admit(it: Item) -> bool:
+            if not self._verify(it):
+                return False  # its file no longer delivers it: dropped, as an unfit match always was
             withhold, why = self._withhold(it.crystal_id)
             if withhold:
                 result["withheld"].append(_entry(it, reason=why))
@@ -309,10 +340,11 @@ class Delivery:
         return keep
 
     def _record(self, result: dict, delivered, skipped, action: str, channel: str, limit: str) -> None:
-        """One ledger row and one result entry per delivered and per skipped crystal; a crystal
-        skipped again while it is still pending from an earlier action of the session is listed
-        but not recorded again (a common command matching 300 crystals would otherwise write 300
-        rows per call, every call, saying the same thing)."""
+        """One ledger row and one result entry per delivered crystal; one result entry per
+        skipped crystal and one row per action holding the skipped set. A crystal skipped again
+        while it is still pending from an earlier action of the session is listed but not
+        recorded again (a common command matching 300 crystals would otherwise record 300 skips
+        per call, every call, saying the same thing)."""
         from geode.delivery.control import EXEMPT_DETAIL
 
         for it, block, truncated in delivered:
@@ -322,10 +354,14 @@ class Delivery:
                 entry["exempt"] = True
             result["delivered"].append(entry)
             self._event("delivered", it, action, channel, len(block), truncated, EXEMPT_DETAIL if exempt else "")
+        fresh: list[tuple[str, str]] = []
         for it in skipped:
             result["skipped"].append(_entry(it, reason=limit))
             if not it.carried:
-                self._event("skipped_budget", it, action, channel, detail=limit)
+                fresh.append((it.crystal_id, it.term))
+        # one row per action holds the set (``ledger.skip_set_details``; read by ``ledger.skipped_items``)
+        for detail in ledger.skip_set_details(limit, fresh):
+            self._event("skipped_budget", None, action, channel, detail=detail)
 
     def _session_updates(self, delivered, skipped) -> None:
         try:
@@ -424,6 +460,6 @@ class Delivery:
         """Write the collected ledger events; returns where they went ("db", "spool", "none")."""
         if not self.events:
             return "none"
-        where = ledger.append(self.settings, self.events)
+        where = ledger.append(self.settings, self.events, conn=self._ledger_conn)
         self.events = []
         return where

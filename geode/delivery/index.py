@@ -56,6 +56,14 @@ INDEX_VERSION = "11"  # 10: grammar terms keyed by their longest uncommon word; 
 KEY_LEN = 4
 SEP = "\x1f"
 DIRTY_TTL_S = 600
+#: The per-session table (``sess``: what a session was delivered, denied, left pending) keeps
+#: the sessions active in the last ``SESS_KEEP_S`` seconds, at most ``SESS_KEEP_MAX`` of them
+#: (the newest). Why: it grows by about a row per matched crystal per session and nothing else
+#: deletes it; after 40,000 sessions a hook call cost 1.16-1.27x a fresh home's (issue 25). A
+#: session that ended long ago never calls again; one that comes back after its state was
+#: pruned is delivered to as a new session. Pruned off the hook's path (``prune_sessions``).
+SESS_KEEP_S = 14 * 86400
+SESS_KEEP_MAX = 2000
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v TEXT);
@@ -881,6 +889,35 @@ class Index:
                     [(session, kind, it, now) for it in items],
                 )
             )
+
+    def prune_sessions(
+        self, keep_s: float = SESS_KEEP_S, keep_max: int = SESS_KEEP_MAX, now: float | None = None
+    ) -> int:
+        """Drop the state of sessions last written more than ``keep_s`` ago, then of all but the
+        newest ``keep_max``; returns the sessions dropped. Never called by the hook (``geode
+        reindex`` and the nightly upkeep run it): one delete over a large table is the cost the
+        hook is spared."""
+        now = time.time() if now is None else now
+        c = self.conn
+        if not self._begin_write():
+            raise sqlite3.OperationalError("database is locked: another process writes the binding index")
+        try:
+            before = c.execute("SELECT COUNT(DISTINCT session) FROM sess").fetchone()[0]
+            c.execute(
+                "DELETE FROM sess WHERE session IN (SELECT session FROM sess GROUP BY session HAVING MAX(ts) < ?)",
+                (now - keep_s,),
+            )
+            c.execute(
+                "DELETE FROM sess WHERE session NOT IN "
+                "(SELECT session FROM sess GROUP BY session ORDER BY MAX(ts) DESC LIMIT ?)",
+                (max(0, int(keep_max)),),
+            )
+            after = c.execute("SELECT COUNT(DISTINCT session) FROM sess").fetchone()[0]
+            c.execute("COMMIT")
+        except BaseException:  # clean up, then re-raise: nothing is caught here
+            c.execute("ROLLBACK")
+            raise
+        return int(before - after)
 
     def sess_del(self, session: str, kind: str, items: list[str]) -> None:
         self._queue.append(

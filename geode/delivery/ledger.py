@@ -131,6 +131,52 @@ def new_event(kind: str, **fields: object) -> dict:
     return ev
 
 
+#: A budget-skip row holds the crystals one action skipped (``detail``: ``{"limit": ...,
+#: "skipped": [[crystal_id, term], ...]}``, ``crystal_id`` empty). Why: a common command
+#: matching 240 crystals of which six fit wrote 234 rows per call for a new session, half the
+#: hook's time (issue 25). A set is cut into rows of at most this many detail bytes, so each row
+#: still fits one spool line (``MAX_LINE_BYTES``).
+SKIP_SET_BYTES = 3000
+
+
+def skip_set_details(limit: str, items: list[tuple[str, str]]) -> list[str]:
+    """The ``detail`` texts of the rows recording ``items`` (crystal id, term) as skipped for
+    ``limit``: one row per action, more only when the set would not fit one spool line."""
+    from geode.kernel import fastjson
+
+    out: list[str] = []
+    chunk: list[list[str]] = []
+    size = 0
+    for cid, term in items:
+        pair = [cid, term]
+        n = len(fastjson.dumps(pair)) + 1
+        if chunk and size + n > SKIP_SET_BYTES:
+            out.append(fastjson.dumps({"limit": limit, "skipped": chunk}))
+            chunk, size = [], 0
+        chunk.append(pair)
+        size += n
+    if chunk:
+        out.append(fastjson.dumps({"limit": limit, "skipped": chunk}))
+    return out
+
+
+def skipped_items(crystal_id: str, term: str, detail: str) -> list[tuple[str, str]]:
+    """(crystal id, term) of every crystal a ``skipped_budget`` row records: the row's own for
+    an older row (one row per crystal), the set in its ``detail`` for a newer one."""
+    if crystal_id:
+        return [(crystal_id, term or "")]
+    from geode.kernel import fastjson
+
+    try:
+        obj = fastjson.loads(detail or "")
+    except ValueError:
+        return []
+    pairs = obj.get("skipped") if isinstance(obj, dict) else None
+    if not isinstance(pairs, list):
+        return []
+    return [(str(p[0]), str(p[1])) for p in pairs if isinstance(p, list) and len(p) == 2 and p[0]]
+
+
 def _row(ev: dict) -> tuple:
     return tuple(ev.get(name, 0 if name in _INT_FIELDS else "") for name in EVENT_FIELDS)
 
@@ -181,9 +227,12 @@ def _insert_sqlite(conn: sqlite3.Connection, rows: list[tuple]) -> int:
     return conn.total_changes - before
 
 
-def append(settings, events: list[dict]) -> str:
+def append(settings, events: list[dict], conn: sqlite3.Connection | None = None) -> str:
     """Record events; returns ``"db"`` or ``"spool"`` (where they went).
 
+    ``conn``: a connection the caller already holds (the hook's control arm opened one to read
+    its plan): written through and left open, so one hook call opens and closes the ledger
+    once, not twice (each close of a WAL connection costs a checkpoint: issue 25).
     Raises only when both the database and the spool failed (the hook catches that and
     stays silent). An empty list writes nothing and returns ``"db"``.
     """
@@ -191,9 +240,10 @@ def append(settings, events: list[dict]) -> str:
         return "db"
     path = settings.records_file  # None: PostgreSQL (never opened from here) or SQLite in memory
     if path is not None and os.path.exists(path):
-        conn = None
+        own = conn is None
         try:
-            conn = connect(settings)
+            if conn is None:
+                conn = connect(settings)
             _insert_sqlite(conn, [_row(ev) for ev in events])
         except sqlite3.Error:
             pass  # locked, missing table, corrupt file...: the spool takes it
@@ -206,7 +256,7 @@ def append(settings, events: list[dict]) -> str:
                 pass  # draining is opportunistic (spool busy, database locked); the events themselves are stored
             return "db"
         finally:
-            if conn is not None:
+            if own and conn is not None:
                 try:
                     conn.close()
                 except sqlite3.Error:

@@ -15,6 +15,7 @@ from typing import Any, TypedDict
 
 from geode.delivery import match as _match
 from geode.delivery.binding import WHO_CLASSES, parse_binding
+from geode.delivery.ledger import skipped_items as ledger_skipped_items
 from geode.delivery.pack import Item, render
 from geode.kernel.dates import DateError, date_problems, optional_date
 from geode.kernel.note import Note
@@ -129,21 +130,24 @@ def ledger_term_shares(conn) -> dict[str, tuple[float, int, int]]:
 
     rows = conn.execute(
         text(
-            "SELECT session, ts, action, term FROM ledger_event WHERE channel = 'act' AND kind IN "
-            f"({', '.join(repr(k) for k in _ACT_KINDS)}) ORDER BY session, ts"
+            "SELECT session, ts, action, term, kind, crystal_id, detail FROM ledger_event WHERE channel = 'act' "
+            f"AND kind IN ({', '.join(repr(k) for k in _ACT_KINDS)}) ORDER BY session, ts"
         )
     ).fetchall()
     actions = 0
     per_term: dict[str, int] = {}
     last = (None, None, -1e18)
     current: set[str] = set()
-    for session, ts, action, term in rows:
+    for session, ts, action, term, kind, cid, detail in rows:
         if session != last[0] or action != last[1] or (float(ts) != last[2] and float(ts) - last[2] > _ACTION_GAP_S):
             for t in current:
                 per_term[t] = per_term.get(t, 0) + 1
             current = set()
             actions += 1
-        current.add(str(term or ""))
+        if kind == "skipped_budget":  # one row per crystal (older) or per action (the skipped set)
+            current.update(t for _c, t in ledger_skipped_items(str(cid or ""), str(term or ""), str(detail or "")))
+        else:
+            current.add(str(term or ""))
         last = (session, action, float(ts))
     for t in current:
         per_term[t] = per_term.get(t, 0) + 1

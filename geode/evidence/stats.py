@@ -167,7 +167,13 @@ def compute_stats(
         if start is None:  # an empty ledger and no window asked for
             in_window = [t.c.id < 0]
         cond = and_(*in_window)
-        examined = conn.execute(select(func.count()).select_from(t).where(cond)).scalar() or 0
+        # a skip set (one row per action: ``ledger.skipped_items``) counts as the rows it replaced
+        is_set = and_(t.c.kind == "skipped_budget", t.c.crystal_id == "")
+        examined = conn.execute(select(func.count()).select_from(t).where(cond, ~is_set)).scalar() or 0
+        examined += sum(
+            len(ledger.skipped_items("", "", str(detail or "")))
+            for (detail,) in conn.execute(select(t.c.detail).where(cond, is_set))
+        )
         per_crystal = conn.execute(
             select(t.c.crystal_id, func.count()).where(cond, t.c.kind == "delivered").group_by(t.c.crystal_id)
         ).all()

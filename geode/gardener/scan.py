@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections import Counter, deque
 from dataclasses import dataclass, field
 
+from geode.delivery.ledger import skipped_items
 from geode.gardener.terms import Hunt, detail_of, event_hunt, fold_term, query_words
 
 MATCH_KINDS = ("delivered", "withheld", "skipped_budget", "suppressed_backoff", "denied_once")
@@ -168,10 +169,16 @@ def scan(
             if ts > s.last_ts:
                 s.last_ts = ts
             if kind in MATCH_KINDS:
-                if cid:
-                    s.matched.add(cid)
+                if kind == "skipped_budget":  # one row per crystal (older) or per action (the skipped set)
+                    pairs = skipped_items(cid or "", term or "", detail or "")
+                    s.matched.update(c for c, _t in pairs)
+                    terms = tuple(dict.fromkeys(fold_term(t) for _c, t in pairs if t))
+                else:
+                    if cid:
+                        s.matched.add(cid)
+                    terms = (fold_term(term),) if term else ()
                 if action in ACTIONS:
-                    recent.append((ts, action, (fold_term(term),) if term else (), rid, True))
+                    recent.append((ts, action, terms, rid, True))
                 if kind == "delivered" and cid and session:  # a delivery outside a session cannot be judged
                     if rid > watermarks.get(cid, 0):
                         d = s.deliveries.get(cid)
