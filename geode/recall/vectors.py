@@ -35,6 +35,11 @@ from geode.kernel.locks import FileLock
 POINTER = "chroma.current"
 LOCK = "chroma.lock"
 
+#: The HNSW settings a new collection is created with (Chroma's legacy metadata keys, which
+#: chromadb 1.x still maps onto the collection's configuration). An existing collection keeps
+#: the settings it was created with. ``bench/vector_insert.py`` measures the choice.
+HNSW_METADATA: dict[str, Any] = {"hnsw:space": "cosine"}
+
 
 class VectorsUnavailable(ServiceUnavailable):
     """Chroma cannot be reached or opened; the message says where, why and what to do."""
@@ -254,7 +259,7 @@ class VectorStore:
             self.col = self._client.get_or_create_collection(
                 self.name,
                 embedding_function=None,
-                metadata={"hnsw:space": "cosine", "model": self.model_id, "dim": self.dim},
+                metadata={**HNSW_METADATA, "model": self.model_id, "dim": self.dim},
             )
         else:
             try:
