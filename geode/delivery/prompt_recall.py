@@ -265,7 +265,7 @@ def common_lift(cols: tuple[str, str, str, str], common: list[str], df: dict, ro
 
     out = 0.0
     for t in common:
-        f = sum(w * c.count(t) for w, c in zip(FTS_WEIGHTS, cols))
+        f = sum(w * c.count(t) for w, c in zip(FTS_WEIGHTS, cols, strict=True))
         if f <= 0:
             continue
         d = df.get(t, rows / 2)
