@@ -50,6 +50,7 @@ def test_pending_notes_are_written_in_batches_sized_for_chroma(settings, monkeyp
         return real(self, ids, vecs, metas)
 
     monkeypatch.setattr(vectors, "WRITE_BATCH", 128, raising=False)
+    monkeypatch.setattr(vectors, "WRITE_WAIT_S", 3600.0, raising=False)  # by size only, whatever the load
     monkeypatch.setattr(vectors.VectorStore, "upsert", counting)
     r = vectors.embed_pending(settings, embedder=SeededEmbedder(), batch=32)
     assert r["embedded"] == 300 and r["passages"] >= 300
@@ -73,6 +74,7 @@ def test_a_write_that_fails_leaves_the_buffered_notes_pending(settings, monkeypa
         return real(self, ids, vecs, metas)
 
     monkeypatch.setattr(vectors, "WRITE_BATCH", 128, raising=False)
+    monkeypatch.setattr(vectors, "WRITE_WAIT_S", 3600.0, raising=False)  # by size only, whatever the load
     monkeypatch.setattr(vectors.VectorStore, "upsert", second_fails)
     with pytest.raises(vectors.VectorsUnavailable):
         vectors.embed_pending(settings, embedder=SeededEmbedder(), batch=32)

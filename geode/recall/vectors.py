@@ -456,13 +456,18 @@ def embed_rows(
 #: batch), so 1,000 at a time inserts ~30 % more vectors per CPU second than 100 at 100,000
 #: vectors (bench/RECALL.md, issue 25); capped by the client's ``max_batch_size``
 WRITE_BATCH = 1000
+#: seconds of embedding a buffer holds at most before it is written anyway: on a CPU that embeds
+#: a few notes a second each batch is written as it comes (a crash loses at most this much
+#: embedding work); a fast embedder (a GPU) fills batches of ``WRITE_BATCH``
+WRITE_WAIT_S = 5.0
 
 
 class WriteBuffer:
     """Vectors embedded but not yet written, with the marks of their notes: written together in
     batches of ``WRITE_BATCH`` passages (at most the client's ``max_batch_size``). A note is marked
     embedded only after its vectors were written (``flush`` returns the marks), so a writer that
-    dies with a full buffer leaves those notes pending, never marked without vectors."""
+    dies with a full buffer leaves those notes pending, never marked without vectors. A buffer is
+    ``full`` at ``WRITE_BATCH`` passages or ``WRITE_WAIT_S`` seconds after its first vector."""
 
     def __init__(self, vs: VectorStore, size: int | None = None):
         self.vs = vs
@@ -477,8 +482,11 @@ class WriteBuffer:
         self.metas: list[dict] = []
         self.stale: list[str] = []
         self.marks: list[tuple[int, str]] = []
+        self.since: float | None = None
 
     def add(self, ids, vecs, metas, stale, marks) -> None:
+        if self.since is None:
+            self.since = time.monotonic()
         self.ids.extend(ids)
         self.vecs.extend(vecs)
         self.metas.extend(metas)
@@ -487,7 +495,9 @@ class WriteBuffer:
 
     @property
     def full(self) -> bool:
-        return len(self.ids) >= self.size
+        if len(self.ids) >= self.size:
+            return True
+        return self.since is not None and time.monotonic() - self.since >= WRITE_WAIT_S
 
     def flush(self) -> list[tuple[int, str]]:
         """Write what is buffered (in batches of ``size``); the marks of the notes written."""
@@ -497,6 +507,7 @@ class WriteBuffer:
         self.vs.delete(self.stale)
         marks = self.marks
         self.ids, self.vecs, self.metas, self.stale, self.marks = [], [], [], [], []
+        self.since = None
         return marks
 
 
