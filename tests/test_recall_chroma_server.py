@@ -149,7 +149,10 @@ def test_index_and_search_through_a_chroma_server_match_the_embedded_default(tmp
 
 
 @pytest.mark.slow
-def test_a_server_gone_mid_reindex_leaves_the_index_usable_and_says_so(tmp_path, server, model):
+def test_a_server_gone_mid_reindex_leaves_the_index_usable_and_says_so(tmp_path, server, model, monkeypatch):
+    import geode.recall.vectors as vectors
+
+    monkeypatch.setattr(vectors, "WRITE_WAIT_S", 0.0)  # each batch written as it comes, as on a slow CPU
     root = make_store(tmp_path, n_filler=20)
     s = settings_for(tmp_path, root, server.url)
     total = len(NOTES) + 20

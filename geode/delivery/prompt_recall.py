@@ -8,7 +8,9 @@ start-up; ``_socket`` and ``_sqlite3`` are the C modules underneath).
    (``socket_path``); when it answers within the budget, its hybrid results are used.
 2. Otherwise full text alone: FTS5 on the SQLite recall index (``recall_fts``), bm25 with the
    same column weights, the same salience lift and retired fade as ``search.py``, and a note
-   must match at least two of the prompt's words when the prompt has two or more.
+   must match at least two of the prompt's words when the prompt has two or more. The match
+   is bounded (``bounded_top``: rarest words first, at most ``SCORE_BOUND`` rows scored a
+   query), so its time stays flat from 1,000 to 100,000 notes.
 3. Anything else (no index, PostgreSQL without a server, a busy database, an error): nothing.
 
 The query words (``query_terms``) and the FTS5 query (``fts5_query``) are shared with
@@ -160,8 +162,126 @@ def _snippet(body: str, terms: list[str], width: int = 220) -> tuple[str, int]:
     return (flat[:width] + ("…" if len(flat) > width else "")), -1
 
 
-def text_search(settings, prompt: str, limit: int = MAX_NOTES, busy_ms: int = 50) -> list[dict]:
-    """Full text alone on the SQLite recall index; [] when there is none."""
+#: rows the text fallback lets FTS5 score at most per query (bm25 costs microseconds a row):
+#: the bound that keeps the prompt hook's time flat as the store grows
+SCORE_BOUND = 2000
+#: the forms a query word stands for (``query_terms`` cut them off): exact tokens, read lazily
+FORMS = ("", "e", "s", "es", "ed", "ing", "er")
+
+
+def _forms(forms: list[str]) -> str:
+    """The FTS5 group of a word's forms, as exact tokens (``("build" OR "builds")``). Exact
+    tokens, not a prefix: FTS5 reads an exact token's list lazily and stops at a LIMIT, but merges
+    every token of a prefix in full first (7 ms for a word in a fifth of 100,000 notes)."""
+    return "(" + " OR ".join(f'"{f}"' for f in forms) + ")"
+
+
+def bounded_top(conn, terms: list[str], n: int, bound: int | None = None, stats: dict | None = None) -> list:
+    """(rowid, score) of at most ``n`` notes for ``terms``, best first (score = -bm25, higher is
+    better), letting FTS5 score at most about ``bound`` rows per query whatever the store's size.
+
+    Rarest words first: each word's notes are counted up to ``bound`` (a LIMIT FTS5 stops at).
+    The words whose notes together stay within the bound are the rare ones R; the notes holding
+    one of them are ranked by R's bm25 (the caller lifts those that also hold a common word, by
+    ``common_lift``: FTS5 cannot weigh a common word without reading its whole list to count its
+    notes, which is what grows with the store). When every word is common, the notes holding all of them (then of fewer,
+    rarest first) are read newest first, at most ``bound``, and ranked by bm25: a note that names
+    only common words is a weak pointer anyway. ``stats["scored"]`` says how many rows the
+    queries could score at most (the sum of their LIMITs and counts), ``stats["plan"]`` which
+    plan ran, ``stats["common"]`` the words left out of the ranking query."""
+    if bound is None:
+        bound = SCORE_BOUND
+    w = FTS_WEIGHTS
+    bm = f"bm25(recall_fts, {w[0]}, {w[1]}, {w[2]}, {w[3]})"
+    df: dict[str, int] = {}
+    groups: dict[str, str] = {}
+    # each form counted up to the bound (with the rowid where the count stopped: a word that
+    # reaches the bound at rowid r of top is in about bound x top / r notes); only the forms the
+    # index holds are kept
+    count = "SELECT count(*), max(rowid) FROM (SELECT rowid FROM recall_fts WHERE recall_fts MATCH ? LIMIT ?)"
+    top = conn.execute("SELECT max(id) FROM recall_note").fetchone()[0] or 0
+    estimate: dict[str, float] = {}
+    for t in terms:
+        held = []
+        for f in FORMS:
+            c, last = conn.execute(count, (f'"{t}{f}"', bound + 1)).fetchone()
+            if c:
+                held.append(t + f)
+                df[t] = df.get(t, 0) + c
+                estimate[t] = estimate.get(t, 0.0) + (c * top / last if c > bound and last else c)
+        if held:
+            groups[t] = _forms(held)
+    if stats is not None:
+        stats["df"] = {t: min(float(top), estimate[t]) for t in groups}
+        stats["rows"] = top
+    order = sorted((t for t in terms if t in groups), key=lambda t: df[t])
+    if stats is not None:
+        stats["scored"], stats["plan"] = 0, "none"
+    if not order:
+        return []
+    rare: list[str] = []
+    total = 0
+    for t in order:
+        if total + df[t] > bound:
+            break
+        rare.append(t)
+        total += df[t]
+    common = order[len(rare) :]
+
+    def ranked(expr: str, k: int) -> list:
+        return [
+            (int(i), -float(sc))
+            for i, sc in conn.execute(
+                f"SELECT rowid, {bm} AS s FROM recall_fts WHERE recall_fts MATCH ? ORDER BY s LIMIT ?", (expr, k)
+            )
+        ]
+
+    if rare:
+        if stats is not None:
+            stats["scored"], stats["plan"] = total, "rare"
+            stats["common"] = common
+        # ranked by the prefix phrases ``geode search`` ranks by: as few postings as were counted
+        return ranked(fts5_query(rare), n)
+    # every word common: the notes holding all of them, then of the rarest fewer, newest first
+    for k in range(len(order), 0, -1):
+        expr = " AND ".join(groups[t] for t in order[:k])
+        rows = conn.execute(
+            f"SELECT rowid, {bm} FROM recall_fts WHERE recall_fts MATCH ? ORDER BY rowid DESC LIMIT ?", (expr, bound)
+        ).fetchall()
+        if stats is not None:
+            stats["scored"] += bound
+            stats["plan"] = f"common-and-{k}"
+        if len(rows) >= n or k == 1:
+            got = sorted(((int(i), -float(sc)) for i, sc in rows), key=lambda x: -x[1])
+            return got[:n]
+    return []  # pragma: no cover - the loop returns at k == 1
+
+
+def common_lift(cols: tuple[str, str, str, str], common: list[str], df: dict, rows: int) -> float:
+    """What the common words a note holds add to its score, as FTS5's bm25 would add them: per
+    word, idf x f (k1 + 1) / (f + k1), where f counts its hits in the columns (title, tags,
+    description, body) with the column weights, and idf comes from the word's estimated notes
+    (``bounded_top``'s ``df``). Length normalisation is left out: an estimate, for the words
+    the bounded match could not let FTS5 weigh without reading their whole lists."""
+    import math
+
+    out = 0.0
+    for t in common:
+        f = sum(w * c.count(t) for w, c in zip(FTS_WEIGHTS, cols, strict=True))
+        if f <= 0:
+            continue
+        d = df.get(t, rows / 2)
+        idf = math.log((rows - d + 0.5) / (d + 0.5)) if rows > d else 0.0
+        if idf > 0:
+            out += idf * f * 2.2 / (f + 1.2)
+    return out
+
+
+def text_search(
+    settings, prompt: str, limit: int = MAX_NOTES, busy_ms: int = 50, stats: dict | None = None
+) -> list[dict]:
+    """Full text alone on the SQLite recall index; [] when there is none. The match is
+    :func:`bounded_top` (flat in the store's size); ``stats`` receives what it reports."""
     path = settings.records_file
     if path is None:
         return []
@@ -173,15 +293,26 @@ def text_search(settings, prompt: str, limit: int = MAX_NOTES, busy_ms: int = 50
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=busy_ms / 1000.0, isolation_level=None)
     try:
         conn.execute(f"PRAGMA busy_timeout={int(busy_ms)}")
-        doms = list(settings.domains)
-        w = FTS_WEIGHTS
-        rows = conn.execute(
-            f"SELECT n.domain, n.path, n.permalink, n.title, n.status, n.salience, n.body, n.description,"
-            f" bm25(recall_fts, {w[0]}, {w[1]}, {w[2]}, {w[3]}) AS s"
-            f" FROM recall_fts JOIN recall_note n ON n.id = recall_fts.rowid"
-            f" WHERE recall_fts MATCH ? AND n.domain IN ({','.join('?' * len(doms))}) ORDER BY s LIMIT 20",
-            (fts5_query(terms), *doms),
-        ).fetchall()
+        doms = set(settings.domains)
+        want = 60
+        st: dict = {} if stats is None else stats
+        while True:
+            top = bounded_top(conn, terms, want, stats=st)
+            common = st.get("common") or []
+            score = dict(top)
+            ids = list(score)
+            rows = []
+            if ids:
+                rows = conn.execute(
+                    "SELECT n.id, n.domain, n.path, n.permalink, n.title, n.status, n.salience, n.body, n.description,"
+                    " n.tags"
+                    f" FROM recall_note n WHERE n.id IN ({','.join('?' * len(ids))})",
+                    ids,
+                ).fetchall()
+            rows = [r for r in rows if r[1] in doms]
+            if len(rows) >= 20 or len(top) < want or want >= 480:
+                break
+            want *= 4  # notes of other domains took places: read further (rare: one home, one store)
     except sqlite3.Error:
         return []
     finally:
@@ -189,13 +320,17 @@ def text_search(settings, prompt: str, limit: int = MAX_NOTES, busy_ms: int = 50
     need = 2 if len(terms) >= 2 else 1
     salience_w, retired_w = settings.recall.salience_weight, settings.recall.retired_weight  # as search.py
     hits = []
-    for domain, rel, perm, title, status, sal, body, desc, s in rows:
+    for nid, domain, rel, perm, title, status, sal, body, desc, tags in rows:
         hay = f"{title}\n{desc}\n{body}".lower()
         if sum(1 for t in terms if t in hay) < need:
             continue
-        score = -float(s) * (1.0 + salience_w * float(sal or 0.0))
+        sc = score[nid]
+        if common:
+            cols = ((title or "").lower(), (tags or "").lower(), (desc or "").lower(), (body or "").lower())
+            sc += common_lift(cols, common, st.get("df") or {}, int(st.get("rows") or 0))
+        sc = sc * (1.0 + salience_w * float(sal or 0.0))
         if (status or "").lower() in RETIRED:
-            score *= retired_w
+            sc *= retired_w
         snip, _ = _snippet(body, terms)
         hits.append(
             {
@@ -204,7 +339,7 @@ def text_search(settings, prompt: str, limit: int = MAX_NOTES, busy_ms: int = 50
                 "path": rel,
                 "title": title,
                 "status": status,
-                "score": round(score, 4),
+                "score": round(sc, 4),
                 "snippet": snip,
             }
         )

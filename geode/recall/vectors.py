@@ -35,6 +35,11 @@ from geode.kernel.locks import FileLock
 POINTER = "chroma.current"
 LOCK = "chroma.lock"
 
+#: The HNSW settings a new collection is created with (Chroma's legacy metadata keys, which
+#: chromadb 1.x still maps onto the collection's configuration). An existing collection keeps
+#: the settings it was created with. ``bench/vector_insert.py`` measures the choice.
+HNSW_METADATA: dict[str, Any] = {"hnsw:space": "cosine"}
+
 
 class VectorsUnavailable(ServiceUnavailable):
     """Chroma cannot be reached or opened; the message says where, why and what to do."""
@@ -254,7 +259,7 @@ class VectorStore:
             self.col = self._client.get_or_create_collection(
                 self.name,
                 embedding_function=None,
-                metadata={"hnsw:space": "cosine", "model": self.model_id, "dim": self.dim},
+                metadata={**HNSW_METADATA, "model": self.model_id, "dim": self.dim},
             )
         else:
             try:
@@ -515,10 +520,13 @@ def _stored_passages(vs: VectorStore, notes: list[tuple[str, str]]) -> dict[tupl
     return out
 
 
-def embed_rows(vs: VectorStore, emb, rows: list, reuse: bool = True) -> tuple[list[tuple[int, str]], int]:
+def embed_rows(
+    vs: VectorStore, emb, rows: list, reuse: bool = True, sink: WriteBuffer | None = None
+) -> tuple[list[tuple[int, str]], int]:
     """Embed the passages of ``rows`` (index rows) into ``vs``; returns ((note id, embed hash)
     marks, passages embedded). With ``reuse``, a passage whose hash is stored for its note keeps
-    that vector and is not embedded again."""
+    that vector and is not embedded again. With ``sink``, the vectors are handed to it rather
+    than written at once (it writes them in batches sized for Chroma's engine)."""
     from geode.recall.passages import passages_of
 
     cuts = {(r.domain, r.path): passages_of(r) for r in rows}
@@ -555,10 +563,73 @@ def embed_rows(vs: VectorStore, emb, rows: list, reuse: bool = True) -> tuple[li
                 }
             )
         stale.extend(v for v in stored.get((d, path), {}).get("ids", []) if v not in keep)
+    marks = [(r.id, r.embed_text_hash) for r in rows]
+    if sink is not None:
+        sink.add(ids, vecs_out, metas, stale, marks)
+        return marks, len(todo)
     if ids:
         vs.upsert(ids, vecs_out, metas)
     vs.delete(stale)
-    return [(r.id, r.embed_text_hash) for r in rows], len(todo)
+    return marks, len(todo)
+
+
+#: passages per Chroma write: an upsert has a fixed cost (a transaction, the log, the HNSW
+#: batch), so 1,000 at a time inserts ~30 % more vectors per CPU second than 100 at 100,000
+#: vectors (bench/RECALL.md, issue 25); capped by the client's ``max_batch_size``
+WRITE_BATCH = 1000
+#: seconds of embedding a buffer holds at most before it is written anyway: on a CPU that embeds
+#: a few notes a second each batch is written as it comes (a crash loses at most this much
+#: embedding work); a fast embedder (a GPU) fills batches of ``WRITE_BATCH``
+WRITE_WAIT_S = 5.0
+
+
+class WriteBuffer:
+    """Vectors embedded but not yet written, with the marks of their notes: written together in
+    batches of ``WRITE_BATCH`` passages (at most the client's ``max_batch_size``). A note is marked
+    embedded only after its vectors were written (``flush`` returns the marks), so a writer that
+    dies with a full buffer leaves those notes pending, never marked without vectors. A buffer is
+    ``full`` at ``WRITE_BATCH`` passages or ``WRITE_WAIT_S`` seconds after its first vector."""
+
+    def __init__(self, vs: VectorStore, size: int | None = None):
+        self.vs = vs
+        cap = WRITE_BATCH if size is None else size
+        try:
+            cap = min(cap, int(vs._client.get_max_batch_size()))
+        except (AttributeError, TypeError, ValueError):
+            pass  # a client without the call: the default size
+        self.size = max(1, cap)
+        self.ids: list[str] = []
+        self.vecs: list = []
+        self.metas: list[dict] = []
+        self.stale: list[str] = []
+        self.marks: list[tuple[int, str]] = []
+        self.since: float | None = None
+
+    def add(self, ids, vecs, metas, stale, marks) -> None:
+        if self.since is None:
+            self.since = time.monotonic()
+        self.ids.extend(ids)
+        self.vecs.extend(vecs)
+        self.metas.extend(metas)
+        self.stale.extend(stale)
+        self.marks.extend(marks)
+
+    @property
+    def full(self) -> bool:
+        if len(self.ids) >= self.size:
+            return True
+        return self.since is not None and time.monotonic() - self.since >= WRITE_WAIT_S
+
+    def flush(self) -> list[tuple[int, str]]:
+        """Write what is buffered (in batches of ``size``); the marks of the notes written."""
+        for start in range(0, len(self.ids), self.size):
+            end = start + self.size
+            self.vs.upsert(self.ids[start:end], self.vecs[start:end], self.metas[start:end])
+        self.vs.delete(self.stale)
+        marks = self.marks
+        self.ids, self.vecs, self.metas, self.stale, self.marks = [], [], [], [], []
+        self.since = None
+        return marks
 
 
 def embed_pending(
@@ -583,14 +654,17 @@ def embed_pending(
         done = 0
         passages = 0
         t0 = time.perf_counter()
+        buf = WriteBuffer(vs)
         for start in range(0, len(rows), batch):
             chunk = rows[start : start + batch]
-            marks, n = embed_rows(vs, emb, chunk, reuse=True)
-            idx.mark_embedded(marks, emb.model_id)
+            _marks, n = embed_rows(vs, emb, chunk, reuse=True, sink=buf)
+            if buf.full:
+                idx.mark_embedded(buf.flush(), emb.model_id)
             done += len(chunk)
             passages += n
             if progress is not None:
                 progress(done, len(rows))
+        idx.mark_embedded(buf.flush(), emb.model_id)
         secs = time.perf_counter() - t0
         return {
             "embedded": done,
@@ -665,13 +739,16 @@ def rebuild(settings, progress=None, embedder=None, wait_s: float = 600.0) -> di
         t0 = time.perf_counter()
         done = 0
         marks: list[tuple[int, str]] = []
+        buf = WriteBuffer(vs)
         for start in range(0, len(rows), 32):
             chunk = rows[start : start + 32]
-            got, _n = embed_rows(vs, emb, chunk, reuse=False)
-            marks.extend(got)
+            embed_rows(vs, emb, chunk, reuse=False, sink=buf)
+            if buf.full:
+                marks.extend(buf.flush())
             done += len(chunk)
             if progress is not None:
                 progress(done, len(rows))
+        marks.extend(buf.flush())
         if folder:
             old = switch_to(settings, folder)
             idx.clear_embeddings()
