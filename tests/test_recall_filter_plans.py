@@ -179,7 +179,9 @@ def _faults(plan: list[str], sql: str, driven: bool, candidates: int = 0) -> lis
         out += [f"scans the notes: {d}" for d in notes if d.startswith("SCAN")]
         # (the partial index of the notes waiting for a vector holds only those)
         out += [
-            f"walks a domain's notes: {d}" for d in notes if d.endswith("(domain=?)") and "ix_recall_note_stale" not in d
+            f"walks a domain's notes: {d}"
+            for d in notes
+            if d.endswith("(domain=?)") and "ix_recall_note_stale" not in d
         ]
         # a correlated subquery only where a list of candidates drives, each looked up by id
         # (``Where.probe_sql``: a few rows of the note's own tags or frontmatter per candidate)
@@ -244,8 +246,10 @@ def test_the_filters_select_what_they_did_as_exists(planned):
             got = {r[0] for r in raw.execute(f"SELECT recall_note.id FROM recall_note WHERE {w.sql}", w.params)}
             old_sql = re.sub(
                 r"recall_note\.id (NOT IN|IN) \(SELECT (recall_\w+)\.note_id FROM \2 WHERE ",
-                lambda m: ("NOT " if m.group(1) == "NOT IN" else "")
-                + f"EXISTS (SELECT 1 FROM {m.group(2)} WHERE {m.group(2)}.note_id = recall_note.id AND ",
+                lambda m: (
+                    ("NOT " if m.group(1) == "NOT IN" else "")
+                    + f"EXISTS (SELECT 1 FROM {m.group(2)} WHERE {m.group(2)}.note_id = recall_note.id AND "
+                ),
                 w.sql,
             )
             want = {r[0] for r in raw.execute(f"SELECT recall_note.id FROM recall_note WHERE {old_sql}", w.params)}

@@ -568,7 +568,9 @@ def _notes_of(conn, got: list, w, sqlite: bool = True) -> dict[tuple[str, str], 
         else:  # PostgreSQL's planner has its statistics; a VALUES list would need typed values
             params = {**w.params}
             cond = in_list("recall_note.id", chunk, params, "i")
-            keep.update(int(i) for i in conn.column(f"SELECT recall_note.id FROM recall_note WHERE {cond} AND {w.sql}", params))
+            keep.update(
+                int(i) for i in conn.column(f"SELECT recall_note.id FROM recall_note WHERE {cond} AND {w.sql}", params)
+            )
     return {k: i for k, i in found.items() if i in keep}
 
 
@@ -712,7 +714,11 @@ class Semantic:
             per.setdefault(nid, []).append(sim)
             if nid not in best or sim > best[nid]["cos"]:
                 # a passage read without its metadata keeps its id, for ``_best_metas``
-                best[nid] = {**(meta or {}), "cos": sim, "passage": k} if meta is not None else {"cos": sim, "passage": k, "vid": vid}
+                best[nid] = (
+                    {**(meta or {}), "cos": sim, "passage": k}
+                    if meta is not None
+                    else {"cos": sim, "passage": k, "vid": vid}
+                )
         out = {nid: note_score(sims, self.share) for nid, sims in per.items()}
         top = dict(sorted(out.items(), key=lambda kv: -kv[1])[:n])
         return top, {i: best[i] for i in top}

@@ -374,7 +374,6 @@ class VectorStore:
             out.extend((i, float(s), md or {}) for i, s, md in zip(got["ids"], sims, got["metadatas"], strict=False))
         return out
 
-
     def scope_passages(self, vec, notes: list[tuple[str, str, str | None]], n: int, slack: float) -> list:
         """The passages of the notes ``notes`` ((domain, path, embed hash)) that can decide the
         best ``n`` of them, exactly, as (id, cosine similarity, metadata): every passage whose
