@@ -99,6 +99,27 @@ class Trouble:
         return f"Trouble({self.path!r}, {self.line}, {self.code!r})"
 
 
+# -- where nothing is written ------------------------------------------------------------------
+def write_refusal(settings, domain: str) -> str | None:
+    """Why nothing may be written into ``domain``, or None when it is an ordinary domain.
+
+    A team-rules domain's notes are derived into ``GEODE_HOME/team/<name>`` from the rules in a
+    repository (``geode.delivery.team_sync``): the next sync rewrites a derived note from its
+    source and a rebuild starts the folder again from nothing, so a note written or approved
+    there would be lost without a word. Every surface that writes (the MCP ``write_note``, the
+    queue's apply, so the page and ``geode proposals approve``) refuses with this message."""
+    repo = (getattr(settings, "team_rules", None) or {}).get(domain)
+    if repo is None:
+        return None
+    others = [d for d in getattr(settings, "domains", {}) if d not in settings.team_rules]
+    where = f"write to another domain ({', '.join(others)})" if others else "configure a domain of your own"
+    return (
+        f"domain {domain!r} is a team-rules domain ([team_rules] in geode.toml): its notes are derived "
+        f"from the rules in {repo} and rewritten from them by the next sync, so a note written there "
+        f"would be lost; change the rule in the repository, or {where}"
+    )
+
+
 # -- which files -------------------------------------------------------------------------------
 def discover(repo: str) -> list[tuple[str, str]]:
     """``(relative path, kind)`` of every team file under ``repo``, in a stable order: the root

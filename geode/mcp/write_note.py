@@ -135,6 +135,7 @@ class NoteWriter:
         bounded("frontmatter", frontmatter, MAX_JSON_CHARS)
         bounded("crystal", crystal, MAX_JSON_CHARS)
         from geode.delivery.lint import lint_note
+        from geode.kernel import team_rules
         from geode.kernel.note import ESSENCE_CLOSE, ESSENCE_OPEN, parse_note
         from geode.queue import changes, safepath
         from geode.recall.recall_index import address as addr_of
@@ -148,6 +149,9 @@ class NoteWriter:
         domain = domain or settings.default_domain
         if domain not in settings.domains:
             raise ToolInputError(f"unknown domain {domain!r}; configured: {', '.join(settings.domains)}")
+        refusal = team_rules.write_refusal(settings, domain)
+        if refusal is not None:
+            raise ToolInputError(f"not written: {refusal}")
         sub = _safe_folder(folder)
         fm = dict(frontmatter or {})
         for k in ("title", "crystal"):

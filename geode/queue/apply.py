@@ -57,6 +57,7 @@ from contextlib import ExitStack
 
 from sqlalchemy.exc import SQLAlchemyError
 
+from geode.kernel import team_rules
 from geode.kernel.errors import StoreError
 from geode.queue import atomic_put, journal_owner, proposals, safepath
 from geode.queue import review as queue_review
@@ -152,6 +153,9 @@ def _execute(settings, engine, proposal_id: int, who: str, op: str, hold) -> dic
         return settle(
             False, "failed", f"domain {row['domain']!r} is not configured here", "failed" if op == "apply" else None
         )
+    refusal = team_rules.write_refusal(settings, row["domain"]) if op == "apply" else None
+    if refusal is not None:  # a derived folder: what is written there the next sync takes back
+        return settle(False, "refused", f"not applied: {refusal}", "failed")  # an undo may take a write back
     try:
         # the store, opened once: every file below is reached from this folder, never by its path
         # again (a folder swapped in at the path mid-apply is never written into)
