@@ -32,6 +32,10 @@ import os
 
 from geode.kernel.frontmatter import FrontmatterError, parse_frontmatter
 
+TYPE_CHECKING = False  # not ``typing``'s: the hook imports this module
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
 #: the kinds of file read, by the tool that reads them
 CURSOR_RULE = "cursor-rule"
 CLAUDE_MD = "claude-md"
@@ -121,6 +125,32 @@ def write_refusal(settings, domain: str) -> str | None:
 
 
 # -- which files -------------------------------------------------------------------------------
+def walk(root: str, skip: frozenset[str] = frozenset()) -> Iterator[tuple[str, os.DirEntry]]:
+    """``(relative POSIX path, entry)`` of everything below ``root`` that is not a folder,
+    entries of a folder by name, the folder's own files before the folders below it; a
+    symlinked folder is never entered, a folder named in ``skip`` never read, an unreadable one
+    passed over. The one walk of a team's repository: ``discover`` keeps the Cursor rules of
+    ``.cursor/rules`` (a dot folder the store walk, ``geode.kernel.store``, would skip), and
+    ``repo_files`` every path lint matches a glob against."""
+    stack = [""]
+    while stack:
+        sub = stack.pop()
+        try:
+            entries = sorted(os.scandir(os.path.join(root, sub) if sub else root), key=lambda e: e.name)
+        except OSError:
+            continue
+        for e in entries:
+            rel = f"{sub}/{e.name}" if sub else e.name
+            try:
+                is_dir = e.is_dir(follow_symlinks=False)
+            except OSError:
+                continue
+            if not is_dir:
+                yield rel, e
+            elif e.name not in skip:
+                stack.append(rel)
+
+
 def discover(repo: str) -> list[tuple[str, str]]:
     """``(relative path, kind)`` of every team file under ``repo``, in a stable order: the root
     memory files, ``.cursor/rules/**/*.mdc``, ``.claude/skills/*/SKILL.md``. Nothing else of the
@@ -129,23 +159,12 @@ def discover(repo: str) -> list[tuple[str, str]]:
     for rel, kind in ROOT_FILES:
         if os.path.isfile(os.path.join(repo, rel)):
             out.append((rel, kind))
-    rules = os.path.join(repo, RULES_DIR)
-    stack = [""]
-    while stack:
-        sub = stack.pop()
+    for rel, entry in walk(os.path.join(repo, RULES_DIR)):
         try:
-            entries = sorted(os.scandir(os.path.join(rules, sub) if sub else rules), key=lambda e: e.name)
+            if rel.endswith(".mdc") and entry.is_file(follow_symlinks=False):
+                out.append((f"{RULES_DIR}/{rel}", CURSOR_RULE))
         except OSError:
             continue
-        for e in entries:
-            rel = f"{sub}/{e.name}" if sub else e.name
-            try:
-                if e.is_dir(follow_symlinks=False):
-                    stack.append(rel)
-                elif e.name.endswith(".mdc") and e.is_file(follow_symlinks=False):
-                    out.append((f"{RULES_DIR}/{rel}", CURSOR_RULE))
-            except OSError:
-                continue
     try:
         skills = sorted(os.scandir(os.path.join(repo, SKILLS_DIR)), key=lambda e: e.name)
     except OSError:
@@ -624,23 +643,10 @@ def repo_files(repo: str, limit: int = 200_000) -> list[str]:
     from geode.kernel.crystal import SKIP_DIRS
 
     out: list[str] = []
-    stack = [""]
-    while stack and len(out) < limit:
-        sub = stack.pop()
-        try:
-            entries = list(os.scandir(os.path.join(repo, sub) if sub else repo))
-        except OSError:
-            continue
-        for e in entries:
-            rel = f"{sub}/{e.name}" if sub else e.name
-            try:
-                if e.is_dir(follow_symlinks=False):
-                    if e.name not in SKIP_DIRS:
-                        stack.append(rel)
-                else:
-                    out.append(rel)
-            except OSError:
-                continue
+    for rel, _entry in walk(repo, SKIP_DIRS):
+        if len(out) >= limit:
+            break
+        out.append(rel)
     return out
 
 
