@@ -24,10 +24,10 @@ import json
 import os
 import time
 
-from geode.agents.contract import Context, Finding, Proposed, Report, Skipped
+from geode.agents.contract import Context, Finding, Report
 from geode.delivery import capture
 from geode.delivery.match import COMMON_SHELL_WORDS, term_matches, term_problems
-from geode.gardener.keys import DAY, GardenerRun, day_stamp, proposal_key
+from geode.gardener.keys import DAY, GardenerRun, day_stamp
 from geode.gardener.redact import redact_line, redact_lines
 
 #: the folder drafts are proposed in (in the default domain)
@@ -181,10 +181,6 @@ class Capture:
         self.session = session
 
     def check(self, ctx: Context, engine, report: Report) -> None:
-        from geode.queue.changes import new_note_change
-        from geode.queue.proposals import ProposalDraft, ProposalError
-        from geode.queue.safepath import UnsafePath
-
         report.examined["capture_expired"] = expire_raw(engine)
         since = time.time() - capture.RETENTION_DAYS * DAY
         by_session = _sql_rows(engine, since, self.session)
@@ -206,29 +202,17 @@ class Capture:
                 domain,
                 severity="info",
             )
-            report.findings.append(finding)
-            key = proposal_key("capture", domain, path)
-            if self.run.held(key):
-                continue
-            try:
-                change = new_note_change(ctx.settings, domain, path, draft_text(pair, sess, term))
-            except (ProposalError, UnsafePath, OSError) as exc:  # already there (approved), a refused path
-                report.skipped.append(Skipped(path, 0, term or "", f"draft not proposed: {exc}", domain))
-                continue
-            draft = ProposalDraft(
-                agent=self.run.name,
-                kind="new_note",
-                domain=domain,
-                title=f"Draft crystal {path}: `{fcmd}` failed, `{xcmd}` passed",
-                rationale=(
-                    f"In session {sess} on {day_stamp(pair['fail_ts'])}, `{fcmd}` exited "
-                    f"{pair['fail'].get('exit')} and `{xcmd}` then exited 0 ({pair['how']}). The binding and "
-                    "provenance are filled in from those commands; the essence holds only what was observed "
-                    "and is yours to rewrite."
-                ),
-                evidence=[],
-                changes=[change],
-                run_id=ctx.run_id or "adhoc",
-                key=key,
+            self.run.propose_new_note(
+                ctx,
+                report,
+                finding,
+                "capture",
+                draft_text(pair, sess, term),
+                f"Draft crystal {path}: `{fcmd}` failed, `{xcmd}` passed",
+                f"In session {sess} on {day_stamp(pair['fail_ts'])}, `{fcmd}` exited "
+                f"{pair['fail'].get('exit')} and `{xcmd}` then exited 0 ({pair['how']}). The binding and "
+                "provenance are filled in from those commands; the essence holds only what was observed "
+                "and is yours to rewrite.",
+                [pair["fail_id"], pair["fix_id"]],
+                "draft not proposed",
             )
-            self.run.propose(report, Proposed(draft, [finding], [pair["fail_id"], pair["fix_id"]]))

@@ -15,7 +15,7 @@ import hashlib
 from collections import Counter
 from dataclasses import dataclass, field
 
-from geode.agents.contract import Proposed, Report
+from geode.agents.contract import Context, Finding, Proposed, Report, Skipped
 from geode.kernel.config import GardenerSettings
 from geode.kernel.note import Note
 
@@ -44,7 +44,8 @@ class GardenerRun:
     ``geode.kernel.config.SCHEMA["gardener"]``, the constructor's overrides applied: one
     declaration of the table, not a copy of its fields), the notes
     read, what the agent proposed before, and the per-rule cap. Each rule receives it and reads
-    nothing off the agent; ``held`` and ``propose`` are the two ways a rule files."""
+    nothing off the agent; ``held`` and ``propose`` are the two ways a rule files, and
+    ``propose_new_note`` the tail of the rules that draft a new note."""
 
     name: str  # the agent's name, the ``agent`` of every draft
     cfg: GardenerSettings  # [gardener], the constructor's overrides applied
@@ -67,3 +68,47 @@ class GardenerRun:
     def propose(self, report: Report, proposed: Proposed) -> None:
         self.mine.append(self.rule)
         report.proposed.append(proposed)
+
+    def propose_new_note(
+        self,
+        ctx: Context,
+        report: Report,
+        finding: Finding,
+        rule: str,
+        text: str,
+        title: str,
+        rationale: str,
+        rows: list[int],
+        not_proposed: str,
+    ) -> None:
+        """File ``text`` as a new note at the finding's path and domain, the tail the stub and
+        capture rules share: the finding is reported whatever happens; a draft whose key
+        (``proposal_key(rule, domain, path)``) is held is not filed again; a file there already,
+        a refused path or an unreadable folder is a ``Skipped`` row (``not_proposed: why``), not an
+        error; the draft cites the finding and the ledger ``rows`` it rests on."""
+        from geode.queue.changes import new_note_change
+        from geode.queue.proposals import ProposalDraft, ProposalError
+        from geode.queue.safepath import UnsafePath
+
+        report.findings.append(finding)
+        domain, path = finding.domain, finding.path
+        key = proposal_key(rule, domain, path)
+        if self.held(key):
+            return
+        try:
+            change = new_note_change(ctx.settings, domain, path, text)
+        except (ProposalError, UnsafePath, OSError) as exc:  # exists already, a refused path, unreadable
+            report.skipped.append(Skipped(path, 0, finding.target, f"{not_proposed}: {exc}", domain))
+            return
+        draft = ProposalDraft(
+            agent=self.name,
+            kind="new_note",
+            domain=domain,
+            title=title,
+            rationale=rationale,
+            evidence=[],
+            changes=[change],
+            run_id=ctx.run_id or "adhoc",
+            key=key,
+        )
+        self.propose(report, Proposed(draft, [finding], rows))

@@ -16,9 +16,9 @@ from __future__ import annotations
 import os
 from collections import Counter
 
-from geode.agents.contract import Context, Finding, Proposed, Report, Skipped
+from geode.agents.contract import Context, Finding, Report
 from geode.delivery.binding import ACTIONS
-from geode.gardener.keys import GardenerRun, day_stamp, proposal_key
+from geode.gardener.keys import GardenerRun, day_stamp
 from geode.gardener.terms import slug
 
 
@@ -29,10 +29,6 @@ class Stubs:
         self.run = run
 
     def check(self, ctx: Context, s, report: Report) -> None:
-        from geode.queue.changes import new_note_change
-        from geode.queue.proposals import ProposalDraft, ProposalError
-        from geode.queue.safepath import UnsafePath
-
         parent = list(range(len(s.blocked)))
 
         def find(i):
@@ -97,32 +93,20 @@ class Stubs:
                 domain,
                 severity="info",
             )
-            report.findings.append(finding)
-            key = proposal_key("stub", domain, path)
-            if self.run.held(key):
-                continue
-            try:
-                change = new_note_change(ctx.settings, domain, path, text)
-            except (ProposalError, UnsafePath, OSError) as exc:  # exists already, a refused path, unreadable
-                report.skipped.append(Skipped(path, 0, ", ".join(terms), f"stub not proposed: {exc}", domain))
-                continue
-            draft = ProposalDraft(
-                agent=self.run.name,
-                kind="new_note",
-                domain=domain,
-                title=f"New crystal stub {path} ({', '.join(terms)})",
-                rationale=(
-                    f"{len(group)} lookups were blocked in {len(sessions)} session(s) between {day_stamp(min(b.ts for b in group))} "
-                    f"and {day_stamp(max(b.ts for b in group))}, hunting for {terms_s} ({tools_s}): the store did not "
-                    f"hand this over when it was needed. The binding is pre-filled from those commands "
-                    f"(on {on}); the essence is empty and delivers nothing until a person writes it."
-                ),
-                evidence=[],
-                changes=[change],
-                run_id=ctx.run_id or "adhoc",
-                key=key,
+            self.run.propose_new_note(
+                ctx,
+                report,
+                finding,
+                "stub",
+                text,
+                f"New crystal stub {path} ({', '.join(terms)})",
+                f"{len(group)} lookups were blocked in {len(sessions)} session(s) between {day_stamp(min(b.ts for b in group))} "
+                f"and {day_stamp(max(b.ts for b in group))}, hunting for {terms_s} ({tools_s}): the store did not "
+                f"hand this over when it was needed. The binding is pre-filled from those commands "
+                f"(on {on}); the essence is empty and delivers nothing until a person writes it.",
+                ids,
+                "stub not proposed",
             )
-            self.run.propose(report, Proposed(draft, [finding], ids))
 
     @staticmethod
     def _stub_text(name, on, terms, n, sessions, tools_s, terms_s, first, last, ids) -> str:
