@@ -240,3 +240,36 @@ def test_the_nightly_gardener_files_the_draft_too(tmp_path):
         assert [p for p in again.proposals if p["kind"] == "new_note"] == []  # pending: not proposed twice
     finally:
         engine.dispose()
+
+
+def _spool_kinds(g: Geode) -> list[str]:
+    path = g.home / "spool" / "events.jsonl"
+    return [json.loads(line)["kind"] for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_the_stop_hook_names_a_pair_whose_rows_are_still_in_the_spool(tmp_path):
+    """The ledger's write lock is held by another process for the whole session (a long drain, a
+    report), so every hook call spools its rows within its lock budget: the Stop hook must read
+    them there, not only in the SQLite ledger. Once the lock is gone, ``geode drafts`` drains
+    the spool and files the same draft, numbered by its ledger row."""
+    import sqlite3
+
+    g = _geode(tmp_path)
+    holder = sqlite3.connect(g.home / "geode.db", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # the write lock; readers (WAL) still read
+    try:
+        out = _failed_then_fixed(g)
+        assert g.rows("shell_run", session="s1") == []  # nothing reached the ledger
+        assert _spool_kinds(g).count("shell_run") == 2 and "file_touched" in _spool_kinds(g)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert out.get("decision") == "block", out
+    named = [line for line in out["reason"].splitlines() if line.startswith("- draft ")]
+    assert len(named) == 1, out["reason"]
+    assert named[0].startswith("- draft failed-npm-test-runinband: `npm test` exited 1"), named[0]
+    assert "after edits to jest.config.js" in named[0] and "still in the spool" in named[0]
+
+    drafts = _file_drafts(g)  # drains the spool first
+    fail_id = g.rows("shell_run", session="s1")[0]["id"]
+    assert [d["paths"] for d in drafts] == [[f"captured/failed-npm-test-runinband-{fail_id}.md"]]

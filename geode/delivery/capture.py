@@ -206,19 +206,20 @@ def _head(d: dict) -> tuple[str, str]:
     return str(d.get("word") or ""), str(d.get("sub") or "")
 
 
-def pairs(rows: list[tuple[int, float, str, str, str]]) -> list[dict]:
+def pairs(rows: list[tuple[int | None, float, str, str, str]]) -> list[dict]:
     """The failed-then-fixed pairs among one session's rows ``(id, ts, kind, path, detail)``, in order.
 
     For each command head (word, subcommand) the latest failure is open until a success of the
     same head: a success with another command line closes it as a pair; the same command line
     again is a pair only when a file its error named was touched in between (else it was a
-    flaky run, not a fix)."""
-    open_fail: dict[tuple[str, str], tuple[int, dict, float]] = {}
+    flaky run, not a fix). "In between" is by the rows' order, not their ids: a row still in
+    the spool has no id yet (``None``), and one drained late has an id past rows written after it."""
+    open_fail: dict[tuple[str, str], tuple[int | None, dict, float, int]] = {}
     touched: list[tuple[int, str]] = []
     out: list[dict] = []
-    for rid, ts, kind, path, detail in rows:
+    for pos, (rid, ts, kind, path, detail) in enumerate(rows):
         if kind == TOUCH_KIND:
-            touched.append((rid, path))
+            touched.append((pos, path))
             continue
         if kind != RUN_KIND:
             continue
@@ -233,12 +234,12 @@ def pairs(rows: list[tuple[int, float, str, str, str]]) -> list[dict]:
         if code is None:
             continue
         if code != 0:
-            open_fail[head] = (rid, d, ts)
+            open_fail[head] = (rid, d, ts, pos)
             continue
         if head not in open_fail:
             continue
-        fid, fd, fts = open_fail.pop(head)
-        between = list(dict.fromkeys(p for tid, p in touched if fid < tid < rid))
+        fid, fd, fts, fpos = open_fail.pop(head)
+        between = list(dict.fromkeys(p for tpos, p in touched if fpos < tpos < pos))
         same = str(fd.get("command") or "").strip() == str(d.get("command") or "").strip()
         if same:
             named = named_files([str(x) for x in fd.get("error") or []])
@@ -266,7 +267,8 @@ def _flag(w: str) -> str:
 def draft_name(pair: dict) -> str:
     """The name a pair's draft goes under: stable, so the Stop hook and the Gardener agree. Made of
     the command word, subcommand and a flag only (an argument may hold a secret: redaction is
-    not standard library, so it never reaches a name or the Stop message)."""
+    not standard library, so it never reaches a name or the Stop message). A pair whose failing
+    row is still in the spool has no row id yet: its name lacks the number the Gardener adds."""
     fail, fix = pair["fail"], pair["fix"]
     words = [fail.get("word") or "cmd", fail.get("sub") or ""]
     fflags = [_flag(w) for w in fail.get("flags") or []]
@@ -275,27 +277,101 @@ def draft_name(pair: dict) -> str:
     slug = "-".join("".join(c if c.isalnum() else "-" for c in w.lower()).strip("-") for w in words if w)
     while "--" in slug:
         slug = slug.replace("--", "-")
+    if pair["fail_id"] is None:  # still in the spool: the number comes with its ledger row
+        return f"failed-{slug.strip('-')[:60]}"
     return f"failed-{slug.strip('-')[:60]}-{pair['fail_id']}"
 
 
-def session_rows(settings, session: str) -> list[tuple[int, float, str, str, str]]:
-    """This session's ``shell_run`` and ``file_touched`` rows from the SQLite ledger, in order
-    (rows still in the spool are not seen: the next ledger write drains them)."""
+def session_rows(settings, session: str) -> list[tuple[int | None, float, str, str, str]]:
+    """This session's ``shell_run`` and ``file_touched`` rows ``(id, ts, kind, path, detail)``,
+    in time order: the SQLite ledger's and those still in the spool (``id`` None), each once.
+
+    The spool is read first: a row drained between the two reads is then in the ledger, and the
+    ledger's copy (with its id) is kept; read the other way round it would be in neither."""
+    spooled = spool_rows(settings, session)
+    stored = _ledger_rows(settings, session)
+    known = {r[0] for r in stored}
+    rows: list[tuple[int | None, float, str, str, str]] = [(rid, ts, k, p, d) for _e, rid, ts, k, p, d in stored]
+    rows += [(None, ts, k, p, d) for eid, ts, k, p, d in spooled if eid not in known]
+    rows.sort(key=lambda r: r[1])  # stable: rows of one time keep the ledger's id order
+    return rows
+
+
+def _ledger_rows(settings, session: str) -> list[tuple[str, int, float, str, str, str]]:
+    """``(event_id, id, ts, kind, path, detail)`` of the session's rows in the SQLite ledger (none
+    when it is PostgreSQL, which the hook never opens: its rows are all in the spool)."""
     path = settings.records_file
     if path is None or not os.path.exists(path):
         return []
     conn = ledger.connect(settings)
     try:
         return [
-            (int(r[0]), float(r[1]), str(r[2]), str(r[3] or ""), str(r[4] or ""))
+            (str(r[0]), int(r[1]), float(r[2]), str(r[3]), str(r[4] or ""), str(r[5] or ""))
             for r in conn.execute(
-                f"SELECT id, ts, kind, path, detail FROM {ledger.TABLE} WHERE session = ? AND kind IN (?, ?) "
-                "ORDER BY ts, id",
+                f"SELECT event_id, id, ts, kind, path, detail FROM {ledger.TABLE} WHERE session = ? "
+                "AND kind IN (?, ?) ORDER BY ts, id",
                 (session, RUN_KIND, TOUCH_KIND),
             )
         ]
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            return []  # not migrated yet: every row is in the spool
+        raise
     finally:
         conn.close()
+
+
+#: the Stop hook reads at most this much of each spool file, from its end (this session's rows
+#: are the latest; a PostgreSQL home spools every row until a command drains it)
+SPOOL_TAIL_BYTES = 16 << 20
+_SPOOL_KINDS = (f'"{RUN_KIND}"'.encode(), f'"{TOUCH_KIND}"'.encode())
+
+
+def spool_rows(settings, session: str) -> list[tuple[str, float, str, str, str]]:
+    """``(event_id, ts, kind, path, detail)`` of the session's ``shell_run`` and ``file_touched``
+    rows still in the spool (``spool/events.jsonl`` and the ``*.draining`` files of a drain in
+    progress), read without a lock and without changing a byte: a line being written is torn and
+    skipped, a file drained meanwhile is gone and its rows are in the ledger."""
+    spool_dir = str(settings.spool_dir)
+    try:
+        names = sorted(os.listdir(spool_dir))
+    except OSError:
+        return []
+    out: list[tuple[str, float, str, str, str]] = []
+    for name in names:
+        if name != ledger.SPOOL_NAME and not (name.startswith("events.") and name.endswith(".draining")):
+            continue
+        try:
+            with open(os.path.join(spool_dir, name), "rb") as fh:
+                size = os.fstat(fh.fileno()).st_size
+                if size > SPOOL_TAIL_BYTES:
+                    fh.seek(size - SPOOL_TAIL_BYTES)
+                    fh.readline()  # the line cut by the seek
+                data = fh.read()
+        except OSError:
+            continue
+        for raw in data.splitlines(keepends=True):
+            if not raw.endswith(b"\n") or not (_SPOOL_KINDS[0] in raw or _SPOOL_KINDS[1] in raw):
+                continue
+            try:
+                ev = fastjson.loads(raw.decode("utf-8"))
+            except ValueError:  # a torn or malformed line: the drain moves it to rejected.jsonl
+                continue
+            if not isinstance(ev, dict) or ev.get("session") != session or ev.get("kind") not in (RUN_KIND, TOUCH_KIND):
+                continue
+            try:
+                out.append(
+                    (
+                        str(ev["event_id"]),
+                        float(ev["ts"]),
+                        str(ev["kind"]),
+                        str(ev.get("path") or ""),
+                        str(ev.get("detail") or ""),
+                    )
+                )
+            except (KeyError, TypeError, ValueError):
+                continue
+    return out
 
 
 def _cmd(d: dict) -> str:
@@ -318,6 +394,7 @@ def stop_message(found: list[dict]) -> str:
             f"- draft {draft_name(p)}: `{_cmd(p['fail'])}` exited {p['fail'].get('exit')}, then "
             f"`{_cmd(p['fix'])}` exited 0"
             + (f" after edits to {', '.join(os.path.basename(t) for t in p['touched'][:3])}" if p["touched"] else "")
+            + (" (its rows are still in the spool: `geode drafts` numbers it)" if p["fail_id"] is None else "")
         )
     lines.append(
         "To finish: run `geode drafts` (it files them into the approval queue, redacted of secrets), "

@@ -34,7 +34,7 @@ from geode.gardener.redact import redact_line, redact_lines
 FOLDER = "captured"
 
 
-def _sql_rows(engine, since: float, session: str | None) -> dict[str, list[tuple[int, float, str, str, str]]]:
+def _sql_rows(engine, since: float, session: str | None) -> dict[str, list[tuple[int | None, float, str, str, str]]]:
     from sqlalchemy import inspect, text
 
     if engine is None or not inspect(engine).has_table("ledger_event"):
