@@ -10,7 +10,7 @@ read again under the store's lock: the loser reports the winner's outcome ("alre
 pa") and writes nothing over it.
 
 The interleaving is forced, not hoped for: home PA's apply is held at its middle file
-(``GEODE_TEST_APPLY_GATE``, holding the store's lock) until home PB is seen blocked on that lock
+(the apply loop's seam, set by ``tests/apply_seam.py``, holding the store's lock) until home PB is seen blocked on that lock
 in ``/proc/locks``; then PA goes on. A free race (both started at once) follows.
 """
 
@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -28,7 +27,7 @@ import pytest
 from geode.cli.main import main
 from geode.kernel.config import load_settings
 from geode.queue import proposals as Q
-from tests import archive_store
+from tests import apply_seam, archive_store
 from tests.stores import NO_BACKGROUND_BUILD, snapshot
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,12 +39,8 @@ def _geode(
     """``geode <argv> --store S --json`` as its own process, in home ``base/home``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GEODE_")} | NO_BACKGROUND_BUILD
     env.update({"GEODE_HOME": str(base / home), "GEODE_DATABASE_URL": url, "PYTHONPATH": str(ROOT), "USER": home})
-    if gate is not None:
-        env["GEODE_TEST_APPLY_GATE"] = str(gate)
-    if pause:
-        env["GEODE_TEST_APPLY_PAUSE"] = pause
     return subprocess.Popen(
-        [sys.executable, "-m", "geode", *argv, "--store", str(store), "--json"],
+        apply_seam.command(*argv, "--store", str(store), "--json", pause=float(pause) if pause else None, gate=gate),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -2,8 +2,8 @@
 a real PostgreSQL (and a shared SQLite file).
 
 Homes PA and PB share ``GEODE_DATABASE_URL`` and the store. PA approves a 22-file archive
-proposal; its apply is held at its middle file (``GEODE_TEST_APPLY_GATE``, the apply loop's test
-seam: deterministic, no sleep decides the interleaving). Meanwhile PB runs ``geode proposals
+proposal; its apply is held at its middle file (the apply loop's test seam, set by
+``tests/apply_seam.py``: deterministic, no sleep decides the interleaving). Meanwhile PB runs ``geode proposals
 list`` and ``geode proposals reconcile``. Before journal entries had an owner and a liveness
 lock, PB took PA's open entry for a crash's leftover and finished or rolled back an apply in
 flight (a mixed store, status ``conflict``). Now PB must leave it alone; only once PA is dead
@@ -16,7 +16,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -25,7 +24,7 @@ import pytest
 from geode.cli.main import main
 from geode.kernel.config import load_settings
 from geode.queue import proposals as Q
-from tests import archive_store
+from tests import apply_seam, archive_store
 from tests.conftest import PG_ADMIN
 from tests.stores import NO_BACKGROUND_BUILD, snapshot
 
@@ -58,14 +57,12 @@ def _start_pa(base: Path, store: Path, url: str, pid: int, gate: Path) -> subpro
         {
             "GEODE_HOME": str(base / "PA"),
             "GEODE_DATABASE_URL": url,
-            "GEODE_TEST_APPLY_GATE": str(gate),
-            "GEODE_TEST_APPLY_PAUSE": "0.002",
             "PYTHONPATH": str(ROOT),
             "USER": "pa",
         }
     )
     return subprocess.Popen(
-        [sys.executable, "-m", "geode", "proposals", "approve", str(pid), "--store", str(store), "--json"],
+        apply_seam.command("proposals", "approve", str(pid), "--store", str(store), "--json", pause=0.002, gate=gate),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

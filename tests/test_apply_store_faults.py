@@ -21,7 +21,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -29,7 +28,7 @@ import pytest
 
 from geode.queue import apply as A
 from geode.queue import proposals as Q
-from tests import archive_store
+from tests import apply_seam, archive_store
 from tests.stores import NO_BACKGROUND_BUILD, plain_settings, snapshot
 from tests.test_apply import open_journals, status_of
 
@@ -149,11 +148,11 @@ def test_the_literal_repro_with_a_real_process_and_mv(world, tmp_path):
     before = snapshot(store)
     (tmp_path / "home" / "geode.toml").write_text(f'[domains]\nmain = "{store}"\n')
     env = {k: v for k, v in os.environ.items() if not k.startswith("GEODE_")} | NO_BACKGROUND_BUILD
-    env.update({"GEODE_HOME": str(tmp_path / "home"), "PYTHONPATH": str(ROOT), "GEODE_TEST_APPLY_PAUSE": "0.05"})
+    env.update({"GEODE_HOME": str(tmp_path / "home"), "PYTHONPATH": str(ROOT)})
 
     def geode(*args: str, **kw) -> subprocess.Popen:
         return subprocess.Popen(
-            [sys.executable, "-m", "geode", *args, "--json"],
+            apply_seam.command(*args, "--json", pause=0.05),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

@@ -18,7 +18,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -26,7 +25,7 @@ import pytest
 
 from geode.queue import apply as A
 from geode.queue import proposals as Q
-from tests import archive_store
+from tests import apply_seam, archive_store
 from tests.stores import NO_BACKGROUND_BUILD, plain_settings, snapshot
 from tests.test_apply import open_journals, status_of
 
@@ -105,7 +104,7 @@ def test_store_swapped_for_a_restore_mid_undo_writes_nothing_into_it_and_stays_a
 
 @pytest.mark.slow
 def test_a_real_approve_process_with_the_store_swapped_under_it(world, tmp_path):
-    """A real ``geode proposals approve`` held at its middle file (``GEODE_TEST_APPLY_GATE``);
+    """A real ``geode proposals approve`` held at its middle file (``tests/apply_seam.py``'s gate);
     meanwhile this process renames the store away and puts a restored copy at its path."""
     s, engine, store, pid = world
     before = snapshot(store)
@@ -114,9 +113,9 @@ def test_a_real_approve_process_with_the_store_swapped_under_it(world, tmp_path)
     (tmp_path / "home" / "geode.toml").write_text(f'[domains]\nmain = "{store}"\n')
     gate = tmp_path / "gate"
     env = {k: v for k, v in os.environ.items() if not k.startswith("GEODE_")} | NO_BACKGROUND_BUILD
-    env.update({"GEODE_HOME": str(tmp_path / "home"), "PYTHONPATH": str(ROOT), "GEODE_TEST_APPLY_GATE": str(gate)})
+    env.update({"GEODE_HOME": str(tmp_path / "home"), "PYTHONPATH": str(ROOT)})
     proc = subprocess.Popen(
-        [sys.executable, "-m", "geode", "proposals", "approve", str(pid), "--json"],
+        apply_seam.command("proposals", "approve", str(pid), "--json", gate=gate),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

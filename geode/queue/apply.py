@@ -52,7 +52,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import time
 from contextlib import ExitStack
 
 from sqlalchemy.exc import SQLAlchemyError
@@ -338,22 +337,12 @@ def _carry_out(settings, engine, row, op, jid, plan, changes, who, files, root) 
 
 
 def before_file(i: int, n: int) -> None:
-    """Called before the ``i``-th of ``n`` files is put: the seam the fault tests use to act at a
-    known point of an apply (move the store away, swap a folder for a symlink, kill it, let
-    another home look at it). From the environment, for tests that drive a real ``geode``
-    process: ``GEODE_TEST_APPLY_PAUSE`` (seconds to sleep before each file, so a race has a
-    window to hit) and ``GEODE_TEST_APPLY_GATE`` (a path: before the middle file, create
-    ``<path>.reached`` and wait up to 120 s for ``<path>`` to exist). Both unset: nothing."""
-    pause = os.environ.get("GEODE_TEST_APPLY_PAUSE")
-    if pause:
-        time.sleep(float(pause))
-    gate = os.environ.get("GEODE_TEST_APPLY_GATE")
-    if gate and i == n // 2:
-        with open(gate + ".reached", "w", encoding="utf-8") as fh:
-            fh.write(f"{os.getpid()}\n")
-        deadline = time.monotonic() + 120
-        while not os.path.exists(gate) and time.monotonic() < deadline:
-            time.sleep(0.005)
+    """Called before the ``i``-th of ``n`` files is put; does nothing. The seam the fault tests
+    replace (this module's attribute, looked up at each call) to act at a known point of an
+    apply: move the store away, swap a folder for a symlink, kill it, let another home look at it.
+    In the test's own process by ``monkeypatch``; in a real ``geode`` process by starting it
+    through ``tests/apply_seam.py``, which sets a pause or a gate here and then runs the
+    program. Nothing in the product reads a switch for it (no environment variable)."""
 
 
 class _NotBack(StoreError):
