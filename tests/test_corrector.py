@@ -457,6 +457,23 @@ def test_a_frontmatter_value_that_is_not_one_line_is_left_for_a_person(geode_env
     assert "would break the note" in report.findings[0].message
 
 
+def test_a_file_with_a_carriage_return_that_ends_no_line_is_left_for_a_person(geode_env):
+    """A lone CR (LF CR line endings): the readers break a line there and the line editor does
+    not, so no edit is made; each fix becomes a finding for a person, counted as not mechanical."""
+    before = b"---\nname: db-host\ntype: fact\nlast_verified: 2020-01-01\n---\n# DB host\n\rThe primary is db-1.\n"
+    settings, engine, root = geode_env.files({"r.md": before})
+    run_agent(settings, engine, "r", "librarian")
+    report = run_agent(settings, engine, "r", "corrector")
+    assert report.proposals == [] and (root / "r.md").read_bytes() == before
+    mine = [f for f in report.findings if f.kind == "correction-not-mechanical"]
+    assert mine and report.examined["not_mechanical"] == len(mine)
+    for f in mine:
+        assert f.path == "r.md" and f.message.endswith(
+            "; the file has a carriage return that does not end a line (LF CR or CR line endings), "
+            "which no edit is made on; for a person"
+        ), f.message
+
+
 # -- the essence is never reworded ------------------------------------------------------------------
 def _essence_store(n: int) -> dict[str, bytes]:
     files = {"topics/new-home.md": b"---\nname: new-home\naliases: [Old Home]\n---\n# New home\n## Usage\nHere.\n"}

@@ -65,6 +65,22 @@ NOT_MECHANICAL = "correction-not-mechanical"
 MAX_LINES = 5
 
 
+def _for_a_person(report: Report, domain: str, path: str, fix: Fix, why_not: str) -> None:
+    """One fix the Corrector will not make, left to a person as a ``NOT_MECHANICAL`` finding
+    (what the fix was, why no mechanical edit does it) and counted as ``not_mechanical``."""
+    report.examined["not_mechanical"] += 1
+    report.findings.append(
+        Finding(
+            NOT_MECHANICAL,
+            path,
+            fix.line,
+            fix.finding.target,
+            f"{fix.finding.kind}: {fix.describe}; {why_not}; for a person",
+            domain,
+        )
+    )
+
+
 class Corrector(Agent):
     name = "corrector"
     #: the day freshness is judged on (None: the day it runs)
@@ -250,17 +266,13 @@ class Corrector(Agent):
             # a CR that ends no line (LF CR, CR alone): the readers break lines there and the
             # line editor does not, so a fix's line number would name another line: for a person
             for fix in fixes:
-                ex["not_mechanical"] += 1
-                report.findings.append(
-                    Finding(
-                        NOT_MECHANICAL,
-                        path,
-                        fix.line,
-                        fix.finding.target,
-                        f"{fix.finding.kind}: {fix.describe}; the file has a carriage return that does not end "
-                        "a line (LF CR or CR line endings), which no edit is made on; for a person",
-                        domain,
-                    )
+                _for_a_person(
+                    report,
+                    domain,
+                    path,
+                    fix,
+                    "the file has a carriage return that does not end a line (LF CR or CR line endings), "
+                    "which no edit is made on",
                 )
             return
         sha = hashlib.sha256(data).hexdigest()
@@ -332,17 +344,7 @@ class Corrector(Agent):
             added.update(fix.added)
             done.append(fix)
         for fix, why_not in failed:
-            ex["not_mechanical"] += 1
-            report.findings.append(
-                Finding(
-                    NOT_MECHANICAL,
-                    path,
-                    fix.line,
-                    fix.finding.target,
-                    f"{fix.finding.kind}: {fix.describe}; {why_not}; for a person",
-                    domain,
-                )
-            )
+            _for_a_person(report, domain, path, fix, why_not)
         if not done:
             return
         n = changed_lines(text, after_text)
