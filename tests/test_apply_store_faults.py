@@ -29,35 +29,16 @@ import pytest
 from geode.queue import apply as A
 from geode.queue import proposals as Q
 from tests import apply_seam, archive_store
-from tests.stores import NO_BACKGROUND_BUILD, plain_settings, snapshot
+from tests.stores import snapshot
 from tests.test_apply import open_journals, status_of
 
-ROOT = Path(__file__).resolve().parent.parent
-MIDDLE = 11  # files 0..10 replaced (the archived copy and ten link rewrites) when the fault hits
+MIDDLE = archive_store.MIDDLE
 
 
 @pytest.fixture()
 def world(tmp_path):
-    store = tmp_path / "S"
-    archive_store.make(store)
-    s = plain_settings(tmp_path / "home", store)
-    engine = Q.open_queue(s)
-    pid = archive_store.file_archive(s, engine, "main")
-    yield s, engine, store, pid
-    engine.dispose()
-
-
-def _at(monkeypatch, i: int, act) -> list[int]:
-    """Run ``act()`` once, before the apply puts its ``i``-th file; the calls seen."""
-    seen: list[int] = []
-
-    def hook(k: int, n: int) -> None:
-        seen.append(k)
-        if k == i and len(seen) == i + 1:
-            act()
-
-    monkeypatch.setattr(A, "before_file", hook)
-    return seen
+    with archive_store.world(tmp_path) as w:
+        yield w
 
 
 def _applies_and_undoes(s, engine, store: Path, pid: int, before: dict, monkeypatch) -> None:
@@ -77,7 +58,7 @@ def test_store_moved_away_mid_apply_is_rolled_back_in_the_store_itself(world, mo
     s, engine, store, pid = world
     before = snapshot(store)
     away = store.with_name("S.away")
-    seen = _at(monkeypatch, MIDDLE, lambda: os.rename(store, away))
+    seen = archive_store.at(monkeypatch, MIDDLE, lambda: os.rename(store, away))
     r = A.approve(s, engine, pid, "t")
     assert seen[-1] == MIDDLE  # the fault hit the middle of the apply
     assert not r["ok"] and r["status"] == "pending", r
@@ -98,7 +79,7 @@ def test_store_moved_away_mid_undo_is_rolled_back_in_the_store_itself(world, mon
     assert A.approve(s, engine, pid, "t")["ok"]
     applied = snapshot(store)
     away = store.with_name("S.away")
-    _at(monkeypatch, MIDDLE, lambda: os.rename(store, away))
+    archive_store.at(monkeypatch, MIDDLE, lambda: os.rename(store, away))
     r = A.undo(s, engine, pid, "t")
     assert not r["ok"] and r["status"] == "applied" and "went away" in r["message"], r
     assert "rolled back" in r["message"] and not open_journals(engine)
@@ -120,7 +101,7 @@ def test_folder_swapped_for_a_symlink_mid_apply_is_never_closed_half_applied(wor
         os.rename(store / "team", elsewhere / "team")
         os.symlink(elsewhere / "team", store / "team")
 
-    _at(monkeypatch, MIDDLE, swap)
+    archive_store.at(monkeypatch, MIDDLE, swap)
     r = A.approve(s, engine, pid, "t")
     assert not r["ok"] and r["status"] == "pending", r  # not `failed` over a half-applied store
     assert "symlink" in r["message"] and "reconcile" in r["message"], r["message"]
@@ -147,8 +128,7 @@ def test_the_literal_repro_with_a_real_process_and_mv(world, tmp_path):
     s, engine, store, pid = world
     before = snapshot(store)
     (tmp_path / "home" / "geode.toml").write_text(f'[domains]\nmain = "{store}"\n')
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GEODE_")} | NO_BACKGROUND_BUILD
-    env.update({"GEODE_HOME": str(tmp_path / "home"), "PYTHONPATH": str(ROOT)})
+    env = archive_store.process_env(tmp_path / "home")
 
     def geode(*args: str, **kw) -> subprocess.Popen:
         return subprocess.Popen(

@@ -26,22 +26,16 @@ import pytest
 from geode.queue import apply as A
 from geode.queue import proposals as Q
 from tests import apply_seam, archive_store
-from tests.stores import NO_BACKGROUND_BUILD, plain_settings, snapshot
+from tests.stores import snapshot
 from tests.test_apply import open_journals, status_of
 
-ROOT = Path(__file__).resolve().parent.parent
-MIDDLE = 11
+MIDDLE = archive_store.MIDDLE
 
 
 @pytest.fixture()
 def world(tmp_path):
-    store = tmp_path / "S"
-    archive_store.make(store)
-    s = plain_settings(tmp_path / "home", store)
-    engine = Q.open_queue(s)
-    pid = archive_store.file_archive(s, engine, "main")
-    yield s, engine, store, pid
-    engine.dispose()
+    with archive_store.world(tmp_path) as w:
+        yield w
 
 
 def _swap(store: Path, away: Path, restore: Path) -> None:
@@ -50,25 +44,13 @@ def _swap(store: Path, away: Path, restore: Path) -> None:
     os.rename(restore, store)
 
 
-def _at(monkeypatch, i: int, act) -> list[int]:
-    seen: list[int] = []
-
-    def hook(k: int, n: int) -> None:
-        seen.append(k)
-        if k == i and len(seen) == i + 1:
-            act()
-
-    monkeypatch.setattr(A, "before_file", hook)
-    return seen
-
-
 @pytest.mark.parametrize("at", [0, MIDDLE, archive_store.FILES - 1])
 def test_store_swapped_for_a_restore_mid_apply_writes_nothing_into_it_and_rolls_back(world, monkeypatch, tmp_path, at):
     s, engine, store, pid = world
     before = snapshot(store)
     away, restore = tmp_path / "S.real", tmp_path / "restore"
     shutil.copytree(store, restore)
-    seen = _at(monkeypatch, at, lambda: _swap(store, away, restore))
+    seen = archive_store.at(monkeypatch, at, lambda: _swap(store, away, restore))
     r = A.approve(s, engine, pid, "t")
     assert not r["ok"] and r["status"] == "pending", r
     assert seen[-1] == at  # stopped at the first file after the swap
@@ -93,7 +75,7 @@ def test_store_swapped_for_a_restore_mid_undo_writes_nothing_into_it_and_stays_a
     applied = snapshot(store)
     away, restore = tmp_path / "S.real", tmp_path / "restore"
     shutil.copytree(store, restore)
-    _at(monkeypatch, MIDDLE, lambda: _swap(store, away, restore))
+    archive_store.at(monkeypatch, MIDDLE, lambda: _swap(store, away, restore))
     r = A.undo(s, engine, pid, "t")
     assert not r["ok"] and r["status"] == "applied" and "rolled back" in r["message"], r
     assert snapshot(store) == applied and snapshot(away) == applied
@@ -112,8 +94,7 @@ def test_a_real_approve_process_with_the_store_swapped_under_it(world, tmp_path)
     shutil.copytree(store, restore)
     (tmp_path / "home" / "geode.toml").write_text(f'[domains]\nmain = "{store}"\n')
     gate = tmp_path / "gate"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GEODE_")} | NO_BACKGROUND_BUILD
-    env.update({"GEODE_HOME": str(tmp_path / "home"), "PYTHONPATH": str(ROOT)})
+    env = archive_store.process_env(tmp_path / "home")
     proc = subprocess.Popen(
         apply_seam.command("proposals", "approve", str(pid), "--json", gate=gate),
         stdout=subprocess.PIPE,
