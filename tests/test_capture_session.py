@@ -273,3 +273,33 @@ def test_the_stop_hook_names_a_pair_whose_rows_are_still_in_the_spool(tmp_path):
     drafts = _file_drafts(g)  # drains the spool first
     fail_id = g.rows("shell_run", session="s1")[0]["id"]
     assert [d["paths"] for d in drafts] == [[f"captured/failed-npm-test-runinband-{fail_id}.md"]]
+
+
+def test_spool_rows_are_this_sessions_only_whole_lines_only_in_every_spool_file(tmp_path):
+    """Other sessions' rows (one named ``s10`` beside ``s1``), another kind, a line still being
+    written at the end, and a drain's ``*.draining`` file: only ``s1``'s whole capture rows."""
+    from geode.delivery import capture, ledger
+
+    g = _geode(tmp_path)
+    s = g.settings()
+
+    def ev(kind: str, session: str, path: str = "") -> dict:
+        return ledger.new_event(kind, session=session, path=path, detail='{"word": "npm", "exit": 1}')
+
+    mine = [ev("shell_run", "s1"), ev("file_touched", "s1", "a.js"), ev("shell_run", "s1")]
+    spool = g.home / "spool"
+    spool.mkdir(exist_ok=True)
+    (spool / "events.123.abcd.draining").write_bytes(
+        ledger.encode_line(mine[0]) + ledger.encode_line(ev("shell_run", "s10"))
+    )
+    torn = ledger.encode_line(ev("shell_run", "s1"))[:-20]
+    (spool / "events.jsonl").write_bytes(
+        ledger.encode_line(ev("delivered", "s1"))
+        + ledger.encode_line(mine[1])
+        + ledger.encode_line(ev("file_touched", "other", "b.js"))
+        + ledger.encode_line(mine[2])
+        + torn
+    )
+    got = capture.spool_rows(s, "s1")
+    assert sorted(r[0] for r in got) == sorted(e["event_id"] for e in mine)
+    assert {r[2] for r in got} == {"shell_run", "file_touched"}

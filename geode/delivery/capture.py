@@ -337,6 +337,7 @@ def spool_rows(settings, session: str) -> list[tuple[str, float, str, str, str]]
         names = sorted(os.listdir(spool_dir))
     except OSError:
         return []
+    needle = fastjson.dumps(session).encode("ascii", "replace")  # as the spool writes it (``ledger.encode_line``)
     out: list[tuple[str, float, str, str, str]] = []
     for name in names:
         if name != ledger.SPOOL_NAME and not (name.startswith("events.") and name.endswith(".draining")):
@@ -350,8 +351,17 @@ def spool_rows(settings, session: str) -> list[tuple[str, float, str, str, str]]
                 data = fh.read()
         except OSError:
             continue
-        for raw in data.splitlines(keepends=True):
-            if not raw.endswith(b"\n") or not (_SPOOL_KINDS[0] in raw or _SPOOL_KINDS[1] in raw):
+        # only the lines that name this session are parsed (found by ``bytes.find``, not a Python
+        # loop over every line: a PostgreSQL home's spool holds every session's rows)
+        pos = data.find(needle)
+        while pos != -1:
+            start = data.rfind(b"\n", 0, pos) + 1
+            end = data.find(b"\n", pos)
+            if end == -1:
+                break  # a line still being written: torn
+            raw = data[start : end + 1]
+            pos = data.find(needle, end + 1)
+            if not (_SPOOL_KINDS[0] in raw or _SPOOL_KINDS[1] in raw):
                 continue
             try:
                 ev = fastjson.loads(raw.decode("utf-8"))
