@@ -114,7 +114,10 @@ def test_the_page_refuses_to_approve_into_a_team_rules_domain(team):
     pid = _file_edit_of_a_derived_note(team)
     before = files_of(mirror(team))
     with Server(team.home) as srv:
+        seen, _h, shown = request(srv, "GET", f"/api/proposals/{pid}")
         status, _h, out = request(srv, "POST", f"/api/proposals/{pid}/approve", body={})
+    assert seen == 200 and json.loads(shown)["check"]["would"] == "failed"  # the page says so before
+    assert "domain 'acme' is a team-rules domain" in json.loads(shown)["check"]["message"]
     body = json.loads(out)
     assert status == 409, body
     assert body["ok"] is False and body["status"] == "failed"

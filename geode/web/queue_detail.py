@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy import select
 
 from geode.agents import contract
+from geode.kernel import team_rules
 from geode.queue import proposals as Q
 from geode.queue import review as queue_review
 from geode.queue import safepath
@@ -142,6 +143,9 @@ def check(settings, row, changes) -> dict:
     if root is None:
         return {"would": "failed", "message": f"domain {row['domain']!r} is not configured here", "stale": []}
     undoing = row["status"] == "applied"
+    refusal = None if undoing else team_rules.write_refusal(settings, row["domain"])
+    if refusal is not None:  # what ``apply`` refuses, the preview says (a derived folder)
+        return {"would": "failed", "message": refusal, "stale": []}
     stale, unsafe = [], []
     for c in changes:
         try:
