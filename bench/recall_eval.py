@@ -48,6 +48,8 @@ SETS = {
     "crossling-test": os.path.join(HERE, "recall_sets", "crossling-test"),
     "spread": os.path.join(HERE, "recall_sets", "spread"),
     "spread-test": os.path.join(HERE, "recall_sets", "spread-test"),
+    "dates": os.path.join(HERE, "recall_sets", "dates"),
+    "dates-test": os.path.join(HERE, "recall_sets", "dates-test"),
 }
 sys.path.insert(0, os.environ.get("GEODE_EVAL_SRC") or os.path.dirname(HERE))
 
