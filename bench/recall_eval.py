@@ -168,7 +168,17 @@ def main(argv=None) -> int:
         default=None,
         help="the semantic background's quantile (search.BACKGROUND_QUANTILE; default the median, 0.5)",
     )
+    p.add_argument(
+        "--date-miss-weight",
+        type=float,
+        default=None,
+        help="what a note holding none of the question's date terms keeps (date_terms.DATE_MISS_WEIGHT)",
+    )
     a = p.parse_args(argv)
+    if a.date_miss_weight is not None:
+        import geode.recall.date_terms as date_mod
+
+        date_mod.DATE_MISS_WEIGHT = a.date_miss_weight
     if a.background_quantile is not None:
         import geode.recall.search as search_mod
 

@@ -175,10 +175,47 @@ def test_geode_search_finds_the_note_that_told_the_day_yesterday(tmp_path):
     ):
         paths = geode_search(q)
         assert paths[0] == "chats/session-074.md", (q, paths)
+    # hybrid, the real model: the vectors put "Restaurant ideas for March 2026" nearest by
+    # meaning; the day is a constraint they cannot read (date_terms.date_prior)
+    p = subprocess.run(
+        [sys.executable, "-m", "geode.cli", "reindex", "--json"], env=env, cwd=REPO, capture_output=True, text=True
+    )
+    assert p.returncode == 0, p.stderr
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "geode.cli",
+            "search",
+            "Which restaurant did we have dinner at on 14 March 2026?",
+            "--json",
+        ],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert p.returncode == 0, p.stderr
+    res = json.loads(p.stdout)
+    assert res["mode"] == "hybrid" and res["results"][0]["path"] == "chats/session-074.md", res["results"][:3]
     # the note dated by its title alone: "two days ago" of 10 April is 8 April
     assert geode_search("Where did we have dinner on 8 April 2026?")[0] == "chats/chat-100.md"
     # ... and by its file name alone: 27 March
     assert geode_search("Where did we have dinner on March 27, 2026?")[0] == "chats/2026-03-28-session.md"
+
+
+def test_the_date_prior_scales_the_notes_that_miss_the_day_only_when_one_holds_it():
+    def row(path: str, dates: str) -> dict:
+        return {"path": path, "dates": dates}
+
+    scored = [(0.9, row("ideas.md", "dt20260302 dm202603"), 0.1, 0.9), (0.5, row("told.md", "dt20260314"), 1.0, 0.0)]
+    got = D.date_prior(scored, ["restaurant", "dt20260314"], weight=0.1)
+    assert [r["path"] for _s, r, _a, _b in got] == ["told.md", "ideas.md"]
+    assert [round(s, 3) for s, _r, _a, _b in got] == [0.5, 0.09]  # scaled, never dropped
+    assert D.date_prior(scored, ["restaurant", "dinner"]) is scored  # no date in the question
+    assert D.date_prior(scored, ["dt20260314"], weight=1.0) is scored  # the prior off
+    assert D.is_date_term("dm202603") and D.is_date_term("dd0314") and not D.is_date_term("dinner")
 
 
 def test_an_index_written_before_the_dates_column_is_upgraded_in_place(tmp_path):

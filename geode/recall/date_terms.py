@@ -358,3 +358,37 @@ def with_question_dates(question: str, terms_of, held) -> list[str] | None:
     rest.append(question[at:])
     words = terms_of(" ".join(rest))
     return list(dict.fromkeys([*words, *(d.term for d in dates)]))
+
+
+#: what a note that holds none of the question's date terms keeps of its score when some note
+#: does hold one (``date_prior``); chosen on the ``dates`` train set (bench/RECALL.md, Round 6b)
+DATE_MISS_WEIGHT = 0.1
+
+_DATE_TERM = re.compile(r"d[tmd][0-9]{4,8}")
+
+
+def is_date_term(term: str) -> bool:
+    """Whether a query unit is one of the day terms ``question_dates`` makes."""
+    return _DATE_TERM.fullmatch(term) is not None
+
+
+def date_prior(scored: list, terms: list[str], weight: float | None = None) -> list:
+    """``scored`` (``(score, row, lexical, semantic)``, best first) with the notes that hold none
+    of the question's date terms scaled by ``weight`` (``DATE_MISS_WEIGHT``), best first again;
+    unchanged when the question names no date some note holds.
+
+    Why a prior and not only a term: the semantic side cannot read a calendar. "Which film did I
+    watch on February 4, 2026?" lies closest, by meaning, to "Films to watch for February 2026",
+    and a chat session that told the film "yesterday" on 5 February stands below the semantic
+    background; the day the question names is a constraint only the derived terms know. A note
+    is scaled, never dropped: one that answers by its words alone can still rank."""
+    w = DATE_MISS_WEIGHT if weight is None else weight
+    wanted = [t for t in terms if is_date_term(t)]
+    if not wanted or w >= 1.0:
+        return scored
+    out = []
+    for s, row, a, b in scored:
+        held = set((row.get("dates") or "").split())
+        out.append((s if any(t in held for t in wanted) else s * w, row, a, b))
+    out.sort(key=lambda t: (-t[0], t[1]["path"]))
+    return out

@@ -69,7 +69,7 @@ import math
 from concurrent.futures import ThreadPoolExecutor
 
 from geode.delivery.prompt_recall import fts5_query, query_terms
-from geode.recall.date_terms import with_question_dates
+from geode.recall.date_terms import date_prior, with_question_dates
 from geode.recall.filters import FilterError, Where, as_where, filter_where
 from geode.recall.hits import fold, passage_snippet, snippet_and_line, supersedes_chain, whole_words
 from geode.recall.recall_index import RecallIndex, address, is_retired
@@ -1009,6 +1009,8 @@ def search(
             fw = float(rc.feedback_weight if feedback_weight is None else feedback_weight)
             if fw > 0 and scored:
                 scored = feedback_stage(idx, s, q, terms, conds, n, filtered, scored, best_passage, fw)
+        if mode != "semantic":  # a day the question names: the vectors cannot read it (date_terms)
+            scored = date_prior(scored, terms)
         total = len(scored)
         scored = scored[:limit]
     if not q:
