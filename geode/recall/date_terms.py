@@ -74,7 +74,9 @@ NUMBERS = {
     "zehn": 10, "elf": 11, "zwölf": 12,
 }  # fmt: skip
 
-_MONTH = "|".join(sorted(MONTHS, key=len, reverse=True))
+#: a word that may be a month (checked against ``MONTHS`` after the match: one alternation of
+#: 40 names tried at every word cost 0.5 ms a note of 4,000 characters)
+_WORD = r"[a-zäA-ZÄ]{3,9}"
 _WD = "|".join(sorted(WEEKDAYS, key=len, reverse=True))
 _NUM = r"\d{1,2}|" + "|".join(sorted(NUMBERS, key=len, reverse=True))
 _ORD = r"(?:st|nd|rd|th)?"
@@ -84,11 +86,11 @@ _F = re.IGNORECASE
 _EXPLICIT = [
     ("ymd", re.compile(r"(?<![\d-])(\d{4})-(\d{2})-(\d{2})(?![\d])")),
     # 14 March 2026, 14th of March, 14. März 2026
-    ("dmy", re.compile(rf"\b(\d{{1,2}})(?:{_ORD}|\.)\s*(?:of\s+)?({_MONTH})\b\.?(?:,?\s+(\d{{4}})\b)?", _F)),
+    ("dmy", re.compile(rf"\b(\d{{1,2}})(?:{_ORD}|\.)\s*(?:of\s+)?({_WORD})\b\.?(?:,?\s+(\d{{4}})\b)?", _F)),
     # March 14th, 2026; March 14
-    ("mdy", re.compile(rf"\b({_MONTH})\.?\s+(\d{{1,2}}){_ORD}\b(?![:.,]?\d)(?:,?\s+(\d{{4}})\b)?", _F)),
+    ("mdy", re.compile(rf"\b({_WORD})\.?\s+(\d{{1,2}}){_ORD}\b(?![:.,]?\d)(?:,?\s+(\d{{4}})\b)?", _F)),
     # March 2026
-    ("my", re.compile(rf"\b({_MONTH})\.?\s+(\d{{4}})\b", _F)),
+    ("my", re.compile(rf"\b({_WORD})\.?\s+(\d{{4}})\b", _F)),
 ]
 
 #: relative dates (resolved against the note's day only)
@@ -115,6 +117,40 @@ _RELATIVE = [
         ),
     ),
 ]
+
+#: whole words one of which each pattern needs (lower case): a pattern none of whose words the
+#: text holds is not run. index_terms runs on every note; all the patterns over every text cost
+#: about 1.5 ms a note of 4,000 characters, one pass to list the words about 0.1 ms
+_WEEKDAY_WORDS = tuple(WEEKDAYS)
+_HINTS = {
+    "dmy": tuple(MONTHS),
+    "mdy": tuple(MONTHS),
+    "my": tuple(MONTHS),
+    "d-2": ("yesterday", "vorgestern"),
+    "d+2": ("tomorrow", "übermorgen"),
+    "d-1": ("yesterday", "gestern", "night"),
+    "d+1": ("tomorrow", "morgen"),
+    "d0": ("today", "heute", "morning", "afternoon", "tonight"),
+    "ago": ("ago",),
+    "vor": ("vor",),
+    "lastwd": _WEEKDAY_WORDS,
+    "nextwd": _WEEKDAY_WORDS,
+    "lastweek": ("week", "woche"),
+    "thisweek": ("week", "woche"),
+    "lastmonth": ("month", "monat"),
+    "thismonth": ("month", "monat", "monats"),
+}
+_WORDS = re.compile(r"[a-zäöüß]+")
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(_WORDS.findall(text.lower()))
+
+
+def _may_match(kind: str, words: frozenset[str]) -> bool:
+    hints = _HINTS.get(kind)
+    return hints is None or not words.isdisjoint(hints)
+
 
 _ISO_IN_TEXT = re.compile(r"(?<!\d)(\d{4})-(\d{2})-(\d{2})(?!\d)")
 
@@ -191,9 +227,14 @@ def explicit_dates(text: str) -> list[Told]:
     def free(a: int, b: int) -> bool:
         return all(b <= s or a >= e for s, e in taken)
 
+    words = _words(text)
     for kind, rx in _EXPLICIT:
+        if not _may_match(kind, words):
+            continue
         for m in rx.finditer(text):
             if not free(m.start(), m.end()):
+                continue
+            if kind != "ymd" and (m.group(2) if kind == "dmy" else m.group(1)).lower() not in MONTHS:
                 continue
             if kind == "ymd":
                 y, mo, d = int(m.group(1)), int(m.group(2)), int(m.group(3))
@@ -241,7 +282,10 @@ def relative_dates(text: str, anchor: _dt.date | None) -> list[Told]:
     out: list[Told] = []
     one = _dt.timedelta(days=1)
     monday = anchor - _dt.timedelta(days=anchor.weekday())
+    words = _words(text)
     for kind, rx in _RELATIVE:
+        if not _may_match(kind, words):
+            continue
         for m in rx.finditer(text):
             if any(not (m.end() <= s or m.start() >= e) for s, e in taken):
                 continue
