@@ -13,6 +13,8 @@ import sqlite3
 import subprocess
 import sys
 
+import pytest
+
 from geode.delivery.prompt_recall import query_terms
 from geode.recall import date_terms as D
 from geode.recall.index_tables import dispose_engines
@@ -254,3 +256,48 @@ def test_an_index_written_before_the_dates_column_is_upgraded_in_place(tmp_path)
         con.close()
     finally:
         dispose_engines()
+
+
+@pytest.mark.services  # PostgreSQL
+def test_dates_on_postgresql_and_the_upgrade_there(tmp_path):
+    """The same on PostgreSQL (127.0.0.1:5432, as tests/test_recall_pg.py; a database of its own,
+    dropped after): the date question through the ``tsvector``, and an index without the
+    ``dates`` column upgraded when it is opened."""
+    import secrets
+
+    import psycopg
+
+    admin = "postgresql://postgres@127.0.0.1:5432/test"
+    name = f"geode_test_{secrets.token_hex(6)}"
+    with psycopg.connect(admin, autocommit=True, connect_timeout=5) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = f"postgresql://postgres@127.0.0.1:5432/{name}"
+    store, home = _store(tmp_path)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GEODE_")}
+    env["GEODE_DATABASE_URL"] = url
+    from geode.kernel.config import load_settings
+
+    q = "Which restaurant did we have dinner at on 14 March 2026?"
+    try:
+        s = load_settings(store=str(store), home=str(home), env=env)
+        RecallIndex(s).refresh()
+        assert search(s, q, mode="text", refresh=False)["results"][0]["path"] == "chats/session-074.md"
+        dispose_engines()
+        with psycopg.connect(url, autocommit=True) as conn:  # back to layout 1
+            conn.execute("ALTER TABLE recall_note DROP COLUMN dates")
+            conn.execute(
+                "UPDATE recall_note SET tsv = setweight(to_tsvector('simple', coalesce(title, '')), 'A') || "
+                "setweight(to_tsvector('simple', coalesce(body, '')), 'D')"
+            )
+            conn.execute("DELETE FROM recall_meta WHERE k = 'layout'")
+        s = load_settings(store=str(store), home=str(home), env=env)
+        fresh = RecallIndex(s)  # opened again, as the next command would
+        assert search(s, q, mode="text", refresh=False, index=fresh)["results"][0]["path"] == "chats/session-074.md"
+        with psycopg.connect(url, autocommit=True) as conn:
+            assert conn.execute("SELECT v FROM recall_meta WHERE k = 'layout'").fetchone() == ("2",)
+            got = conn.execute("SELECT dates FROM recall_note WHERE path = 'chats/session-074.md'").fetchone()
+            assert got[0].split()[:4] == ["dt20260315", "dm202603", "dd0315", "dt20260314"]
+    finally:
+        dispose_engines()
+        with psycopg.connect(admin, autocommit=True, connect_timeout=5) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
