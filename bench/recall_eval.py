@@ -48,6 +48,8 @@ SETS = {
     "crossling-test": os.path.join(HERE, "recall_sets", "crossling-test"),
     "spread": os.path.join(HERE, "recall_sets", "spread"),
     "spread-test": os.path.join(HERE, "recall_sets", "spread-test"),
+    "dates": os.path.join(HERE, "recall_sets", "dates"),
+    "dates-test": os.path.join(HERE, "recall_sets", "dates-test"),
 }
 sys.path.insert(0, os.environ.get("GEODE_EVAL_SRC") or os.path.dirname(HERE))
 
@@ -166,7 +168,17 @@ def main(argv=None) -> int:
         default=None,
         help="the semantic background's quantile (search.BACKGROUND_QUANTILE; default the median, 0.5)",
     )
+    p.add_argument(
+        "--date-miss-weight",
+        type=float,
+        default=None,
+        help="what a note holding none of the question's date terms keeps (date_terms.DATE_MISS_WEIGHT)",
+    )
     a = p.parse_args(argv)
+    if a.date_miss_weight is not None:
+        import geode.recall.date_terms as date_mod
+
+        date_mod.DATE_MISS_WEIGHT = a.date_miss_weight
     if a.background_quantile is not None:
         import geode.recall.search as search_mod
 

@@ -18,7 +18,11 @@ from __future__ import annotations
 
 from sqlalchemy import BigInteger, Column, Float, Index, Integer, MetaData, String, Table, Text, create_engine, text
 
-FTS_WEIGHTS = (8.0, 5.0, 3.0, 1.0)  # title, tags, description, body
+from geode.recall.sqlread import INDEX_LAYOUT
+
+#: title, tags, description, body, dates (the day terms of ``geode.recall.date_terms``: a day
+#: the note tells weighs as its tags do)
+FTS_WEIGHTS = (8.0, 5.0, 3.0, 1.0, 5.0)
 #: a note with no vector, or one made from other text (by any model): the partial index's
 #: condition, written the same way in the queries that use it (SQLite matches it as written)
 STALE_SQL = "embed_hash IS NULL OR embed_model IS NULL OR embed_hash != embed_text_hash"
@@ -53,6 +57,8 @@ notes_t = Table(
     Column("embed_model", Text, nullable=True),
     Column("embed_hash", String(64), nullable=True),
     Column("indexed_at", Float, nullable=False, default=0.0),
+    # derived: the day terms of the dates the note tells (geode.recall.date_terms.index_terms)
+    Column("dates", Text, nullable=False, default=""),
     Index("ux_recall_note_domain_path", "domain", "path", unique=True),
     Index("ix_recall_note_permalink", "domain", "permalink"),
     Index("ix_recall_note_mtime", "mtime_ns"),
@@ -173,17 +179,77 @@ def dispose_engines() -> None:
     _ENGINES.clear()
 
 
+FTS_CREATE = (
+    "CREATE VIRTUAL TABLE IF NOT EXISTS recall_fts USING fts5("
+    "title, tags, description, body, dates, tokenize = 'unicode61 remove_diacritics 2')"
+)
+#: PostgreSQL's full text of a note, as FTS5's columns (``simple``: no stemming, the store is multilingual)
+PG_TSV = (
+    "setweight(to_tsvector('simple', coalesce(title, '')), 'A') || "
+    "setweight(to_tsvector('simple', replace(replace(replace(tags, '[', ' '), ']', ' '), '\"', ' ')), 'B') || "
+    "setweight(to_tsvector('simple', coalesce(description, '')), 'B') || "
+    "setweight(to_tsvector('simple', coalesce(body, '')), 'D') || "
+    "setweight(to_tsvector('simple', coalesce(dates, '')), 'B')"
+)
+
+
 def ensure_schema(engine) -> None:
+    """Create what is missing and bring an older layout to ``INDEX_LAYOUT``: every change to the
+    derived tables' layout is made here, in one transaction (on SQLite the writer's ``BEGIN
+    IMMEDIATE``: two processes opening an old index upgrade it once)."""
     with engine.begin() as conn:
         metadata.create_all(conn)
         for table in metadata.tables.values():  # indexes added after a table was first created
             for ix in table.indexes:
                 ix.create(conn, checkfirst=True)
         if conn.dialect.name == "sqlite":
-            conn.exec_driver_sql(
-                "CREATE VIRTUAL TABLE IF NOT EXISTS recall_fts USING fts5("
-                "title, tags, description, body, tokenize = 'unicode61 remove_diacritics 2')"
-            )
+            cols = {r[1] for r in conn.exec_driver_sql("PRAGMA table_info(recall_note)")}
+            if "dates" not in cols:  # layout 1: the note rows lack their dates
+                conn.exec_driver_sql("ALTER TABLE recall_note ADD COLUMN dates TEXT NOT NULL DEFAULT ''")
+            fts = conn.exec_driver_sql("SELECT sql FROM sqlite_master WHERE name = 'recall_fts'").scalar()
+            if fts is not None and "dates" not in fts:  # layout 1: four columns
+                conn.exec_driver_sql("DROP TABLE recall_fts")
+            conn.exec_driver_sql(FTS_CREATE)
+            if fts is not None and "dates" not in fts:
+                _fill_dates(conn, sqlite=True)
         else:
             conn.exec_driver_sql("ALTER TABLE recall_note ADD COLUMN IF NOT EXISTS tsv tsvector")
             conn.exec_driver_sql("CREATE INDEX IF NOT EXISTS ix_recall_note_tsv ON recall_note USING GIN (tsv)")
+            had = conn.exec_driver_sql(
+                "SELECT count(*) FROM information_schema.columns WHERE table_name = 'recall_note' "
+                "AND column_name = 'dates' AND table_schema = current_schema()"
+            ).scalar()
+            if not had:
+                conn.exec_driver_sql("ALTER TABLE recall_note ADD COLUMN dates TEXT NOT NULL DEFAULT ''")
+                _fill_dates(conn, sqlite=False)
+        conn.exec_driver_sql("DELETE FROM recall_meta WHERE k = 'layout'")
+        conn.exec_driver_sql(f"INSERT INTO recall_meta (k, v) VALUES ('layout', '{INDEX_LAYOUT}')")
+
+
+def _fill_dates(conn, sqlite: bool) -> None:
+    """An index of layout 1 upgraded in place: each note's ``dates`` computed from its stored row
+    (the frontmatter, title, path and body ``note_rows`` computes them from) and its full text
+    written again. The rows are derived from the files anyway; this spares re-reading them and
+    keeps every note's embedding state (nothing is embedded again)."""
+    import json
+
+    from geode.recall.date_terms import index_terms
+
+    rows = conn.exec_driver_sql("SELECT id, title, tags, description, body, frontmatter, path FROM recall_note").all()
+    fts, upd = [], []
+    for nid, title, tags, desc, body, fm, path in rows:
+        try:
+            front = json.loads(fm or "{}")
+        except ValueError:
+            front = {}
+        dates = index_terms(front if isinstance(front, dict) else {}, title or "", path or "", body or "")
+        upd.append({"d": dates, "i": nid})
+        fts.append((nid, title, " ".join(json.loads(tags or "[]")), desc, body, dates))
+    if upd:
+        conn.execute(text("UPDATE recall_note SET dates = :d WHERE id = :i"), upd)
+    if sqlite and fts:
+        conn.exec_driver_sql(
+            "INSERT INTO recall_fts(rowid, title, tags, description, body, dates) VALUES (?, ?, ?, ?, ?, ?)", fts
+        )
+    elif fts:
+        conn.exec_driver_sql(f"UPDATE recall_note SET tsv = {PG_TSV}")

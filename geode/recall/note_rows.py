@@ -16,6 +16,7 @@ import time
 
 from geode.kernel.crystal import ESSENCE_CLOSE, ESSENCE_OPEN
 from geode.kernel.dates import DateError, ValidityWindow, optional_date
+from geode.recall.date_terms import index_terms
 
 
 def strip_markers(body: str) -> str:
@@ -123,6 +124,9 @@ def note_rows(note, domain: str, root: str, mtime_ns: int, size: int) -> dict:
         "valid_to": _iso(window.valid_to),
         "embed_text_hash": embed_hash(title, desc, tags, body, note.body_line),
         "indexed_at": time.time(),
+        # the days it tells, relative ones resolved against its own day (not the mtime fallback
+        # above: see geode.recall.date_terms), searchable by full text
+        "dates": index_terms(fm, title, note.path, body),
     }
     fm_rows: list = []
     for k, v in fm.items():

@@ -7,9 +7,11 @@ Derived from the files and rebuildable at any time. It lives in the SQLModel dat
 them have Alembic migrations (``geode.records.migrations``), which never touch ``recall_*``.
 Full text:
 
-- SQLite: an FTS5 table ``recall_fts`` (columns title, tags, description, body; tokenizer
+- SQLite: an FTS5 table ``recall_fts`` (columns title, tags, description, body, dates; tokenizer
   ``unicode61 remove_diacritics 2``), ranked with ``bm25`` and the column weights
-  ``FTS_WEIGHTS`` (a word in the title counts 8 times a word in the body);
+  ``FTS_WEIGHTS`` (a word in the title counts 8 times a word in the body; ``dates`` holds the
+  day terms of ``geode.recall.date_terms``: the note's own day and the days it tells, relative
+  ones resolved against it);
 - PostgreSQL: a ``tsvector`` column ``recall_note.tsv`` with a GIN index, built with the
   ``simple`` configuration (no stemming: the store is multilingual) and weights A (title),
   B (tags, description) and D (body), ranked with ``ts_rank_cd``.
@@ -168,7 +170,7 @@ class RecallIndex:
                 conn.execute(insert(table), rows)
         if self.dialect == "sqlite":
             conn.exec_driver_sql(
-                "INSERT INTO recall_fts(rowid, title, tags, description, body) VALUES (?, ?, ?, ?, ?)",
+                "INSERT INTO recall_fts(rowid, title, tags, description, body, dates) VALUES (?, ?, ?, ?, ?, ?)",
                 [
                     (
                         d["id"],
@@ -176,19 +178,16 @@ class RecallIndex:
                         " ".join(json.loads(d["row"]["tags"])),
                         d["row"]["description"],
                         d["row"]["body"],
+                        d["row"]["dates"],
                     )
                     for _o, d in items
                 ],
             )
         else:
+            from geode.recall.index_tables import PG_TSV
+
             conn.execute(
-                text(
-                    "UPDATE recall_note SET tsv = "
-                    "setweight(to_tsvector('simple', coalesce(title, '')), 'A') || "
-                    "setweight(to_tsvector('simple', replace(replace(replace(tags, '[', ' '), ']', ' '), '\"', ' ')), 'B') || "
-                    "setweight(to_tsvector('simple', coalesce(description, '')), 'B') || "
-                    "setweight(to_tsvector('simple', coalesce(body, '')), 'D') WHERE id = ANY(:ids)"
-                ),
+                text(f"UPDATE recall_note SET tsv = {PG_TSV} WHERE id = ANY(:ids)"),
                 {"ids": [d["id"] for _o, d in items]},
             )
 

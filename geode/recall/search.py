@@ -69,6 +69,7 @@ import math
 from concurrent.futures import ThreadPoolExecutor
 
 from geode.delivery.prompt_recall import fts5_query, query_terms
+from geode.recall.date_terms import date_prior, with_question_dates
 from geode.recall.filters import FilterError, Where, as_where, filter_where
 from geode.recall.hits import fold, passage_snippet, snippet_and_line, supersedes_chain, whole_words
 from geode.recall.recall_index import RecallIndex, address, is_retired
@@ -77,7 +78,7 @@ from geode.recall.sqlread import NOTE_SELECT, db_errors, in_list
 
 #: as ``geode.recall.index_tables`` (a test checks they agree); here as text, so that a search
 #: on SQLite imports no SQLAlchemy (``geode.recall.sqlread``)
-FTS_WEIGHTS = (8.0, 5.0, 3.0, 1.0)  # title, tags, description, body
+FTS_WEIGHTS = (8.0, 5.0, 3.0, 1.0, 5.0)  # title, tags, description, body, dates
 STALE_SQL = "embed_hash IS NULL OR embed_model IS NULL OR embed_hash != embed_text_hash"
 
 BACKGROUND_MIN = 8  # semantic candidates needed to tell a query's background cosine
@@ -292,7 +293,7 @@ def _bm25_rows(conn, expr: str, n: int) -> list[tuple[int, float]]:
     -bm25 (higher is better) with the column weights ``FTS_WEIGHTS``."""
     w = FTS_WEIGHTS
     sql = (
-        f"SELECT rowid, bm25(recall_fts, {w[0]}, {w[1]}, {w[2]}, {w[3]}) AS s FROM recall_fts "
+        f"SELECT rowid, bm25(recall_fts, {', '.join(map(str, w))}) AS s FROM recall_fts "
         "WHERE recall_fts MATCH :q ORDER BY s LIMIT :n"
     )
     return [(int(i), -float(s)) for i, s in conn.all(sql, {"q": expr, "n": n})]
@@ -425,7 +426,7 @@ def lexical(idx: RecallIndex, terms: list[str], conds, n: int, filtered: bool = 
             # checked against it: no note row is read per match row and bm25 is computed only for
             # the rows in scope (a query of common words with a 4% tag: 220 -> see bench/RECALL.md).
             fw = FTS_WEIGHTS
-            bm = f"bm25(recall_fts, {fw[0]}, {fw[1]}, {fw[2]}, {fw[3]})"
+            bm = f"bm25(recall_fts, {', '.join(map(str, fw))})"
             sql = (
                 f"SELECT recall_fts.rowid AS id, {bm} AS s FROM recall_fts WHERE recall_fts MATCH :q "
                 f"AND recall_fts.rowid + 0 IN (SELECT recall_note.id FROM recall_note WHERE {w.sql}) "
@@ -459,7 +460,7 @@ def _coverage(
     if not terms:
         return 0.0
     tags = " ".join(json.loads(row.get("tags") or "[]"))
-    hay = fold(f"{row['title']}\n{row['description']}\n{tags}\n{row['body']}")
+    hay = fold(f"{row['title']}\n{row['description']}\n{tags}\n{row['body']}\n{row.get('dates') or ''}")
     w = idf or {}
     total = sum(w.get(t, 1.0) for t in terms)
     held = 0.0
@@ -923,6 +924,10 @@ def search(
         if r["added"] or r["changed"] or r["removed"]:
             forget_term_stats(idx)
     terms = query_terms(q, limit=24)
+    with idx.sql.connect() as conn:  # a date the question names, as the day terms notes hold (date_terms)
+        terms = (
+            with_question_dates(q, lambda t: query_terms(t, limit=24), lambda t: doc_freq(idx, conn, t) > 0) or terms
+        )
     notice = ""
     used = "text"
     pending = 0
@@ -1004,6 +1009,8 @@ def search(
             fw = float(rc.feedback_weight if feedback_weight is None else feedback_weight)
             if fw > 0 and scored:
                 scored = feedback_stage(idx, s, q, terms, conds, n, filtered, scored, best_passage, fw)
+        if mode != "semantic":  # a day the question names: the vectors cannot read it (date_terms)
+            scored = date_prior(scored, terms)
         total = len(scored)
         scored = scored[:limit]
     if not q:

@@ -56,8 +56,14 @@ NOTE_COLUMNS = (
     "embed_model",
     "embed_hash",
     "indexed_at",
+    "dates",
 )
 NOTE_SELECT = "SELECT " + ", ".join(f"recall_note.{c}" for c in NOTE_COLUMNS) + " FROM recall_note"
+
+#: the layout of the derived tables (``recall_meta`` key ``layout``), raised when a column is
+#: added to what is derived: an index of an older layout is not complete, so opening it runs
+#: ``index_tables.ensure_schema``, which upgrades it (2: the ``dates`` column, issue 26)
+INDEX_LAYOUT = "2"
 
 #: every table, index and virtual table ``index_tables.ensure_schema`` creates on SQLite (a
 #: test checks they agree): when all exist, opening the index has nothing to create.
@@ -186,11 +192,22 @@ class SqliteReader:
             return set()
 
     def schema_complete(self) -> bool:
-        """Everything ``ensure_schema`` creates exists (checked once per process: what exists
-        stays; ``geode reindex --wipe`` deletes rows, not tables)."""
+        """Everything ``ensure_schema`` creates exists, in the current layout (``INDEX_LAYOUT``;
+        checked once per process: what exists stays; ``geode reindex --wipe`` deletes rows, not
+        tables)."""
         if not self._schema_seen:
-            self._schema_seen = self.schema() >= SQLITE_SCHEMA
+            self._schema_seen = self.schema() >= SQLITE_SCHEMA and self.layout() == INDEX_LAYOUT
         return self._schema_seen
+
+    def layout(self) -> str | None:
+        """The layout ``ensure_schema`` last wrote (``recall_meta``), None before layouts were kept."""
+        import sqlite3
+
+        try:
+            with self.connect() as conn:
+                return conn.scalar("SELECT v FROM recall_meta WHERE k = 'layout'")
+        except sqlite3.Error:
+            return None
 
     def close(self) -> None:
         """Close this thread's connection (the next read opens another)."""
