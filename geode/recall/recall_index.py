@@ -243,6 +243,11 @@ class RecallIndex:
                 continue
             self._refresh_domain(domain, root, full, counts, progress, force=force)
         self.keep_stats(force=True)
+        touched = counts["changed"] + counts["added"] + counts["removed"]
+        if touched or force or self.meta(sqlread.WORDS_AT) is None:  # else no writer: a cold search opens none
+            from geode.recall.index_tables import keep_word_counts  # the prompt hook's word rarity
+
+            keep_word_counts(self.writer, touched, force=force)
         counts["seconds"] = round(time.perf_counter() - t0, 3)
         self._set_meta("refreshed_at", str(time.time()))
         return counts
