@@ -176,6 +176,26 @@ def _forms(forms: list[str]) -> str:
     return "(" + " OR ".join(f'"{f}"' for f in forms) + ")"
 
 
+#: the recall_meta key set when ``recall_word`` was last built (``geode.recall.sqlread.WORDS_AT``;
+#: written out here because the hook imports nothing of ``geode.recall``)
+WORDS_AT = "words_notes"
+
+
+def word_counts(conn, tokens: list[str]) -> dict[str, int] | None:
+    """The notes holding each of ``tokens`` that the index build counted (``recall_word``, one
+    indexed lookup; a token it did not see is absent), or None when there is no such table or it
+    was never built (an index from before it: then every word is counted in FTS5, bounded)."""
+    try:
+        if conn.execute("SELECT 1 FROM recall_meta WHERE k = ?", (WORDS_AT,)).fetchone() is None:
+            return None
+        got = conn.execute(
+            f"SELECT term, docs FROM recall_word WHERE term IN ({','.join('?' * len(tokens))})", tokens
+        ).fetchall()
+    except sqlite3.OperationalError:  # no such table: an index built before it
+        return None
+    return {str(t): int(d) for t, d in got}
+
+
 def bounded_top(conn, terms: list[str], n: int, bound: int | None = None, stats: dict | None = None) -> list:
     """(rowid, score) of at most ``n`` notes for ``terms``, best first (score = -bm25, higher is
     better), letting FTS5 score at most about ``bound`` rows per query whatever the store's size.
@@ -201,9 +221,23 @@ def bounded_top(conn, terms: list[str], n: int, bound: int | None = None, stats:
     count = "SELECT count(*), max(rowid) FROM (SELECT rowid FROM recall_fts WHERE recall_fts MATCH ? LIMIT ?)"
     top = conn.execute("SELECT max(id) FROM recall_note").fetchone()[0] or 0
     estimate: dict[str, float] = {}
+    known = word_counts(conn, [t + f for t in terms for f in FORMS])
+    if stats is not None:
+        stats["looked_up"] = 0
     for t in terms:
         held = []
-        for f in FORMS:
+        if known is not None and any(t + f in known for f in FORMS):
+            for f in FORMS:  # the index build counted this word's notes: one lookup, no posting read
+                c = known.get(t + f, 0)
+                if c:
+                    held.append(t + f)
+                    df[t] = df.get(t, 0) + c
+                    estimate[t] = estimate.get(t, 0.0) + c
+            groups[t] = _forms(held)
+            if stats is not None:
+                stats["looked_up"] += 1
+            continue
+        for f in FORMS:  # no count (no table yet, or a word new since its build): a bounded read
             c, last = conn.execute(count, (f'"{t}{f}"', bound + 1)).fetchone()
             if c:
                 held.append(t + f)
@@ -240,8 +274,12 @@ def bounded_top(conn, terms: list[str], n: int, bound: int | None = None, stats:
         if stats is not None:
             stats["scored"], stats["plan"] = total, "rare"
             stats["common"] = common
-        # ranked by the prefix phrases ``geode search`` ranks by: as few postings as were counted
-        return ranked(fts5_query(rare), n)
+        if len(order) < 2 or not PAIRS:
+            # ranked by the prefix phrases ``geode search`` ranks by: as few postings as were counted
+            return ranked(fts5_query(rare), n)
+        if stats is not None:
+            stats["plan"] = "rare-pairs"
+        return paired(conn, bm, rare, [groups[t] if t in common else fts5_query([t]) for t in order], order, n)
     # every word common: the notes holding all of them, then of the rarest fewer, newest first
     for k in range(len(order), 0, -1):
         expr = " AND ".join(groups[t] for t in order[:k])
@@ -255,6 +293,32 @@ def bounded_top(conn, terms: list[str], n: int, bound: int | None = None, stats:
             got = sorted(((int(i), -float(sc)) for i, sc in rows), key=lambda x: -x[1])
             return got[:n]
     return []  # pragma: no cover - the loop returns at k == 1
+
+
+#: rank only the notes that hold a rare word and one more of the prompt's words (``paired``)
+PAIRS = True
+
+
+def paired(conn, bm: str, rare: list[str], phrases: list[str], order: list[str], n: int) -> list:
+    """(rowid, score) of the ``n`` best notes by the rare words' bm25, among the notes holding a
+    rare word and at least one other word of the prompt: the notes ``text_search`` keeps (a note
+    must hold two of the prompt's words), so bm25 is computed for them alone, not for every note
+    holding one rare word (most of the rare words' notes at 100,000; bm25 is about 1 us a row).
+
+    The filter is a second FTS5 cursor in ``+rowid IN (...)``: its words are never weighed (bm25
+    counts the notes of every phrase of its own query, the whole list for a common word), and the
+    ``+`` keeps SQLite from driving the ranked cursor by rowid (one FTS5 query per row: 20x
+    slower). A common word enters it as its exact forms (``phrases``), read lazily with skips."""
+    at = {t: i for i, t in enumerate(order)}
+    inner = " OR ".join(
+        f"({phrases[at[r]]} AND ({' OR '.join(p for t, p in zip(order, phrases, strict=True) if t != r)}))"
+        for r in rare
+    )
+    sql = (
+        f"SELECT rowid, {bm} AS s FROM recall_fts WHERE recall_fts MATCH ?"
+        " AND +rowid IN (SELECT rowid FROM recall_fts WHERE recall_fts MATCH ?) ORDER BY s LIMIT ?"
+    )
+    return [(int(i), -float(sc)) for i, sc in conn.execute(sql, (fts5_query(rare), inner, n))]
 
 
 def common_lift(cols: tuple[str, str, str, str], common: list[str], df: dict, rows: int) -> float:
@@ -275,6 +339,27 @@ def common_lift(cols: tuple[str, str, str, str], common: list[str], df: dict, ro
         if idf > 0:
             out += idf * f * 2.2 / (f + 1.2)
     return out
+
+
+#: weigh each note by the share of the prompt's words it holds, as ``geode search``'s text side
+COVERAGE = True
+
+
+def coverage(hay: str, terms: list[str], df: dict, rows: int) -> float:
+    """The idf-weighted share of ``terms`` that ``hay`` (a note's lower-cased text) holds, with
+    ``geode.recall.search``'s weight ln(1 + N / (1 + df)): the factor ``geode search`` puts on
+    a note's bm25 in text mode (``_coverage``), so the fallback ranks a note holding one rare word
+    of a question and nothing else below one holding most of its words, as search does. ``df``:
+    ``bounded_top``'s (a word no note holds has 0: the largest weight, fully against)."""
+    import math
+
+    total = held = 0.0
+    for t in terms:
+        w = math.log(1.0 + rows / (1.0 + float(df.get(t, 0))))
+        total += w
+        if t in hay:
+            held += w
+    return held / total if total > 0 else 0.0
 
 
 def text_search(
@@ -328,6 +413,8 @@ def text_search(
         if common:
             cols = ((title or "").lower(), (tags or "").lower(), (desc or "").lower(), (body or "").lower())
             sc += common_lift(cols, common, st.get("df") or {}, int(st.get("rows") or 0))
+        if COVERAGE:
+            sc *= coverage(f"{hay}\n{(tags or '').lower()}", terms, st.get("df") or {}, int(st.get("rows") or 0))
         sc = sc * (1.0 + salience_w * float(sal or 0.0))
         if (status or "").lower() in RETIRED:
             sc *= retired_w
