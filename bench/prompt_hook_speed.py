@@ -10,7 +10,11 @@ word in 0.1 % to 25 % of the notes, as in real notes; generated once into ``benc
 indexed once into ``bench/out/recall/zipf-n<N>/``). Wall median and p95, and CPU median, of this
 checkout's fallback and of the one at ``--before`` (default ``main``: its ``prompt_recall.py``
 read with ``git show`` and loaded beside this one), interleaved query by query so that both see
-the same load. Also: how often the two return the same first note.
+the same load. Also: how often the two return the same first note, and the load average.
+
+The index is the one the refresh builds (``recall_word`` included; the before side, which does
+not read it, is unaffected by it). How close the fallback's first note is to ``geode search``'s
+(text mode) is measured by tests/test_prompt_fallback_bounded.py's differential.
 """
 
 from __future__ import annotations
@@ -54,7 +58,7 @@ def store_settings(n: int):
     idx = RecallIndex(s)
     if idx.counts()["notes"] != n:
         idx.wipe()
-        idx.refresh()
+    idx.refresh()  # an index from before ``recall_word`` gets its word counts (nothing else changes)
     return s
 
 

@@ -279,7 +279,16 @@ def bounded_top(conn, terms: list[str], n: int, bound: int | None = None, stats:
             return ranked(fts5_query(rare), n)
         if stats is not None:
             stats["plan"] = "rare-pairs"
-        return paired(conn, bm, rare, [groups[t] if t in common else fts5_query([t]) for t in order], order, n)
+        # a partner word whose notes are many times the bound is left out of the filter: seeking
+        # through its list reads most of its pages, and a note with it and one rare word is weak
+        partners = [t for t in order if t in rare or df[t] <= PARTNER_BOUND * bound]
+        if len(partners) < 2:
+            return ranked(fts5_query(rare), n)
+        got = paired(conn, bm, rare, [groups[t] if t in common else fts5_query([t]) for t in partners], partners, n)
+        if len(got) < n:  # few such notes: the other notes of the rare words fill up (same bm25)
+            seen = {i for i, _ in got}
+            got += [x for x in ranked(fts5_query(rare), n) if x[0] not in seen][: n - len(got)]
+        return got
     # every word common: the notes holding all of them, then of the rarest fewer, newest first
     for k in range(len(order), 0, -1):
         expr = " AND ".join(groups[t] for t in order[:k])
@@ -295,6 +304,8 @@ def bounded_top(conn, terms: list[str], n: int, bound: int | None = None, stats:
     return []  # pragma: no cover - the loop returns at k == 1
 
 
+#: a common word enters ``paired``'s filter when its notes are at most this many bounds
+PARTNER_BOUND = 5
 #: rank only the notes that hold a rare word and one more of the prompt's words (``paired``)
 PAIRS = True
 
@@ -341,6 +352,9 @@ def common_lift(cols: tuple[str, str, str, str], common: list[str], df: dict, ro
     return out
 
 
+#: the notes the bounded match ranks for ``text_search`` to weigh further (common words, coverage,
+#: salience) before it keeps three
+CANDIDATES = 60
 #: weigh each note by the share of the prompt's words it holds, as ``geode search``'s text side
 COVERAGE = True
 
@@ -379,7 +393,7 @@ def text_search(
     try:
         conn.execute(f"PRAGMA busy_timeout={int(busy_ms)}")
         doms = set(settings.domains)
-        want = 60
+        want = CANDIDATES
         st: dict = {} if stats is None else stats
         while True:
             top = bounded_top(conn, terms, want, stats=st)
@@ -395,7 +409,7 @@ def text_search(
                     ids,
                 ).fetchall()
             rows = [r for r in rows if r[1] in doms]
-            if len(rows) >= 20 or len(top) < want or want >= 480:
+            if len(rows) >= min(20, CANDIDATES) or len(top) < want or want >= 8 * CANDIDATES:
                 break
             want *= 4  # notes of other domains took places: read further (rare: one home, one store)
     except sqlite3.Error:
@@ -404,21 +418,21 @@ def text_search(
         conn.close()
     need = 2 if len(terms) >= 2 else 1
     salience_w, retired_w = settings.recall.salience_weight, settings.recall.retired_weight  # as search.py
+    df, total = st.get("df") or {}, int(st.get("rows") or 0)
     hits = []
     for nid, domain, rel, perm, title, status, sal, body, desc, tags in rows:
-        hay = f"{title}\n{desc}\n{body}".lower()
+        cols = ((title or "").lower(), (tags or "").lower(), (desc or "").lower(), (body or "").lower())
+        hay = f"{cols[0]}\n{cols[2]}\n{cols[3]}"
         if sum(1 for t in terms if t in hay) < need:
             continue
         sc = score[nid]
         if common:
-            cols = ((title or "").lower(), (tags or "").lower(), (desc or "").lower(), (body or "").lower())
-            sc += common_lift(cols, common, st.get("df") or {}, int(st.get("rows") or 0))
+            sc += common_lift(cols, common, df, total)
         if COVERAGE:
-            sc *= coverage(f"{hay}\n{(tags or '').lower()}", terms, st.get("df") or {}, int(st.get("rows") or 0))
+            sc *= coverage(f"{hay}\n{cols[1]}", terms, df, total)
         sc = sc * (1.0 + salience_w * float(sal or 0.0))
         if (status or "").lower() in RETIRED:
             sc *= retired_w
-        snip, _ = _snippet(body, terms)
         hits.append(
             {
                 "address": f"geode://{domain}/{perm}",
@@ -427,11 +441,14 @@ def text_search(
                 "title": title,
                 "status": status,
                 "score": round(sc, 4),
-                "snippet": snip,
+                "snippet": body,  # cut to a snippet below, for the hits returned only
             }
         )
     hits.sort(key=lambda h: -h["score"])
-    return hits[:limit]
+    hits = hits[:limit]
+    for h in hits:  # a snippet splits the whole body: for three notes, not for every candidate
+        h["snippet"], _ = _snippet(h["snippet"], terms)
+    return hits
 
 
 def recall(settings, prompt: str, limit: int = MAX_NOTES, budget_ms: int = BUDGET_MS) -> tuple[list[dict], str]:
