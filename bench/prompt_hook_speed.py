@@ -14,7 +14,8 @@ the same load. Also: how often the two return the same first note, and the load 
 
 The index is the one the refresh builds (``recall_word`` included; the before side, which does
 not read it, is unaffected by it). How close the fallback's first note is to ``geode search``'s
-(text mode) is measured by tests/test_prompt_fallback_bounded.py's differential.
+(text mode): ``first_note_as_search``, on the 20 queries at each size (and in
+tests/test_prompt_fallback_bounded.py's differential).
 """
 
 from __future__ import annotations
@@ -94,6 +95,18 @@ def main(argv=None) -> int:
                     answered += 1
                     same += got["before"][0]["path"] == got["after"][0]["path"]
         row: dict = {"notes": n, "same_first_note": f"{same}/{answered}"}
+        # the first note against full recall's text side (``geode search --mode text``, its first)
+        from geode.recall.search import search
+
+        agree: dict = {"before": [0, 0], "after": [0, 0]}
+        for q in QUERIES:
+            full = search(s, q, mode="text", limit=3)["results"]
+            for name, mod in (("before", before), ("after", after)):
+                mine = mod.text_search(s, q)
+                if full and mine:
+                    agree[name][1] += 1
+                    agree[name][0] += mine[0]["path"] == full[0]["path"]
+        row["first_note_as_search"] = {k: f"{v[0]}/{v[1]}" for k, v in agree.items()}
         for name in ("before", "after"):
             row[name] = ms(walls[name])
             row[name]["cpu_median_ms"] = round(sorted(cpus[name])[len(cpus[name]) // 2] * 1000, 2)

@@ -8,9 +8,11 @@ start-up; ``_socket`` and ``_sqlite3`` are the C modules underneath).
    (``socket_path``); when it answers within the budget, its hybrid results are used.
 2. Otherwise full text alone: FTS5 on the SQLite recall index (``recall_fts``), bm25 with the
    same column weights, the same salience lift and retired fade as ``search.py``, and a note
-   must match at least two of the prompt's words when the prompt has two or more. The match
-   is bounded (``bounded_top``: rarest words first, at most ``SCORE_BOUND`` rows scored a
-   query), so its time stays flat from 1,000 to 100,000 notes.
+   must match at least two of the prompt's words when the prompt has two or more, and its score
+   is weighed by ``coverage`` as ``geode search``'s text side weighs it. The match is bounded
+   (``bounded_top``: each word's notes read from ``recall_word`` in one lookup, rarest words
+   first, at most ``SCORE_BOUND`` rows scored a query, bm25 only for notes that pair a rare word
+   with another word of the prompt), so its work is bounded from 1,000 to 100,000 notes.
 3. Anything else (no index, PostgreSQL without a server, a busy database, an error): nothing.
 
 The query words (``query_terms``) and the FTS5 query (``fts5_query``) are shared with
@@ -200,11 +202,15 @@ def bounded_top(conn, terms: list[str], n: int, bound: int | None = None, stats:
     """(rowid, score) of at most ``n`` notes for ``terms``, best first (score = -bm25, higher is
     better), letting FTS5 score at most about ``bound`` rows per query whatever the store's size.
 
-    Rarest words first: each word's notes are counted up to ``bound`` (a LIMIT FTS5 stops at).
+    Rarest words first: each word's notes are read from ``recall_word`` (``word_counts``: the
+    index build's count, one lookup); a word it lacks is counted up to ``bound`` (a LIMIT FTS5
+    stops at).
     The words whose notes together stay within the bound are the rare ones R; the notes holding
     one of them are ranked by R's bm25 (the caller lifts those that also hold a common word, by
     ``common_lift``: FTS5 cannot weigh a common word without reading its whole list to count its
-    notes, which is what grows with the store). When every word is common, the notes holding all of them (then of fewer,
+    notes, which is what grows with the store). With two words or more, bm25 ranks first the
+    notes that hold a rare word and another word of the prompt (``paired``), then the rare words'
+    other notes fill up to ``n``. When every word is common, the notes holding all of them (then of fewer,
     rarest first) are read newest first, at most ``bound``, and ranked by bm25: a note that names
     only common words is a weak pointer anyway. ``stats["scored"]`` says how many rows the
     queries could score at most (the sum of their LIMITs and counts), ``stats["plan"]`` which
