@@ -291,7 +291,7 @@ def bounded_top(conn, terms: list[str], n: int, bound: int | None = None, stats:
         if len(partners) < 2:
             return ranked(fts5_query(rare), n)
         got = paired(conn, bm, rare, [groups[t] if t in common else fts5_query([t]) for t in partners], partners, n)
-        if len(got) < n:  # few such notes: the other notes of the rare words fill up (same bm25)
+        if len(got) < min(n, FILL_BELOW):  # few such notes: the rare words' other notes fill up (same bm25)
             seen = {i for i, _ in got}
             got += [x for x in ranked(fts5_query(rare), n) if x[0] not in seen][: n - len(got)]
         return got
@@ -312,6 +312,9 @@ def bounded_top(conn, terms: list[str], n: int, bound: int | None = None, stats:
 
 #: a common word enters ``paired``'s filter when its notes are at most this many bounds
 PARTNER_BOUND = 5
+#: fewer paired notes than this, and the rare words' other notes fill up to ``n`` (a second bm25
+#: over them: cheap where so few notes pair, since their words are rare)
+FILL_BELOW = 10
 #: rank only the notes that hold a rare word and one more of the prompt's words (``paired``)
 PAIRS = True
 
