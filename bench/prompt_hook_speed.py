@@ -10,7 +10,12 @@ word in 0.1 % to 25 % of the notes, as in real notes; generated once into ``benc
 indexed once into ``bench/out/recall/zipf-n<N>/``). Wall median and p95, and CPU median, of this
 checkout's fallback and of the one at ``--before`` (default ``main``: its ``prompt_recall.py``
 read with ``git show`` and loaded beside this one), interleaved query by query so that both see
-the same load. Also: how often the two return the same first note.
+the same load. Also: how often the two return the same first note, and the load average.
+
+The index is the one the refresh builds (``recall_word`` included; the before side, which does
+not read it, is unaffected by it). How close the fallback's first note is to ``geode search``'s
+(text mode): ``first_note_as_search``, on the 20 queries at each size (and in
+tests/test_prompt_fallback_bounded.py's differential).
 """
 
 from __future__ import annotations
@@ -54,7 +59,7 @@ def store_settings(n: int):
     idx = RecallIndex(s)
     if idx.counts()["notes"] != n:
         idx.wipe()
-        idx.refresh()
+    idx.refresh()  # an index from before ``recall_word`` gets its word counts (nothing else changes)
     return s
 
 
@@ -90,6 +95,18 @@ def main(argv=None) -> int:
                     answered += 1
                     same += got["before"][0]["path"] == got["after"][0]["path"]
         row: dict = {"notes": n, "same_first_note": f"{same}/{answered}"}
+        # the first note against full recall's text side (``geode search --mode text``, its first)
+        from geode.recall.search import search
+
+        agree: dict = {"before": [0, 0], "after": [0, 0]}
+        for q in QUERIES:
+            full = search(s, q, mode="text", limit=3)["results"]
+            for name, mod in (("before", before), ("after", after)):
+                mine = mod.text_search(s, q)
+                if full and mine:
+                    agree[name][1] += 1
+                    agree[name][0] += mine[0]["path"] == full[0]["path"]
+        row["first_note_as_search"] = {k: f"{v[0]}/{v[1]}" for k, v in agree.items()}
         for name in ("before", "after"):
             row[name] = ms(walls[name])
             row[name]["cpu_median_ms"] = round(sorted(cpus[name])[len(cpus[name]) // 2] * 1000, 2)

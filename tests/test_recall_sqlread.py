@@ -218,6 +218,10 @@ def test_the_text_constants_agree_with_the_tables(tmp_path):
 
     assert sqlread.NOTE_COLUMNS == tuple(c.name for c in notes_t.c)
     assert (search_mod.FTS_WEIGHTS, search_mod.STALE_SQL) == (FTS_WEIGHTS, STALE_SQL)
+    # the prompt hook's standard-library fallback keeps its own copy of the column weights
+    from geode.delivery import prompt_recall
+
+    assert prompt_recall.FTS_WEIGHTS == FTS_WEIGHTS
     want = {("table", t.name) for t in metadata.tables.values()} | {("table", "recall_fts")}
     want |= {("index", str(ix.name)) for t in metadata.tables.values() for ix in t.indexes}
     assert sqlread.SQLITE_SCHEMA == want

@@ -8,9 +8,11 @@ start-up; ``_socket`` and ``_sqlite3`` are the C modules underneath).
    (``socket_path``); when it answers within the budget, its hybrid results are used.
 2. Otherwise full text alone: FTS5 on the SQLite recall index (``recall_fts``), bm25 with the
    same column weights, the same salience lift and retired fade as ``search.py``, and a note
-   must match at least two of the prompt's words when the prompt has two or more. The match
-   is bounded (``bounded_top``: rarest words first, at most ``SCORE_BOUND`` rows scored a
-   query), so its time stays flat from 1,000 to 100,000 notes.
+   must match at least two of the prompt's words when the prompt has two or more, and its score
+   is weighed by ``coverage`` as ``geode search``'s text side weighs it. The match is bounded
+   (``bounded_top``: each word's notes read from ``recall_word`` in one lookup, rarest words
+   first, at most ``SCORE_BOUND`` rows scored a query, bm25 only for notes that pair a rare word
+   with another word of the prompt), so its work is bounded from 1,000 to 100,000 notes.
 3. Anything else (no index, PostgreSQL without a server, a busy database, an error): nothing.
 
 The query words (``query_terms``) and the FTS5 query (``fts5_query``) are shared with
@@ -27,7 +29,7 @@ from geode.kernel.config import default
 from geode.kernel.sqlite import sqlite3
 
 MAX_NOTES = 3
-FTS_WEIGHTS = (8.0, 5.0, 3.0, 1.0)  # title, tags, description, body (as recall_index)
+FTS_WEIGHTS = (8.0, 5.0, 3.0, 1.0, 5.0)  # title, tags, description, body, dates (as recall_index)
 RETIRED = ("deprecated", "superseded", "archived", "legacy")
 TEXT_CAP = 1800  # characters of recalled text handed to the agent
 #: the whole recall, server or text, when the caller names no budget; the hook passes
@@ -176,15 +178,39 @@ def _forms(forms: list[str]) -> str:
     return "(" + " OR ".join(f'"{f}"' for f in forms) + ")"
 
 
+#: the recall_meta key set when ``recall_word`` was last built (``geode.recall.sqlread.WORDS_AT``;
+#: written out here because the hook imports nothing of ``geode.recall``)
+WORDS_AT = "words_notes"
+
+
+def word_counts(conn, tokens: list[str]) -> dict[str, int] | None:
+    """The notes holding each of ``tokens`` that the index build counted (``recall_word``, one
+    indexed lookup; a token it did not see is absent), or None when there is no such table or it
+    was never built (an index from before it: then every word is counted in FTS5, bounded)."""
+    try:
+        if conn.execute("SELECT 1 FROM recall_meta WHERE k = ?", (WORDS_AT,)).fetchone() is None:
+            return None
+        got = conn.execute(
+            f"SELECT term, docs FROM recall_word WHERE term IN ({','.join('?' * len(tokens))})", tokens
+        ).fetchall()
+    except sqlite3.OperationalError:  # no such table: an index built before it
+        return None
+    return {str(t): int(d) for t, d in got}
+
+
 def bounded_top(conn, terms: list[str], n: int, bound: int | None = None, stats: dict | None = None) -> list:
     """(rowid, score) of at most ``n`` notes for ``terms``, best first (score = -bm25, higher is
     better), letting FTS5 score at most about ``bound`` rows per query whatever the store's size.
 
-    Rarest words first: each word's notes are counted up to ``bound`` (a LIMIT FTS5 stops at).
+    Rarest words first: each word's notes are read from ``recall_word`` (``word_counts``: the
+    index build's count, one lookup); a word it lacks is counted up to ``bound`` (a LIMIT FTS5
+    stops at).
     The words whose notes together stay within the bound are the rare ones R; the notes holding
     one of them are ranked by R's bm25 (the caller lifts those that also hold a common word, by
     ``common_lift``: FTS5 cannot weigh a common word without reading its whole list to count its
-    notes, which is what grows with the store). When every word is common, the notes holding all of them (then of fewer,
+    notes, which is what grows with the store). With two words or more, bm25 ranks first the
+    notes that hold a rare word and another word of the prompt (``paired``), then the rare words'
+    other notes fill up to ``n``. When every word is common, the notes holding all of them (then of fewer,
     rarest first) are read newest first, at most ``bound``, and ranked by bm25: a note that names
     only common words is a weak pointer anyway. ``stats["scored"]`` says how many rows the
     queries could score at most (the sum of their LIMITs and counts), ``stats["plan"]`` which
@@ -192,7 +218,7 @@ def bounded_top(conn, terms: list[str], n: int, bound: int | None = None, stats:
     if bound is None:
         bound = SCORE_BOUND
     w = FTS_WEIGHTS
-    bm = f"bm25(recall_fts, {w[0]}, {w[1]}, {w[2]}, {w[3]})"
+    bm = f"bm25(recall_fts, {w[0]}, {w[1]}, {w[2]}, {w[3]}, {w[4]})"
     df: dict[str, int] = {}
     groups: dict[str, str] = {}
     # each form counted up to the bound (with the rowid where the count stopped: a word that
@@ -201,9 +227,23 @@ def bounded_top(conn, terms: list[str], n: int, bound: int | None = None, stats:
     count = "SELECT count(*), max(rowid) FROM (SELECT rowid FROM recall_fts WHERE recall_fts MATCH ? LIMIT ?)"
     top = conn.execute("SELECT max(id) FROM recall_note").fetchone()[0] or 0
     estimate: dict[str, float] = {}
+    known = word_counts(conn, [t + f for t in terms for f in FORMS])
+    if stats is not None:
+        stats["looked_up"] = 0
     for t in terms:
         held = []
-        for f in FORMS:
+        if known is not None and any(t + f in known for f in FORMS):
+            for f in FORMS:  # the index build counted this word's notes: one lookup, no posting read
+                c = known.get(t + f, 0)
+                if c:
+                    held.append(t + f)
+                    df[t] = df.get(t, 0) + c
+                    estimate[t] = estimate.get(t, 0.0) + c
+            groups[t] = _forms(held)
+            if stats is not None:
+                stats["looked_up"] += 1
+            continue
+        for f in FORMS:  # no count (no table yet, or a word new since its build): a bounded read
             c, last = conn.execute(count, (f'"{t}{f}"', bound + 1)).fetchone()
             if c:
                 held.append(t + f)
@@ -240,8 +280,21 @@ def bounded_top(conn, terms: list[str], n: int, bound: int | None = None, stats:
         if stats is not None:
             stats["scored"], stats["plan"] = total, "rare"
             stats["common"] = common
-        # ranked by the prefix phrases ``geode search`` ranks by: as few postings as were counted
-        return ranked(fts5_query(rare), n)
+        if len(order) < 2 or not PAIRS:
+            # ranked by the prefix phrases ``geode search`` ranks by: as few postings as were counted
+            return ranked(fts5_query(rare), n)
+        if stats is not None:
+            stats["plan"] = "rare-pairs"
+        # a partner word whose notes are many times the bound is left out of the filter: seeking
+        # through its list reads most of its pages, and a note with it and one rare word is weak
+        partners = [t for t in order if t in rare or df[t] <= PARTNER_BOUND * bound]
+        if len(partners) < 2:
+            return ranked(fts5_query(rare), n)
+        got = paired(conn, bm, rare, [groups[t] if t in common else fts5_query([t]) for t in partners], partners, n)
+        if len(got) < min(n, FILL_BELOW):  # few such notes: the rare words' other notes fill up (same bm25)
+            seen = {i for i, _ in got}
+            got += [x for x in ranked(fts5_query(rare), n) if x[0] not in seen][: n - len(got)]
+        return got
     # every word common: the notes holding all of them, then of the rarest fewer, newest first
     for k in range(len(order), 0, -1):
         expr = " AND ".join(groups[t] for t in order[:k])
@@ -257,6 +310,37 @@ def bounded_top(conn, terms: list[str], n: int, bound: int | None = None, stats:
     return []  # pragma: no cover - the loop returns at k == 1
 
 
+#: a common word enters ``paired``'s filter when its notes are at most this many bounds
+PARTNER_BOUND = 5
+#: fewer paired notes than this, and the rare words' other notes fill up to ``n`` (a second bm25
+#: over them: cheap where so few notes pair, since their words are rare)
+FILL_BELOW = 10
+#: rank only the notes that hold a rare word and one more of the prompt's words (``paired``)
+PAIRS = True
+
+
+def paired(conn, bm: str, rare: list[str], phrases: list[str], order: list[str], n: int) -> list:
+    """(rowid, score) of the ``n`` best notes by the rare words' bm25, among the notes holding a
+    rare word and at least one other word of the prompt: the notes ``text_search`` keeps (a note
+    must hold two of the prompt's words), so bm25 is computed for them alone, not for every note
+    holding one rare word (most of the rare words' notes at 100,000; bm25 is about 1 us a row).
+
+    The filter is a second FTS5 cursor in ``+rowid IN (...)``: its words are never weighed (bm25
+    counts the notes of every phrase of its own query, the whole list for a common word), and the
+    ``+`` keeps SQLite from driving the ranked cursor by rowid (one FTS5 query per row: 20x
+    slower). A common word enters it as its exact forms (``phrases``), read lazily with skips."""
+    at = {t: i for i, t in enumerate(order)}
+    inner = " OR ".join(
+        f"({phrases[at[r]]} AND ({' OR '.join(p for t, p in zip(order, phrases, strict=True) if t != r)}))"
+        for r in rare
+    )
+    sql = (
+        f"SELECT rowid, {bm} AS s FROM recall_fts WHERE recall_fts MATCH ?"
+        " AND +rowid IN (SELECT rowid FROM recall_fts WHERE recall_fts MATCH ?) ORDER BY s LIMIT ?"
+    )
+    return [(int(i), -float(sc)) for i, sc in conn.execute(sql, (fts5_query(rare), inner, n))]
+
+
 def common_lift(cols: tuple[str, str, str, str], common: list[str], df: dict, rows: int) -> float:
     """What the common words a note holds add to its score, as FTS5's bm25 would add them: per
     word, idf x f (k1 + 1) / (f + k1), where f counts its hits in the columns (title, tags,
@@ -267,7 +351,7 @@ def common_lift(cols: tuple[str, str, str, str], common: list[str], df: dict, ro
 
     out = 0.0
     for t in common:
-        f = sum(w * c.count(t) for w, c in zip(FTS_WEIGHTS, cols, strict=True))
+        f = sum(w * c.count(t) for w, c in zip(FTS_WEIGHTS[:4], cols, strict=True))
         if f <= 0:
             continue
         d = df.get(t, rows / 2)
@@ -275,6 +359,30 @@ def common_lift(cols: tuple[str, str, str, str], common: list[str], df: dict, ro
         if idf > 0:
             out += idf * f * 2.2 / (f + 1.2)
     return out
+
+
+#: the notes the bounded match ranks for ``text_search`` to weigh further (common words, coverage,
+#: salience) before it keeps three
+CANDIDATES = 60
+#: weigh each note by the share of the prompt's words it holds, as ``geode search``'s text side
+COVERAGE = True
+
+
+def coverage(hay: str, terms: list[str], df: dict, rows: int) -> float:
+    """The idf-weighted share of ``terms`` that ``hay`` (a note's lower-cased text) holds, with
+    ``geode.recall.search``'s weight ln(1 + N / (1 + df)): the factor ``geode search`` puts on
+    a note's bm25 in text mode (``_coverage``), so the fallback ranks a note holding one rare word
+    of a question and nothing else below one holding most of its words, as search does. ``df``:
+    ``bounded_top``'s (a word no note holds has 0: the largest weight, fully against)."""
+    import math
+
+    total = held = 0.0
+    for t in terms:
+        w = math.log(1.0 + rows / (1.0 + float(df.get(t, 0))))
+        total += w
+        if t in hay:
+            held += w
+    return held / total if total > 0 else 0.0
 
 
 def text_search(
@@ -294,7 +402,7 @@ def text_search(
     try:
         conn.execute(f"PRAGMA busy_timeout={int(busy_ms)}")
         doms = set(settings.domains)
-        want = 60
+        want = CANDIDATES
         st: dict = {} if stats is None else stats
         while True:
             top = bounded_top(conn, terms, want, stats=st)
@@ -310,7 +418,7 @@ def text_search(
                     ids,
                 ).fetchall()
             rows = [r for r in rows if r[1] in doms]
-            if len(rows) >= 20 or len(top) < want or want >= 480:
+            if len(rows) >= min(20, CANDIDATES) or len(top) < want or want >= 8 * CANDIDATES:
                 break
             want *= 4  # notes of other domains took places: read further (rare: one home, one store)
     except sqlite3.Error:
@@ -319,19 +427,21 @@ def text_search(
         conn.close()
     need = 2 if len(terms) >= 2 else 1
     salience_w, retired_w = settings.recall.salience_weight, settings.recall.retired_weight  # as search.py
+    df, total = st.get("df") or {}, int(st.get("rows") or 0)
     hits = []
     for nid, domain, rel, perm, title, status, sal, body, desc, tags in rows:
-        hay = f"{title}\n{desc}\n{body}".lower()
+        cols = ((title or "").lower(), (tags or "").lower(), (desc or "").lower(), (body or "").lower())
+        hay = f"{cols[0]}\n{cols[2]}\n{cols[3]}"
         if sum(1 for t in terms if t in hay) < need:
             continue
         sc = score[nid]
         if common:
-            cols = ((title or "").lower(), (tags or "").lower(), (desc or "").lower(), (body or "").lower())
-            sc += common_lift(cols, common, st.get("df") or {}, int(st.get("rows") or 0))
+            sc += common_lift(cols, common, df, total)
+        if COVERAGE:
+            sc *= coverage(f"{hay}\n{cols[1]}", terms, df, total)
         sc = sc * (1.0 + salience_w * float(sal or 0.0))
         if (status or "").lower() in RETIRED:
             sc *= retired_w
-        snip, _ = _snippet(body, terms)
         hits.append(
             {
                 "address": f"geode://{domain}/{perm}",
@@ -340,11 +450,14 @@ def text_search(
                 "title": title,
                 "status": status,
                 "score": round(sc, 4),
-                "snippet": snip,
+                "snippet": body,  # cut to a snippet below, for the hits returned only
             }
         )
     hits.sort(key=lambda h: -h["score"])
-    return hits[:limit]
+    hits = hits[:limit]
+    for h in hits:  # a snippet splits the whole body: for three notes, not for every candidate
+        h["snippet"], _ = _snippet(h["snippet"], terms)
+    return hits
 
 
 def recall(settings, prompt: str, limit: int = MAX_NOTES, budget_ms: int = BUDGET_MS) -> tuple[list[dict], str]:

@@ -242,6 +242,11 @@ class RecallIndex:
                 continue
             self._refresh_domain(domain, root, full, counts, progress, force=force)
         self.keep_stats(force=True)
+        touched = sum(v for k, v in counts.items() if k in ("changed", "added", "removed") and isinstance(v, int))
+        if touched or force or self.meta(sqlread.WORDS_AT) is None:  # else nothing changed: no write
+            from geode.recall.index_tables import keep_word_counts  # the prompt hook's word rarity
+
+            keep_word_counts(self.writer, touched, force=force)
         counts["seconds"] = round(time.perf_counter() - t0, 3)
         self._set_meta("refreshed_at", str(time.time()))
         return counts

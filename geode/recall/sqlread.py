@@ -65,6 +65,10 @@ NOTE_SELECT = "SELECT " + ", ".join(f"recall_note.{c}" for c in NOTE_COLUMNS) + 
 #: ``index_tables.ensure_schema``, which upgrades it (2: the ``dates`` column, issue 26)
 INDEX_LAYOUT = "2"
 
+#: recall_meta keys of ``recall_word`` (``index_tables.keep_word_counts``): the notes at its last
+#: build, and the notes touched by refreshes since
+WORDS_AT, WORDS_STALE = "words_notes", "words_touched"
+
 #: every table, index and virtual table ``index_tables.ensure_schema`` creates on SQLite (a
 #: test checks they agree): when all exist, opening the index has nothing to create.
 SQLITE_SCHEMA = frozenset(
@@ -76,6 +80,7 @@ SQLITE_SCHEMA = frozenset(
         ("table", "recall_obs"),
         ("table", "recall_dir"),
         ("table", "recall_meta"),
+        ("table", "recall_word"),
         ("table", "recall_fts"),
         ("index", "ux_recall_note_domain_path"),
         ("index", "ix_recall_note_permalink"),
