@@ -247,7 +247,7 @@ def main(argv=None) -> int:
                 fh.write(text)
         settings = load_settings(store=store, home=home)
         if a.semantic_weight is not None:
-            settings.recall.semantic_weight = a.semantic_weight
+            settings = settings.replace(recall=settings.recall.replace(semantic_weight=a.semantic_weight))
         t0 = time.perf_counter()
         RecallIndex(settings).refresh()
         t_text = time.perf_counter() - t0

@@ -174,6 +174,13 @@ def test_a_dialogue_note_is_cut_into_windows_of_whole_turns(body, monkeypatch):
         assert p.text.startswith(lines[p.line_start - 3].strip())
 
 
+@pytest.mark.parametrize("body", [SLACK, CLAUDE_CODE, TRANSCRIPT_HEADINGS, LOG, MINUTES])
+def test_by_default_every_turn_is_a_passage_of_its_own(body):
+    turns = [t.strip() for t in _turn_texts(body)]
+    got = [p.text for p in cut(body, title="T")]
+    assert [t for t in got if t in turns] == turns
+
+
 def test_the_remark_of_a_long_meeting_is_a_passage_of_its_own_not_one_of_eight():
     turns = [f"Speaker{chr(65 + i % 20)}: remark number {i} about something unrelated to the rest." for i in range(40)]
     turns[23] = "Priya: The Kestrel outage was caused by a full disk on db-2."

