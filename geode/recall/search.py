@@ -16,8 +16,9 @@ The two sides:
 - ``semantic``: every note is embedded as passages (``geode.recall.passages``); Chroma returns the
   nearest passages and a note's cosine is its best passage's (``note_score``; ``[recall]
   passage_share`` adds a bounded share of the second best). The hit shows that passage's snippet
-  and line. Its component is the cosine's margin over the query's background (the median cosine
-  of the semantic candidates, ``background``): ``(cos - bg) / (1 - bg)``, 0 at or below it.
+  and line. Its component is the cosine's margin over the query's background (the lower of the
+  candidates' median cosine and the model's floor, ``geode.recall.semantic_floor``):
+  ``(cos - bg) / (1 - bg)``, 0 at or below it.
 
 A note with no signal (no query word, and a cosine at or below the background) is not listed.
 The blend (``fuse``; ``[recall] blend``, ``rrf_k``, ``semantic_weight``) is chosen from the
