@@ -166,7 +166,7 @@ def main(argv=None) -> int:
         "--background-quantile",
         type=float,
         default=None,
-        help="the semantic background's quantile (search.BACKGROUND_QUANTILE; default the median, 0.5)",
+        help="the semantic background's quantile (as --background quantile:Q; default the median)",
     )
     p.add_argument(
         "--date-miss-weight",
@@ -174,15 +174,38 @@ def main(argv=None) -> int:
         default=None,
         help="what a note holding none of the question's date terms keeps (date_terms.DATE_MISS_WEIGHT)",
     )
+    p.add_argument(
+        "--background",
+        default=None,
+        metavar="FORM[:X]",
+        help="the semantic background's form (geode.recall.semantic_floor: median, quantile:Q, fixed:F, tail:T)",
+    )
+    p.add_argument("--semantic-weight", type=float, default=None, help="[recall] semantic_weight for this run")
+    p.add_argument("--turn-window", type=int, default=None, help="passages.TURN_WINDOW (dialogue notes)")
+    p.add_argument("--turn-step", type=int, default=None, help="passages.TURN_STEP (dialogue notes)")
     a = p.parse_args(argv)
     if a.date_miss_weight is not None:
         import geode.recall.date_terms as date_mod
 
         date_mod.DATE_MISS_WEIGHT = a.date_miss_weight
     if a.background_quantile is not None:
-        import geode.recall.search as search_mod
+        a.background = f"quantile:{a.background_quantile}"
+    if a.background:
+        from geode.recall import semantic_floor
 
-        search_mod.BACKGROUND_QUANTILE = a.background_quantile
+        form, _c, x = a.background.partition(":")
+        semantic_floor.FORM = form
+        if form == "quantile":
+            semantic_floor.QUANTILE = float(x)
+        elif form == "fixed":
+            semantic_floor.FLOORS = {semantic_floor.MODEL: float(x)}
+        elif form == "tail" and x:
+            semantic_floor.TAIL = float(x)
+    if a.turn_window is not None or a.turn_step is not None:
+        from geode.recall import passages
+
+        passages.TURN_WINDOW = a.turn_window or passages.TURN_WINDOW
+        passages.TURN_STEP = a.turn_step or passages.TURN_STEP
     if a.model:
         os.environ["GEODE_EMBED_MODEL"] = a.model
 
@@ -235,6 +258,8 @@ def main(argv=None) -> int:
             with open(full, "w", encoding="utf-8") as fh:
                 fh.write(text)
         settings = load_settings(store=store, home=home)
+        if a.semantic_weight is not None:
+            settings = settings.replace(recall=settings.recall.replace(semantic_weight=a.semantic_weight))
         t0 = time.perf_counter()
         RecallIndex(settings).refresh()
         t_text = time.perf_counter() - t0

@@ -42,7 +42,12 @@ def meeting(fact: str | None = None, turns: int = 60) -> str:
 
 # -- the cut ----------------------------------------------------------------------------------------
 def test_cut_follows_headings_turns_and_list_items_with_overlap_and_file_line_spans():
+    # prose: the same remarks as paragraphs without speakers (a dialogue note is cut per turn:
+    # tests/test_recall_dialogue.py, and at the end of this test)
     body = meeting("Priya: The Kestrel outage was caused by a full disk.", turns=30)
+    turns = cut(body, body_line=7, title="Weekly sync", size=400, overlap=120)
+    assert "Priya: The Kestrel outage was caused by a full disk." in [p.text for p in turns]
+    body = "\n".join(x.split(": ", 1)[-1] if ": " in x and not x.startswith("-") else x for x in body.split("\n"))
     lines = body.split("\n")
     ps = cut(body, body_line=7, title="Weekly sync", size=400, overlap=120)
     assert len(ps) >= 5
@@ -53,14 +58,14 @@ def test_cut_follows_headings_turns_and_list_items_with_overlap_and_file_line_sp
         first = lines[p.line_start - 7]
         last = lines[p.line_end - 7]
         assert p.text.startswith(first.strip()) and p.text.endswith(last.strip())
-        # dialogue turns stay whole: every line of the passage is a whole line of the body
+        # paragraphs stay whole: every line of the passage is a whole line of the body
         assert all(x in lines for x in p.text.split("\n"))
         assert p.embed_text.startswith("Weekly sync")
-    # overlap: each passage after the first (within a section) starts with the previous one's last turn
+    # overlap: each passage after the first (within a section) starts with one of the previous one's last blocks
     same_section = [(a, b) for a, b in zip(ps, ps[1:], strict=False) if a.heading == b.heading and b.text[:3] != "## "]
     assert same_section
     for a, b in same_section:
-        assert b.text.split("\n")[0] == a.text.split("\n")[-1]
+        assert b.text.split("\n")[0] in a.text.split("\n")[1:]
         assert b.line_start <= a.line_end
     # a heading opens a passage, and the section's heading is embedded with every passage under it
     dec = [p for p in ps if p.text.startswith("## Decisions")]

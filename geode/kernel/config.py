@@ -141,8 +141,9 @@ SCHEMA: dict = {
         # semantic_weight, hop_weight and hop_anchors: chosen together over the three evaluation
         # sets by `bench/recall_fusion.py --choose` (5-fold held-out figures in docs/RECALL.md); kept
         # in Round 3, where re-choosing them did worse on two held-out test sets; re-chosen in Round 4
-        # with unknown_below (bench/recall_blend3.py --unknown): hop_weight 0.6 -> 1.0 (bench/RECALL.md)
-        "semantic_weight": (FLOAT, 0.6, None),
+        # with unknown_below (bench/recall_blend3.py --unknown): hop_weight 0.6 -> 1.0 (bench/RECALL.md);
+        # semantic_weight 0.6 -> 0.75 in Round 6a, with dialogue cut per turn and the fixed floor
+        "semantic_weight": (FLOAT, 0.75, None),
         "passage_share": (FLOAT, 0.0, None),  # a note's semantic score: best passage + share of the next
         "hop_weight": (FLOAT, 1.0, None),  # 0: no neighbour stage
         "hop_anchors": (INT, 1, None),

@@ -49,7 +49,7 @@ def passage_text(title: str, description: str, tags: list[str], body: str) -> st
 
 
 #: bumped when the passage cut changes, so every note is embedded again under the new cut
-PASSAGE_SCHEME = "passages-v1"
+PASSAGE_SCHEME = "passages-v2"  # v2: dialogue notes cut per turn (geode.recall.dialogue)
 
 
 def embed_hash(title: str, description: str, tags: list[str], body: str, body_line: int) -> str:

@@ -20,6 +20,16 @@ The rule (``cut``):
    ``size`` characters, consecutive pieces sharing up to ``overlap`` characters.
 5. A note whose body fits in ``size`` is **one passage**.
 
+**Dialogue and logs** (``geode.recall.dialogue`` says which notes are: speaker turns, chat
+exports, transcripts, timestamped lines) are cut on their turns instead, whatever their length:
+every turn is a unit (a turn longer than ``size`` is cut as in 4), and a passage is a window of
+``TURN_WINDOW`` consecutive units of one section (at most ``size`` characters), the next window
+starting ``TURN_STEP`` units later. By default (1 and 1) every turn is a passage of its own, so a
+remark is no longer embedded with seven unrelated ones (a window of two turns, each turn with the
+next, was measured worse on both long training sets: bench/RECALL.md, Round 6a). Headings open sections as above and are embedded with every window
+under them; text between turns that is no turn (an attendee list, a paragraph before the first
+turn) is a unit of its own. Every other note keeps rules 1-5 exactly.
+
 Every passage carries its number (0, 1, ...), its first and last **file** line (the body's first
 line is ``body_line``), the text to embed (title and section heading above the passage's own
 text) and the sha256 of that text, so a passage whose text did not change is never embedded
@@ -32,8 +42,15 @@ import hashlib
 import re
 from dataclasses import dataclass
 
+from geode.recall.dialogue import is_dialogue, turn_spans
+
 PASSAGE_CHARS = 700
 OVERLAP_CHARS = 150
+#: a dialogue note's passage: this many consecutive turns, the next one this many turns later
+#: (chosen on the training sets, bench/RECALL.md "Round 6a"; a change must bump
+#: ``note_rows.PASSAGE_SCHEME``, so the notes are cut and embedded again)
+TURN_WINDOW = 1
+TURN_STEP = 1
 
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+\S")
 _LIST = re.compile(r"^\s*(?:[-*+]|\d{1,3}[.)])\s+\S")
@@ -146,6 +163,61 @@ def _split_long(b: _Block, size: int, overlap: int) -> list[_Block]:
     return out
 
 
+def _dialogue_blocks(lines: list[str], spans: list[tuple[int, int]]) -> list[_Block]:
+    """A dialogue body's units: each turn one block; the text between turns as ``_blocks``
+    reads it (headings, lists, paragraphs)."""
+    out: list[_Block] = []
+    pos = 0
+
+    def between(a: int, b: int) -> None:
+        for x in _blocks(lines[a:b]):
+            out.append(_Block(x.start + a, x.end + a, x.text, x.heading))
+
+    for s, e in spans:
+        if s > pos:
+            between(pos, s)
+        out.append(_Block(s, e, "\n".join(lines[s : e + 1]).strip()))
+        pos = e + 1
+    if pos < len(lines):
+        between(pos, len(lines))
+    return out
+
+
+def _turn_windows(blocks: list[_Block], size: int, window: int, step: int) -> list[tuple[str, list[_Block]]]:
+    """(heading above, units) of each window: ``window`` consecutive units of one section, at most
+    ``size`` characters (one unit always), the next window ``step`` units later; a heading opens a
+    section and is carried as the heading of the windows under it."""
+    window, step = max(1, window), max(1, step)
+    groups: list[tuple[str, list[_Block]]] = []
+    heading = ""
+    sec: list[_Block] = []
+
+    def flush() -> None:
+        i = 0
+        while i < len(sec):
+            take = [sec[i]]
+            length = len(sec[i].text)
+            j = i + 1
+            while j < len(sec) and len(take) < window and length + 1 + len(sec[j].text) <= size:
+                take.append(sec[j])
+                length += 1 + len(sec[j].text)
+                j += 1
+            groups.append((heading, take))
+            if j >= len(sec):
+                break
+            i += min(step, len(take))
+        sec.clear()
+
+    for b in blocks:
+        if b.heading:
+            flush()
+            heading = " ".join(b.text.lstrip("# ").split())
+            continue
+        sec.append(b)
+    flush()
+    return groups
+
+
 def cut(
     body: str,
     body_line: int = 1,
@@ -163,10 +235,15 @@ def cut(
         raise ValueError(f"passage size {size}: at least 50 characters")
     overlap = max(0, min(overlap, size // 2))
     lines = body.split("\n")
+    spans = turn_spans(lines)
+    dialogue = is_dialogue(lines, spans)
     blocks: list[_Block] = []
-    for b in _blocks(lines):
+    for b in _dialogue_blocks(lines, spans) if dialogue else _blocks(lines):
         blocks.extend(_split_long(b, size, overlap) if len(b.text) > size else [b])
     groups: list[tuple[str, list[_Block]]] = []  # (heading above, blocks)
+    if dialogue:
+        groups = _turn_windows(blocks, size, TURN_WINDOW, TURN_STEP)
+        blocks = []  # the windows replace the packing below
     heading = ""
     cur: list[_Block] = []
     cur_heading = ""
@@ -197,6 +274,10 @@ def cut(
         length += len(b.text) + 1
     if cur:
         groups.append((cur_heading, cur))
+    return _passages(groups, body_line, title, lead)
+
+
+def _passages(groups: list[tuple[str, list[_Block]]], body_line: int, title: str, lead: str) -> list[Passage]:
     out: list[Passage] = []
     for n, (head, bs) in enumerate(groups):
         own = "\n".join(x.text for x in bs)

@@ -16,8 +16,9 @@ The two sides:
 - ``semantic``: every note is embedded as passages (``geode.recall.passages``); Chroma returns the
   nearest passages and a note's cosine is its best passage's (``note_score``; ``[recall]
   passage_share`` adds a bounded share of the second best). The hit shows that passage's snippet
-  and line. Its component is the cosine's margin over the query's background (the median cosine
-  of the semantic candidates, ``background``): ``(cos - bg) / (1 - bg)``, 0 at or below it.
+  and line. Its component is the cosine's margin over the query's background (the lower of the
+  candidates' median cosine and the model's floor, ``geode.recall.semantic_floor``):
+  ``(cos - bg) / (1 - bg)``, 0 at or below it.
 
 A note with no signal (no query word, and a cosine at or below the background) is not listed.
 The blend (``fuse``; ``[recall] blend``, ``rrf_k``, ``semantic_weight``) is chosen from the
@@ -69,6 +70,7 @@ import math
 from concurrent.futures import ThreadPoolExecutor
 
 from geode.delivery.prompt_recall import fts5_query, query_terms
+from geode.recall import semantic_floor
 from geode.recall.date_terms import date_prior, with_question_dates
 from geode.recall.filters import FilterError, Where, as_where, filter_where
 from geode.recall.hits import fold, passage_snippet, snippet_and_line, supersedes_chain, whole_words
@@ -81,12 +83,6 @@ from geode.recall.sqlread import NOTE_SELECT, db_errors, in_list
 FTS_WEIGHTS = (8.0, 5.0, 3.0, 1.0, 5.0)  # title, tags, description, body, dates
 STALE_SQL = "embed_hash IS NULL OR embed_model IS NULL OR embed_hash != embed_text_hash"
 
-BACKGROUND_MIN = 8  # semantic candidates needed to tell a query's background cosine
-#: the quantile of the semantic candidates' cosines taken as the query's background (0.5: the
-#: median, which gives half the candidates a semantic component of 0). 0.3, 0.2 and 0.1 were
-#: measured worse on both long train sets (bench/RECALL.md, Round 5); kept for the evaluation
-#: (``recall_eval.py --background-quantile``)
-BACKGROUND_QUANTILE = 0.5
 EXACT_SEMANTIC_MAX = 5000  # with filters, up to this many candidates are compared exactly
 FILTER_OVERFETCH = 8  # a filtered text side reads at most this many times the candidates it needs
 RARE_TAG_DF = 5  # a tag held by at most this many notes names an entity (the neighbour stage)
@@ -511,14 +507,13 @@ def word_weight(notes: int, df: int, unknown_weight: float | None = None) -> flo
 def semantic_components(sem: dict[int, float]) -> dict[int, float]:
     """Each note's semantic component in ``fuse``: ``(cos - bg) / (1 - bg)`` over the query's
     ``background``, for the notes above it only."""
-    bg = background(list(sem.values()))
-    return {i: (c - bg) / (1.0 - bg) for i, c in sem.items() if c > bg and bg < 1.0}
+    return semantic_floor.components(sem)
 
 
 def semantic_confidence(sem: dict[int, float]) -> float:
     """How far the semantic side's best note stands above the query's background (its component
     in ``fuse``); 0.0 when no note stands above it (or no semantic side)."""
-    return max(semantic_components(sem).values(), default=0.0)
+    return semantic_floor.confidence(sem)
 
 
 def unknown_weight(sem: dict[int, float], below: float, weight: float) -> float | None:
@@ -594,6 +589,7 @@ class Semantic:
         else:
             self.model_id, self.dim = known
         self.share = float(settings.recall.passage_share)
+        semantic_floor.use_model(self.model_id)
         self.error = ""  # why the vectors cannot answer now (Chroma unreachable); "" when they can
         self.vs: VectorStore | None
         try:
@@ -736,19 +732,8 @@ def note_score(sims: list[float], share: float = 0.0) -> float:
 
 
 def background(sims: list[float]) -> float:
-    """The cosine an unrelated note has for this query: the median of the semantic candidates
-    (the nearest ``max(50, 5 x limit)`` notes, most of which do not answer) when there are at least
-    ``BACKGROUND_MIN`` of them; with fewer there is no telling, and none is taken for noise."""
-    if len(sims) < BACKGROUND_MIN:
-        return min(sims, default=0.0) - 1e-6
-    ordered = sorted(sims)
-    if BACKGROUND_QUANTILE != 0.5:
-        pos = BACKGROUND_QUANTILE * (len(ordered) - 1)
-        lo = int(pos)
-        hi = min(lo + 1, len(ordered) - 1)
-        return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+    """The cosine an unrelated note has for this query (``geode.recall.semantic_floor``)."""
+    return semantic_floor.background(sims)
 
 
 def _ranks(values: dict[int, float]) -> dict[int, int]:
