@@ -239,6 +239,43 @@ def _notes_in_scope(idx: RecallIndex, conn, conds, key: str | None = None) -> in
     return int(st[key])
 
 
+def _notes_all(idx: RecallIndex, conn) -> int:
+    """How many notes the index holds (every domain), cached with the document frequencies."""
+    st = _term_stats(idx, conn)["n"]
+    if "\x00all" not in st:
+        st["\x00all"] = int(conn.scalar("SELECT count(*) FROM recall_note"))
+    return int(st["\x00all"])
+
+
+#: a scope of at most this share of the notes has its note ids read and kept (``scope_ids``)
+SCOPE_IDS_SHARE = 0.5
+SCOPES_IDS_KEPT = 8  # id sets kept per index (each at most half the notes: 50,000 ids at 100,000)
+
+
+def scope_ids(idx: RecallIndex, conn, w: Where) -> frozenset[int] | None:
+    """The ids of the notes the filters ``w`` select when they are at most ``SCOPE_IDS_SHARE``
+    of the index, else None (a broad scope: its candidates are checked in SQL, ``_passing``).
+
+    Why: a filtered search checks its candidates against the scope several times (the text
+    side's top ids, Chroma's answers, the spread stage's words), each an SQL read per 500 ids;
+    the ids, read once by the filter's own index (a tag: ``ix_recall_tag_tag``, no note row
+    read) and kept while the full-text index stays the same (as the scope's count is), make each
+    check a set lookup, and size the text and vector reads by the scope's share in one try."""
+    st = _term_stats(idx, conn)
+    count = _notes_in_scope(idx, conn, w)
+    if count > SCOPE_IDS_SHARE * _notes_all(idx, conn):
+        return None
+    kept = st.setdefault("ids", {})
+    key = w.key()
+    ids = kept.pop(key, None)
+    if ids is None:
+        ids = frozenset(int(i) for i in conn.column(f"SELECT recall_note.id FROM recall_note WHERE {w.sql}", w.params))
+        while len(kept) >= SCOPES_IDS_KEPT:
+            kept.pop(next(iter(kept)))
+    kept[key] = ids  # the most recently used last
+    return ids
+
+
 def match_terms(idx: RecallIndex, conn, terms: list[str]) -> list[str]:
     """The words that drive the full-text match (SQLite): the query's words less those in half
     the notes or more, while a rarer word remains.
@@ -249,10 +286,7 @@ def match_terms(idx: RecallIndex, conn, terms: list[str]) -> list[str]:
     word-salad store: 200+ ms a query) to add about 2e-6 to each score. A note holding a rarer
     word still ranks by it; coverage (in ``search``) still counts every word of the query.
     When every word is that common, all of them stay: there is nothing better to rank by."""
-    n_all = _term_stats(idx, conn)["n"].get("\x00all")
-    if n_all is None:
-        n_all = int(conn.scalar("SELECT count(*) FROM recall_note"))
-        _term_stats(idx, conn)["n"]["\x00all"] = n_all
+    n_all = _notes_all(idx, conn)
     rare = [t for t in terms if doc_freq(idx, conn, t) * 2 < n_all]
     return rare if any(doc_freq(idx, conn, t) > 0 for t in rare) else terms
 
@@ -287,18 +321,29 @@ def bm25_idf(df: int, rows: int) -> float:
     return idf if idf > 0.0 else 1e-6
 
 
-def _bm25_rows(conn, expr: str, n: int) -> list[tuple[int, float]]:
+def _bm25_rows(conn, expr: str, n: int, within: Where | None = None) -> list[tuple[int, float]]:
     """(rowid, score) of the best ``n`` rows FTS5 matches for ``expr``, best first; score =
-    -bm25 (higher is better) with the column weights ``FTS_WEIGHTS``."""
+    -bm25 (higher is better) with the column weights ``FTS_WEIGHTS``. ``within``: only the rows
+    of the notes these filters select (see ``lexical`` for the form of the join)."""
     w = FTS_WEIGHTS
+    bm = f"bm25(recall_fts, {w[0]}, {w[1]}, {w[2]}, {w[3]})"
+    if within is None:
+        sql = f"SELECT rowid, {bm} AS s FROM recall_fts WHERE recall_fts MATCH :q ORDER BY s LIMIT :n"
+        return [(int(i), -float(s)) for i, s in conn.all(sql, {"q": expr, "n": n})]
+    # ``rowid + 0``: a bare rowid constraint makes FTS5 run the MATCH once per id (28 s at
+    # 10,000 notes); this way the scope's ids are read once, by the filter's index, and each row
+    # of the match is checked against them (bm25 is computed for the rows in scope only)
     sql = (
-        f"SELECT rowid, bm25(recall_fts, {w[0]}, {w[1]}, {w[2]}, {w[3]}) AS s FROM recall_fts "
-        "WHERE recall_fts MATCH :q ORDER BY s LIMIT :n"
+        f"SELECT recall_fts.rowid AS id, {bm} AS s FROM recall_fts WHERE recall_fts MATCH :q "
+        f"AND recall_fts.rowid + 0 IN (SELECT recall_note.id FROM recall_note WHERE {within.sql}) "
+        f"ORDER BY {bm} LIMIT :n"
     )
-    return [(int(i), -float(s)) for i, s in conn.all(sql, {"q": expr, "n": n})]
+    return [(int(i), -float(s)) for i, s in conn.all(sql, {**within.params, "q": expr, "n": n})]
 
 
-def top_bm25(idx: RecallIndex, conn, terms: list[str], n: int) -> list[tuple[int, float]]:
+def top_bm25(
+    idx: RecallIndex, conn, terms: list[str], n: int, within: Where | None = None, share: float = 1.0
+) -> list[tuple[int, float]]:
     """The best ``n`` notes for the OR of ``terms`` by FTS5's bm25, best first: (rowid, score).
 
     The same rows and bit for bit the same scores as the one query ``MATCH 't1 OR t2 ...'`` with
@@ -328,7 +373,13 @@ def top_bm25(idx: RecallIndex, conn, terms: list[str], n: int) -> list[tuple[int
     score about as many rows as the whole query (R's notes, those of them holding C, and C's lists
     read at a tenth of a scored row; counted as if the words were independent), the full query
     runs: in the word salad, where every word is in 80% of the notes, always. Exactness is tested against
-    the full query over a generated store (``test_top_bm25_answers_as_the_full_query``)."""
+    the full query over a generated store (``test_top_bm25_answers_as_the_full_query``).
+
+    ``within`` (filters, selecting about ``share`` of the notes): the best ``n`` notes they
+    select, by the same argument inside the scope (every query is restricted to it, and a
+    subset's n-th score is still a floor for its own best n): a filtered search of common words
+    walks the rare words' rows and never scores a common word's notes outside the scope (tested
+    against the joined query, ``test_a_filtered_text_side_answers_as_the_joined_query``)."""
     if not terms:
         return []
     dfs = {t: doc_freq(idx, conn, t) for t in terms}
@@ -337,7 +388,7 @@ def top_bm25(idx: RecallIndex, conn, terms: list[str], n: int) -> list[tuple[int
     if rows == 0:  # an empty store (or scope): nothing to score, and no ratio to take
         return []
     if rows < max(dfs.values()):  # counts from different moments (a write in between): no bound
-        return _bm25_rows(conn, fts5_query(order), n)
+        return _bm25_rows(conn, fts5_query(order), n, within)
 
     def notes_holding(words: list[str]) -> float:  # notes holding any of them, words independent
         miss = 1.0
@@ -348,8 +399,8 @@ def top_bm25(idx: RecallIndex, conn, terms: list[str], n: int) -> list[tuple[int
     whole = notes_holding(order)  # the rows the full query scores
     for k in range(1, len(order)):
         rare, common = order[:k], order[k:]
-        if sum(dfs[t] for t in rare) < n:
-            continue  # fewer than n notes hold a word of R: the n-th best may hold only C
+        if sum(dfs[t] for t in rare) * share < n:
+            continue  # fewer than n notes (in scope) hold a word of R: the n-th may hold only C
         in_rare, in_common = notes_holding(rare), notes_holding(common)
         # the rows the two queries score, and C's lists read at a tenth of a scored row's cost
         cost = in_rare + in_rare * in_common / rows + 0.15 * sum(dfs[t] for t in common)
@@ -357,14 +408,14 @@ def top_bm25(idx: RecallIndex, conn, terms: list[str], n: int) -> list[tuple[int
             break  # about what the whole query costs (every word common: the word salad)
         bound = sum((BM25_K1 + 1.0) * bm25_idf(dfs[t], rows) for t in common)
         bound = bound * (1.0 + 1e-9) + 1e-12  # the bound's own rounding: err on the high side
-        floor = _bm25_rows(conn, fts5_query(rare), n)
+        floor = _bm25_rows(conn, fts5_query(rare), n, within)
         if len(floor) < n or floor[-1][1] < bound:
             continue
-        both = dict(_bm25_rows(conn, f"({fts5_query(rare)}) AND ({fts5_query(common)})", n))
+        both = dict(_bm25_rows(conn, f"({fts5_query(rare)}) AND ({fts5_query(common)})", n, within))
         merged = [(i, sc) for i, sc in floor if i not in both] + list(both.items())
         merged.sort(key=lambda x: -x[1])
         return merged[:n]
-    return _bm25_rows(conn, fts5_query(order), n)
+    return _bm25_rows(conn, fts5_query(order), n, within)
 
 
 # -- the two sides --------------------------------------------------------------------------
@@ -400,7 +451,17 @@ def lexical(idx: RecallIndex, terms: list[str], conds, n: int, filtered: bool = 
             terms = match_terms(idx, conn, terms)
             if not filtered:
                 return dict(top_bm25(idx, conn, terms, n))
-            # A filter keeps the ranking: the best n notes it selects are the first n of the whole
+            in_scope = _notes_in_scope(idx, conn, w)
+            if in_scope == 0:
+                return {}
+            share = in_scope / max(1, _notes_all(idx, conn))
+            if share <= SCOPE_IDS_SHARE:
+                # a scope of at most half the notes: the best n inside it, by the top-k bound
+                # applied inside the scope (the over-fetch below would read n / share rows, and
+                # a narrow scope would end in the joined query, scoring every note of a common
+                # word: 170-240 ms for a 4% tag at 100,000 notes)
+                return dict(top_bm25(idx, conn, terms, n, w, share))
+            # A broad filter keeps the ranking: the best n notes it selects are the first n of the whole
             # ranking that it selects. So the exact top n (``top_bm25``: as cheap as an unfiltered
             # search) is read and the filter applied to those ids; when fewer than n pass, a second
             # read sized by the share that passed (half as many again, at most
@@ -574,6 +635,35 @@ def _notes_of(conn, got: list, w, sqlite: bool = True) -> dict[tuple[str, str], 
     return {k: i for k, i in found.items() if i in keep}
 
 
+#: a scope's Chroma query asks for this many times the passages its share of them would give
+#: (``_nearest_in_scope``), and for at most ``ANN_MAX_PASSAGES``
+ANN_MARGIN = 1.5
+ANN_MAX_PASSAGES = 6000
+
+
+def _nearest_in_scope(conn, vs, qv, ids: frozenset[int], k: int, n: int, share: float) -> tuple[list, dict]:
+    """Chroma's nearest passages of the notes ``ids`` (a scope of ``share`` of the notes, too
+    many to compare exactly): (passages, (domain, path) -> note id of those in scope), for
+    ``_by_note``.
+
+    One query, sized by the scope's share: an unfiltered search keeps the notes of its ``k``
+    nearest passages, so a scope of share ``s`` keeps about ``s x k`` of them; asking for
+    ``ANN_MARGIN x k / s`` passages keeps about as many as an unfiltered search does. A second
+    query, four times larger, only when fewer than ``n`` notes in scope came back and Chroma had
+    more to give. The old way asked for ``k`` and then ``8 k``: two queries for a 23% tag, the
+    second the larger (Chroma's cost grows with the passages asked). Chroma's own filtered query
+    was measured and rejected (bench/RECALL.md: 370 ms a call, or 75% recall). The scope is
+    checked in memory (``scope_ids``): no SQL per candidate."""
+    want = min(ANN_MAX_PASSAGES, max(k, math.ceil(ANN_MARGIN * k / max(share, 1e-6))))
+    for last in (False, True):
+        got = [(i, sc, None) for i, sc in vs.query(qv, want)]
+        nid_of = {key: i for key, i in _notes_of(conn, got, Where()).items() if i in ids}
+        if last or len(set(nid_of.values())) >= n or len(got) < want:
+            break
+        want *= 4
+    return got, nid_of
+
+
 class Semantic:
     """The semantic side for one settings: embedder and Chroma reader, opened once.
 
@@ -654,6 +744,7 @@ class Semantic:
             raise VectorsUnavailable(self.error or "no vector store")
         qv = started.result() if started is not None else self.embedder.embed_query(query)
         w = as_where(conds)
+        ids: frozenset[int] | None = None
         with idx.sql.connect() as conn:
             if filtered:  # the scope's count, as the text side's idf counts it (cached per scope
                 # while the index stays the same: a count stopped at the bound still read the
@@ -672,7 +763,12 @@ class Semantic:
                     slack = 0.05 + max(0.0, self.share) * 0.05 + 1e-6
                     got = vs.scope_passages(qv, [(d, p, h) for _i, d, p, h in rows], n, slack)
                     return self._best_metas(vs, *self._by_note(got, nid_of, n))
+                ids = scope_ids(idx, conn, w)
             k = n * PASSAGES_PER_NOTE
+            if ids is not None:  # a scope of at most half the notes: one query sized by its share
+                share = count / max(1, _notes_all(idx, conn))
+                got, nid_of = _nearest_in_scope(conn, vs, qv, ids, k, n, share)
+                return self._best_metas(vs, *self._by_note(got, nid_of, n))
             # distances only: Chroma's metadata is most of a query's cost (1,500 passages at
             # 100,000: 78 ms without, 436 ms with, on busy cores); the kept notes' best passages
             # have theirs read after (``_best_metas``)
