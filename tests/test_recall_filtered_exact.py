@@ -87,7 +87,9 @@ def store(tmp_path_factory):
         v /= np.linalg.norm(v, axis=1, keepdims=True)
         vs.upsert([vector_id(d, p) for d, p in notes], v, [{"domain": d, "path": p} for d, p in notes])
         with idx.writer.begin() as conn:
-            conn.exec_driver_sql("UPDATE recall_note SET embed_model = ?, embed_hash = embed_text_hash", (emb.model_id,))
+            conn.exec_driver_sql(
+                "UPDATE recall_note SET embed_model = ?, embed_hash = embed_text_hash", (emb.model_id,)
+            )
     finally:
         lock.release()
     yield settings, emb, idx
