@@ -87,6 +87,23 @@ BACKGROUND_MIN = 8  # semantic candidates needed to tell a query's background co
 #: (``recall_eval.py --background-quantile``)
 BACKGROUND_QUANTILE = 0.5
 EXACT_SEMANTIC_MAX = 5000  # with filters, up to this many candidates are compared exactly
+#: ... and up to this many from the second search of the same scope in one process on (a warm
+#: server): the first read of a scope's vectors costs about 0.2 ms a note (1-2 s at 8,000), which
+#: a one-shot search should not pay, and Chroma's nearest passages for a 5.5% scope at 100,000
+#: notes (5,400 passages asked) cost 240 ms a search, which a warm server need not pay again
+EXACT_SEMANTIC_WARM_MAX = 10000
+_ASKED: dict[str, None] = {}  # the scopes searched in this process, the newest last (at most 64)
+
+
+def _asked_before(w: Where) -> bool:
+    """Whether this process searched the scope ``w`` before (and note that it has now)."""
+    key = w.key()
+    seen = key in _ASKED
+    _ASKED.pop(key, None)
+    _ASKED[key] = None
+    while len(_ASKED) > 64:
+        _ASKED.pop(next(iter(_ASKED)))
+    return seen
 FILTER_OVERFETCH = 8  # a filtered text side reads at most this many times the candidates it needs
 RARE_TAG_DF = 5  # a tag held by at most this many notes names an entity (the neighbour stage)
 PASSAGES_PER_NOTE = 4  # passages asked of Chroma per note wanted (a long note holds several)
@@ -276,6 +293,23 @@ def scope_ids(idx: RecallIndex, conn, w: Where) -> frozenset[int] | None:
     return ids
 
 
+def scope_json(idx: RecallIndex, conn, w: Where) -> str | None:
+    """``scope_ids`` as a JSON array (what ``_bm25_rows`` reads with ``json_each``), kept with
+    them; None for a broad scope."""
+    ids = scope_ids(idx, conn, w)
+    if ids is None:
+        return None
+    kept = _term_stats(idx, conn).setdefault("json", {})
+    key = w.key()
+    text = kept.get(key)
+    if text is None or text[0] is not ids:
+        text = (ids, json.dumps(sorted(ids)))
+        kept[key] = text
+        for old in [k for k, (i, _t) in kept.items() if k != key and i is not _term_stats(idx, conn)["ids"].get(k)]:
+            kept.pop(old)  # the id set was dropped: its text goes with it
+    return text[1]
+
+
 def match_terms(idx: RecallIndex, conn, terms: list[str]) -> list[str]:
     """The words that drive the full-text match (SQLite): the query's words less those in half
     the notes or more, while a rarer word remains.
@@ -321,28 +355,29 @@ def bm25_idf(df: int, rows: int) -> float:
     return idf if idf > 0.0 else 1e-6
 
 
-def _bm25_rows(conn, expr: str, n: int, within: Where | None = None) -> list[tuple[int, float]]:
+def _bm25_rows(conn, expr: str, n: int, within: str | None = None) -> list[tuple[int, float]]:
     """(rowid, score) of the best ``n`` rows FTS5 matches for ``expr``, best first; score =
     -bm25 (higher is better) with the column weights ``FTS_WEIGHTS``. ``within``: only the rows
-    of the notes these filters select (see ``lexical`` for the form of the join)."""
+    of these notes (their ids as a JSON array, ``scope_json``)."""
     w = FTS_WEIGHTS
     bm = f"bm25(recall_fts, {w[0]}, {w[1]}, {w[2]}, {w[3]})"
     if within is None:
         sql = f"SELECT rowid, {bm} AS s FROM recall_fts WHERE recall_fts MATCH :q ORDER BY s LIMIT :n"
         return [(int(i), -float(s)) for i, s in conn.all(sql, {"q": expr, "n": n})]
     # ``rowid + 0``: a bare rowid constraint makes FTS5 run the MATCH once per id (28 s at
-    # 10,000 notes); this way the scope's ids are read once, by the filter's index, and each row
-    # of the match is checked against them (bm25 is computed for the rows in scope only)
+    # 10,000 notes); this way the scope's ids are read once into a temporary index and each row
+    # of the match is checked against it (bm25 is computed for the rows in scope only). The ids
+    # come from memory: the filter's own subquery here cost 100 ms a statement for a 23% tag at
+    # 100,000 notes (the planner walked the domain's notes to check each against the tag's ids)
     sql = (
         f"SELECT recall_fts.rowid AS id, {bm} AS s FROM recall_fts WHERE recall_fts MATCH :q "
-        f"AND recall_fts.rowid + 0 IN (SELECT recall_note.id FROM recall_note WHERE {within.sql}) "
-        f"ORDER BY {bm} LIMIT :n"
+        f"AND recall_fts.rowid + 0 IN (SELECT value FROM json_each(:scope)) ORDER BY {bm} LIMIT :n"
     )
-    return [(int(i), -float(s)) for i, s in conn.all(sql, {**within.params, "q": expr, "n": n})]
+    return [(int(i), -float(s)) for i, s in conn.all(sql, {"scope": within, "q": expr, "n": n})]
 
 
 def top_bm25(
-    idx: RecallIndex, conn, terms: list[str], n: int, within: Where | None = None, share: float = 1.0
+    idx: RecallIndex, conn, terms: list[str], n: int, within: str | None = None, share: float = 1.0
 ) -> list[tuple[int, float]]:
     """The best ``n`` notes for the OR of ``terms`` by FTS5's bm25, best first: (rowid, score).
 
@@ -375,8 +410,8 @@ def top_bm25(
     runs: in the word salad, where every word is in 80% of the notes, always. Exactness is tested against
     the full query over a generated store (``test_top_bm25_answers_as_the_full_query``).
 
-    ``within`` (filters, selecting about ``share`` of the notes): the best ``n`` notes they
-    select, by the same argument inside the scope (every query is restricted to it, and a
+    ``within`` (a scope's note ids as JSON, ``scope_json``: about ``share`` of the notes): the
+    best ``n`` notes of the scope, by the same argument inside the scope (every query is restricted to it, and a
     subset's n-th score is still a floor for its own best n): a filtered search of common words
     walks the rare words' rows and never scores a common word's notes outside the scope (tested
     against the joined query, ``test_a_filtered_text_side_answers_as_the_joined_query``)."""
@@ -460,7 +495,7 @@ def lexical(idx: RecallIndex, terms: list[str], conds, n: int, filtered: bool = 
                 # applied inside the scope (the over-fetch below would read n / share rows, and
                 # a narrow scope would end in the joined query, scoring every note of a common
                 # word: 170-240 ms for a 4% tag at 100,000 notes)
-                return dict(top_bm25(idx, conn, terms, n, w, share))
+                return dict(top_bm25(idx, conn, terms, n, scope_json(idx, conn, w), share))
             # A broad filter keeps the ranking: the best n notes it selects are the first n of the whole
             # ranking that it selects. So the exact top n (``top_bm25``: as cheap as an unfiltered
             # search) is read and the filter applied to those ids; when fewer than n pass, a second
@@ -750,7 +785,7 @@ class Semantic:
                 # while the index stays the same: a count stopped at the bound still read the
                 # filter's whole subquery, 90-130 ms a search for a 23% tag at 100,000 notes)
                 count = _notes_in_scope(idx, conn, w)
-                if count <= EXACT_SEMANTIC_MAX:
+                if count <= EXACT_SEMANTIC_MAX or (count <= EXACT_SEMANTIC_WARM_MAX and _asked_before(w)):
                     rows = conn.all(
                         "SELECT recall_note.id, recall_note.domain, recall_note.path, recall_note.embed_hash "
                         f"FROM recall_note WHERE {w.sql}",
