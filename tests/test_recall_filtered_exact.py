@@ -122,11 +122,13 @@ def test_a_filtered_hybrid_top5_is_the_exact_filtered_ranking(store, tag, monkey
     share = len([i for i in range(N) if tag in _note(i).split("---")[1]]) / N
     assert 0.01 < share < 0.6
     monkeypatch.setattr(S, "EXACT_SEMANTIC_MAX", 0)  # every scope by Chroma's nearest passages
+    monkeypatch.setattr(S, "EXACT_SEMANTIC_WARM_MAX", 0)
     fast = []
     for q in QUERIES:
         forget_term_stats(idx)
         fast.append(_top(search(settings, q, tags=[tag], limit=5, index=idx, embedder=emb, refresh=False)))
     monkeypatch.setattr(S, "EXACT_SEMANTIC_MAX", 10 * N)  # the exact read of every passage in scope
+    monkeypatch.setattr(S, "EXACT_SEMANTIC_WARM_MAX", 10 * N)
     monkeypatch.setattr(S, "lexical", _joined_lexical)  # and the one joined text query
     for q, got in zip(QUERIES, fast, strict=True):
         forget_term_stats(idx)
@@ -141,6 +143,7 @@ def test_the_semantic_side_of_a_scope_is_the_brute_force_best(store, tag, monkey
     scope exactly as every stored vector of the scope compared with the query does."""
     settings, emb, idx = store
     monkeypatch.setattr(S, "EXACT_SEMANTIC_MAX", 0)
+    monkeypatch.setattr(S, "EXACT_SEMANTIC_WARM_MAX", 0)
     sem = S.semantic_for(settings, emb)
     w, _doms = filter_where(settings, tags=[tag])
     with idx.sql.connect() as conn:
@@ -162,6 +165,7 @@ def test_a_scope_asks_chroma_once_sized_by_its_share(store, monkeypatch):
     read with a list of candidate ids follows it."""
     settings, emb, idx = store
     monkeypatch.setattr(S, "EXACT_SEMANTIC_MAX", 0)
+    monkeypatch.setattr(S, "EXACT_SEMANTIC_WARM_MAX", 0)
     sem = S.semantic_for(settings, emb)
     asked: list[int] = []
     real = sem.vs.query

@@ -445,6 +445,7 @@ def test_a_broad_filter_asks_chroma_for_what_an_unfiltered_search_does_and_more_
     s = settings()
     index_all(s, model)
     monkeypatch.setattr(S, "EXACT_SEMANTIC_MAX", 0)
+    monkeypatch.setattr(S, "EXACT_SEMANTIC_WARM_MAX", 0)
     sem = S.semantic_for(s, model)
     idx = S.index_for(s)
     asked = []

@@ -148,7 +148,8 @@ def _filtered_full(conn, terms: list[str], w, n: int) -> list[tuple[int, float]]
     [
         ({"title": {"$exists": True}}, "top n"),  # every note
         ({"tags": {"$in": FILLER[:150]}}, "over-fetch"),  # most notes
-        ({"tags": {"$in": FILLER[:12]}}, "in scope"),  # a quarter of the notes or so
+        ({"tags": {"$in": FILLER[:12]}}, "in memory"),  # a quarter of the notes or so
+        ({"tags": {"$in": FILLER[:3]}}, "in scope"),  # under a tenth of the notes
         ({"tags": "w7"}, "in scope"),  # a few percent of the notes
         ({"tags": "no-such-tag"}, "in scope"),  # none
     ],
@@ -158,7 +159,7 @@ def test_a_filtered_text_side_answers_as_the_joined_query(store, where, way):
     (``top_bm25(within=...)``); with a broader one it reads the exact top n (then more) and
     filters those ids, and runs the match joined to the notes only when too few pass: the same
     best notes and scores as the joined query, whichever way answered (and each way is taken
-    by one of the filters; inside a scope the bound splits the words for some queries)."""
+    by one of the filters)."""
     from geode.recall.filters import filter_where
 
     settings, idx = store
@@ -210,6 +211,9 @@ def test_a_filtered_text_side_answers_as_the_joined_query(store, where, way):
                 assert all(abs(got[i] - sc) <= 1e-12 * abs(sc) for i, sc in want if i in got)
                 if any(scoped):
                     continue
+                if not tries:  # the scope's ids were checked in memory, in one sized read
+                    taken.append("in memory")
+                    continue
                 wanted, read, passed = tries[-1]
                 answered = passed >= 50 or read < wanted  # the last try answered, else the join did
                 taken.append("joined" if not answered else "top n" if len(tries) == 1 else "over-fetch")
@@ -219,5 +223,5 @@ def test_a_filtered_text_side_answers_as_the_joined_query(store, where, way):
         assert not [t for t in taken if t != "in scope"]  # nothing passes: nothing answered, as the join
     else:
         assert taken.count(way) >= len(taken) // 2 > 0, (way, taken)
-    if where == {"tags": {"$in": FILLER[:12]}}:  # wide enough for the rare words to fill n
-        assert any(split), "the bound never split the words inside the scope"
+    # (``split``: whether the bound split the words inside a scope. In 2,500 notes the rare words
+    # of a scope under a tenth of them never fill n, so it is not asserted here.)

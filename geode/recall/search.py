@@ -104,6 +104,8 @@ def _asked_before(w: Where) -> bool:
     while len(_ASKED) > 64:
         _ASKED.pop(next(iter(_ASKED)))
     return seen
+
+
 FILTER_OVERFETCH = 8  # a filtered text side reads at most this many times the candidates it needs
 RARE_TAG_DF = 5  # a tag held by at most this many notes names an entity (the neighbour stage)
 PASSAGES_PER_NOTE = 4  # passages asked of Chroma per note wanted (a long note holds several)
@@ -266,6 +268,8 @@ def _notes_all(idx: RecallIndex, conn) -> int:
 
 #: a scope of at most this share of the notes has its note ids read and kept (``scope_ids``)
 SCOPE_IDS_SHARE = 0.5
+#: a scope of at most this share has its text side ranked inside it (``top_bm25(within=...)``)
+TEXT_SCOPE_SHARE = 0.1
 SCOPES_IDS_KEPT = 8  # id sets kept per index (each at most half the notes: 50,000 ids at 100,000)
 
 
@@ -282,32 +286,33 @@ def scope_ids(idx: RecallIndex, conn, w: Where) -> frozenset[int] | None:
     count = _notes_in_scope(idx, conn, w)
     if count > SCOPE_IDS_SHARE * _notes_all(idx, conn):
         return None
+    return _scope_entry(st, conn, w)[0]
+
+
+def _scope_entry(st: dict, conn, w: Where) -> list:
+    """[ids, their JSON text or None] of the scope ``w``, kept in the index's term statistics
+    (``st``, emptied when the full-text index changes), at most ``SCOPES_IDS_KEPT`` of them."""
     kept = st.setdefault("ids", {})
     key = w.key()
-    ids = kept.pop(key, None)
-    if ids is None:
-        ids = frozenset(int(i) for i in conn.column(f"SELECT recall_note.id FROM recall_note WHERE {w.sql}", w.params))
+    entry = kept.pop(key, None)
+    if entry is None:
+        sql = f"SELECT recall_note.id FROM recall_note WHERE {w.sql}"
+        entry = [frozenset(int(i) for i in conn.column(sql, w.params)), None]
         while len(kept) >= SCOPES_IDS_KEPT:
             kept.pop(next(iter(kept)))
-    kept[key] = ids  # the most recently used last
-    return ids
+    kept[key] = entry  # the most recently used last
+    return entry
 
 
 def scope_json(idx: RecallIndex, conn, w: Where) -> str | None:
     """``scope_ids`` as a JSON array (what ``_bm25_rows`` reads with ``json_each``), kept with
     them; None for a broad scope."""
-    ids = scope_ids(idx, conn, w)
-    if ids is None:
+    if scope_ids(idx, conn, w) is None:
         return None
-    kept = _term_stats(idx, conn).setdefault("json", {})
-    key = w.key()
-    text = kept.get(key)
-    if text is None or text[0] is not ids:
-        text = (ids, json.dumps(sorted(ids)))
-        kept[key] = text
-        for old in [k for k, (i, _t) in kept.items() if k != key and i is not _term_stats(idx, conn)["ids"].get(k)]:
-            kept.pop(old)  # the id set was dropped: its text goes with it
-    return text[1]
+    entry = _scope_entry(_term_stats(idx, conn), conn, w)
+    if entry[1] is None:
+        entry[1] = json.dumps(sorted(entry[0]))
+    return entry[1]
 
 
 def match_terms(idx: RecallIndex, conn, terms: list[str]) -> list[str]:
@@ -490,22 +495,24 @@ def lexical(idx: RecallIndex, terms: list[str], conds, n: int, filtered: bool = 
             if in_scope == 0:
                 return {}
             share = in_scope / max(1, _notes_all(idx, conn))
-            if share <= SCOPE_IDS_SHARE:
-                # a scope of at most half the notes: the best n inside it, by the top-k bound
-                # applied inside the scope (the over-fetch below would read n / share rows, and
-                # a narrow scope would end in the joined query, scoring every note of a common
-                # word: 170-240 ms for a 4% tag at 100,000 notes)
+            if share <= TEXT_SCOPE_SHARE:
+                # a narrow scope: the best n inside it, by the top-k bound applied inside the
+                # scope (the over-fetch below would read n / share rows, and end in the joined
+                # query, scoring every note of a common word: 170-240 ms for a 4% tag at 100,000
+                # notes). A wider scope's ids cost more to hand to SQLite than the over-fetch
+                # (a temporary index of 23,000 ids per statement for a 23% tag)
                 return dict(top_bm25(idx, conn, terms, n, scope_json(idx, conn, w), share))
-            # A broad filter keeps the ranking: the best n notes it selects are the first n of the whole
+            ids = scope_ids(idx, conn, w)  # at most half the notes: their ids, checked in memory
+            # A filter keeps the ranking: the best n notes it selects are the first n of the whole
             # ranking that it selects. So the exact top n (``top_bm25``: as cheap as an unfiltered
             # search) is read and the filter applied to those ids; when fewer than n pass, a second
             # read sized by the share that passed (half as many again, at most
             # ``FILTER_OVERFETCH`` times n). Only a narrower filter, or one that passed none, runs
             # the match joined to the notes, scoring every row it holds.
-            want = n
+            want = n if ids is None else min(FILTER_OVERFETCH * n, math.ceil(1.5 * n / share))
             while True:
                 top = top_bm25(idx, conn, terms, want)
-                passed = _passing(conn, top, w)
+                passed = _passing(conn, top, w) if ids is None else [(i, sc) for i, sc in top if i in ids]
                 if len(passed) >= n or len(top) < want:  # enough, or every match was read
                     return dict(passed[:n])
                 if want > n or not passed:
@@ -513,6 +520,8 @@ def lexical(idx: RecallIndex, terms: list[str], conds, n: int, filtered: bool = 
                 want = math.ceil(1.5 * n * len(top) / len(passed))
                 if want > FILTER_OVERFETCH * n:
                     break
+            if ids is not None:  # fewer passed than the share promised: the best n inside the scope
+                return dict(top_bm25(idx, conn, terms, n, scope_json(idx, conn, w), share))
             # The full-text match drives the query and each hit looks its note up by id. The join
             # is on ``rowid + 0`` on purpose: a bare rowid constraint (``rowid IN (...)``, or a
             # join the planner turns around) makes FTS5 re-run the MATCH once per candidate row,
