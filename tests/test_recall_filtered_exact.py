@@ -149,7 +149,10 @@ def test_the_semantic_side_of_a_scope_is_the_brute_force_best(store, tag, monkey
     with idx.sql.connect() as conn:
         scope = dict(conn.all(f"SELECT recall_note.id, recall_note.path FROM recall_note WHERE {w.sql}", w.params))
     stored = sem.vs.col.get(include=["embeddings", "metadatas"])
-    vec = {m["path"]: np.asarray(e, dtype=np.float32) for e, m in zip(stored["embeddings"], stored["metadatas"])}
+    vec = {
+        m["path"]: np.asarray(e, dtype=np.float32)
+        for e, m in zip(stored["embeddings"], stored["metadatas"], strict=True)
+    }
     for q in QUERIES:
         qv = emb.embed_query(q)
         cos = {i: float(vec[p] @ qv / np.linalg.norm(vec[p])) for i, p in scope.items()}
