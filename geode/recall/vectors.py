@@ -476,15 +476,25 @@ class ScopeCache:
         digest = hashlib.sha256(text.encode()).hexdigest()
         return (vs.name, vs.folder, vs.remote and chroma_url(vs.settings), digest)
 
-    def get(self, vs: VectorStore, notes):
+    def _key_of(self, vs: VectorStore, notes) -> tuple:
+        """``_key``, remembered for the last list of notes asked (the caller keeps its list while
+        the scope stays the same: ``search._scope_rows``)."""
+        memo = self.__dict__.get("_memo")
+        if memo is not None and memo[0] is notes and memo[1] is vs:
+            return memo[2]
         key = self._key(vs, notes)
+        self._memo = (notes, vs, key)
+        return key
+
+    def get(self, vs: VectorStore, notes):
+        key = self._key_of(vs, notes)
         hit = self._d.get(key)
         if hit is not None:
             self._d.move_to_end(key)
         return hit
 
     def put(self, vs: VectorStore, notes, entry):
-        self._d[self._key(vs, notes)] = entry
+        self._d[self._key_of(vs, notes)] = entry
         while len(self._d) > self.kept:
             self._d.popitem(last=False)
         return entry
