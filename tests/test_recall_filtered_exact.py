@@ -186,3 +186,37 @@ def test_a_scope_asks_chroma_once_sized_by_its_share(store, monkeypatch):
     got, _best = sem.scored_passages(idx, "retry queue payment", w, 50, True)
     assert len(got) == 50
     assert asked == [math.ceil(S.ANN_MARGIN * k / share)]
+
+
+def test_a_note_embedded_after_a_scope_was_read_is_compared_in_the_next_search(store, monkeypatch):
+    """The exact read keeps a scope's rows between searches (``search._scope_rows``); a note of
+    the scope that was waiting for its vector and gets it (no change to its text, so the full-text
+    index stays the same) is compared in the next search: the kept rows go with the scope's count
+    of waiting notes."""
+    settings, emb, idx = store
+    monkeypatch.setattr(S, "EXACT_SEMANTIC_MAX", 10 * N)
+    sem = S.semantic_for(settings, emb)
+    w, _doms = filter_where(settings, tags=["rare"])
+    q = "alert worker backoff"
+    first, _best = sem.scored_passages(idx, q, w, 5, True)
+    top = max(first, key=lambda i: first[i])
+    with idx.sql.connect() as conn:
+        d, p, h = conn.all("SELECT domain, path, embed_hash FROM recall_note WHERE id = :i", {"i": top})[0]
+    vid = vector_id(d, p)
+    stored = sem.vs.col.get(ids=[vid], include=["embeddings", "metadatas"])
+    lock = WriterLock(settings)
+    assert lock.acquire(60)
+    try:
+        writer = VectorStore(settings, emb.model_id, emb.dim, write=True)
+        writer.delete([vid])  # the note waits for its vector
+        with idx.writer.begin() as conn:
+            conn.exec_driver_sql("UPDATE recall_note SET embed_hash = NULL WHERE id = ?", (top,))
+        waiting, _best = sem.scored_passages(idx, q, w, 5, True)
+        assert top not in waiting
+        writer.upsert([vid], stored["embeddings"], [dict(stored["metadatas"][0])])  # and gets it
+        with idx.writer.begin() as conn:
+            conn.exec_driver_sql("UPDATE recall_note SET embed_hash = ? WHERE id = ?", (h, top))
+    finally:
+        lock.release()
+    again, _best = sem.scored_passages(idx, q, w, 5, True)
+    assert max(again, key=lambda i: again[i]) == top
