@@ -431,9 +431,10 @@ def test_a_broad_filter_asks_chroma_for_what_an_unfiltered_search_does_and_more_
     store, model, monkeypatch
 ):
     """Past ``EXACT_SEMANTIC_MAX`` notes in scope the semantic side asks Chroma for the nearest
-    passages and keeps those of notes the filter selects: first as many as an unfiltered search
-    (a filter selecting every note answers as no filter does, with one query), eight times that
-    only when fewer than n notes pass."""
+    passages and keeps those of notes the filter selects: a broad filter (over half the notes)
+    first as many as an unfiltered search (a filter selecting every note answers as no filter
+    does, with one query), eight times that only when fewer than n notes pass; a narrower one
+    once, for as many as its share of the notes needs (``_nearest_in_scope``)."""
     import geode.recall.search as S
     from geode.recall.filters import filter_where
 
@@ -444,6 +445,7 @@ def test_a_broad_filter_asks_chroma_for_what_an_unfiltered_search_does_and_more_
     s = settings()
     index_all(s, model)
     monkeypatch.setattr(S, "EXACT_SEMANTIC_MAX", 0)
+    monkeypatch.setattr(S, "EXACT_SEMANTIC_WARM_MAX", 0)
     sem = S.semantic_for(s, model)
     idx = S.index_for(s)
     asked = []
@@ -463,7 +465,8 @@ def test_a_broad_filter_asks_chroma_for_what_an_unfiltered_search_does_and_more_
     guides, _d = filter_where(s, type="guide")
     asked.clear()
     got, _best = sem.scored_passages(idx, q, guides, 5, True)
-    assert asked == [5 * S.PASSAGES_PER_NOTE, 40 * S.PASSAGES_PER_NOTE]
+    k = 5 * S.PASSAGES_PER_NOTE
+    assert asked == [min(S.ANN_MAX_PASSAGES, math.ceil(S.ANN_MARGIN * k / (3 / 40)))]
     rows = idx.notes_by_ids(set(got))
     assert len(got) == 3 and {r["type"] for r in rows.values()} == {"guide"}
 

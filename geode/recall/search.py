@@ -84,6 +84,25 @@ FTS_WEIGHTS = (8.0, 5.0, 3.0, 1.0, 5.0)  # title, tags, description, body, dates
 STALE_SQL = "embed_hash IS NULL OR embed_model IS NULL OR embed_hash != embed_text_hash"
 
 EXACT_SEMANTIC_MAX = 5000  # with filters, up to this many candidates are compared exactly
+#: ... and up to this many from the second search of the same scope in one process on (a warm
+#: server): the first read of a scope's vectors costs about 0.2 ms a note (1-2 s at 8,000), which
+#: a one-shot search should not pay, and Chroma's nearest passages for a 5.5% scope at 100,000
+#: notes (5,400 passages asked) cost 240 ms a search, which a warm server need not pay again
+EXACT_SEMANTIC_WARM_MAX = 10000
+_ASKED: dict[str, None] = {}  # the scopes searched in this process, the newest last (at most 64)
+
+
+def _asked_before(w: Where) -> bool:
+    """Whether this process searched the scope ``w`` before (and note that it has now)."""
+    key = w.key()
+    seen = key in _ASKED
+    _ASKED.pop(key, None)
+    _ASKED[key] = None
+    while len(_ASKED) > 64:
+        _ASKED.pop(next(iter(_ASKED)))
+    return seen
+
+
 FILTER_OVERFETCH = 8  # a filtered text side reads at most this many times the candidates it needs
 RARE_TAG_DF = 5  # a tag held by at most this many notes names an entity (the neighbour stage)
 PASSAGES_PER_NOTE = 4  # passages asked of Chroma per note wanted (a long note holds several)
@@ -236,6 +255,63 @@ def _notes_in_scope(idx: RecallIndex, conn, conds, key: str | None = None) -> in
     return int(st[key])
 
 
+def _notes_all(idx: RecallIndex, conn) -> int:
+    """How many notes the index holds (every domain), cached with the document frequencies."""
+    st = _term_stats(idx, conn)["n"]
+    if "\x00all" not in st:
+        st["\x00all"] = int(conn.scalar("SELECT count(*) FROM recall_note"))
+    return int(st["\x00all"])
+
+
+#: a scope of at most this share of the notes has its note ids read and kept (``scope_ids``)
+SCOPE_IDS_SHARE = 0.5
+#: a scope of at most this share has its text side ranked inside it (``top_bm25(within=...)``)
+TEXT_SCOPE_SHARE = 0.1
+SCOPES_IDS_KEPT = 8  # id sets kept per index (each at most half the notes: 50,000 ids at 100,000)
+
+
+def scope_ids(idx: RecallIndex, conn, w: Where) -> frozenset[int] | None:
+    """The ids of the notes the filters ``w`` select when they are at most ``SCOPE_IDS_SHARE``
+    of the index, else None (a broad scope: its candidates are checked in SQL, ``_passing``).
+
+    Why: a filtered search checks its candidates against the scope several times (the text
+    side's top ids, Chroma's answers, the spread stage's words), each an SQL read per 500 ids;
+    the ids, read once by the filter's own index (a tag: ``ix_recall_tag_tag``, no note row
+    read) and kept while the full-text index stays the same (as the scope's count is), make each
+    check a set lookup, and size the text and vector reads by the scope's share in one try."""
+    st = _term_stats(idx, conn)
+    count = _notes_in_scope(idx, conn, w)
+    if count > SCOPE_IDS_SHARE * _notes_all(idx, conn):
+        return None
+    return _scope_entry(st, conn, w)[0]
+
+
+def _scope_entry(st: dict, conn, w: Where) -> list:
+    """[ids, their JSON text or None] of the scope ``w``, kept in the index's term statistics
+    (``st``, emptied when the full-text index changes), at most ``SCOPES_IDS_KEPT`` of them."""
+    kept = st.setdefault("ids", {})
+    key = w.key()
+    entry = kept.pop(key, None)
+    if entry is None:
+        sql = f"SELECT recall_note.id FROM recall_note WHERE {w.sql}"
+        entry = [frozenset(int(i) for i in conn.column(sql, w.params)), None]
+        while len(kept) >= SCOPES_IDS_KEPT:
+            kept.pop(next(iter(kept)))
+    kept[key] = entry  # the most recently used last
+    return entry
+
+
+def scope_json(idx: RecallIndex, conn, w: Where) -> str | None:
+    """``scope_ids`` as a JSON array (what ``_bm25_rows`` reads with ``json_each``), kept with
+    them; None for a broad scope."""
+    if scope_ids(idx, conn, w) is None:
+        return None
+    entry = _scope_entry(_term_stats(idx, conn), conn, w)
+    if entry[1] is None:
+        entry[1] = json.dumps(sorted(entry[0]))
+    return entry[1]
+
+
 def match_terms(idx: RecallIndex, conn, terms: list[str]) -> list[str]:
     """The words that drive the full-text match (SQLite): the query's words less those in half
     the notes or more, while a rarer word remains.
@@ -246,10 +322,7 @@ def match_terms(idx: RecallIndex, conn, terms: list[str]) -> list[str]:
     word-salad store: 200+ ms a query) to add about 2e-6 to each score. A note holding a rarer
     word still ranks by it; coverage (in ``search``) still counts every word of the query.
     When every word is that common, all of them stay: there is nothing better to rank by."""
-    n_all = _term_stats(idx, conn)["n"].get("\x00all")
-    if n_all is None:
-        n_all = int(conn.scalar("SELECT count(*) FROM recall_note"))
-        _term_stats(idx, conn)["n"]["\x00all"] = n_all
+    n_all = _notes_all(idx, conn)
     rare = [t for t in terms if doc_freq(idx, conn, t) * 2 < n_all]
     return rare if any(doc_freq(idx, conn, t) > 0 for t in rare) else terms
 
@@ -284,18 +357,30 @@ def bm25_idf(df: int, rows: int) -> float:
     return idf if idf > 0.0 else 1e-6
 
 
-def _bm25_rows(conn, expr: str, n: int) -> list[tuple[int, float]]:
+def _bm25_rows(conn, expr: str, n: int, within: str | None = None) -> list[tuple[int, float]]:
     """(rowid, score) of the best ``n`` rows FTS5 matches for ``expr``, best first; score =
-    -bm25 (higher is better) with the column weights ``FTS_WEIGHTS``."""
+    -bm25 (higher is better) with the column weights ``FTS_WEIGHTS``. ``within``: only the rows
+    of these notes (their ids as a JSON array, ``scope_json``)."""
     w = FTS_WEIGHTS
+    bm = f"bm25(recall_fts, {', '.join(map(str, w))})"
+    if within is None:
+        sql = f"SELECT rowid, {bm} AS s FROM recall_fts WHERE recall_fts MATCH :q ORDER BY s LIMIT :n"
+        return [(int(i), -float(s)) for i, s in conn.all(sql, {"q": expr, "n": n})]
+    # ``rowid + 0``: a bare rowid constraint makes FTS5 run the MATCH once per id (28 s at
+    # 10,000 notes); this way the scope's ids are read once into a temporary index and each row
+    # of the match is checked against it (bm25 is computed for the rows in scope only). The ids
+    # come from memory: the filter's own subquery here cost 100 ms a statement for a 23% tag at
+    # 100,000 notes (the planner walked the domain's notes to check each against the tag's ids)
     sql = (
-        f"SELECT rowid, bm25(recall_fts, {', '.join(map(str, w))}) AS s FROM recall_fts "
-        "WHERE recall_fts MATCH :q ORDER BY s LIMIT :n"
+        f"SELECT recall_fts.rowid AS id, {bm} AS s FROM recall_fts WHERE recall_fts MATCH :q "
+        f"AND recall_fts.rowid + 0 IN (SELECT value FROM json_each(:scope)) ORDER BY {bm} LIMIT :n"
     )
-    return [(int(i), -float(s)) for i, s in conn.all(sql, {"q": expr, "n": n})]
+    return [(int(i), -float(s)) for i, s in conn.all(sql, {"scope": within, "q": expr, "n": n})]
 
 
-def top_bm25(idx: RecallIndex, conn, terms: list[str], n: int) -> list[tuple[int, float]]:
+def top_bm25(
+    idx: RecallIndex, conn, terms: list[str], n: int, within: str | None = None, share: float = 1.0
+) -> list[tuple[int, float]]:
     """The best ``n`` notes for the OR of ``terms`` by FTS5's bm25, best first: (rowid, score).
 
     The same rows and bit for bit the same scores as the one query ``MATCH 't1 OR t2 ...'`` with
@@ -325,7 +410,13 @@ def top_bm25(idx: RecallIndex, conn, terms: list[str], n: int) -> list[tuple[int
     score about as many rows as the whole query (R's notes, those of them holding C, and C's lists
     read at a tenth of a scored row; counted as if the words were independent), the full query
     runs: in the word salad, where every word is in 80% of the notes, always. Exactness is tested against
-    the full query over a generated store (``test_top_bm25_answers_as_the_full_query``)."""
+    the full query over a generated store (``test_top_bm25_answers_as_the_full_query``).
+
+    ``within`` (a scope's note ids as JSON, ``scope_json``: about ``share`` of the notes): the
+    best ``n`` notes of the scope, by the same argument inside the scope (every query is restricted to it, and a
+    subset's n-th score is still a floor for its own best n): a filtered search of common words
+    walks the rare words' rows and never scores a common word's notes outside the scope (tested
+    against the joined query, ``test_a_filtered_text_side_answers_as_the_joined_query``)."""
     if not terms:
         return []
     dfs = {t: doc_freq(idx, conn, t) for t in terms}
@@ -334,7 +425,7 @@ def top_bm25(idx: RecallIndex, conn, terms: list[str], n: int) -> list[tuple[int
     if rows == 0:  # an empty store (or scope): nothing to score, and no ratio to take
         return []
     if rows < max(dfs.values()):  # counts from different moments (a write in between): no bound
-        return _bm25_rows(conn, fts5_query(order), n)
+        return _bm25_rows(conn, fts5_query(order), n, within)
 
     def notes_holding(words: list[str]) -> float:  # notes holding any of them, words independent
         miss = 1.0
@@ -345,8 +436,8 @@ def top_bm25(idx: RecallIndex, conn, terms: list[str], n: int) -> list[tuple[int
     whole = notes_holding(order)  # the rows the full query scores
     for k in range(1, len(order)):
         rare, common = order[:k], order[k:]
-        if sum(dfs[t] for t in rare) < n:
-            continue  # fewer than n notes hold a word of R: the n-th best may hold only C
+        if sum(dfs[t] for t in rare) * share < n:
+            continue  # fewer than n notes (in scope) hold a word of R: the n-th may hold only C
         in_rare, in_common = notes_holding(rare), notes_holding(common)
         # the rows the two queries score, and C's lists read at a tenth of a scored row's cost
         cost = in_rare + in_rare * in_common / rows + 0.15 * sum(dfs[t] for t in common)
@@ -354,14 +445,14 @@ def top_bm25(idx: RecallIndex, conn, terms: list[str], n: int) -> list[tuple[int
             break  # about what the whole query costs (every word common: the word salad)
         bound = sum((BM25_K1 + 1.0) * bm25_idf(dfs[t], rows) for t in common)
         bound = bound * (1.0 + 1e-9) + 1e-12  # the bound's own rounding: err on the high side
-        floor = _bm25_rows(conn, fts5_query(rare), n)
+        floor = _bm25_rows(conn, fts5_query(rare), n, within)
         if len(floor) < n or floor[-1][1] < bound:
             continue
-        both = dict(_bm25_rows(conn, f"({fts5_query(rare)}) AND ({fts5_query(common)})", n))
+        both = dict(_bm25_rows(conn, f"({fts5_query(rare)}) AND ({fts5_query(common)})", n, within))
         merged = [(i, sc) for i, sc in floor if i not in both] + list(both.items())
         merged.sort(key=lambda x: -x[1])
         return merged[:n]
-    return _bm25_rows(conn, fts5_query(order), n)
+    return _bm25_rows(conn, fts5_query(order), n, within)
 
 
 # -- the two sides --------------------------------------------------------------------------
@@ -397,16 +488,28 @@ def lexical(idx: RecallIndex, terms: list[str], conds, n: int, filtered: bool = 
             terms = match_terms(idx, conn, terms)
             if not filtered:
                 return dict(top_bm25(idx, conn, terms, n))
+            in_scope = _notes_in_scope(idx, conn, w)
+            if in_scope == 0:
+                return {}
+            share = in_scope / max(1, _notes_all(idx, conn))
+            if share <= TEXT_SCOPE_SHARE:
+                # a narrow scope: the best n inside it, by the top-k bound applied inside the
+                # scope (the over-fetch below would read n / share rows, and end in the joined
+                # query, scoring every note of a common word: 170-240 ms for a 4% tag at 100,000
+                # notes). A wider scope's ids cost more to hand to SQLite than the over-fetch
+                # (a temporary index of 23,000 ids per statement for a 23% tag)
+                return dict(top_bm25(idx, conn, terms, n, scope_json(idx, conn, w), share))
+            ids = scope_ids(idx, conn, w)  # at most half the notes: their ids, checked in memory
             # A filter keeps the ranking: the best n notes it selects are the first n of the whole
             # ranking that it selects. So the exact top n (``top_bm25``: as cheap as an unfiltered
             # search) is read and the filter applied to those ids; when fewer than n pass, a second
             # read sized by the share that passed (half as many again, at most
             # ``FILTER_OVERFETCH`` times n). Only a narrower filter, or one that passed none, runs
             # the match joined to the notes, scoring every row it holds.
-            want = n
+            want = n if ids is None else min(FILTER_OVERFETCH * n, math.ceil(1.5 * n / share))
             while True:
                 top = top_bm25(idx, conn, terms, want)
-                passed = _passing(conn, top, w)
+                passed = _passing(conn, top, w) if ids is None else [(i, sc) for i, sc in top if i in ids]
                 if len(passed) >= n or len(top) < want:  # enough, or every match was read
                     return dict(passed[:n])
                 if want > n or not passed:
@@ -414,6 +517,8 @@ def lexical(idx: RecallIndex, terms: list[str], conds, n: int, filtered: bool = 
                 want = math.ceil(1.5 * n * len(top) / len(passed))
                 if want > FILTER_OVERFETCH * n:
                     break
+            if ids is not None:  # fewer passed than the share promised: the best n inside the scope
+                return dict(top_bm25(idx, conn, terms, n, scope_json(idx, conn, w), share))
             # The full-text match drives the query and each hit looks its note up by id. The join
             # is on ``rowid + 0`` on purpose: a bare rowid constraint (``rowid IN (...)``, or a
             # join the planner turns around) makes FTS5 re-run the MATCH once per candidate row,
@@ -570,6 +675,62 @@ def _notes_of(conn, got: list, w, sqlite: bool = True) -> dict[tuple[str, str], 
     return {k: i for k, i in found.items() if i in keep}
 
 
+#: a scope's Chroma query asks for this many times the passages its share of them would give
+#: (``_nearest_in_scope``), and for at most ``ANN_MAX_PASSAGES``
+ANN_MARGIN = 1.5
+ANN_MAX_PASSAGES = 6000
+
+
+def _scope_rows(idx: RecallIndex, conn, w: Where, model_id: str) -> tuple[list, dict]:
+    """(domain, path, embed hash) of every note in the scope ``w``, and (domain, path) -> id,
+    for the exact read of its vectors; kept while the full-text index stays the same (its notes,
+    their paths and their text stay the same) and the scope's count of notes waiting for a vector
+    does too (an embed hash changes without the text only when a waiting note is embedded; a
+    note that starts waiting has new text, or the model changed). Reading them cost 30-60 ms a
+    search for a 4.3% tag at 100,000 notes on a loaded machine."""
+    pending = _count_pending(idx, w, model_id)
+    kept = _term_stats(idx, conn).setdefault("rows", {})
+    key = (w.key(), model_id)
+    hit = kept.get(key)
+    if hit is not None and hit[0] == pending:
+        return hit[1], hit[2]
+    rows = conn.all(
+        "SELECT recall_note.id, recall_note.domain, recall_note.path, recall_note.embed_hash "
+        f"FROM recall_note WHERE {w.sql}",
+        w.params,
+    )
+    nid_of = {(d, p): i for i, d, p, _h in rows}
+    rows = [(d, p, h) for _i, d, p, h in rows]  # as ``scope_passages`` takes them: one list, kept
+    kept.pop(key, None)
+    kept[key] = (pending, rows, nid_of)
+    while len(kept) > SCOPES_IDS_KEPT:
+        kept.pop(next(iter(kept)))
+    return rows, nid_of
+
+
+def _nearest_in_scope(conn, vs, qv, ids: frozenset[int], k: int, n: int, share: float) -> tuple[list, dict]:
+    """Chroma's nearest passages of the notes ``ids`` (a scope of ``share`` of the notes, too
+    many to compare exactly): (passages, (domain, path) -> note id of those in scope), for
+    ``_by_note``.
+
+    One query, sized by the scope's share: an unfiltered search keeps the notes of its ``k``
+    nearest passages, so a scope of share ``s`` keeps about ``s x k`` of them; asking for
+    ``ANN_MARGIN x k / s`` passages keeps about as many as an unfiltered search does. A second
+    query, four times larger, only when fewer than ``n`` notes in scope came back and Chroma had
+    more to give. The old way asked for ``k`` and then ``8 k``: two queries for a 23% tag, the
+    second the larger (Chroma's cost grows with the passages asked). Chroma's own filtered query
+    was measured and rejected (bench/RECALL.md: 370 ms a call, or 75% recall). The scope is
+    checked in memory (``scope_ids``): no SQL per candidate."""
+    want = min(ANN_MAX_PASSAGES, max(k, math.ceil(ANN_MARGIN * k / max(share, 1e-6))))
+    for last in (False, True):
+        got = [(i, sc, None) for i, sc in vs.query(qv, want)]
+        nid_of = {key: i for key, i in _notes_of(conn, got, Where()).items() if i in ids}
+        if last or len(set(nid_of.values())) >= n or len(got) < want:
+            break
+        want *= 4
+    return got, nid_of
+
+
 class Semantic:
     """The semantic side for one settings: embedder and Chroma reader, opened once.
 
@@ -651,25 +812,26 @@ class Semantic:
             raise VectorsUnavailable(self.error or "no vector store")
         qv = started.result() if started is not None else self.embedder.embed_query(query)
         w = as_where(conds)
+        ids: frozenset[int] | None = None
         with idx.sql.connect() as conn:
             if filtered:  # the scope's count, as the text side's idf counts it (cached per scope
                 # while the index stays the same: a count stopped at the bound still read the
                 # filter's whole subquery, 90-130 ms a search for a 23% tag at 100,000 notes)
                 count = _notes_in_scope(idx, conn, w)
-                if count <= EXACT_SEMANTIC_MAX:
-                    rows = conn.all(
-                        "SELECT recall_note.id, recall_note.domain, recall_note.path, recall_note.embed_hash "
-                        f"FROM recall_note WHERE {w.sql}",
-                        w.params,
-                    )
-                    nid_of = {(d, p): i for i, d, p, _h in rows}
+                if count <= EXACT_SEMANTIC_MAX or (count <= EXACT_SEMANTIC_WARM_MAX and _asked_before(w)):
+                    rows, nid_of = _scope_rows(idx, conn, w, self.model_id)
                     # exact, as reading every passage of the scope, but only the passages that can
                     # decide the best n notes come back (``scope_passages``: note_score is the best
                     # passage plus at most ``share`` x 0.05, and a second within 0.05 of it)
                     slack = 0.05 + max(0.0, self.share) * 0.05 + 1e-6
-                    got = vs.scope_passages(qv, [(d, p, h) for _i, d, p, h in rows], n, slack)
+                    got = vs.scope_passages(qv, rows, n, slack)
                     return self._best_metas(vs, *self._by_note(got, nid_of, n))
+                ids = scope_ids(idx, conn, w)
             k = n * PASSAGES_PER_NOTE
+            if ids is not None:  # a scope of at most half the notes: one query sized by its share
+                share = count / max(1, _notes_all(idx, conn))
+                got, nid_of = _nearest_in_scope(conn, vs, qv, ids, k, n, share)
+                return self._best_metas(vs, *self._by_note(got, nid_of, n))
             # distances only: Chroma's metadata is most of a query's cost (1,500 passages at
             # 100,000: 78 ms without, 436 ms with, on busy cores); the kept notes' best passages
             # have theirs read after (``_best_metas``)
