@@ -149,3 +149,33 @@ def test_a_skip_row_is_what_the_json_encoder_writes():
         obj = fastjson.loads(r)
         assert r == fastjson.dumps({"limit": "budget 4000", "skipped": obj["skipped"]})
         assert len(r) <= ledger.SKIP_SET_BYTES + 200
+
+
+def test_the_second_prefilter_word_is_in_every_command_its_term_matches():
+    """Checking a second word in SQL may only drop rows Python would reject: across every term
+    and every text of the labelled sets (each term against every text of its action, not only its
+    own cases), wherever the matcher says a term fires, its second word is in the normalised text."""
+    import glob
+    import os
+
+    from geode.delivery import match
+    from tests.matching_cases import load_cases
+
+    terms: set[tuple[str, str]] = set()
+    texts: set[tuple[str, str]] = set()
+    for path in glob.glob(os.path.join(os.path.dirname(__file__), "fixtures", "matching_cases*.txt")):
+        for case in load_cases(path)[0]:
+            terms.add((case.action, case.term))
+            texts.add((case.action, case.text))
+    with_word = 0
+    for action, term in sorted(terms):
+        compiled = match.compile_term(term, action)
+        words = [also for view, _key, also in index_module._compute_views(term, action) if view == "n" and also]
+        for a, text in texts:
+            if a != action or not words:
+                continue
+            prepared = match.prepare(("bash", "commit") if action == "commit" else (action,), text)
+            if match.matches(compiled, prepared):
+                with_word += 1
+                assert all(w in prepared.norm for w in words), (term, text, words, prepared.norm)
+    assert with_word >= 100, f"only {with_word} matches had a second word: the check checks little"
