@@ -8,6 +8,11 @@ processes: ``python -c pass``, the installed hook in the fresh home, the hook in
 each hook call with a session id never seen before. Wall (median) and CPU (median of the
 child's user+system time, from ``wait4``) as ratios to ``python -c pass`` in the same run.
 
+``--before TREE`` (a checkout of other code, e.g. ``git worktree add /tmp/before main``) adds
+that code's hook in its own fresh and aged homes as two more arms of the same interleaved
+rounds, so before and after meet the same load. The aged home gets a copy of the fresh home's
+index (the same store and code build the same index) instead of a second build.
+
 Run: ``nice PYTHONPATH=. .venv/bin/python bench/hook_newsession.py --sizes 10000 --common 240``.
 """
 
@@ -67,8 +72,16 @@ def _event(command: str, cwd: str) -> bytes:
     return json.dumps(data).encode()
 
 
-def _home(root: str, tmp: str, name: str):
-    from geode.delivery.index import Index
+_BUILD = (
+    "import sys; from geode.delivery.index import Index; from geode.kernel.config import load_settings; "
+    "s = load_settings(home=sys.argv[1], env={'GEODE_HOME': sys.argv[1]}); i = Index(s, busy_ms=60000); "
+    "i.ensure(); i.close()"
+)
+
+
+def _home(root: str, tmp: str, name: str, tree: str = REPO, index_from: str | None = None):
+    """A home on ``root`` whose binding index ``tree``'s code built (in a child, so that another
+    checkout's code builds its own index version), or a copy of ``index_from``'s."""
     from geode.kernel.config import load_settings
     from geode.records.models import init_db
 
@@ -77,9 +90,15 @@ def _home(root: str, tmp: str, name: str):
     with open(os.path.join(home, "geode.toml"), "w", encoding="utf-8") as fh:
         fh.write(f"[domains]\nmain = {json.dumps(root)}\n")
     settings = load_settings(home=home, env={"GEODE_HOME": home, "GEODE_WITHHOLD_RATE": "0"})
-    idx = Index(settings)
-    idx.ensure()
-    idx.close()
+    if index_from is not None:  # the binding index files only (not the settings cache, keyed by its home)
+        src = os.path.join(index_from, "index")
+        os.makedirs(os.path.join(home, "index"), exist_ok=True)
+        for name in os.listdir(src):
+            if name.startswith("bindings-"):
+                shutil.copy2(os.path.join(src, name), os.path.join(home, "index", name))
+    else:
+        env = {**os.environ, "PYTHONPATH": tree, "GEODE_HOME": home}
+        subprocess.run([sys.executable, "-c", _BUILD, home], check=True, cwd=tree, env=env)
     init_db(settings).dispose()
     return home, settings
 
@@ -129,7 +148,7 @@ def bench(n: int, args) -> dict:
         cwd = os.path.join(tmp, "project")
         os.makedirs(cwd)
         fresh_home, _fs = _home(m["root"], tmp, "fresh")
-        aged_home, aged_s = _home(m["root"], tmp, "aged")
+        aged_home, aged_s = _home(m["root"], tmp, "aged", index_from=fresh_home)
         aged = _age(aged_s, args.aged)
         py = sys.executable
         arms = {
@@ -137,6 +156,14 @@ def bench(n: int, args) -> dict:
             "hook, fresh home": (install.hook_command("claude", home=fresh_home), True, hs.hook_env(fresh_home)),
             "hook, aged home": (install.hook_command("claude", home=aged_home), True, hs.hook_env(aged_home)),
         }
+        if args.before:
+            tree = os.path.abspath(args.before)
+            entry = os.path.join(tree, "geode", "delivery", "hookmain.py")
+            b_fresh, _bs = _home(m["root"], tmp, "before-fresh", tree=tree)
+            b_aged, b_aged_s = _home(m["root"], tmp, "before-aged", index_from=b_fresh)
+            aged["before"] = _age(b_aged_s, args.aged)
+            for label, home in (("before: hook, fresh home", b_fresh), ("before: hook, aged home", b_aged)):
+                arms[label] = (install.hook_command("claude", hookmain=entry, home=home), True, hs.hook_env(home))
         wall: dict[str, list[float]] = {k: [] for k in arms}
         cpu: dict[str, list[float]] = {k: [] for k in arms}
         names = list(arms)
@@ -158,6 +185,9 @@ def bench(n: int, args) -> dict:
                     cpu[name].append(c)
         with sqlite3.connect(os.path.join(fresh_home, "geode.db")) as con:
             rows = con.execute("SELECT COUNT(*) FROM ledger_event").fetchone()[0]
+        if args.before:
+            with sqlite3.connect(os.path.join(b_fresh, "geode.db")) as con:
+                b_rows = con.execute("SELECT COUNT(*) FROM ledger_event").fetchone()[0]
         base_w = statistics.median(wall["python -c pass"])
         base_c = statistics.median(cpu["python -c pass"])
         res = {"crystals": n, "common": args.common, "runs": args.runs, "aged": aged, "ledger_rows_fresh": rows}
@@ -177,9 +207,26 @@ def bench(n: int, args) -> dict:
         res["aged_over_fresh_wall"] = round(
             statistics.median(wall["hook, aged home"]) / statistics.median(wall["hook, fresh home"]), 3
         )
+        if args.before:
+            res["before_rows_per_call"] = round(b_rows / (args.warmup + args.runs), 1)
+            for what, series in (("cpu", cpu), ("wall", wall)):
+                res[f"before_aged_over_fresh_{what}"] = round(
+                    statistics.median(series["before: hook, aged home"])
+                    / statistics.median(series["before: hook, fresh home"]),
+                    3,
+                )
+        res["loadavg"] = _loadavg()
         return res
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _loadavg() -> str:
+    try:
+        with open("/proc/loadavg", encoding="ascii") as fh:
+            return " ".join(fh.read().split()[:3])
+    except OSError:
+        return "?"
 
 
 def main(argv=None) -> int:
@@ -191,16 +238,23 @@ def main(argv=None) -> int:
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--out")
+    ap.add_argument("--before", help="another checkout whose hook runs as more arms of the same rounds")
     args = ap.parse_args(argv)
     import compileall
 
     from geode.delivery.hookmain import HOOK_ROOMS
 
-    for room in HOOK_ROOMS:
-        compileall.compile_dir(os.path.join(REPO, "geode", room), quiet=1, maxlevels=0)
-    compileall.compile_file(os.path.join(REPO, "geode", "__init__.py"), quiet=1)
+    for tree in [REPO] + ([os.path.abspath(args.before)] if args.before else []):
+        for room in HOOK_ROOMS:
+            if not compileall.compile_dir(os.path.join(tree, "geode", room), quiet=1, maxlevels=0):
+                raise SystemExit(f"cannot byte-compile {tree}/geode/{room}")
+        compileall.compile_file(os.path.join(tree, "geode", "__init__.py"), quiet=1)
+    load0 = _loadavg()
     results = [bench(int(s.replace("_", "")), args) for s in args.sizes.split(",") if s.strip()]
     print(f"code: {REPO}; {hs.machine()}; command {hs.COMMON_COMMAND!r}; new session per call; {args.runs} rounds")
+    if args.before:
+        print(f"before: {os.path.abspath(args.before)}")
+    print(f"load average at the start: {load0}; after each size: {[r['loadavg'] for r in results]}")
     print("| crystals | arm | wall ms | CPU ms | wall x | CPU x |")
     print("| ---: | --- | ---: | ---: | ---: | ---: |")
     for r in results:
@@ -211,6 +265,11 @@ def main(argv=None) -> int:
             f"[{r['crystals']:,}] aged/fresh CPU {r['aged_over_fresh_cpu']}, wall {r['aged_over_fresh_wall']}; "
             f"aged home {r['aged']}; ledger rows per call {r['rows_per_call']}"
         )
+        if args.before:
+            print(
+                f"[{r['crystals']:,}] before: aged/fresh CPU {r['before_aged_over_fresh_cpu']}, "
+                f"wall {r['before_aged_over_fresh_wall']}; ledger rows per call {r['before_rows_per_call']}"
+            )
     if args.out:
         with open(args.out, "w", encoding="utf-8") as fh:
             json.dump(results, fh, indent=1)

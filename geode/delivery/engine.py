@@ -79,12 +79,14 @@ class Delivery:
 
     # -- the control arm -------------------------------------------------------
     def _withhold(self, crystal_id: str) -> tuple[bool, str]:
-        from geode.delivery import control
-
         if crystal_id in self._exempt:
-            return False, control.EXEMPT_REASON
+            from geode.delivery.control import EXEMPT_REASON
+
+            return False, EXEMPT_REASON
         if self.settings.withhold_rate <= 0 and self.settings.withhold_rate_source == "GEODE_WITHHOLD_RATE":
             return False, "control arm off (GEODE_WITHHOLD_RATE=0)"
+        from geode.delivery import control  # here, not above: with the arm off a call never loads it
+
         path = self.settings.records_file
         if self._ledger_conn is None and path is not None and os.path.exists(path):
             try:
@@ -345,15 +347,16 @@ class Delivery:
         while it is still pending from an earlier action of the session is listed but not
         recorded again (a common command matching 300 crystals would otherwise record 300 skips
         per call, every call, saying the same thing)."""
-        from geode.delivery.control import EXEMPT_DETAIL
-
         for it, block, truncated in delivered:
             entry = _entry(it, len(block), truncated)
-            exempt = it.crystal_id in self._exempt
-            if exempt:
+            detail = ""
+            if it.crystal_id in self._exempt:
+                from geode.delivery.control import EXEMPT_DETAIL  # only for an exempt crystal: the arm may be off
+
                 entry["exempt"] = True
+                detail = EXEMPT_DETAIL
             result["delivered"].append(entry)
-            self._event("delivered", it, action, channel, len(block), truncated, EXEMPT_DETAIL if exempt else "")
+            self._event("delivered", it, action, channel, len(block), truncated, detail)
         fresh: list[tuple[str, str]] = []
         for it in skipped:
             result["skipped"].append(_entry(it, reason=limit))

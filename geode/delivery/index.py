@@ -31,10 +31,8 @@ from __future__ import annotations
 import marshal
 import os
 import time
-import zlib
 
 from geode.delivery import match as _match
-from geode.delivery import team_sync
 from geode.delivery.binding import parse_binding
 from geode.kernel import fastjson, frontmatter
 from geode.kernel.crystal import (
@@ -52,7 +50,11 @@ from geode.kernel.crystal import (
 from geode.kernel.errors import GeodeError
 from geode.kernel.sqlite import sqlite3
 
-INDEX_VERSION = "11"  # 10: grammar terms keyed by their longest uncommon word; 11: crystals.exempt (``control: never``)
+#: 10: grammar terms keyed by their longest uncommon word; 11: crystals.exempt (``control: never``);
+#: 12: the file's mtime and size on the crystal's own row (no join per candidate: ``_ROW_SQL``), and
+#: a grammar term's second word checked by the prefilter too (``grams.also``: ``_also_word``), and
+#: ``sess`` WITHOUT ROWID (a new session's ~240 pending rows were written twice: table and key)
+INDEX_VERSION = "12"
 KEY_LEN = 4
 SEP = "\x1f"
 DIRTY_TTL_S = 600
@@ -73,9 +75,10 @@ CREATE TABLE IF NOT EXISTS files(domain TEXT, path TEXT, dir TEXT, mtime_ns INTE
 CREATE INDEX IF NOT EXISTS files_dir ON files(domain, dir);
 CREATE TABLE IF NOT EXISTS crystals(id INTEGER PRIMARY KEY, domain TEXT, path TEXT, name TEXT,
     deliver TEXT, on_ TEXT, who TEXT, terms TEXT, salience REAL, essence_len INTEGER, essence_hash TEXT,
-    exempt INTEGER DEFAULT 0, UNIQUE(domain, path));
-CREATE TABLE IF NOT EXISTS grams(key TEXT, action TEXT, term TEXT, crystal INTEGER, view TEXT, orig TEXT);
-CREATE INDEX IF NOT EXISTS grams_key ON grams(action, key, view, term, orig, crystal);
+    exempt INTEGER DEFAULT 0, mtime_ns INTEGER, size INTEGER, UNIQUE(domain, path));
+CREATE TABLE IF NOT EXISTS grams(key TEXT, action TEXT, term TEXT, crystal INTEGER, view TEXT, orig TEXT,
+    also TEXT NOT NULL DEFAULT '');
+CREATE INDEX IF NOT EXISTS grams_key ON grams(action, key, view, term, also, orig, crystal);
 CREATE INDEX IF NOT EXISTS grams_crystal ON grams(crystal);
 CREATE TABLE IF NOT EXISTS gramfreq(gram TEXT PRIMARY KEY, n INTEGER);
 CREATE TABLE IF NOT EXISTS termfreq(term TEXT PRIMARY KEY, n INTEGER);
@@ -83,7 +86,7 @@ CREATE TABLE IF NOT EXISTS dirty(domain TEXT, path TEXT, since REAL, PRIMARY KEY
 CREATE TABLE IF NOT EXISTS subset_out(domain TEXT, path TEXT, line INTEGER, reason TEXT, crystal INTEGER,
     PRIMARY KEY(domain, path));
 CREATE TABLE IF NOT EXISTS sess(session TEXT, kind TEXT, item TEXT, ts REAL, n INTEGER DEFAULT 0,
-    PRIMARY KEY(session, kind, item));
+    PRIMARY KEY(session, kind, item)) WITHOUT ROWID;
 """
 
 
@@ -109,7 +112,280 @@ def is_busy(exc: BaseException) -> bool:
 def index_path(settings) -> str:
     """One index per set of domains (a one-off ``--store`` gets its own)."""
     ident = SEP.join(f"{k}={v}" for k, v in sorted(settings.domains.items()))
-    return os.path.join(settings.index_dir, f"bindings-{zlib.crc32(ident.encode()):08x}.sqlite")
+    return os.path.join(settings.index_dir, f"bindings-{crc32(ident.encode()):08x}.sqlite")
+
+
+#: The CRC-32 (IEEE 802.3, reflected, polynomial 0xEDB88320) of each byte value: zlib's table.
+_CRC_TABLE = (
+    0x00000000,
+    0x77073096,
+    0xEE0E612C,
+    0x990951BA,
+    0x076DC419,
+    0x706AF48F,
+    0xE963A535,
+    0x9E6495A3,
+    0x0EDB8832,
+    0x79DCB8A4,
+    0xE0D5E91E,
+    0x97D2D988,
+    0x09B64C2B,
+    0x7EB17CBD,
+    0xE7B82D07,
+    0x90BF1D91,
+    0x1DB71064,
+    0x6AB020F2,
+    0xF3B97148,
+    0x84BE41DE,
+    0x1ADAD47D,
+    0x6DDDE4EB,
+    0xF4D4B551,
+    0x83D385C7,
+    0x136C9856,
+    0x646BA8C0,
+    0xFD62F97A,
+    0x8A65C9EC,
+    0x14015C4F,
+    0x63066CD9,
+    0xFA0F3D63,
+    0x8D080DF5,
+    0x3B6E20C8,
+    0x4C69105E,
+    0xD56041E4,
+    0xA2677172,
+    0x3C03E4D1,
+    0x4B04D447,
+    0xD20D85FD,
+    0xA50AB56B,
+    0x35B5A8FA,
+    0x42B2986C,
+    0xDBBBC9D6,
+    0xACBCF940,
+    0x32D86CE3,
+    0x45DF5C75,
+    0xDCD60DCF,
+    0xABD13D59,
+    0x26D930AC,
+    0x51DE003A,
+    0xC8D75180,
+    0xBFD06116,
+    0x21B4F4B5,
+    0x56B3C423,
+    0xCFBA9599,
+    0xB8BDA50F,
+    0x2802B89E,
+    0x5F058808,
+    0xC60CD9B2,
+    0xB10BE924,
+    0x2F6F7C87,
+    0x58684C11,
+    0xC1611DAB,
+    0xB6662D3D,
+    0x76DC4190,
+    0x01DB7106,
+    0x98D220BC,
+    0xEFD5102A,
+    0x71B18589,
+    0x06B6B51F,
+    0x9FBFE4A5,
+    0xE8B8D433,
+    0x7807C9A2,
+    0x0F00F934,
+    0x9609A88E,
+    0xE10E9818,
+    0x7F6A0DBB,
+    0x086D3D2D,
+    0x91646C97,
+    0xE6635C01,
+    0x6B6B51F4,
+    0x1C6C6162,
+    0x856530D8,
+    0xF262004E,
+    0x6C0695ED,
+    0x1B01A57B,
+    0x8208F4C1,
+    0xF50FC457,
+    0x65B0D9C6,
+    0x12B7E950,
+    0x8BBEB8EA,
+    0xFCB9887C,
+    0x62DD1DDF,
+    0x15DA2D49,
+    0x8CD37CF3,
+    0xFBD44C65,
+    0x4DB26158,
+    0x3AB551CE,
+    0xA3BC0074,
+    0xD4BB30E2,
+    0x4ADFA541,
+    0x3DD895D7,
+    0xA4D1C46D,
+    0xD3D6F4FB,
+    0x4369E96A,
+    0x346ED9FC,
+    0xAD678846,
+    0xDA60B8D0,
+    0x44042D73,
+    0x33031DE5,
+    0xAA0A4C5F,
+    0xDD0D7CC9,
+    0x5005713C,
+    0x270241AA,
+    0xBE0B1010,
+    0xC90C2086,
+    0x5768B525,
+    0x206F85B3,
+    0xB966D409,
+    0xCE61E49F,
+    0x5EDEF90E,
+    0x29D9C998,
+    0xB0D09822,
+    0xC7D7A8B4,
+    0x59B33D17,
+    0x2EB40D81,
+    0xB7BD5C3B,
+    0xC0BA6CAD,
+    0xEDB88320,
+    0x9ABFB3B6,
+    0x03B6E20C,
+    0x74B1D29A,
+    0xEAD54739,
+    0x9DD277AF,
+    0x04DB2615,
+    0x73DC1683,
+    0xE3630B12,
+    0x94643B84,
+    0x0D6D6A3E,
+    0x7A6A5AA8,
+    0xE40ECF0B,
+    0x9309FF9D,
+    0x0A00AE27,
+    0x7D079EB1,
+    0xF00F9344,
+    0x8708A3D2,
+    0x1E01F268,
+    0x6906C2FE,
+    0xF762575D,
+    0x806567CB,
+    0x196C3671,
+    0x6E6B06E7,
+    0xFED41B76,
+    0x89D32BE0,
+    0x10DA7A5A,
+    0x67DD4ACC,
+    0xF9B9DF6F,
+    0x8EBEEFF9,
+    0x17B7BE43,
+    0x60B08ED5,
+    0xD6D6A3E8,
+    0xA1D1937E,
+    0x38D8C2C4,
+    0x4FDFF252,
+    0xD1BB67F1,
+    0xA6BC5767,
+    0x3FB506DD,
+    0x48B2364B,
+    0xD80D2BDA,
+    0xAF0A1B4C,
+    0x36034AF6,
+    0x41047A60,
+    0xDF60EFC3,
+    0xA867DF55,
+    0x316E8EEF,
+    0x4669BE79,
+    0xCB61B38C,
+    0xBC66831A,
+    0x256FD2A0,
+    0x5268E236,
+    0xCC0C7795,
+    0xBB0B4703,
+    0x220216B9,
+    0x5505262F,
+    0xC5BA3BBE,
+    0xB2BD0B28,
+    0x2BB45A92,
+    0x5CB36A04,
+    0xC2D7FFA7,
+    0xB5D0CF31,
+    0x2CD99E8B,
+    0x5BDEAE1D,
+    0x9B64C2B0,
+    0xEC63F226,
+    0x756AA39C,
+    0x026D930A,
+    0x9C0906A9,
+    0xEB0E363F,
+    0x72076785,
+    0x05005713,
+    0x95BF4A82,
+    0xE2B87A14,
+    0x7BB12BAE,
+    0x0CB61B38,
+    0x92D28E9B,
+    0xE5D5BE0D,
+    0x7CDCEFB7,
+    0x0BDBDF21,
+    0x86D3D2D4,
+    0xF1D4E242,
+    0x68DDB3F8,
+    0x1FDA836E,
+    0x81BE16CD,
+    0xF6B9265B,
+    0x6FB077E1,
+    0x18B74777,
+    0x88085AE6,
+    0xFF0F6A70,
+    0x66063BCA,
+    0x11010B5C,
+    0x8F659EFF,
+    0xF862AE69,
+    0x616BFFD3,
+    0x166CCF45,
+    0xA00AE278,
+    0xD70DD2EE,
+    0x4E048354,
+    0x3903B3C2,
+    0xA7672661,
+    0xD06016F7,
+    0x4969474D,
+    0x3E6E77DB,
+    0xAED16A4A,
+    0xD9D65ADC,
+    0x40DF0B66,
+    0x37D83BF0,
+    0xA9BCAE53,
+    0xDEBB9EC5,
+    0x47B2CF7F,
+    0x30B5FFE9,
+    0xBDBDF21C,
+    0xCABAC28A,
+    0x53B39330,
+    0x24B4A3A6,
+    0xBAD03605,
+    0xCDD70693,
+    0x54DE5729,
+    0x23D967BF,
+    0xB3667A2E,
+    0xC4614AB8,
+    0x5D681B02,
+    0x2A6F2B94,
+    0xB40BBE37,
+    0xC30C8EA1,
+    0x5A05DF1B,
+    0x2D02EF8D,
+)
+
+
+def crc32(data: bytes) -> int:
+    """``zlib.crc32(data)``, in Python: the index's name is the CRC-32 of its domains, and
+    loading ``zlib`` (and ``libz`` with it) cost the hook about 0.2-0.3 ms a call to hash some
+    sixty bytes (issue 25). The same polynomial and the same value, so an index built by an
+    older geode keeps its name."""
+    table = _CRC_TABLE
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc = table[(crc ^ byte) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
 
 
 def text_keys(text_l: str, lengths: tuple[int, ...] = (KEY_LEN,)) -> list[str]:
@@ -121,10 +397,14 @@ def text_keys(text_l: str, lengths: tuple[int, ...] = (KEY_LEN,)) -> list[str]:
     return list(keys)
 
 
+#: A crystal's row with the file's mtime and size as they were when it was indexed (``_load_file``
+#: writes them with the ``files`` row, in the same transaction). Why on the crystal's own row and
+#: not joined from ``files``: a command matching 240 crystals of a 100,000-crystal store read 240
+#: more leaf pages of ``files`` and of its (domain, path) index for the join, about 3 ms a call
+#: (issue 25), against a store of 10,000 whose smaller tables share pages between the matches.
 _ROW_SQL = (
     "SELECT c.id, c.domain, c.path, c.name, c.deliver, c.on_, c.who, c.terms, c.salience, c.essence_len, "
-    "c.essence_hash, f.mtime_ns, f.size, c.exempt "
-    "FROM crystals c LEFT JOIN files f ON f.domain = c.domain AND f.path = c.path"
+    "c.essence_hash, c.mtime_ns, c.size, c.exempt FROM crystals c"
 )
 
 
@@ -250,6 +530,8 @@ class Index:
     def build(self) -> dict:
         """Scan every domain from nothing. Returns counts."""
         if self.settings.team_rules:  # the notes derived from a team's own rules, current first
+            from geode.delivery import team_sync  # only with [team_rules]: its readers cost every call
+
             team_sync.sync(self.settings)
         c = self.conn
         mode = c.execute("PRAGMA journal_mode").fetchone()[0]
@@ -263,7 +545,8 @@ class Index:
                 if stmt.strip():
                     c.execute(stmt)
             if self._meta("version") != INDEX_VERSION:
-                for table in ("meta", "dirs", "files", "crystals", "grams", "dirty", "termfreq"):
+                # ``sess`` too: its state is best effort, and version 12 keeps it WITHOUT ROWID
+                for table in ("meta", "dirs", "files", "crystals", "grams", "dirty", "termfreq", "sess"):
                     c.execute(f"DROP TABLE IF EXISTS {table}")
                 for stmt in _SCHEMA.strip().split(";"):
                     if stmt.strip():
@@ -414,7 +697,7 @@ class Index:
         essence = parsed.essence or ""
         cur = c.execute(
             "INSERT INTO crystals(domain, path, name, deliver, on_, who, terms, salience, essence_len, essence_hash, "
-            "exempt) VALUES(?,?,?,?,?,?,?,?,?,?,?)",
+            "exempt, mtime_ns, size) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
                 domain,
                 rel,
@@ -427,19 +710,26 @@ class Index:
                 len(essence),
                 content_hash(essence) if essence else "",
                 int(b.exempt),
+                mtime_ns,
+                size,
             ),
         )
         cid = cur.lastrowid
         if b.terms:
             self._count_terms(b.terms, +1)
         if "act" in b.deliver and b.on and b.terms:
-            entries = [(a, checked, view, t, cid) for a in b.on for t in b.terms for view, checked in _views(t, a)]
+            entries = [
+                (a, checked, view, t, cid, also) for a in b.on for t in b.terms for view, checked, also in _views(t, a)
+            ]
             if self._pending_grams is not None:  # a build: keys are chosen once every term is known
                 self._pending_grams.extend(entries)
             else:
-                rows = [(self._key_for(checked), a, checked, cid_, view, t) for a, checked, view, t, cid_ in entries]
-                c.executemany("INSERT INTO grams VALUES(?,?,?,?,?,?)", rows)
-            short = {len(checked) for _a, checked, _v, _t, _c in entries if len(checked) < KEY_LEN}
+                rows = [
+                    (self._key_for(checked), a, checked, cid_, view, t, also)
+                    for a, checked, view, t, cid_, also in entries
+                ]
+                c.executemany("INSERT INTO grams VALUES(?,?,?,?,?,?,?)", rows)
+            short = {len(e[1]) for e in entries if len(e[1]) < KEY_LEN}
             if short - set(self.key_lengths()):
                 self._set_key_lengths(tuple(sorted(set(self.key_lengths()) | short)))
         if counts is not None:
@@ -481,19 +771,19 @@ class Index:
         pending = self._pending_grams
         assert pending is not None, "called only by rebuild, which collects the pending grams"
         freq: dict[str, int] = {}
-        for t in {t for _a, t, _v, _o, _c in pending}:
+        for t in {e[1] for e in pending}:
             for g in {t[i : i + KEY_LEN] for i in range(len(t) - KEY_LEN + 1)}:
                 freq[g] = freq.get(g, 0) + 1
         self.conn.execute("DELETE FROM gramfreq")
         self.conn.executemany("INSERT INTO gramfreq VALUES(?,?)", freq.items())
         keys: dict[str, str] = {}
         rows = []
-        for a, t, view, orig, cid in pending:
+        for a, t, view, orig, cid, also in pending:
             k = keys.get(t)
             if k is None:
                 k = keys[t] = _rarest(t, freq)
-            rows.append((k, a, t, cid, view, orig))
-        self.conn.executemany("INSERT INTO grams VALUES(?,?,?,?,?,?)", rows)
+            rows.append((k, a, t, cid, view, orig, also))
+        self.conn.executemany("INSERT INTO grams VALUES(?,?,?,?,?,?,?)", rows)
         counts: dict[str, int] = {}  # every crystal's terms, whatever its channel
         for (terms,) in self.conn.execute("SELECT terms FROM crystals WHERE terms != ''"):
             for t in set(terms.split(SEP)):
@@ -515,6 +805,8 @@ class Index:
     def refresh(self) -> int:
         """Catch up with the disk: changed folders, dirty files, one sweep slice. Returns files re-read."""
         if self.settings.team_rules:  # a changed team rule rewrites its derived note, seen below
+            from geode.delivery import team_sync  # lazily: a store without team rules never loads it
+
             team_sync.sync(self.settings)
         c = self.conn
         before = len(self.changed)
@@ -588,56 +880,64 @@ class Index:
 
     def _folders_to_check(self) -> list:
         """Every folder when the store has at most ``sweep_folders`` of them (new files are
-        then seen on the very next call); otherwise a rotating slice of that many, plus each
+        then seen on the very next call); otherwise one part of that many, in turn, plus each
         domain's root, so that the cost of a call stays flat as the store grows (a stat is
         about 1.3 microseconds a folder) and every folder is checked within
         ``ceil(folders / sweep_folders)`` calls. Files the agent writes itself are marked dirty
         and seen at once whatever the size."""
-        rows = self._load_dirs()
         n = self.settings.sweep_folders
-        if n <= 0 or len(rows) <= n:
-            return rows
-        start = int(self._meta("dircursor") or 0) % len(rows)
-        chosen = rows[start : start + n]
-        if len(chosen) < n:
-            chosen += rows[: n - len(chosen)]
-        self._queue.append(("INSERT OR REPLACE INTO meta VALUES('dircursor', ?)", [(str((start + n) % len(rows)),)]))
-        return chosen + [r for r in rows if r[1] == "" and r not in chosen]
+        roots, parts = self._load_dirs(n)
+        if len(parts) <= 1:
+            return marshal.loads(parts[0]) if parts else []
+        k = int(self._meta("dircursor") or 0) % len(parts)
+        chosen = marshal.loads(parts[k])
+        self._queue.append(("INSERT OR REPLACE INTO meta VALUES('dircursor', ?)", [(str((k + 1) % len(parts)),)]))
+        return chosen + [r for r in roots if r not in chosen]
 
-    # -- the folder list, as one marshal blob ------------------------------------------
-    # Every hook call stats every folder (that is how new files are seen at once); reading the
+    # -- the folder list, as one marshal blob in parts ------------------------------------
+    # Every hook call stats its folders (that is how new files are seen at once); reading the
     # 1,000 folder rows of a 100,000-note store from SQLite cost 0.8 ms of a 25 ms call, the
     # blob 0.1 ms. It is derived from the ``dirs`` table after each commit that changed it and
     # tagged with the build it belongs to; a stale or racing copy can only make a folder look
     # changed (a harmless rescan), never hide a change, because every entry it holds was true
-    # in the table when it was written.
+    # in the table when it was written. Why in parts of ``sweep_folders`` rows, each its own
+    # marshal string: a call checks one part, and decoding all 1,100 rows of a 100,000-crystal
+    # store to use 300 was most of what the folder check cost beyond a 10,000-crystal store's
+    # (issue 25); the outer blob holds the parts as bytes, which decode as one copy each.
     @property
     def _dirs_path(self) -> str:
         return self.path + ".dirs"
 
-    def _load_dirs(self) -> list:
+    def _load_dirs(self, part_rows: int) -> tuple[list, list[bytes]]:
+        """(each domain's root row, the folder rows in parts of ``part_rows``, each a marshal
+        string); one part holding every row when ``part_rows`` is 0 or covers them all."""
         built = self._meta("built")
         try:
             with open(self._dirs_path, "rb") as fh:
-                tag, rows = marshal.loads(fh.read())  # marshal.load(fh) reads in tiny pieces: 30x slower
-            if tag == built:
-                return rows
+                tag, size, roots, parts = marshal.loads(fh.read())  # marshal.load(fh) reads in tiny pieces
+            if tag == built and size == part_rows:
+                return roots, parts
         except (OSError, EOFError, ValueError, TypeError):
             pass
-        return self._write_dirs(built)
+        return self._write_dirs(built, part_rows)
 
-    def _write_dirs(self, built: str | None = None) -> list:
+    def _write_dirs(self, built: str | None = None, part_rows: int | None = None) -> tuple[list, list[bytes]]:
         if built is None:
             built = self._meta("built")
-        rows = [tuple(r) for r in self.conn.execute("SELECT domain, dir, mtime_ns, abs FROM dirs")]
+        if part_rows is None:
+            part_rows = self.settings.sweep_folders
+        rows = [tuple(r) for r in self.conn.execute("SELECT domain, dir, mtime_ns, abs FROM dirs ORDER BY domain, dir")]
+        step = part_rows if 0 < part_rows < len(rows) else max(1, len(rows))
+        parts = [marshal.dumps(rows[i : i + step]) for i in range(0, len(rows), step)]
+        roots = [r for r in rows if r[1] == ""]
         tmp = f"{self._dirs_path}.{os.getpid()}.tmp"
         try:
             with open(tmp, "wb") as fh:
-                marshal.dump((built, rows), fh)
+                marshal.dump((built, part_rows, roots, parts), fh)
             os.replace(tmp, self._dirs_path)
         except OSError:
             pass  # only slower next time
-        return rows
+        return roots, parts
 
     def _file_stat_row(self, domain, rel):
         return self.conn.execute("SELECT mtime_ns, size FROM files WHERE domain=? AND path=?", (domain, rel)).fetchone()
@@ -745,8 +1045,8 @@ class Index:
         hits = self.conn.execute(
             f"SELECT crystal, action, orig FROM grams WHERE action IN ({marks}) "
             "AND key IN (SELECT value FROM json_each(?)) "
-            "AND ((view = 'n' AND instr(?, term) > 0) OR (view != 'n' AND instr(?, term) > 0))",
-            (*actions, fastjson.dumps(list(keys)), p.norm, p.raw),
+            "AND ((view = 'n' AND instr(?, term) > 0 AND instr(?, also) > 0) OR (view != 'n' AND instr(?, term) > 0))",
+            (*actions, fastjson.dumps(list(keys)), p.norm, p.norm, p.raw),
         ).fetchall()
         if not hits:
             return []
@@ -925,15 +1225,16 @@ class Index:
         )
 
 
-_VIEWS: dict[tuple[str, str], list[tuple[str, str]]] = {}
+_VIEWS: dict[tuple[str, str], list[tuple[str, str, str]]] = {}
 
 
-def _views(term: str, action: str) -> list[tuple[str, str]]:
+def _views(term: str, action: str) -> list[tuple[str, str, str]]:
     """The strings the prefilter checks for one term bound to one action, with their view:
     ``n`` (its key form, against the action's normalised text), ``s`` (a ``substring:`` term,
     against the raw text) and ``f`` (the term as written, against the raw text, when that
-    differs from the key form: for a command that cannot be split, and for data). Cached: a
-    store's terms repeat (a build of 100,000 crystals splits each distinct term once)."""
+    differs from the key form: for a command that cannot be split, and for data); third, a
+    second word the ``n`` view checks too (``_also_word``), or "". Cached: a store's terms
+    repeat (a build of 100,000 crystals splits each distinct term once)."""
     kind = "bash" if action in _match.BASH_KINDS else action
     hit = _VIEWS.get((term, kind))
     if hit is None:
@@ -943,14 +1244,41 @@ def _views(term: str, action: str) -> list[tuple[str, str]]:
     return hit
 
 
-def _compute_views(term: str, action: str) -> list[tuple[str, str]]:
+def _compute_views(term: str, action: str) -> list[tuple[str, str, str]]:
     t = _match.compile_term(term, action)
     if t.mode == "substring":
-        return [("s", t.key)] if t.key else []
-    out = [("n", t.key)] if t.key else []
+        return [("s", t.key, "")] if t.key else []
+    out = [("n", t.key, _also_word(t))] if t.key else []
     if t.raw_key and t.raw_key != t.key:
-        out.append(("f", t.raw_key))
+        out.append(("f", t.raw_key, ""))
     return out
+
+
+_PLAIN = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-_./:@+")
+
+
+def _also_word(t: _match.Term) -> str:
+    """A grammar term's second prefilter word: besides its key (one word, ``match._gram_key``),
+    the longest other plain word of the term, uncommon first; "" for any other term.
+
+    Why: a two-word term is keyed by one of its words, so ``docker push`` came back for every
+    command holding ``push``: a command of ``git push`` sent 820 of a 100,000-crystal store's rows
+    to Python (82 of 10,000), every one rejected there (issue 25). Every word of a grammar match is
+    in the command's normalised text (a command word matches itself, its path's last part or a
+    longer version of it, a later word a word holding it), so checking a second one in SQLite
+    loses no match. Options are never taken (one may be implied by another, or grouped), nor a
+    word with other characters than letters, digits and ``-_./:@+`` (quoted or shell text)."""
+    if t.mode != "shell" or t.stages is None:
+        return ""
+    words = [
+        w.text
+        for w in t.words
+        if not w.op and w.text and w.text[0] != "-" and w.text != t.key and all(c in _PLAIN for c in w.text)
+    ]
+    if not words:
+        return ""
+    rare = [w for w in words if w not in _match.COMMON_SHELL_WORDS] or words
+    return max(rare, key=len)
 
 
 def _rarest(term: str, freq: dict[str, int]) -> str:

@@ -144,10 +144,11 @@ def pack(
     skipped: list[Item] = []
     oversize: list[Item] = []
     for it in order(items):
-        if len(head) + _block_len(it, action) > budget:
+        need = _block_len(it, action)  # once: a common command skips some 236 items a call
+        if len(head) + need > budget:
             oversize.append(it)
             continue
-        if used + _block_len(it, action) > budget:
+        if used + need > budget:
             skipped.append(it)
             continue
         if admit is not None and not admit(it):
