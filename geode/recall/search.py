@@ -86,6 +86,10 @@ BACKGROUND_MIN = 8  # semantic candidates needed to tell a query's background co
 #: measured worse on both long train sets (bench/RECALL.md, Round 5); kept for the evaluation
 #: (``recall_eval.py --background-quantile``)
 BACKGROUND_QUANTILE = 0.5
+#: the background is taken over the best this many semantic candidates, however many a search
+#: reads (``max(50, 5 x limit)``): so a page of 20 results (100 candidates) or the prompt hook's
+#: three rank their first notes exactly as ``geode search``'s ten do (Round 6c, bench/RECALL.md)
+BACKGROUND_POOL = 50
 EXACT_SEMANTIC_MAX = 5000  # with filters, up to this many candidates are compared exactly
 FILTER_OVERFETCH = 8  # a filtered text side reads at most this many times the candidates it needs
 RARE_TAG_DF = 5  # a tag held by at most this many notes names an entity (the neighbour stage)
@@ -736,11 +740,13 @@ def note_score(sims: list[float], share: float = 0.0) -> float:
 
 def background(sims: list[float]) -> float:
     """The cosine an unrelated note has for this query: the median of the semantic candidates
-    (the nearest ``max(50, 5 x limit)`` notes, most of which do not answer) when there are at least
-    ``BACKGROUND_MIN`` of them; with fewer there is no telling, and none is taken for noise."""
+    (the nearest ``BACKGROUND_POOL`` notes, most of which do not answer, whatever the limit:
+    with the ``max(50, 5 x limit)`` a search reads, a larger limit lowered the background and
+    changed the order of the first notes) when there are at least ``BACKGROUND_MIN`` of them;
+    with fewer there is no telling, and none is taken for noise."""
     if len(sims) < BACKGROUND_MIN:
         return min(sims, default=0.0) - 1e-6
-    ordered = sorted(sims)
+    ordered = sorted(sims)[-BACKGROUND_POOL:]
     if BACKGROUND_QUANTILE != 0.5:
         pos = BACKGROUND_QUANTILE * (len(ordered) - 1)
         lo = int(pos)
