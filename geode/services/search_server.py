@@ -110,12 +110,12 @@ class LiveSettings:
         if stamp == self.stamp:
             return self.settings
         self.stamp = stamp
-        from geode.kernel.config import load_settings
+        from geode.kernel.config import ConfigError, load_settings
 
         old = self.settings
         try:
             new = load_settings(store=next(iter(old.domains.values())) if old.one_off_store else None, home=old.home)
-        except Exception as exc:  # noqa: BLE001 - a half-written or invalid file: keep answering as before
+        except (ConfigError, OSError, ValueError) as exc:  # a half-written or invalid file: answer as before
             print(f"geode serve: geode.toml changed but does not load, kept the old settings: {exc}", file=sys.stderr)
             return old
         if new.domains != old.domains or new.db_url != old.db_url:
