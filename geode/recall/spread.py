@@ -48,11 +48,6 @@ DISTINCT_SHARE = 0.1  # a word held by more than this share of the notes in scop
 CANDIDATES = 50  # notes read for the anchors' words
 NAME_WEIGHT = 3.0  # a word written as a name weighs this many times its idf in the share held
 MIN_WORD = 4  # shorter words are left out (each would need its whole forms counted: search.match_units)
-#: a word that is not written as a name needs this many letters to be counted: a four-letter
-#: prefix ("test", "mife") is the prefix of many words, and FTS5 reads every one of their lists
-#: before its LIMIT applies (40-55 ms for one such count at 100,000 Zipf notes, the stage's
-#: slowest queries; Round 6c in bench/RECALL.md); such a stem is rarely what ties two notes
-MIN_PLAIN_WORD = 5
 MAX_DF = 100  # ... and so is a word more notes hold than this, whatever the scope's size
 MAX_COUNTED = 12  # an anchor line's words whose notes are counted (each count is a query)
 
@@ -131,7 +126,7 @@ def spread_stage(
             found_words = anchor_words(answer_line(row, terms, idf, units), terms)
             if not found_words:
                 continue
-            is_name = {w: name for w, name in found_words if name or len(w) >= MIN_PLAIN_WORD}
+            is_name = dict(found_words)
             # at most MAX_COUNTED words are counted (a long paragraph holds dozens): the names,
             # then the longest (the rarer, as a rule)
             words = sorted(is_name, key=lambda w: (not is_name[w], -len(w)))[:MAX_COUNTED]
@@ -157,11 +152,7 @@ def spread_stage(
     out = []
     for s, row, a, b in by_id.values():
         lift, cap = 0.0, None
-        # only the notes the full-text ask returned hold the anchors' words (all of them while
-        # fewer than CANDIDATES do, as on every evaluation set; else the best CANDIDATES by bm25):
-        # the others are not read again (the coverage of ~100 listed notes was a third of the
-        # stage's time with its counts cached)
-        for a_score, a_id, wts, wu in lends if row["id"] in found else ():
+        for a_score, a_id, wts, wu in lends:
             if a_id == row["id"]:
                 continue
             o = coverage(list(wts), row, wts, wu)
