@@ -181,3 +181,18 @@ def test_a_search_of_an_empty_store_answers_no_match_not_a_division_by_zero(tmp_
         assert res["results"] == [] and res["total"] == 0
     finally:
         dispose_engines()
+
+
+def test_the_semantic_background_does_not_move_with_the_limit():
+    """The page asks for 20 results (100 candidates), the CLI for 10 (50) and the prompt hook for 3
+    (50): the background, the median of the candidates' cosines, was taken over all of them, so a
+    larger limit lowered it and reordered the first notes. It is the median of the best 50
+    (``search.BACKGROUND_POOL``), however many were read."""
+    from geode.recall.search import background, semantic_components
+
+    near = [0.80 - 0.002 * i for i in range(50)]  # the nearest 50, as a limit of 10 reads them
+    far = [0.60 - 0.002 * i for i in range(50)]  # the next 50, read too when the limit is 20
+    assert background(near + far) == background(near)
+    top_10 = semantic_components(dict(enumerate(near)))
+    top_20 = semantic_components(dict(enumerate(near + far)))
+    assert {i: top_20[i] for i in top_10} == top_10  # the first notes' components, whatever the limit
