@@ -2,7 +2,7 @@
 
     PYTHONPATH=. .venv/bin/python bench/recall_speed.py [--sizes 10000,100000] [--queries 40]
         [--cli-runs 10] [--embed-sample 64] [--store salad|zipf] [--text-only] [--skip-serve]
-        [--code DIR] [--out FILE]
+        [--code DIR] [--out FILE] [--spread-ab ROUNDS]
 
 Per store size (``--store salad``: the stores of ``bench/hook_speed.py``, realistic frontmatter,
 essences of 300-1,500 characters of word salad over ~100 words, so every query word is in about
@@ -24,6 +24,10 @@ word is in 0.1% to 25% of the notes, as in real notes; both generated once into
    freshness check included), median and p95 over ``--queries`` queries, wall and this
    process's CPU time;
 5. the prompt hook's text-only fallback (``prompt_recall.text_search``), in process;
+   With ``--spread-ab R``: instead of 4.-7., warm hybrid with the spread stage on (the
+   configured ``[recall] spread_weight``) and off (``spread_weight=0``), each query asked both
+   ways one right after the other, the order swapped every round, ``R`` rounds: median and p95
+   wall and CPU of each, in one window (issue 26: "warm hybrid p95 at 100,000 not worse");
 6. a cold ``geode search QUERY --json --no-background`` as a whole process (interpreter start,
    imports, settings, the search): wall and CPU time, median and p95 over ``--cli-runs`` runs,
    and the import profile of one run (``-X importtime``, top-level modules);
@@ -272,6 +276,38 @@ def embedding_throughput(settings, idx, sample: int) -> dict:
     return out
 
 
+def spread_ab(settings, qs: list[str], rounds: int) -> dict:
+    """Warm hybrid with the spread stage on and off, paired per query in one process (see the
+    module's 4.): on a loaded machine the neighbours move both alike, so the two are comparable
+    where two separate runs are not. A tree whose ``search`` takes no ``spread_weight`` (before the
+    stage, ``--code``) gets its default only."""
+    from geode.recall.search import search
+
+    search(settings, qs[0], mode="hybrid")  # warm: model, Chroma, caches
+    ways: dict[str, dict] = {"spread_on": {}, "spread_off": {"spread_weight": 0.0}}
+    try:
+        search(settings, qs[0], mode="hybrid", spread_weight=0.0)
+    except TypeError:
+        ways = {"default": {}}
+    wall: dict[str, list[float]] = {k: [] for k in ways}
+    cpu: dict[str, list[float]] = {k: [] for k in ways}
+    order = list(ways)
+    for r in range(rounds):
+        for q in qs:
+            for k in order if r % 2 == 0 else order[::-1]:
+                c0, t0 = time.process_time(), time.perf_counter()
+                res = search(settings, q, mode="hybrid", limit=10, **ways[k])
+                wall[k].append(time.perf_counter() - t0)
+                cpu[k].append(time.process_time() - c0)
+                assert res["mode"] == "hybrid" and res["results"], (q, res.get("notice"))
+    out: dict = {"spread_ab_rounds": rounds, "load_during": os.getloadavg()}
+    for k in ways:
+        out[f"warm_hybrid_{k}"] = ms(wall[k])
+        out[f"warm_hybrid_{k}"]["cpu_median_ms"] = round(statistics.median(cpu[k]) * 1000, 2)
+        out[f"warm_hybrid_{k}"]["cpu_p95_ms"] = round(pct(cpu[k], 95) * 1000, 2)
+    return out
+
+
 def run_size(n: int, a) -> dict:
     from bench.hook_speed import generate_store
     from geode.delivery.prompt_recall import socket_path, text_search
@@ -316,6 +352,10 @@ def run_size(n: int, a) -> dict:
         modes = ["hybrid", "text"]
     rng = random.Random(5)
     qs = [rng.choice(QUERIES) for _ in range(a.queries)]
+    if a.spread_ab:
+        out.update(spread_ab(settings, qs, a.spread_ab))
+        dispose_engines()
+        return out
     for mode in modes:
         search(settings, qs[0], mode=mode)  # warm: model, Chroma, caches
         times, cpus = [], []
@@ -378,6 +418,7 @@ def main(argv=None) -> int:
     p.add_argument("--code", default=REPO, help="the geode tree to measure (an older checkout: a baseline)")
     p.add_argument("--rebuild", action="store_true", help="rebuild the index and vectors even when present")
     p.add_argument("--out", default=os.path.join(OUT, "results.json"))
+    p.add_argument("--spread-ab", type=int, default=0, metavar="ROUNDS", help="warm hybrid, spread on against off")
     a = p.parse_args(argv)
     results = {
         "code": CODE,

@@ -55,6 +55,25 @@ def test_a_name_in_the_top_hits_line_brings_in_the_note_that_mentions_it_in_pass
         dispose_engines()
 
 
+def test_a_top_hit_found_by_meaning_first_lends_nothing(tmp_path):
+    """Round 6c: the stage's losses on the meeting-log sets lent from a top hit that did not answer,
+    found by meaning (its line of the query's words held one incidental word); the same first
+    ranking with the anchor's lexical side below its semantic side is left as it was."""
+    s, idx, rows, conds, doms = _setup(tmp_path)
+    try:
+        with idx.sql.connect() as conn:
+            units = match_units(idx, conn, QUESTION_TERMS)
+        idf = term_idf(idx, QUESTION_TERMS, conds, None, None, units)
+        by_words = [(0.9, rows["c/01.md"], 0.9, 0.2), (0.3, rows["c/03.md"], 0.3, 0.0)]
+        by_meaning = [(0.9, rows["c/01.md"], 0.2, 0.9), (0.3, rows["c/03.md"], 0.3, 0.0)]
+        args = (QUESTION_TERMS, idf, units, conds, False, len(NOTES), 1, 1.0, set(doms))
+        lifted = spread_stage(idx, by_words, *args, **SIDE)
+        assert [r["path"] for _s, r, _a, _b in lifted][:2] == ["c/01.md", "c/02.md"]  # the stage acts here
+        assert spread_stage(idx, by_meaning, *args, **SIDE) == by_meaning
+    finally:
+        dispose_engines()
+
+
 def test_the_anchor_words_are_the_lines_own_words_with_names_told_apart():
     words = dict(
         anchor_words("User: My sister Marta insisted we try Osteria Blu, her favourite restaurant.", QUESTION_TERMS)

@@ -71,6 +71,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from geode.delivery.prompt_recall import fts5_query, query_terms
 from geode.recall import semantic_floor
+from geode.recall.semantic_floor import BACKGROUND_POOL  # noqa: F401 (the name tests and docs use)
 from geode.recall.date_terms import date_prior, with_question_dates
 from geode.recall.filters import FilterError, Where, as_where, filter_where
 from geode.recall.hits import fold, passage_snippet, snippet_and_line, supersedes_chain, whole_words

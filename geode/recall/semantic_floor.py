@@ -25,6 +25,10 @@ all worse (Round 5), so the forms here are of another kind:
 from __future__ import annotations
 
 BACKGROUND_MIN = 8  # semantic candidates needed to tell a query's background cosine
+#: the background is taken over the best this many semantic candidates, however many a search
+#: reads (``max(50, 5 x limit)``): so a page of 20 results (100 candidates) or the prompt hook's
+#: three rank their first notes exactly as ``geode search``'s ten do (Round 6c, bench/RECALL.md)
+BACKGROUND_POOL = 50
 #: ``median``, ``quantile``, ``fixed`` or ``tail`` (see the module docstring); chosen on the
 #: training sets with ``[recall] semantic_weight`` (bench/RECALL.md, Round 6a)
 FORM = "fixed"
@@ -64,7 +68,7 @@ def background(sims: list[float]) -> float:
     ``BACKGROUND_MIN`` candidates there is no telling, and none is taken for noise."""
     if len(sims) < BACKGROUND_MIN:
         return min(sims, default=0.0) - 1e-6
-    ordered = sorted(sims)
+    ordered = sorted(sims)[-BACKGROUND_POOL:]
     if FORM == "quantile":
         return _quantile(ordered, QUANTILE)
     med = _quantile(ordered, 0.5)
@@ -98,7 +102,7 @@ def confidence(sem: dict[int, float]) -> float:
     that margin (bench/RECALL.md, Round 4)."""
     if not sem:
         return 0.0
-    sims = sorted(sem.values())
+    sims = sorted(sem.values())[-BACKGROUND_POOL:]
     bg = _quantile(sims, 0.5) if len(sims) >= BACKGROUND_MIN else background(sims)
     top = sims[-1]
     return (top - bg) / (1.0 - bg) if top > bg and bg < 1.0 else 0.0

@@ -25,6 +25,15 @@ hit's answering line says beyond the question: a name, a rare noun. So, after th
 As the neighbour stage, a lifted note rises **toward** its anchor and never past it (its score
 is capped just below the highest lending anchor's): the stage has no evidence that a note sharing
 a name answers better than the note the name came from.
+
+**Only an anchor found by its words lends** (its lexical component above its semantic one, the
+test the hit's snippet makes: ``search`` shows such a hit's best passage, not a line of the
+query's words). The answering line is the line that holds the query's words; in a note found by
+meaning first that line holds one incidental word, and its names are not the question's subject.
+Measured (Round 6c in bench/RECALL.md, on the train sets): every loss of the stage on the
+meeting-log sets (MRR, a first evidence note pushed down a rank) lent from a top hit that was not
+an answer, and all but two such hits were found by meaning first; every gain on the list/count
+set lent from a top hit found by its words.
 """
 
 from __future__ import annotations
@@ -111,7 +120,9 @@ def spread_stage(
     cap_df = max(2, min(MAX_DF, int(DISTINCT_SHARE * notes_in_scope)))
     lends: list[tuple[float, int, dict[str, float], dict[str, list[str]]]] = []
     with idx.sql.connect() as conn:
-        for score, row, _a, _b in scored[:anchors]:
+        for score, row, a, b in scored[:anchors]:
+            if (b or 0.0) >= (a or 0.0):
+                continue  # found by meaning first: its line of the query's words is incidental
             found_words = anchor_words(answer_line(row, terms, idf, units), terms)
             if not found_words:
                 continue

@@ -80,6 +80,51 @@ def start_on_demand(settings) -> int | None:
     return p.pid
 
 
+def _config_stamp(home: str) -> tuple | None:
+    """What says ``GEODE_HOME/geode.toml`` changed: its inode, size and mtime; None when absent."""
+    try:
+        st = os.stat(os.path.join(home, "geode.toml"))
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+class LiveSettings:
+    """The settings a serve searches with: its start-up ones, re-read when ``geode.toml`` changes.
+
+    Why: the ranking's settings (``[recall] blend``, ``spread_weight``, ...) come from that file
+    alone, and a cold ``geode search`` reads it on every call; a serve that kept its start-up
+    copy answered every warm search (the CLI, the prompt hook) with the old ranking for as long
+    as it ran (``serve_idle_s``, 30 minutes by default) after a person edited the file. One stat
+    per request. A file that no longer loads, or that names other domains or another database
+    (which needs a new index and vector store), leaves the running ones in place: the CLI then
+    sees domains other than its own and searches cold, and ``geode serve --stop`` says how to
+    start afresh."""
+
+    def __init__(self, settings):
+        self.settings = settings
+        self.stamp = _config_stamp(settings.home)
+
+    def current(self):
+        stamp = _config_stamp(self.settings.home)
+        if stamp == self.stamp:
+            return self.settings
+        self.stamp = stamp
+        from geode.kernel.config import ConfigError, load_settings
+
+        old = self.settings
+        try:
+            new = load_settings(store=next(iter(old.domains.values())) if old.one_off_store else None, home=old.home)
+        except (ConfigError, OSError, ValueError) as exc:  # a half-written or invalid file: answer as before
+            print(f"geode serve: geode.toml changed but does not load, kept the old settings: {exc}", file=sys.stderr)
+            return old
+        if new.domains != old.domains or new.db_url != old.db_url:
+            print("geode serve: geode.toml names other domains or another database: restart the serve", file=sys.stderr)
+            return old
+        self.settings = new
+        return new
+
+
 def serve(
     settings,
     interval_s: float = 5.0,
@@ -123,6 +168,7 @@ def serve(
             print(f"geode serve: warm-up search failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         lock = threading.Lock()
         stop = stop_event or threading.Event()
+        live = LiveSettings(settings)
 
         class Handler(socketserver.StreamRequestHandler):
             def handle(self):
@@ -140,8 +186,9 @@ def serve(
                         reply = {"ok": True, "pid": os.getpid()}
                     else:
                         with lock:
+                            cur = live.current()  # geode.toml as a cold search reads it now
                             res = search(
-                                settings,
+                                cur,
                                 str(req.get("q") or ""),
                                 limit=int(req.get("limit") or 10),
                                 domain=req.get("domain"),
@@ -156,7 +203,7 @@ def serve(
                                 refresh=bool(req.get("refresh")),
                                 chain=not req.get("prompt"),
                             )
-                        reply = {**dict(res), "domains": [list(x) for x in sorted(settings.domains.items())]}
+                        reply = {**dict(res), "domains": [list(x) for x in sorted(cur.domains.items())]}
                 except Exception as exc:  # serve loop entry: a bad request gets its error, never takes the server down
                     reply = {"error": str(exc)}
                     if not isinstance(exc, (GeodeError, ValueError)):  # not the request's fault: keep the traceback
