@@ -71,12 +71,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 from geode.delivery.prompt_recall import fts5_query, query_terms
 from geode.recall import semantic_floor
-from geode.recall.semantic_floor import BACKGROUND_POOL  # noqa: F401 (the name tests and docs use)
 from geode.recall.date_terms import date_prior, with_question_dates
 from geode.recall.filters import FilterError, Where, as_where, filter_where
 from geode.recall.hits import fold, passage_snippet, snippet_and_line, supersedes_chain, whole_words
 from geode.recall.recall_index import RecallIndex, address, is_retired
 from geode.recall.results import SearchHit, SearchResult
+from geode.recall.semantic_floor import BACKGROUND_POOL  # noqa: F401 (the name tests and docs use)
 from geode.recall.sqlread import NOTE_SELECT, db_errors, in_list
 
 #: as ``geode.recall.index_tables`` (a test checks they agree); here as text, so that a search
