@@ -1,7 +1,8 @@
 """Vector insert rate at 1,000 / 10,000 / 100,000 vectors: Chroma's engine alone, the model left out.
 
     PYTHONPATH=. .venv/bin/python bench/vector_insert.py [--sizes 1000,10000,100000] [--batch 1000]
-        [--window 1000] [--mode local|server] [--hnsw default|geode] [--queries 50] [--out FILE]
+        [--window 1000] [--mode local|server|memory] [--hnsw default|geode|JSON] [--data random|clustered]
+        [--bulk-sync N] [--queries 50] [--out FILE]
 
 Why precomputed vectors: embedding costs 4-18 notes a second on two CPU cores, so a bench that
 embeds measures the model; here every vector is a seeded random unit vector of 384 dimensions
@@ -18,8 +19,20 @@ port, data in a temporary folder) through ``[recall] chroma_url``: the same engi
 process. ``--hnsw`` chooses the collection's HNSW settings: ``default`` (Chroma's: ef_construction
 100, M 16, sync_threshold 1000) or ``geode`` (what ``geode.recall.vectors.HNSW_METADATA`` sets).
 
-At the end, ``--queries`` random unit queries: recall@10 of Chroma's ANN answer against the exact
-top 10 (numpy over every vector), so a faster setting that finds worse neighbours shows it.
+``--mode memory`` is Chroma's in-memory client (``EphemeralClient``): the same engine with nothing
+written to disk, so the slope that is left is the HNSW graph's own, not the persistent segment's
+sync. ``--bulk-sync N`` creates the collection with ``hnsw:sync_threshold`` N (the index and its id
+map are saved only every N writes) and sets it back to geode's after the fill (``modify``).
+
+``--data``: ``random`` (seeded uniform unit vectors: HNSW's hardest case, where no setting finds
+most true neighbours) or ``clustered`` (a seeded mixture of 300 clusters in a 24-dimensional
+subspace with noise in all 384, like text embeddings, whose intrinsic dimension is low: recall
+then says what a setting costs in neighbours found).
+
+At the end, ``--queries`` queries (``random``: random unit vectors; ``clustered``: new draws from
+the same mixture): recall@10 of Chroma's ANN answer against the exact top 10 (numpy over every
+vector), so a faster setting that finds worse neighbours shows it, and the warm query time
+(median and p95 of ``VectorStore.query``, after one untimed query).
 """
 
 from __future__ import annotations
@@ -81,6 +94,30 @@ def start_server(path: str) -> tuple[subprocess.Popen, str]:
     raise SystemExit("chroma run did not answer within 60 s")
 
 
+def make_data(kind: str, seed: int = 7):
+    """A function n -> (n, DIM) float32 unit vectors, seeded: see ``--data``."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    if kind == "random":
+
+        def draw(n: int):
+            v = rng.standard_normal((n, DIM)).astype(np.float32)
+            return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+        return draw
+    latent, clusters = 24, 300
+    basis = np.linalg.qr(rng.standard_normal((DIM, latent)))[0].T.astype(np.float32)  # (24, 384)
+    centres = rng.standard_normal((clusters, latent)).astype(np.float32)
+
+    def draw_clustered(n: int):
+        c = centres[rng.integers(0, clusters, n)] + 0.6 * rng.standard_normal((n, latent)).astype(np.float32)
+        v = c @ basis + 0.08 * rng.standard_normal((n, DIM)).astype(np.float32)
+        return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+    return draw_clustered
+
+
 def run(a) -> dict:
     import numpy as np
 
@@ -97,17 +134,32 @@ def run(a) -> dict:
     if a.mode == "server":
         server, url = start_server(os.path.join(tmp, "chroma-server"))
         env["GEODE_CHROMA_URL"] = url
+    if a.mode == "memory":  # Chroma's in-memory engine: nothing is synced to disk
+        import chromadb
+        from chromadb.config import Settings as ChromaSettings
+
+        vectors._connect = lambda _s, _f: chromadb.EphemeralClient(settings=ChromaSettings(anonymized_telemetry=False))
     if a.hnsw == "default":  # Chroma's own settings: only the space, as geode set before
         vectors.HNSW_METADATA = {"hnsw:space": "cosine"}
     elif a.hnsw != "geode":  # a JSON object of metadata keys to try
         vectors.HNSW_METADATA = {"hnsw:space": "cosine", **json.loads(a.hnsw)}
+    normal_sync = vectors.HNSW_METADATA.get("hnsw:sync_threshold", 1000)
+    if a.bulk_sync:
+        vectors.HNSW_METADATA = {**vectors.HNSW_METADATA, "hnsw:sync_threshold": a.bulk_sync}
     settings = load_settings(env=env)
-    out: dict = {"mode": a.mode, "hnsw": dict(vectors.HNSW_METADATA), "batch": a.batch, "window": a.window}
+    out: dict = {
+        "mode": a.mode,
+        "data": a.data,
+        "hnsw": dict(vectors.HNSW_METADATA),
+        "bulk_sync": a.bulk_sync,
+        "batch": a.batch,
+        "window": a.window,
+    }
     try:
         vs = VectorStore(settings, "bench-model", DIM, write=True)
         out["max_batch_size"] = int(vs._client.get_max_batch_size())
         out["collection_config"] = {k: v for k, v in (vs.col.configuration.get("hnsw") or {}).items()}
-        rng = np.random.default_rng(7)
+        draw = make_data(a.data)
         allv = np.empty((sizes[-1], DIM), dtype=np.float32)
         n = 0
         marks: dict[int, tuple[float, float]] = {}  # size -> (wall, cpu) when it was reached
@@ -115,8 +167,7 @@ def run(a) -> dict:
         spid = server.pid if server else None
         while n < sizes[-1]:
             bs = min(a.batch, sizes[-1] - n)
-            v = rng.standard_normal((bs, DIM)).astype(np.float32)
-            v /= np.linalg.norm(v, axis=1, keepdims=True)
+            v = draw(bs)
             allv[n : n + bs] = v
             ids = [passage_id("main", f"area/note-{n + i:06d}.md", 0) for i in range(bs)]
             metas = [
@@ -148,14 +199,26 @@ def run(a) -> dict:
             rates.append({"vectors": s, "per_s": round(win / (w1 - w0), 1), "per_cpu_s": round(win / (c1 - c0), 1)})
         out["rates"] = rates
         out["fill_s"] = round(time.perf_counter() - t_start, 1)
+        if a.bulk_sync:  # the bulk build is over: back to the normal sync threshold
+            vs.col.modify(configuration={"hnsw": {"sync_threshold": normal_sync}})
+            out["config_after"] = dict(vs._client.get_collection(vs.name).configuration.get("hnsw") or {})
         hits = 0
-        q = rng.standard_normal((a.queries, DIM)).astype(np.float32)
-        q /= np.linalg.norm(q, axis=1, keepdims=True)
+        q = draw(a.queries) if a.queries else np.empty((0, DIM), dtype=np.float32)
+        times = []
+        if a.queries:
+            vs.query(q[0], 10)  # warm: the first query loads what it needs
         for qi in q:
             exact = set(np.argsort(-(allv @ qi))[:10].tolist())
-            got = {int(i.split("note-")[1].split(".md")[0]) for i, _s in vs.query(qi, 10)}
+            t0 = time.perf_counter()
+            res = vs.query(qi, 10)
+            times.append(time.perf_counter() - t0)
+            got = {int(i.split("note-")[1].split(".md")[0]) for i, _s in res}
             hits += len(exact & got)
         out["recall_at_10"] = round(hits / (10 * a.queries), 3) if a.queries else None
+        if times:
+            times.sort()
+            out["query_ms_median"] = round(1000 * times[len(times) // 2], 2)
+            out["query_ms_p95"] = round(1000 * times[min(len(times) - 1, int(0.95 * len(times)))], 2)
     finally:
         if server:
             server.kill()
@@ -169,7 +232,9 @@ def main(argv=None) -> int:
     p.add_argument("--sizes", default="1000,10000,100000")
     p.add_argument("--batch", type=int, default=1000, help="vectors per upsert")
     p.add_argument("--window", type=int, default=1000, help="vectors timed before each size")
-    p.add_argument("--mode", choices=["local", "server"], default="local")
+    p.add_argument("--mode", choices=["local", "server", "memory"], default="local")
+    p.add_argument("--data", choices=["random", "clustered"], default="random")
+    p.add_argument("--bulk-sync", type=int, default=0, help="hnsw:sync_threshold during the fill, then geode's")
     p.add_argument("--hnsw", default="geode", help='default, geode, or JSON metadata ({"hnsw:construction_ef": 40})')
     p.add_argument("--queries", type=int, default=50)
     p.add_argument("--out", default=None)
