@@ -114,6 +114,22 @@ def current_folder(settings) -> str | None:
     return full if name and os.path.isdir(full) else None
 
 
+def local_collection_sizes(settings) -> dict[str, int]:
+    """Vectors (passages) in each collection of the local Chroma folder in use: ``{}`` with a
+    Chroma server (``[recall] chroma_url``) or before the first build. What ``geode doctor`` reads
+    to say when one collection is past the size where the local engine's inserts slow
+    (``geode.services.doctor_vector_size``). Opens the folder read-only, through the full client
+    (the one-shot reader ``chroma_lite`` cannot list collections); counting loads no HNSW index."""
+    folder = None if chroma_url(settings) else current_folder(settings)
+    if folder is None or not os.path.isfile(os.path.join(folder, "chroma.sqlite3")):
+        return {}
+    try:
+        client = _connect(settings, folder)
+        return {c.name: int(c.count()) for c in client.list_collections()}
+    except client_errors() as exc:
+        raise unavailable(settings, folder, exc) from exc
+
+
 def new_folder(settings) -> str:
     os.makedirs(settings.index_dir, exist_ok=True)
     return os.path.join(settings.index_dir, f"chroma-{time.time_ns():x}")
