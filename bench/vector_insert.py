@@ -24,6 +24,11 @@ written to disk, so the slope that is left is the HNSW graph's own, not the pers
 sync. ``--bulk-sync N`` creates the collection with ``hnsw:sync_threshold`` N (the index and its id
 map are saved only every N writes) and sets it back to geode's after the fill (``modify``).
 
+``--fresh-every N`` times, every N vectors of the fill, 1,000 vectors written into a new empty
+collection (a folder of its own): the rate at 1,000 measured again and again in the same windows
+as the large collection's, so "100,000 against 1,000" compares one window's neighbours with the
+same neighbours (a single 1,000 window is half a CPU second: noise on a shared machine).
+
 ``--data``: ``random`` (seeded uniform unit vectors: HNSW's hardest case, where no setting finds
 most true neighbours) or ``clustered`` (a seeded mixture of 300 clusters in a 24-dimensional
 subspace with noise in all 384, like text embeddings, whose intrinsic dimension is low: recall
@@ -165,6 +170,26 @@ def run(a) -> dict:
         marks: dict[int, tuple[float, float]] = {}  # size -> (wall, cpu) when it was reached
         t_start = time.perf_counter()
         spid = server.pid if server else None
+        fresh: list[dict] = []
+        fresh_draw = make_data(a.data, seed=11)
+
+        def fresh_rate(at: int) -> dict:
+            """1,000 vectors into a new, empty collection (its own folder), timed as the 1,000 window."""
+            fenv = dict(env, GEODE_HOME=os.path.join(tmp, f"fresh-{at}"))
+            os.makedirs(os.path.join(fenv["GEODE_HOME"], "store"), exist_ok=True)
+            fenv["GEODE_STORE"] = os.path.join(fenv["GEODE_HOME"], "store")
+            fvs = VectorStore(load_settings(env=fenv), "bench-model", DIM, write=True)
+            fv = fresh_draw(1000)
+            fids = [passage_id("main", f"fresh/note-{i:06d}.md", 0) for i in range(1000)]
+            fmetas = [
+                {"domain": "main", "path": f"fresh/note-{i:06d}.md", "passage": 0, "line_start": 1, "line_end": 40}
+                for i in range(1000)
+            ]
+            w0, c0 = time.perf_counter(), cpu_self() + cpu_of(spid)
+            fvs.upsert(fids, fv, fmetas)
+            w1, c1 = time.perf_counter(), cpu_self() + cpu_of(spid)
+            return {"at": at, "per_s": round(1000 / (w1 - w0), 1), "per_cpu_s": round(1000 / (c1 - c0), 1)}
+
         while n < sizes[-1]:
             bs = min(a.batch, sizes[-1] - n)
             v = draw(bs)
@@ -189,6 +214,8 @@ def run(a) -> dict:
             for s in sizes:
                 if n == s:
                     marks[s] = (time.perf_counter(), cpu_self() + cpu_of(spid))
+            if a.fresh_every and n % a.fresh_every == 0:  # a 1,000 into a new collection, in this window
+                fresh.append(fresh_rate(n))
             if n % 10000 == 0:
                 print(f"  {n} vectors, {time.perf_counter() - t_start:.0f} s", file=sys.stderr, flush=True)
         rates = []
@@ -198,6 +225,9 @@ def run(a) -> dict:
             win = min(a.window, s)
             rates.append({"vectors": s, "per_s": round(win / (w1 - w0), 1), "per_cpu_s": round(win / (c1 - c0), 1)})
         out["rates"] = rates
+        if fresh:  # the 1,000 rate measured again and again during the fill: its median, same windows
+            out["fresh_1000"] = fresh
+            out["fresh_1000_median"] = {k: sorted(x[k] for x in fresh)[len(fresh) // 2] for k in ("per_s", "per_cpu_s")}
         out["fill_s"] = round(time.perf_counter() - t_start, 1)
         if a.bulk_sync:  # the bulk build is over: back to the normal sync threshold
             vs.col.modify(configuration={"hnsw": {"sync_threshold": normal_sync}})
@@ -234,6 +264,9 @@ def main(argv=None) -> int:
     p.add_argument("--window", type=int, default=1000, help="vectors timed before each size")
     p.add_argument("--mode", choices=["local", "server", "memory"], default="local")
     p.add_argument("--data", choices=["random", "clustered"], default="random")
+    p.add_argument(
+        "--fresh-every", type=int, default=0, help="every N vectors, also time 1,000 into a new collection (local)"
+    )
     p.add_argument("--bulk-sync", type=int, default=0, help="hnsw:sync_threshold during the fill, then geode's")
     p.add_argument("--hnsw", default="geode", help='default, geode, or JSON metadata ({"hnsw:construction_ef": 40})')
     p.add_argument("--queries", type=int, default=50)
