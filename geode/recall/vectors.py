@@ -37,7 +37,13 @@ LOCK = "chroma.lock"
 
 #: The HNSW settings a new collection is created with (Chroma's legacy metadata keys, which
 #: chromadb 1.x still maps onto the collection's configuration). An existing collection keeps
-#: the settings it was created with. ``bench/vector_insert.py`` measures the choice.
+#: the settings it was created with. ``bench/vector_insert.py`` measures the choice: Chroma's
+#: defaults (M 16, ef_construction 100, ef_search 100, sync_threshold 1,000). The local engine
+#: (chromadb 1.5) drops ``hnsw:batch_size`` and ``hnsw:num_threads``; a lower M (8) or
+#: ef_construction (40) is faster on a small collection but not at 100,000 vectors, and finds
+#: fewer neighbours on hard data; a ``sync_threshold`` above ``WRITE_BATCH`` makes every write
+#: re-read the log since the last sync (quadratic: 11x slower at 100,000). So none is set here
+#: (bench/RECALL.md, "Vector inserts: the HNSW knobs, measured").
 HNSW_METADATA: dict[str, Any] = {"hnsw:space": "cosine"}
 
 
