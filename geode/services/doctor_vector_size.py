@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 #: Passages in one local collection past which doctor names the server mode: the largest size
-#: measured (bench/RECALL.md), where inserts run about 3x (text-like vectors) to 5.6x (uniform
+#: measured (bench/RECALL.md), where inserts run 2.2-3.2x (text-like vectors) to 5.6x (uniform
 #: random vectors, HNSW's worst case) slower per CPU second than into a collection of 1,000.
 LOCAL_ENGINE_SLOWS = 100_000
 
