@@ -82,3 +82,19 @@ def test_a_write_that_fails_leaves_the_buffered_notes_pending(settings, monkeypa
     vs = vectors.VectorStore(settings, "fake-seeded", 16)
     written = vs.note_count()
     assert 0 < written < 300 and len(pending) == 300 - written, (written, len(pending))
+
+
+def test_a_new_collection_syncs_at_least_once_per_write_batch(settings):
+    """A guard (it passes on the code before too): Chroma's local engine re-reads its log from the
+    last synced write on every write, so a ``hnsw:sync_threshold`` above a write batch makes each
+    write re-read the writes before it (11x slower per CPU second at 100,000 vectors with a threshold
+    of 200,000, bench/RECALL.md); geode's collections keep a threshold no larger than a batch."""
+    lock = vectors.WriterLock(settings)
+    assert lock.acquire(5)
+    try:
+        vs = vectors.VectorStore(settings, "fake-seeded", 16, write=True)
+        hnsw = vs.col.configuration.get("hnsw") or {}
+    finally:
+        lock.release()
+    assert hnsw.get("space") == "cosine"
+    assert 0 < int(hnsw["sync_threshold"]) <= vectors.WRITE_BATCH, hnsw

@@ -37,7 +37,13 @@ LOCK = "chroma.lock"
 
 #: The HNSW settings a new collection is created with (Chroma's legacy metadata keys, which
 #: chromadb 1.x still maps onto the collection's configuration). An existing collection keeps
-#: the settings it was created with. ``bench/vector_insert.py`` measures the choice.
+#: the settings it was created with. ``bench/vector_insert.py`` measures the choice: Chroma's
+#: defaults (M 16, ef_construction 100, ef_search 100, sync_threshold 1,000). The local engine
+#: (chromadb 1.5) drops ``hnsw:batch_size`` and ``hnsw:num_threads``; a lower M (8) or
+#: ef_construction (40) is faster on a small collection but not at 100,000 vectors, and finds
+#: fewer neighbours on hard data; a ``sync_threshold`` above ``WRITE_BATCH`` makes every write
+#: re-read the log since the last sync (quadratic: 11x slower at 100,000). So none is set here
+#: (bench/RECALL.md, "Vector inserts: the HNSW knobs, measured").
 HNSW_METADATA: dict[str, Any] = {"hnsw:space": "cosine"}
 
 
@@ -112,6 +118,22 @@ def current_folder(settings) -> str | None:
         return None
     full = os.path.join(settings.index_dir, name)
     return full if name and os.path.isdir(full) else None
+
+
+def local_collection_sizes(settings) -> dict[str, int]:
+    """Vectors (passages) in each collection of the local Chroma folder in use: ``{}`` with a
+    Chroma server (``[recall] chroma_url``) or before the first build. What ``geode doctor`` reads
+    to say when one collection is past the size where the local engine's inserts slow
+    (``geode.services.doctor_vector_size``). Opens the folder read-only, through the full client
+    (the one-shot reader ``chroma_lite`` cannot list collections); counting loads no HNSW index."""
+    folder = None if chroma_url(settings) else current_folder(settings)
+    if folder is None or not os.path.isfile(os.path.join(folder, "chroma.sqlite3")):
+        return {}
+    try:
+        client = _connect(settings, folder)
+        return {c.name: int(c.count()) for c in client.list_collections()}
+    except client_errors() as exc:
+        raise unavailable(settings, folder, exc) from exc
 
 
 def new_folder(settings) -> str:

@@ -14,7 +14,15 @@ import os
 from collections.abc import Mapping
 from typing import Any, TypedDict
 
-from geode.services import doctor_files, doctor_index_build, doctor_nights, doctor_reach, doctor_reading, doctor_serve
+from geode.services import (
+    doctor_files,
+    doctor_index_build,
+    doctor_nights,
+    doctor_reach,
+    doctor_reading,
+    doctor_serve,
+    doctor_vector_size,
+)
 
 
 class Check(TypedDict):
@@ -57,6 +65,7 @@ def doctor_checks(
     vec = doctor_reach.vectors_check(settings, skip_model)
     if vec is not None:
         checks.append(check("vectors", *vec))
+    checks += [check("vector-size", *c) for c in [doctor_vector_size.vector_size_check(settings)] if c]
     hooks = doctor_reach.hooks_check(doctor_reach.hook_files(project, home_dir))
     if hooks is not None:
         checks.append(check("hooks", *hooks))
