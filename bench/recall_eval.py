@@ -181,9 +181,19 @@ def main(argv=None) -> int:
         help="the semantic background's form (geode.recall.semantic_floor: median, quantile:Q, fixed:F, tail:T)",
     )
     p.add_argument("--semantic-weight", type=float, default=None, help="[recall] semantic_weight for this run")
+    p.add_argument(
+        "--anchor-lexical-ratio",
+        type=float,
+        default=None,
+        help="spread.ANCHOR_LEXICAL_RATIO (an anchor found by meaning first lends nothing at or under it)",
+    )
     p.add_argument("--turn-window", type=int, default=None, help="passages.TURN_WINDOW (dialogue notes)")
     p.add_argument("--turn-step", type=int, default=None, help="passages.TURN_STEP (dialogue notes)")
     a = p.parse_args(argv)
+    if a.anchor_lexical_ratio is not None:
+        import geode.recall.spread as spread_mod
+
+        spread_mod.ANCHOR_LEXICAL_RATIO = a.anchor_lexical_ratio
     if a.date_miss_weight is not None:
         import geode.recall.date_terms as date_mod
 

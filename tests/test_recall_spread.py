@@ -55,10 +55,15 @@ def test_a_name_in_the_top_hits_line_brings_in_the_note_that_mentions_it_in_pass
         dispose_engines()
 
 
-def test_a_top_hit_found_by_meaning_first_lends_nothing(tmp_path):
+def test_a_top_hit_found_by_meaning_first_lends_nothing_when_the_ratio_says_so(tmp_path, monkeypatch):
     """Round 6c: the stage's losses on the meeting-log sets lent from a top hit that did not answer,
-    found by meaning (its line of the query's words held one incidental word); the same first
-    ranking with the anchor's lexical side below its semantic side is left as it was."""
+    found by meaning (its line of the query's words held one incidental word); with
+    ``ANCHOR_LEXICAL_RATIO`` 1 the same first ranking with the anchor's lexical side below its
+    semantic side is left as it was. (The default is 0, every anchor lends: once the turn passages
+    landed, the rule cost the list questions more than it saved, Round 6d in bench/RECALL.md.)"""
+    import geode.recall.spread as spread_mod
+
+    monkeypatch.setattr(spread_mod, "ANCHOR_LEXICAL_RATIO", 1.0)
     s, idx, rows, conds, doms = _setup(tmp_path)
     try:
         with idx.sql.connect() as conn:
@@ -70,6 +75,11 @@ def test_a_top_hit_found_by_meaning_first_lends_nothing(tmp_path):
         lifted = spread_stage(idx, by_words, *args, **SIDE)
         assert [r["path"] for _s, r, _a, _b in lifted][:2] == ["c/01.md", "c/02.md"]  # the stage acts here
         assert spread_stage(idx, by_meaning, *args, **SIDE) == by_meaning
+        monkeypatch.setattr(spread_mod, "ANCHOR_LEXICAL_RATIO", 0.0)  # the default: it lends too
+        assert [r["path"] for _s, r, _a, _b in spread_stage(idx, by_meaning, *args, **SIDE)][:2] == [
+            "c/01.md",
+            "c/02.md",
+        ]
     finally:
         dispose_engines()
 
