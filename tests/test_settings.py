@@ -321,6 +321,18 @@ def test_every_problem_is_reported_each_on_its_line(tmp_path):
 def test_value_checks_name_the_line_too(tmp_path):
     path = write(tmp_path / "home", '[store]\ndefault = "nope"\n')
     assert error_of(tmp_path / "home").startswith(f"{path}:2: [store] default = 'nope' names no domain")
+
+
+def test_the_default_domain_is_not_a_team_rules_domain(tmp_path):
+    """Writes without a domain go to ``[store] default``; a team-rules domain is derived from a
+    repository and refuses every write, so naming it is a settings error, said on its line."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    path = write(tmp_path / "home", f'[store]\ndefault = "team"\n[team_rules]\nteam = "{repo}"\n')
+    msg = error_of(tmp_path / "home")
+    assert msg.startswith(f"{path}:2: [store] default = 'team' is a team-rules domain"), msg
+    write(tmp_path / "home", f'[team_rules]\nteam = "{repo}"\n')
+    assert load_settings(home=tmp_path / "home").default_domain == "main"
     path = write(tmp_path / "home", '[delivery]\nact_mode = "loud"\nbudget = 100\n')
     assert error_of(tmp_path / "home").startswith(f"{path}:3: [delivery] budget = 100 is too small")
     path = write(tmp_path / "home", "[control]\n\nwithhold_rate = 1.5\n")

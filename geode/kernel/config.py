@@ -816,6 +816,12 @@ def load_settings(
                 f"{where(cfg_path, ('store', 'default'))}: [store] default = {default_domain!r} "
                 f"names no domain (the domains: {', '.join(domains)})"
             )
+        if default_domain in team:  # every default write would be refused: geode writes none of it
+            raise ConfigError(
+                f"{where(cfg_path, ('store', 'default'))}: [store] default = {default_domain!r} "
+                "is a team-rules domain: its notes are derived from the repository's own rules and "
+                "geode writes none of them; name a domain of [domains]"
+            )
 
     d, c = sec["delivery"], sec["control"]
     budget = d["budget"]
