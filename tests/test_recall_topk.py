@@ -225,3 +225,56 @@ def test_a_filtered_text_side_answers_as_the_joined_query(store, where, way):
         assert taken.count(way) >= len(taken) // 2 > 0, (way, taken)
     # (``split``: whether the bound split the words inside a scope. In 2,500 notes the rare words
     # of a scope under a tenth of them never fill n, so it is not asserted here.)
+
+
+def test_a_nested_split_answers_as_the_full_query(store, monkeypatch):
+    """The floor of a split read by its own split (``TOPK_NESTING``): taken by some queries, never
+    deeper than the bound, and every answer the full query's, bit for bit."""
+    _settings, idx = store
+    depths: list[int] = []
+    real = search_mod._split_top
+
+    def spy(*args):  # every level of a split comes here: the outer one at depth 0
+        depths.append(args[-1])
+        return real(*args)
+
+    monkeypatch.setattr(search_mod, "_split_top", spy)
+    with idx.sql.connect() as conn:
+        for terms in _queries(150, seed=3):
+            dfs = {t: doc_freq(idx, conn, t) for t in terms}
+            want = _bm25_rows(conn, fts5_query(sorted(terms, key=lambda t: dfs[t])), 50)
+            got = top_bm25(idx, conn, terms, 50)
+            assert len(got) == len(want) > 0
+            _same_best(got, want)
+    assert depths.count(0) == 150  # one outer call per query
+    assert any(d > 0 for d in depths), "no query read its floor by a nested split"
+    assert max(depths) <= search_mod.TOPK_NESTING, depths
+
+
+def test_counted_over_trusts_the_word_counts_only_past_the_touched_margin(store):
+    """``_counted_over`` says "more than cap" from ``recall_word`` only when a token of the prefix
+    holds more than cap plus the notes touched since the count; below that the FTS5 count answers."""
+    _settings, idx = store
+    with idx.sql.connect() as conn:
+        df = search_mod.notes_holding_upto(idx, conn, "docker", 10**6)  # exact: the prefix's notes
+        assert df > 20
+        assert search_mod._counted_over({}, conn, "docker", df - 10)
+        assert not search_mod._counted_over({}, conn, "docker", df + 5)
+        assert not search_mod._counted_over({}, conn, "zzzznothing", 0)
+        # 30 notes touched since the count: a count 10 over the cap is no longer certain
+        assert not search_mod._counted_over({"words_stale": 30}, conn, "docker", df - 10)
+        search_mod.forget_term_stats(idx)
+        assert search_mod.notes_holding_upto(idx, conn, "docker", df - 10) == df - 9  # cap + 1, as before
+
+
+def test_counted_over_reads_a_whole_word_unit_as_that_word_alone(store):
+    """A unit ``=word`` is that token's own count, not the prefix's: "cach" is no token, though
+    "cache" (a third of the notes) starts with it."""
+    _settings, idx = store
+    with idx.sql.connect() as conn:
+        whole = doc_freq(idx, conn, "=cache")
+        assert whole > 20
+        assert search_mod._counted_over({}, conn, "cach", 5)  # a prefix: "cache" counts
+        assert not search_mod._counted_over({}, conn, "=cach", 5)  # the word "cach": no notes
+        assert search_mod._counted_over({}, conn, "=cache", whole - 10)
+        assert not search_mod._counted_over({}, conn, "=cache", whole + 5)

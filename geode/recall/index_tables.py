@@ -273,7 +273,7 @@ def _fill_dates(conn, sqlite: bool) -> None:
 WORD_DRIFT = 0.1
 
 
-def keep_word_counts(engine, touched: int, force: bool = False) -> bool:
+def keep_word_counts(engine, touched: int, force: bool = False, rebuild_ok: bool = True) -> bool:
     """Rebuild ``recall_word`` (every FTS5 token and the number of notes holding it) when there
     is none yet, when ``force``, or when the notes ``touched`` by refreshes since the last build
     exceed :data:`WORD_DRIFT` of the notes; else only add ``touched`` to the tally. True when
@@ -282,7 +282,11 @@ def keep_word_counts(engine, touched: int, force: bool = False) -> bool:
     Why a table and not ``fts5vocab`` at query time: fts5vocab counts a token's notes by reading
     its whole posting list, which is what grows with the store; here the scan happens once per
     build (about 0.1 s of CPU a 10,000 notes), off the hook's path. A word missing from the table
-    (new since the build) is counted by the hook as before, with a bounded posting read."""
+    (new since the build) is counted by the hook as before, with a bounded posting read.
+
+    ``rebuild_ok=False`` (``RecallIndex.quick_refresh``, on a search's path): only the tally of
+    touched notes grows, so that a reader can bound how far a count may have moved
+    (``search._counted_over``); the rebuild waits for the next full refresh."""
     if engine.dialect.name != "sqlite":
         return False
     with engine.begin() as conn:
@@ -291,7 +295,9 @@ def keep_word_counts(engine, touched: int, force: bool = False) -> bool:
         )
         notes = int(conn.exec_driver_sql("SELECT count(*) FROM recall_note").scalar() or 0)
         stale = int(meta.get(WORDS_STALE) or 0) + max(0, int(touched))
-        rebuild = force or WORDS_AT not in meta or stale > WORD_DRIFT * max(notes, 1)
+        if WORDS_AT not in meta and not rebuild_ok:
+            return False  # never built: nothing to keep a tally for
+        rebuild = force or WORDS_AT not in meta or (rebuild_ok and stale > WORD_DRIFT * max(notes, 1))
         if rebuild:
             conn.exec_driver_sql(
                 "CREATE VIRTUAL TABLE IF NOT EXISTS temp.recall_fts_rows USING fts5vocab(main, recall_fts, row)"

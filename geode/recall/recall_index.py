@@ -316,6 +316,7 @@ class RecallIndex:
         if stale_root:  # the domain now names another folder: start it over
             with self.writer.begin() as conn:
                 self._delete_notes(conn, stale_root)
+            counts["removed"] += len(stale_root)  # touched too: the word counts' tally needs them
             existing = {p: r for p, r in existing.items() if r.root == root}
         paths = []
         load = StoreLoad(root=root, domain=domain)
@@ -479,6 +480,13 @@ class RecallIndex:
                     conn.execute(delete(dirs_t).where(dirs_t.c.domain == domain, dirs_t.c.dir.in_(list(vanished))))
         if counts["added"] or counts["changed"] or counts["removed"]:
             self.keep_stats()  # a first build, or a store that grew or shrank by a quarter
+            if self.dialect == "sqlite":  # the word counts' tally of touched notes (search._counted_over)
+                from geode.recall.index_tables import keep_word_counts
+
+                touched = sum(
+                    v for k, v in counts.items() if k in ("added", "changed", "removed") and isinstance(v, int)
+                )
+                keep_word_counts(self.writer, touched, rebuild_ok=False)
         return counts
 
     # -- embedding state --------------------------------------------------------------

@@ -77,7 +77,7 @@ from geode.recall.hits import fold, passage_snippet, snippet_and_line, supersede
 from geode.recall.recall_index import RecallIndex, address, is_retired
 from geode.recall.results import SearchHit, SearchResult
 from geode.recall.semantic_floor import BACKGROUND_POOL  # noqa: F401 (the name tests and docs use)
-from geode.recall.sqlread import NOTE_SELECT, db_errors, in_list
+from geode.recall.sqlread import NOTE_SELECT, WORDS_AT, WORDS_STALE, db_errors, in_list
 
 #: as ``geode.recall.index_tables`` (a test checks they agree); here as text, so that a search
 #: on SQLite imports no SQLAlchemy (``geode.recall.sqlread``)
@@ -185,6 +185,9 @@ def notes_holding_upto(idx, conn, word: str, cap: int) -> int:
     over = stats.setdefault("over", {})  # words known to be held by more than a cap
     if over.get(word, -1) >= cap:
         return cap + 1
+    if idx.dialect == "sqlite" and _counted_over(stats, conn, word, cap):
+        over[word] = max(over.get(word, 0), cap)
+        return cap + 1
     if idx.dialect == "sqlite":
         sql = "SELECT count(*) FROM (SELECT 1 FROM recall_fts WHERE recall_fts MATCH :q LIMIT :cap)"
         n = int(conn.scalar(sql, {"q": fts5_query([word]), "cap": cap + 1}))
@@ -199,6 +202,43 @@ def notes_holding_upto(idx, conn, word: str, cap: int) -> int:
     else:
         over[word] = max(over.get(word, 0), cap)
     return n
+
+
+def _counted_over(stats: dict, conn, word: str, cap: int) -> bool:
+    """Whether the index build's word counts (``recall_word``) show more than ``cap`` notes
+    holding a word that starts with ``word`` (for a unit ``=word``, that whole word), for certain: one token of that prefix counted in
+    more than ``cap`` notes plus the notes touched since the count (each touched note can have
+    lost the token once). SQLite only.
+
+    Why: ``notes_holding_upto``'s ``LIMIT`` does not bound a prefix query: FTS5 merges the
+    posting lists of every token of the prefix before the first row comes back, so counting a
+    common word "up to 101" read its 25,000 postings, and the spread stage counts up to 12 such
+    words of an anchor's line (9 ms of a search at 100,000 notes, the first time). One indexed
+    range read of the counts answers the common ones; a word under the bound (or missing from
+    the counts: a new token, an index without them) is still counted in FTS5."""
+    stale = stats.get("words_stale")
+    if stale is None:  # once per full-text generation (a refresh that changed notes resets it)
+        try:
+            row = conn.all("SELECT k, v FROM recall_meta WHERE k IN (:a, :s)", {"a": WORDS_AT, "s": WORDS_STALE})
+        except db_errors():
+            row = []
+        meta = {str(k): v for k, v in row}
+        stale = stats["words_stale"] = int(meta.get(WORDS_STALE) or 0) if WORDS_AT in meta else -1
+    whole = word[:1] == "="  # a unit ``=word`` (``match_units``): that token alone, not a prefix
+    word = word[1:] if whole else word
+    if stale < 0 or not word:
+        return False  # never built: no counts to trust
+    try:
+        if whole:
+            most = conn.scalar("SELECT docs FROM recall_word WHERE term = :w", {"w": word})
+        else:
+            most = conn.scalar(
+                "SELECT max(docs) FROM recall_word WHERE term >= :w AND term < :hi",
+                {"w": word, "hi": word + "\U0010ffff"},
+            )
+    except db_errors():
+        return False
+    return most is not None and int(most) - stale > cap
 
 
 #: a query word shorter than this matches whole words first (its own inflections, see
@@ -379,6 +419,9 @@ def _bm25_rows(conn, expr: str, n: int, within: str | None = None) -> list[tuple
     return [(int(i), -float(s)) for i, s in conn.all(sql, {"scope": within, "q": expr, "n": n})]
 
 
+TOPK_NESTING = 2  # how deep ``top_bm25`` answers the rare words' own query by its own split
+
+
 def top_bm25(
     idx: RecallIndex, conn, terms: list[str], n: int, within: str | None = None, share: float = 1.0
 ) -> list[tuple[int, float]]:
@@ -413,11 +456,27 @@ def top_bm25(
     runs: in the word salad, where every word is in 80% of the notes, always. Exactness is tested against
     the full query over a generated store (``test_top_bm25_answers_as_the_full_query``).
 
+    The floor is itself a best n (of ``MATCH 'R'``), so when R holds two words or more it is read
+    by this same split (up to ``TOPK_NESTING`` levels): "deploy wipe config" with "wipe" in 0.2%,
+    "deploy" in 13% and "config" in 18% of 100,000 notes needs R = {wipe, deploy} (wipe's 50th
+    note scores below config's bound), and ``MATCH 'wipe OR deploy'`` alone scored the 13,000
+    notes of "deploy" (the slowest text side of the bench's queries, 23-29 ms); split again, its
+    best n are wipe's best n and the notes holding both. Exact by the same argument, one level
+    down (``test_a_nested_split_answers_as_the_full_query``).
+
     ``within`` (a scope's note ids as JSON, ``scope_json``: about ``share`` of the notes): the
     best ``n`` notes of the scope, by the same argument inside the scope (every query is restricted to it, and a
     subset's n-th score is still a floor for its own best n): a filtered search of common words
     walks the rare words' rows and never scores a common word's notes outside the scope (tested
     against the joined query, ``test_a_filtered_text_side_answers_as_the_joined_query``)."""
+    return _split_top(idx, conn, terms, n, within, share, 0)
+
+
+def _split_top(
+    idx: RecallIndex, conn, terms: list[str], n: int, within: str | None, share: float, depth: int
+) -> list[tuple[int, float]]:
+    """``top_bm25`` at nesting ``depth``: the floor query of a split recurses here (not through
+    ``top_bm25``), so that one search's text side is one ``top_bm25`` call to whoever counts them."""
     if not terms:
         return []
     dfs = {t: doc_freq(idx, conn, t) for t in terms}
@@ -446,7 +505,10 @@ def top_bm25(
             break  # about what the whole query costs (every word common: the word salad)
         bound = sum((BM25_K1 + 1.0) * bm25_idf(dfs[t], rows) for t in common)
         bound = bound * (1.0 + 1e-9) + 1e-12  # the bound's own rounding: err on the high side
-        floor = _bm25_rows(conn, fts5_query(rare), n, within)
+        if k >= 2 and depth < TOPK_NESTING:  # the rare words' best n, by the same split
+            floor = _split_top(idx, conn, rare, n, within, share, depth + 1)
+        else:
+            floor = _bm25_rows(conn, fts5_query(rare), n, within)
         if len(floor) < n or floor[-1][1] < bound:
             continue
         both = dict(_bm25_rows(conn, f"({fts5_query(rare)}) AND ({fts5_query(common)})", n, within))
