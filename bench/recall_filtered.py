@@ -22,14 +22,11 @@ import sys
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CODE = REPO
-for _i, _a in enumerate(sys.argv):
-    if _a == "--code" and _i + 1 < len(sys.argv):
-        CODE = os.path.abspath(sys.argv[_i + 1])
-sys.path.insert(0, CODE)
-import geode.recall.search as S  # noqa: E402  (the tree measured, before bench's own imports)
-
 sys.path.append(REPO)
+from bench.code_tree import measured_tree  # noqa: E402
+
+CODE = measured_tree()
+import geode.recall.search as S  # noqa: E402  (the tree measured, before bench's own imports)
 from bench.recall_speed import OUT, QUERIES, generate_zipf_store  # noqa: E402
 
 TAGS = ("mife", "bodelo", "mifexa")  # the Zipf store's tags on ~23%, ~5.5% and ~4.3% of the notes

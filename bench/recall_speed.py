@@ -52,12 +52,10 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(REPO, "bench", "out", "recall")
 #: the geode measured: this checkout, or ``--code DIR`` (an older tree, for a baseline in the same run)
-CODE = REPO
-for _i, _a in enumerate(sys.argv):
-    if _a == "--code" and _i + 1 < len(sys.argv):
-        CODE = os.path.abspath(sys.argv[_i + 1])
 sys.path.insert(0, REPO)
-sys.path.insert(0, CODE)
+from bench.code_tree import measured_tree  # noqa: E402
+
+CODE = measured_tree()
 
 QUERIES = [
     "build cache fails silently",
