@@ -72,3 +72,28 @@ def test_an_index_without_the_counts_is_still_searched(tmp_path):
         assert [h["path"] for h in hits] == ["n003.md"] and stats["looked_up"] == 0
     finally:
         dispose_engines()
+
+
+def test_a_quick_refresh_adds_its_notes_to_the_tally_and_never_rebuilds(tmp_path):
+    """A search's ``quick_refresh`` must say how stale the counts are (``search._counted_over``
+    trusts a count only past that margin): it did not, so counts after it looked fresh."""
+    import os
+    import time
+
+    root = tmp_path / "notes"
+    for i in range(20):
+        write(root, f"d{i % 2}/n{i:03d}.md", _note(i))
+    settings = fresh_settings(root, tmp_path / "home")
+    try:
+        index_for(settings).refresh()
+        assert _counts(settings)[1] == {"words_notes": "20", "words_touched": "0"}
+        for i in range(0, 6, 2):  # 3 of 20: past WORD_DRIFT, but a quick refresh never rebuilds
+            write(root, f"d0/n{i:03d}.md", _note(i, "zeppelin"))
+        later = time.time() + 5  # the folder's mtime must move for quick_refresh to look again
+        os.utime(root / "d0", (later, later))
+        counts = index_for(settings).quick_refresh()
+        assert counts["changed"] == 3, counts
+        words, meta = _counts(settings)
+        assert meta == {"words_notes": "20", "words_touched": "3"} and "zeppelin" not in words
+    finally:
+        dispose_engines()

@@ -293,11 +293,14 @@ def keep_word_counts(engine, touched: int, force: bool = False, rebuild_ok: bool
         meta = dict(
             conn.exec_driver_sql("SELECT k, v FROM recall_meta WHERE k IN (?, ?)", (WORDS_AT, WORDS_STALE)).fetchall()
         )
-        notes = int(conn.exec_driver_sql("SELECT count(*) FROM recall_note").scalar() or 0)
         stale = int(meta.get(WORDS_STALE) or 0) + max(0, int(touched))
-        if WORDS_AT not in meta and not rebuild_ok:
-            return False  # never built: nothing to keep a tally for
-        rebuild = force or WORDS_AT not in meta or (rebuild_ok and stale > WORD_DRIFT * max(notes, 1))
+        if not rebuild_ok:  # on a search's path: no count of the notes, no rebuild
+            if WORDS_AT not in meta:
+                return False  # never built: nothing to keep a tally for
+            conn.exec_driver_sql("UPDATE recall_meta SET v = ? WHERE k = ?", (str(stale), WORDS_STALE))
+            return False
+        notes = int(conn.exec_driver_sql("SELECT count(*) FROM recall_note").scalar() or 0)
+        rebuild = force or WORDS_AT not in meta or stale > WORD_DRIFT * max(notes, 1)
         if rebuild:
             conn.exec_driver_sql(
                 "CREATE VIRTUAL TABLE IF NOT EXISTS temp.recall_fts_rows USING fts5vocab(main, recall_fts, row)"

@@ -98,6 +98,11 @@ def _team_sync(settings) -> None:
         team_sync.sync(settings)
 
 
+def _touched(counts: dict) -> int:
+    """Notes a refresh added, changed or removed: what the word counts' staleness tally adds."""
+    return sum(int(counts.get(k) or 0) for k in ("added", "changed", "removed"))
+
+
 class RecallIndex:
     """The SQL side of recall for one ``Settings``: refresh from the files, read back."""
 
@@ -242,7 +247,7 @@ class RecallIndex:
                 continue
             self._refresh_domain(domain, root, full, counts, progress, force=force)
         self.keep_stats(force=True)
-        touched = sum(v for k, v in counts.items() if k in ("changed", "added", "removed") and isinstance(v, int))
+        touched = _touched(counts)
         if touched or force or self.meta(sqlread.WORDS_AT) is None:  # else nothing changed: no write
             from geode.recall.index_tables import keep_word_counts  # the prompt hook's word rarity
 
@@ -483,10 +488,7 @@ class RecallIndex:
             if self.dialect == "sqlite":  # the word counts' tally of touched notes (search._counted_over)
                 from geode.recall.index_tables import keep_word_counts
 
-                touched = sum(
-                    v for k, v in counts.items() if k in ("added", "changed", "removed") and isinstance(v, int)
-                )
-                keep_word_counts(self.writer, touched, rebuild_ok=False)
+                keep_word_counts(self.writer, _touched(counts), rebuild_ok=False)
         return counts
 
     # -- embedding state --------------------------------------------------------------
