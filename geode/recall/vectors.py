@@ -35,16 +35,34 @@ from geode.kernel.locks import FileLock
 POINTER = "chroma.current"
 LOCK = "chroma.lock"
 
+#: How many log records Chroma's local engine applies before it saves the HNSW graph to disk
+#: (its default is 1,000; it refuses 1). Why so low: records not yet saved stay only in the log,
+#: and every process that opens the folder rebuilds that tail in parallel (rayon), so each builds
+#: a slightly different graph: two readers of the same folder, or the writer and a reader,
+#: answered different nearest neighbours for the same query (2 of 20 queries at 900 vectors, 4-7
+#: of 20 at 900-5,500; the nearest passage of one question missing from the top 200 in 1 of 6
+#: processes). geode wrote 1,000 passages at a time, so a store's last partial batch was never
+#: saved and warm and cold searches ranked differently. With 2, every write of two or more records
+#: saves the graph and a reader loads the writer's graph exactly; a write of one record is followed
+#: by ``_settle`` (bench/RECALL.md, "One graph for every process"). Cost: a 3-vector write 5.3 ->
+#: 16.2 ms at 20,000 vectors and 7.7 -> 45.5 ms at 100,000 (the save); a batch of 1,000 was saved
+#: at 1,000 already.
+SYNC_THRESHOLD = 2
+
 #: The HNSW settings a new collection is created with (Chroma's legacy metadata keys, which
-#: chromadb 1.x still maps onto the collection's configuration). An existing collection keeps
-#: the settings it was created with. ``bench/vector_insert.py`` measures the choice: Chroma's
-#: defaults (M 16, ef_construction 100, ef_search 100, sync_threshold 1,000). The local engine
-#: (chromadb 1.5) drops ``hnsw:batch_size`` and ``hnsw:num_threads``; a lower M (8) or
-#: ef_construction (40) is faster on a small collection but not at 100,000 vectors, and finds
-#: fewer neighbours on hard data; a ``sync_threshold`` above ``WRITE_BATCH`` makes every write
-#: re-read the log since the last sync (quadratic: 11x slower at 100,000). So none is set here
-#: (bench/RECALL.md, "Vector inserts: the HNSW knobs, measured").
-HNSW_METADATA: dict[str, Any] = {"hnsw:space": "cosine"}
+#: chromadb 1.x still maps onto the collection's configuration); an existing local collection
+#: with a larger ``sync_threshold`` is moved to ``SYNC_THRESHOLD`` when a writer opens it
+#: (``VectorStore._keep_one_graph``). Otherwise Chroma's defaults (M 16, ef_construction 100,
+#: ef_search 100), measured by ``bench/vector_insert.py``: the local engine (chromadb 1.5) drops
+#: ``hnsw:batch_size`` and ``hnsw:num_threads``; a lower M (8) or ef_construction (40) is faster
+#: on a small collection but not at 100,000 vectors, and finds fewer neighbours on hard data; a
+#: ``sync_threshold`` above ``WRITE_BATCH`` makes every write re-read the log since the last sync
+#: (quadratic: 11x slower at 100,000) (bench/RECALL.md, "Vector inserts: the HNSW knobs, measured").
+HNSW_METADATA: dict[str, Any] = {"hnsw:space": "cosine", "hnsw:sync_threshold": SYNC_THRESHOLD}
+
+#: The id ``_settle`` deletes: never a passage id (those hold ``:``), so the delete changes no
+#: vector; it only adds the log record that makes the engine save its graph.
+SETTLE_ID = "geode-settle"
 
 
 class VectorsUnavailable(ServiceUnavailable):
@@ -249,6 +267,8 @@ class VectorStore:
         self.folder = None if self.remote else (folder or current_folder(settings))
         self.write = write
         self.col: Any = None  # a chromadb Collection, or chroma_lite.LiteCollection
+        #: log records this writer left unsaved (None: unknown, the folder's state when opened)
+        self._unsaved: int | None = None
         if not self.remote and self.folder is None:
             if not write:
                 return  # nothing built yet: readers never create
@@ -283,11 +303,44 @@ class VectorStore:
                 embedding_function=None,
                 metadata={**HNSW_METADATA, "model": self.model_id, "dim": self.dim},
             )
+            self._keep_one_graph()
         else:
             try:
                 self.col = self._client.get_collection(self.name, embedding_function=None)
             except NoCollection:  # no vectors for this model yet
                 self.col = None
+
+    def _keep_one_graph(self) -> None:
+        """Move a local collection created with a larger ``sync_threshold`` (Chroma's default
+        1,000: every collection geode built before) to ``SYNC_THRESHOLD``, before this writer's
+        first write. A Chroma server is left as it is: its one process holds one graph."""
+        if self.remote or self.col is None:
+            return
+        hnsw = (getattr(self.col, "configuration", None) or {}).get("hnsw") or {}
+        if int(hnsw.get("sync_threshold") or 0) <= SYNC_THRESHOLD:
+            return
+        self.col.modify(configuration={"hnsw": {"sync_threshold": SYNC_THRESHOLD}})
+
+    def _written(self, records: int) -> None:
+        """Count a write of ``records`` log records. The engine saves its graph once the records
+        since its last save reach ``SYNC_THRESHOLD``; a write of one record after a save leaves
+        it unsaved, and ``_settle`` adds the second."""
+        if self.remote or records <= 0:
+            return
+        if records >= SYNC_THRESHOLD or (self._unsaved or 0) + records >= SYNC_THRESHOLD:
+            self._unsaved = 0
+            return
+        self._unsaved = (self._unsaved or 0) + records
+        self._settle()
+
+    def _settle(self) -> None:
+        """Delete ``SETTLE_ID`` (never stored) so that the engine's log reaches
+        ``SYNC_THRESHOLD`` and it saves the graph: without it the last one-record write stays in
+        the log, and each reader rebuilds it its own way (``SYNC_THRESHOLD``). When the folder
+        held an unsaved tail at open (unknown here), the one write already saved it and this
+        delete is the tail instead: a delete of an id no graph holds, the same in every reader."""
+        self.col.delete(ids=[SETTLE_ID])
+        self._unsaved = 0
 
     @property
     def available(self) -> bool:
@@ -308,6 +361,7 @@ class VectorStore:
             m.setdefault("dim", self.dim)
         try:
             self.col.upsert(ids=[str(i) for i in ids], embeddings=_as_lists(vectors), metadatas=metas)
+            self._written(len(ids))
         except client_errors() as exc:  # a server gone mid-run: the caller marks nothing, the notes stay pending
             raise unavailable(self.settings, self.folder, exc) from exc
 
@@ -315,6 +369,7 @@ class VectorStore:
         assert self.write, "readers never write"
         if ids and self.col is not None:
             self.col.delete(ids=[str(i) for i in ids])
+            self._written(len(ids))
 
     def all_ids(self) -> list[str]:
         if self.col is None:
